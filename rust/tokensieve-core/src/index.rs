@@ -1,0 +1,406 @@
+//! The token-level FSM index: for a DFA state, the packed mask of tokens that may come next.
+//!
+//! A mask is found by one walk of the vocabulary's [`TokenTrie`] against the DFA: a node whose
+//! byte kills the automaton is skipped with its whole subtree, and a token is allowed when the
+//! state after its last byte is not dead (every non-dead state is live, see [`crate::regex`]).
+//! EOS ids are allowed exactly in accepting states. Masks are memoized per state and identical
+//! masks are stored once; the cache has a memory budget, past which it is emptied and refilled
+//! on demand (the lazy path stays correct, only slower).
+//!
+//! Advancing a state by a token runs the DFA over the token's bytes, so the index needs no
+//! per-token transition table. Eager mode ([`TokenIndex::precompute`]) determinizes the whole
+//! DFA, then walks every state reachable by tokens in parallel with rayon.
+//!
+//! Mask layout: word `t / 32`, bit `t % 32` (lowest bit first), 1 = allowed.
+
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+use rayon::prelude::*;
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::error::{Error, Result};
+use crate::regex::{DfaView, LazyDfa, DEAD};
+use crate::trie::NO_TOKEN;
+use crate::vocab::Vocabulary;
+
+const UNKNOWN: u32 = u32::MAX;
+
+/// Transitions used by a trie walk: the lazy, locked DFA or a frozen snapshot of a complete one.
+trait Step {
+    fn classes(&self) -> &[u8; 256];
+    fn step(&mut self, state: u32, class: usize) -> Result<u32>;
+    fn accepting(&self, state: u32) -> bool;
+}
+
+impl Step for DfaView<'_> {
+    #[inline]
+    fn classes(&self) -> &[u8; 256] {
+        DfaView::classes(self)
+    }
+    #[inline]
+    fn step(&mut self, state: u32, class: usize) -> Result<u32> {
+        let t = self.raw(state, class);
+        if t != UNKNOWN {
+            Ok(t)
+        } else {
+            self.fill(state, class)
+        }
+    }
+    #[inline]
+    fn accepting(&self, state: u32) -> bool {
+        self.is_accepting(state)
+    }
+}
+
+/// A complete DFA's transition table, read without locks by parallel walks.
+struct Frozen {
+    classes: [u8; 256],
+    stride: usize,
+    trans: Vec<u32>,
+    accepting: Vec<bool>,
+}
+
+impl Step for &Frozen {
+    #[inline]
+    fn classes(&self) -> &[u8; 256] {
+        &self.classes
+    }
+    #[inline]
+    fn step(&mut self, state: u32, class: usize) -> Result<u32> {
+        Ok(self.trans[state as usize * self.stride + class])
+    }
+    #[inline]
+    fn accepting(&self, state: u32) -> bool {
+        self.accepting[state as usize]
+    }
+}
+
+/// Walk the trie from `state`, writing the allowed-token mask into `out` (fully overwritten).
+/// When `successors` is given, the states reached after each allowed token are added to it.
+fn walk<S: Step>(
+    vocab: &Vocabulary,
+    dfa: &mut S,
+    state: u32,
+    out: &mut [u32],
+    mut successors: Option<&mut FxHashSet<u32>>,
+) -> Result<()> {
+    out.fill(0);
+    let trie = vocab.trie();
+    let nodes = trie.nodes();
+    let classes = *dfa.classes();
+    let mut stack = vec![DEAD; trie.max_depth() + 1];
+    stack[0] = state;
+    if state != DEAD {
+        let mut i = 1usize;
+        while i < nodes.len() {
+            let n = nodes[i];
+            let d = n.depth as usize;
+            let next = dfa.step(stack[d - 1], classes[n.byte as usize] as usize)?;
+            if next == DEAD {
+                i += n.subtree as usize;
+                continue;
+            }
+            stack[d] = next;
+            if n.token != NO_TOKEN {
+                out[(n.token >> 5) as usize] |= 1 << (n.token & 31);
+                if let Some(s) = successors.as_deref_mut() {
+                    s.insert(next);
+                }
+            }
+            i += 1;
+        }
+        for &(primary, dup) in trie.duplicates() {
+            if out[(primary >> 5) as usize] >> (primary & 31) & 1 == 1 {
+                out[(dup >> 5) as usize] |= 1 << (dup & 31);
+            }
+        }
+        if dfa.accepting(state) {
+            for &e in vocab.eos_ids() {
+                out[(e >> 5) as usize] |= 1 << (e & 31);
+            }
+        }
+    }
+    if out.iter().all(|&w| w == 0) {
+        return Err(unspellable(state));
+    }
+    Ok(())
+}
+
+fn unspellable(state: u32) -> Error {
+    // The caller fills in the byte list when it has the DFA at hand.
+    Error::Unspellable { bytes: format!("(state {state})") }
+}
+
+fn describe_bytes(bytes: &[u8]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let mut j = i;
+        while j + 1 < bytes.len() && bytes[j + 1] == bytes[j] + 1 {
+            j += 1;
+        }
+        let show = |b: u8| format!("{:?}", b as char).trim_matches('\'').to_string() + &format!("(0x{b:02X})");
+        if i == j {
+            parts.push(show(bytes[i]));
+        } else {
+            parts.push(format!("{}-{}", show(bytes[i]), show(bytes[j])));
+        }
+        i = j + 1;
+        if parts.len() >= 12 {
+            parts.push("...".into());
+            break;
+        }
+    }
+    format!("[{}]", parts.join(", "))
+}
+
+#[derive(Default)]
+struct MaskCache {
+    by_state: FxHashMap<u32, u32>,
+    masks: Vec<Arc<[u32]>>,
+    dedup: FxHashMap<Arc<[u32]>, u32>,
+    bytes: usize,
+}
+
+/// Memoized masks of one grammar.
+pub struct TokenIndex {
+    cache: RwLock<MaskCache>,
+    budget_bytes: usize,
+    precomputed: std::sync::atomic::AtomicBool,
+}
+
+/// Sizes of an index, for reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexStats {
+    /// DFA states with a cached mask.
+    pub states: usize,
+    /// Distinct masks stored.
+    pub distinct_masks: usize,
+    /// Bytes held by the stored masks.
+    pub mask_bytes: usize,
+    /// DFA states created so far.
+    pub dfa_states: usize,
+}
+
+impl TokenIndex {
+    /// An empty index whose mask cache holds at most `budget_bytes` of masks.
+    pub fn new(budget_bytes: usize) -> TokenIndex {
+        TokenIndex {
+            cache: RwLock::new(MaskCache::default()),
+            budget_bytes,
+            precomputed: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, MaskCache> {
+        self.cache.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, MaskCache> {
+        self.cache.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The mask of `state`, computed on first use.
+    pub fn mask(&self, vocab: &Vocabulary, dfa: &LazyDfa, state: u32) -> Result<Arc<[u32]>> {
+        if let Some(m) = {
+            let c = self.read();
+            c.by_state.get(&state).map(|&id| c.masks[id as usize].clone())
+        } {
+            return Ok(m);
+        }
+        let mut buf = vec![0u32; vocab.mask_words()];
+        let walked = {
+            let mut view = dfa.view();
+            walk(vocab, &mut view, state, &mut buf, None)
+        };
+        // The view's lock is released before the error path inspects the DFA again.
+        walked.map_err(|e| fill_bytes(e, dfa, state))?;
+        let mut c = self.write();
+        Ok(self.insert(&mut c, state, buf))
+    }
+
+    fn insert(&self, c: &mut MaskCache, state: u32, buf: Vec<u32>) -> Arc<[u32]> {
+        if let Some(&id) = c.by_state.get(&state) {
+            return c.masks[id as usize].clone();
+        }
+        let id = match c.dedup.get(buf.as_slice()) {
+            Some(&id) => id,
+            None => {
+                let size = buf.len() * 4;
+                if c.bytes + size > self.budget_bytes
+                    && !self.precomputed.load(std::sync::atomic::Ordering::Relaxed)
+                {
+                    *c = MaskCache::default();
+                }
+                let arc: Arc<[u32]> = buf.into();
+                let id = c.masks.len() as u32;
+                c.masks.push(arc.clone());
+                c.dedup.insert(arc, id);
+                c.bytes += size;
+                id
+            }
+        };
+        c.by_state.insert(state, id);
+        c.masks[id as usize].clone()
+    }
+
+    /// Compute the mask of every state reachable from `start` by whole tokens, in parallel.
+    /// Fails if the masks do not fit the budget or the deadline passes.
+    pub fn precompute(
+        &self,
+        vocab: &Vocabulary,
+        dfa: &LazyDfa,
+        start: u32,
+        deadline: Option<Instant>,
+    ) -> Result<IndexStats> {
+        dfa.determinize_all(deadline)?;
+        let frozen = {
+            let view = dfa.view();
+            let n = view.num_states();
+            let stride = view.stride();
+            let mut trans = Vec::with_capacity(n * stride);
+            let mut accepting = Vec::with_capacity(n);
+            for s in 0..n as u32 {
+                for c in 0..stride {
+                    trans.push(view.raw(s, c));
+                }
+                accepting.push(view.is_accepting(s));
+            }
+            Frozen { classes: *view.classes(), stride, trans, accepting }
+        };
+        let mut seen: FxHashSet<u32> = FxHashSet::default();
+        seen.insert(start);
+        let mut frontier = vec![start];
+        let words = vocab.mask_words();
+        while !frontier.is_empty() {
+            if let Some(d) = deadline {
+                if Instant::now() > d {
+                    return Err(Error::Budget(format!(
+                        "time budget exceeded while precomputing the index ({} states done)",
+                        seen.len()
+                    )));
+                }
+            }
+            let results: Vec<Result<(u32, Vec<u32>, FxHashSet<u32>)>> = frontier
+                .par_iter()
+                .map(|&s| {
+                    let mut buf = vec![0u32; words];
+                    let mut succ = FxHashSet::default();
+                    let mut f = &frozen;
+                    walk(vocab, &mut f, s, &mut buf, Some(&mut succ))
+                        .map_err(|e| fill_bytes(e, dfa, s))?;
+                    Ok((s, buf, succ))
+                })
+                .collect();
+            let mut next = Vec::new();
+            let mut c = self.write();
+            for r in results {
+                let (s, buf, succ) = r?;
+                let size = buf.len() * 4;
+                if !c.dedup.contains_key(buf.as_slice()) && c.bytes + size > self.budget_bytes {
+                    return Err(Error::Budget(format!(
+                        "the precomputed index needs more than {} MiB of distinct masks \
+                         (mask cache budget); raise the budget or use lazy masks",
+                        self.budget_bytes >> 20
+                    )));
+                }
+                self.insert(&mut c, s, buf);
+                for t in succ {
+                    if seen.insert(t) {
+                        next.push(t);
+                    }
+                }
+            }
+            drop(c);
+            next.sort_unstable();
+            frontier = next;
+        }
+        self.precomputed.store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(self.stats(dfa))
+    }
+
+    /// Whether [`TokenIndex::precompute`] completed.
+    pub fn is_precomputed(&self) -> bool {
+        self.precomputed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Current sizes.
+    pub fn stats(&self, dfa: &LazyDfa) -> IndexStats {
+        let c = self.read();
+        IndexStats {
+            states: c.by_state.len(),
+            distinct_masks: c.masks.len(),
+            mask_bytes: c.bytes,
+            dfa_states: dfa.num_states(),
+        }
+    }
+}
+
+fn fill_bytes(e: Error, dfa: &LazyDfa, state: u32) -> Error {
+    match e {
+        Error::Unspellable { .. } => match dfa.live_bytes(state) {
+            Ok(b) if b.is_empty() => Error::Unspellable { bytes: "[] (the grammar cannot continue)".into() },
+            Ok(b) => Error::Unspellable { bytes: describe_bytes(&b) },
+            Err(e) => e,
+        },
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::regex::RegexOptions;
+
+    fn vocab(tokens: &[&str]) -> Vocabulary {
+        let mut t: Vec<Vec<u8>> = tokens.iter().map(|s| s.as_bytes().to_vec()).collect();
+        t.push(b"<eos>".to_vec());
+        let eos = (t.len() - 1) as u32;
+        Vocabulary::new(t, vec![eos], vec![], None).unwrap()
+    }
+
+    fn allowed(mask: &[u32]) -> Vec<u32> {
+        (0..mask.len() as u32 * 32).filter(|&t| mask[(t >> 5) as usize] >> (t & 31) & 1 == 1).collect()
+    }
+
+    #[test]
+    fn mask_matches_brute_force() {
+        let v = vocab(&["a", "b", "ab", "ba", "c", "aa", "abc"]);
+        let dfa = LazyDfa::new("(ab)*c?", &RegexOptions::default()).unwrap();
+        let idx = TokenIndex::new(1 << 20);
+        let m = idx.mask(&v, &dfa, dfa.start()).unwrap();
+        // a, ab, c, abc, and EOS (empty string matches)
+        assert_eq!(allowed(&m), vec![0, 2, 4, 6, 7]);
+    }
+
+    #[test]
+    fn unspellable_state_is_an_error() {
+        let v = vocab(&["a", "ab"]);
+        let dfa = LazyDfa::new("ac", &RegexOptions::default()).unwrap();
+        let idx = TokenIndex::new(1 << 20);
+        let s = dfa.walk(dfa.start(), b"a").unwrap();
+        let e = idx.mask(&v, &dfa, s).unwrap_err();
+        assert!(e.to_string().contains("c(0x63)"), "{e}");
+    }
+
+    #[test]
+    fn precompute_equals_lazy() {
+        let v = vocab(&["1", "2", "12", "-", ".", "5", "e", "00"]);
+        let pat = "-?(0|[1-9][0-9]*)(\\.[0-9]+)?";
+        let d1 = LazyDfa::new(pat, &RegexOptions::default()).unwrap();
+        let d2 = LazyDfa::new(pat, &RegexOptions::default()).unwrap();
+        let lazy = TokenIndex::new(1 << 20);
+        let eager = TokenIndex::new(1 << 20);
+        let stats = eager.precompute(&v, &d2, d2.start(), None).unwrap();
+        assert!(stats.states >= 3);
+        for text in ["", "-", "-1", "12.5", "0.00", "1e", "-0.", "5"] {
+            let s1 = d1.walk(d1.start(), text.as_bytes()).unwrap();
+            let s2 = d2.walk(d2.start(), text.as_bytes()).unwrap();
+            assert_eq!(s1 == DEAD, s2 == DEAD, "{text}");
+            if s1 != DEAD {
+                assert_eq!(lazy.mask(&v, &d1, s1).unwrap(), eager.mask(&v, &d2, s2).unwrap(), "{text}");
+            }
+        }
+    }
+}

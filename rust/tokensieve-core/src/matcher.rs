@@ -1,0 +1,403 @@
+//! Compiled grammars and per-sequence matchers.
+//!
+//! A [`Grammar`] is immutable from the outside and shared (`Arc`) by every sequence that decodes
+//! under it: the DFA and the mask cache fill in lazily behind locks. A [`Matcher`] is one
+//! sequence's position: the current DFA state, whether EOS was consumed, and the history needed
+//! to roll back. [`fill_next_token_bitmask_batch`] fills many rows of a batch bitmask in parallel.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use tokensieve_core::{Grammar, GrammarOptions, Vocabulary};
+//! let v = Arc::new(Vocabulary::new(vec![b"1".to_vec(), b"2".to_vec(), b"x".to_vec(), b"".to_vec()], vec![3], vec![], None).unwrap());
+//! let g = Arc::new(Grammar::from_regex("[12]+", v, &GrammarOptions::default()).unwrap());
+//! let mut m = g.matcher();
+//! let mut row = vec![0u32; 1];
+//! m.fill_next_token_bitmask(&mut row).unwrap();
+//! assert_eq!(row[0], 0b011); // "1" and "2"; no "x", no EOS yet
+//! assert!(m.accept_token(0).unwrap());
+//! assert!(m.is_accepting());
+//! ```
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::index::{IndexStats, TokenIndex};
+use crate::regex::{LazyDfa, RegexOptions, DEAD};
+use crate::vocab::Vocabulary;
+
+/// Options for compiling a grammar.
+#[derive(Debug, Clone)]
+pub struct GrammarOptions {
+    /// Automaton limits.
+    pub regex: RegexOptions,
+    /// Memory budget of the mask cache, in bytes.
+    pub mask_cache_bytes: usize,
+    /// Wall-clock budget for compiling (start state and first mask) and for `precompute`.
+    pub max_compile_time: Duration,
+}
+
+impl Default for GrammarOptions {
+    fn default() -> Self {
+        GrammarOptions {
+            regex: RegexOptions::default(),
+            mask_cache_bytes: 512 << 20,
+            max_compile_time: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A compiled constraint for one vocabulary.
+pub struct Grammar {
+    vocab: Arc<Vocabulary>,
+    dfa: LazyDfa,
+    index: TokenIndex,
+    options: GrammarOptions,
+}
+
+impl std::fmt::Debug for Grammar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Grammar").field("dfa", &self.dfa).finish()
+    }
+}
+
+impl Grammar {
+    /// Compile a regex (full-match semantics) for `vocab`. The first mask is computed here, so
+    /// a grammar the vocabulary cannot spell fails at compile time.
+    pub fn from_regex(pattern: &str, vocab: Arc<Vocabulary>, opts: &GrammarOptions) -> Result<Grammar> {
+        let dfa = LazyDfa::new(pattern, &opts.regex)?;
+        let g = Grammar { vocab, dfa, index: TokenIndex::new(opts.mask_cache_bytes), options: opts.clone() };
+        g.index.mask(&g.vocab, &g.dfa, g.dfa.start())?;
+        Ok(g)
+    }
+
+    /// A fresh matcher at the start state.
+    pub fn matcher(self: &Arc<Self>) -> Matcher {
+        Matcher::new(self.clone(), None)
+    }
+
+    /// The vocabulary this grammar was compiled for.
+    pub fn vocab(&self) -> &Arc<Vocabulary> {
+        &self.vocab
+    }
+
+    /// The underlying automaton.
+    pub fn dfa(&self) -> &LazyDfa {
+        &self.dfa
+    }
+
+    /// The source regex.
+    pub fn pattern(&self) -> &str {
+        self.dfa.pattern()
+    }
+
+    /// Compute the mask of every state reachable by tokens (eager mode), in parallel.
+    pub fn precompute(&self) -> Result<IndexStats> {
+        let deadline = Instant::now() + self.options.max_compile_time;
+        self.index.precompute(&self.vocab, &self.dfa, self.dfa.start(), Some(deadline))
+    }
+
+    /// Sizes of the index so far.
+    pub fn stats(&self) -> IndexStats {
+        self.index.stats(&self.dfa)
+    }
+
+    /// Whether the full index was precomputed.
+    pub fn is_precomputed(&self) -> bool {
+        self.index.is_precomputed()
+    }
+
+    /// Write the mask for (`state`, `finished`) into `out` (one row, `mask_words` long or
+    /// longer; extra words are zeroed).
+    pub fn fill_mask(&self, state: u32, finished: bool, out: &mut [u32]) -> Result<()> {
+        let words = self.vocab.mask_words();
+        if out.len() < words {
+            return Err(Error::InvalidArgument(format!(
+                "bitmask row has {} words, the vocabulary needs {words}",
+                out.len()
+            )));
+        }
+        if finished {
+            out.fill(0);
+            for &e in self.vocab.eos_ids() {
+                out[(e >> 5) as usize] |= 1 << (e & 31);
+            }
+            return Ok(());
+        }
+        let m = self.index.mask(&self.vocab, &self.dfa, state)?;
+        out[..words].copy_from_slice(&m);
+        out[words..].fill(0);
+        Ok(())
+    }
+
+    /// The state after `token` from `state`, or `None` if the token is not allowed there.
+    /// EOS is not handled here (see [`Matcher::accept_token`]).
+    pub fn advance(&self, state: u32, token: u32) -> Result<Option<u32>> {
+        match self.vocab.token_bytes(token) {
+            None => Ok(None),
+            Some(bytes) => {
+                let s = self.dfa.walk(state, bytes)?;
+                Ok(if s == DEAD { None } else { Some(s) })
+            }
+        }
+    }
+}
+
+/// One sequence's position in a grammar.
+#[derive(Debug, Clone)]
+pub struct Matcher {
+    grammar: Arc<Grammar>,
+    state: u32,
+    finished: bool,
+    /// (state, finished) before each accepted token, oldest first.
+    history: VecDeque<(u32, bool)>,
+    max_rollback: Option<usize>,
+}
+
+impl Matcher {
+    /// A matcher at the start state; `max_rollback` bounds the history kept (None: unlimited).
+    pub fn new(grammar: Arc<Grammar>, max_rollback: Option<usize>) -> Matcher {
+        let state = grammar.dfa.start();
+        Matcher { grammar, state, finished: false, history: VecDeque::new(), max_rollback }
+    }
+
+    /// The grammar.
+    pub fn grammar(&self) -> &Arc<Grammar> {
+        &self.grammar
+    }
+
+    /// Current DFA state id.
+    pub fn state(&self) -> u32 {
+        self.state
+    }
+
+    /// EOS was consumed.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// EOS is allowed now (the output so far is a complete match, or EOS was already consumed).
+    pub fn is_accepting(&self) -> bool {
+        self.finished || self.grammar.dfa.is_accepting(self.state)
+    }
+
+    /// How many tokens can be rolled back.
+    pub fn history_len(&self) -> usize {
+        self.history.len()
+    }
+
+    fn push_history(&mut self) {
+        self.history.push_back((self.state, self.finished));
+        if let Some(max) = self.max_rollback {
+            while self.history.len() > max {
+                self.history.pop_front();
+            }
+        }
+    }
+
+    /// Consume one token. Returns `false`, leaving the state unchanged, if it is not allowed.
+    pub fn accept_token(&mut self, token: u32) -> Result<bool> {
+        let vocab = &self.grammar.vocab;
+        if (token as usize) >= vocab.vocab_size() {
+            return Ok(false);
+        }
+        if vocab.is_eos(token) {
+            if self.is_accepting() {
+                self.push_history();
+                self.finished = true;
+                return Ok(true);
+            }
+            return Ok(false);
+        }
+        if self.finished {
+            return Ok(false);
+        }
+        match self.grammar.advance(self.state, token)? {
+            Some(s) => {
+                self.push_history();
+                self.state = s;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Consume tokens in order until one is refused; returns how many were accepted.
+    pub fn accept_tokens(&mut self, tokens: &[u32]) -> Result<usize> {
+        for (i, &t) in tokens.iter().enumerate() {
+            if !self.accept_token(t)? {
+                return Ok(i);
+            }
+        }
+        Ok(tokens.len())
+    }
+
+    /// Undo the last `n` accepted tokens (EOS included).
+    pub fn rollback(&mut self, n: usize) -> Result<()> {
+        if n > self.history.len() {
+            return Err(Error::InvalidArgument(format!(
+                "cannot roll back {n} tokens: only {} are in the history{}",
+                self.history.len(),
+                match self.max_rollback {
+                    Some(m) => format!(" (max_rollback={m})"),
+                    None => String::new(),
+                }
+            )));
+        }
+        for _ in 0..n {
+            let (s, f) = self.history.pop_back().expect("checked length");
+            self.state = s;
+            self.finished = f;
+        }
+        Ok(())
+    }
+
+    /// Back to the start state with an empty history.
+    pub fn reset(&mut self) {
+        self.state = self.grammar.dfa.start();
+        self.finished = false;
+        self.history.clear();
+    }
+
+    /// Overwrite `row` with the mask of tokens allowed next.
+    pub fn fill_next_token_bitmask(&self, row: &mut [u32]) -> Result<()> {
+        self.grammar.fill_mask(self.state, self.finished, row)
+    }
+}
+
+/// What a batch fill needs from one matcher: its grammar and position.
+#[derive(Clone)]
+pub struct MaskRequest {
+    /// The grammar.
+    pub grammar: Arc<Grammar>,
+    /// DFA state.
+    pub state: u32,
+    /// EOS consumed.
+    pub finished: bool,
+}
+
+impl From<&Matcher> for MaskRequest {
+    fn from(m: &Matcher) -> Self {
+        MaskRequest { grammar: m.grammar.clone(), state: m.state, finished: m.finished }
+    }
+}
+
+/// Fill `bitmask` (row-major, `row_words` words per row) for many matchers in parallel:
+/// request `k` overwrites row `rows[k]`. Rows must be distinct and in range.
+pub fn fill_next_token_bitmask_batch(
+    requests: &[MaskRequest],
+    rows: &[usize],
+    bitmask: &mut [u32],
+    row_words: usize,
+) -> Result<()> {
+    if requests.len() != rows.len() {
+        return Err(Error::InvalidArgument(format!(
+            "{} matchers but {} row indices",
+            requests.len(),
+            rows.len()
+        )));
+    }
+    if row_words == 0 || bitmask.len() % row_words != 0 {
+        return Err(Error::InvalidArgument("bitmask length is not a multiple of the row width".into()));
+    }
+    let n_rows = bitmask.len() / row_words;
+    let mut target: Vec<Option<usize>> = vec![None; n_rows];
+    for (k, &r) in rows.iter().enumerate() {
+        if r >= n_rows {
+            return Err(Error::InvalidArgument(format!("row index {r} is out of range for {n_rows} rows")));
+        }
+        if target[r].is_some() {
+            return Err(Error::InvalidArgument(format!("row index {r} appears twice")));
+        }
+        target[r] = Some(k);
+    }
+    bitmask
+        .par_chunks_mut(row_words)
+        .zip(target.par_iter())
+        .with_min_len(1)
+        .try_for_each(|(row, t)| match t {
+            Some(k) => {
+                let r = &requests[*k];
+                r.grammar.fill_mask(r.state, r.finished, row)
+            }
+            None => Ok(()),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup(pattern: &str) -> Arc<Grammar> {
+        let toks: Vec<Vec<u8>> = ["a", "b", "ab", "ba", "c", "</s>"].iter().map(|s| s.as_bytes().to_vec()).collect();
+        let v = Arc::new(Vocabulary::new(toks, vec![5], vec![], Some(40)).unwrap());
+        Arc::new(Grammar::from_regex(pattern, v, &GrammarOptions::default()).unwrap())
+    }
+
+    fn bits(row: &[u32]) -> Vec<u32> {
+        (0..row.len() as u32 * 32).filter(|&t| row[(t >> 5) as usize] >> (t & 31) & 1 == 1).collect()
+    }
+
+    #[test]
+    fn accept_rollback_finish() {
+        let g = setup("(ab)+");
+        let mut m = g.matcher();
+        let mut row = vec![0u32; 2];
+        m.fill_next_token_bitmask(&mut row).unwrap();
+        assert_eq!(bits(&row), vec![0, 2]);
+        assert!(!m.accept_token(1).unwrap());
+        assert!(!m.accept_token(5).unwrap());
+        assert!(!m.accept_token(39).unwrap()); // padding id
+        assert!(!m.accept_token(400).unwrap()); // out of range
+        assert!(m.accept_token(2).unwrap());
+        assert!(m.is_accepting());
+        m.fill_next_token_bitmask(&mut row).unwrap();
+        assert_eq!(bits(&row), vec![0, 2, 5]);
+        assert!(m.accept_token(5).unwrap());
+        assert!(m.is_finished());
+        m.fill_next_token_bitmask(&mut row).unwrap();
+        assert_eq!(bits(&row), vec![5]);
+        assert!(m.accept_token(5).unwrap());
+        assert!(m.is_finished());
+        assert!(!m.accept_token(0).unwrap());
+        m.rollback(2).unwrap();
+        assert!(!m.is_finished());
+        assert_eq!(m.accept_tokens(&[0, 1, 0, 4]).unwrap(), 3);
+        assert!(m.rollback(10).is_err());
+        m.reset();
+        assert_eq!(m.history_len(), 0);
+    }
+
+    #[test]
+    fn max_rollback_bounds_history() {
+        let g = setup("[ab]*");
+        let mut m = Matcher::new(g, Some(2));
+        assert_eq!(m.accept_tokens(&[0, 1, 0, 1]).unwrap(), 4);
+        assert_eq!(m.history_len(), 2);
+        assert!(m.rollback(3).is_err());
+        m.rollback(2).unwrap();
+    }
+
+    #[test]
+    fn batch_fill_equals_row_fill() {
+        let g1 = setup("(ab)+");
+        let g2 = setup("c|ba");
+        let mut m1 = g1.matcher();
+        m1.accept_token(0).unwrap();
+        let m2 = g2.matcher();
+        let reqs = vec![MaskRequest::from(&m1), MaskRequest::from(&m2)];
+        let mut bm = vec![0xFFFF_FFFFu32; 6];
+        fill_next_token_bitmask_batch(&reqs, &[2, 0], &mut bm, 2).unwrap();
+        let mut r = vec![0u32; 2];
+        m1.fill_next_token_bitmask(&mut r).unwrap();
+        assert_eq!(&bm[4..6], &r[..]);
+        m2.fill_next_token_bitmask(&mut r).unwrap();
+        assert_eq!(&bm[0..2], &r[..]);
+        assert_eq!(&bm[2..4], &[0xFFFF_FFFF, 0xFFFF_FFFF]);
+        assert!(fill_next_token_bitmask_batch(&reqs, &[1, 1], &mut bm, 2).is_err());
+        assert!(fill_next_token_bitmask_batch(&reqs, &[0, 3], &mut bm, 2).is_err());
+    }
+}

@@ -1,0 +1,661 @@
+//! Regex → byte-level DFA, built lazily, with state ids that never change.
+//!
+//! A pattern is parsed with `regex-syntax`, compiled into a Thompson NFA by `regex-automata`,
+//! and determinized on demand by subset construction: a DFA state is the set of NFA states that
+//! consume a byte (plus an "accepting" marker), interned once and given the next free id. Ids are
+//! handed out in creation order and never reused, so a matcher can keep a state id across calls
+//! and a mask cache can key on it.
+//!
+//! The language is the *full match* of the pattern (as Python's `re.fullmatch`): the automaton
+//! starts anchored and a state is accepting when the NFA can reach its match state at the end
+//! of the input. `\A`/`^` and `\z`/`$` are honoured at the two ends; multi-line anchors and word
+//! boundaries need context the engine does not track and are rejected with their offset, like
+//! look-around and backreferences (which `regex-syntax` itself rejects).
+//!
+//! Because the NFA is built over UTF-8 bytes, `.` or `[^"]` matches whole UTF-8 characters: a
+//! state reached in the middle of a multi-byte character only continues with its tail bytes.
+//!
+//! ```
+//! use tokensieve_core::regex::{LazyDfa, RegexOptions, DEAD};
+//! let dfa = LazyDfa::new("[0-9]+", &RegexOptions::default()).unwrap();
+//! let s = dfa.walk(dfa.start(), b"42").unwrap();
+//! assert!(dfa.is_accepting(s));
+//! assert_eq!(dfa.walk(dfa.start(), b"4x").unwrap(), DEAD);
+//! ```
+//!
+//! Invariant relied on by the token index: every state other than [`DEAD`] is *live* — some
+//! byte string leads from it to an accepting state. NFA states that cannot reach the match state
+//! are pruned during the closure, so a set that is left empty and non-accepting is the dead state.
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
+
+use regex_automata::nfa::thompson::{self, State, NFA};
+use regex_automata::util::look::Look;
+use regex_syntax::ast;
+use regex_syntax::hir::{self, Hir, HirKind};
+use rustc_hash::FxHashMap;
+
+use crate::error::{Error, Result};
+
+/// The state id of the dead state: no continuation can be accepted from it.
+pub const DEAD: u32 = 0;
+const UNKNOWN: u32 = u32::MAX;
+const ACCEPT_MARK: u32 = u32::MAX;
+
+/// Limits applied while compiling and determinizing a regex.
+#[derive(Debug, Clone)]
+pub struct RegexOptions {
+    /// Largest number of DFA states before a compile or step fails with a budget error.
+    pub max_states: usize,
+    /// Largest NFA, in bytes of heap, that the Thompson compiler may build.
+    pub max_nfa_bytes: usize,
+    /// Deepest nesting of groups and repetitions accepted by the parser.
+    pub nest_limit: u32,
+}
+
+impl Default for RegexOptions {
+    fn default() -> Self {
+        RegexOptions { max_states: 100_000, max_nfa_bytes: 64 << 20, nest_limit: 250 }
+    }
+}
+
+struct Table {
+    /// `states × stride` transitions; `UNKNOWN` until computed.
+    trans: Vec<u32>,
+    accepting: Vec<bool>,
+    sets: Vec<Box<[u32]>>,
+    ids: FxHashMap<Box<[u32]>, u32>,
+    /// Scratch space for closures.
+    stack: Vec<(u32, bool)>,
+    seen: Vec<u32>,
+    seen_gen: u32,
+}
+
+/// A lazily determinized DFA over bytes. Shareable across threads: the transition table sits
+/// behind a mutex and grows as states are visited.
+pub struct LazyDfa {
+    nfa: NFA,
+    /// byte → equivalence class
+    classes: [u8; 256],
+    /// one representative byte per class
+    reps: Vec<u8>,
+    stride: usize,
+    /// NFA state can still reach the match state after at least one byte was consumed.
+    can_match: Vec<bool>,
+    max_states: usize,
+    table: Mutex<Table>,
+    start: u32,
+    pattern: String,
+}
+
+impl std::fmt::Debug for LazyDfa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LazyDfa")
+            .field("pattern", &self.pattern)
+            .field("states", &self.num_states())
+            .finish()
+    }
+}
+
+fn regex_error(offset: usize, message: impl Into<String>) -> Error {
+    Error::Regex { offset, message: message.into() }
+}
+
+/// Parse a pattern into HIR, turning every unsupported construct into an error with its offset.
+pub fn parse(pattern: &str, nest_limit: u32) -> Result<Hir> {
+    let ast = ast::parse::ParserBuilder::new()
+        .nest_limit(nest_limit)
+        .build()
+        .parse(pattern)
+        .map_err(|e| {
+            let what = match e.kind() {
+                ast::ErrorKind::UnsupportedLookAround => {
+                    "look-around ((?=...), (?!...), (?<=...), (?<!...)) is not supported by a \
+                     regular-language engine"
+                        .to_string()
+                }
+                ast::ErrorKind::UnsupportedBackreference => {
+                    "backreferences (\\1, \\k<name>) are not supported by a regular-language engine"
+                        .to_string()
+                }
+                other => other.to_string(),
+            };
+            regex_error(e.span().start.offset, what)
+        })?;
+    let hir = hir::translate::TranslatorBuilder::new()
+        .unicode(true)
+        .utf8(true)
+        .build()
+        .translate(pattern, &ast)
+        .map_err(|e| regex_error(e.span().start.offset, e.kind().to_string()))?;
+    if let Some(look) = first_unsupported_look(&hir) {
+        let offset = find_assertion_offset(&ast, look).unwrap_or(0);
+        return Err(regex_error(
+            offset,
+            format!(
+                "the assertion {} is not supported: only \\A, ^, \\z and $ at the ends of the \
+                 whole text are (multi-line anchors and word boundaries need context the token \
+                 index does not track)",
+                look_name(look)
+            ),
+        ));
+    }
+    Ok(hir)
+}
+
+fn look_name(look: hir::Look) -> &'static str {
+    use hir::Look::*;
+    match look {
+        Start => "\\A",
+        End => "\\z",
+        StartLF | StartCRLF => "multi-line ^",
+        EndLF | EndCRLF => "multi-line $",
+        WordAscii | WordUnicode => "\\b",
+        WordAsciiNegate | WordUnicodeNegate => "\\B",
+        _ => "word-boundary",
+    }
+}
+
+fn first_unsupported_look(hir: &Hir) -> Option<hir::Look> {
+    match hir.kind() {
+        HirKind::Look(l) => match l {
+            hir::Look::Start | hir::Look::End => None,
+            other => Some(*other),
+        },
+        HirKind::Repetition(r) => first_unsupported_look(&r.sub),
+        HirKind::Capture(c) => first_unsupported_look(&c.sub),
+        HirKind::Concat(xs) | HirKind::Alternation(xs) => {
+            xs.iter().find_map(first_unsupported_look)
+        }
+        _ => None,
+    }
+}
+
+fn find_assertion_offset(ast: &ast::Ast, look: hir::Look) -> Option<usize> {
+    let line = matches!(
+        look,
+        hir::Look::StartLF | hir::Look::StartCRLF | hir::Look::EndLF | hir::Look::EndCRLF
+    );
+    fn walk(a: &ast::Ast, line: bool) -> Option<usize> {
+        match a {
+            ast::Ast::Assertion(x) => {
+                let is_line =
+                    matches!(x.kind, ast::AssertionKind::StartLine | ast::AssertionKind::EndLine);
+                let is_text =
+                    matches!(x.kind, ast::AssertionKind::StartText | ast::AssertionKind::EndText);
+                if (line && is_line) || (!line && !is_line && !is_text) {
+                    Some(x.span.start.offset)
+                } else {
+                    None
+                }
+            }
+            ast::Ast::Repetition(r) => walk(&r.ast, line),
+            ast::Ast::Group(g) => walk(&g.ast, line),
+            ast::Ast::Alternation(x) => x.asts.iter().find_map(|a| walk(a, line)),
+            ast::Ast::Concat(x) => x.asts.iter().find_map(|a| walk(a, line)),
+            _ => None,
+        }
+    }
+    walk(ast, line)
+}
+
+impl LazyDfa {
+    /// Compile `pattern` (full-match semantics) into a lazy DFA.
+    pub fn new(pattern: &str, opts: &RegexOptions) -> Result<LazyDfa> {
+        let hir = parse(pattern, opts.nest_limit)?;
+        Self::from_hir(pattern, &hir, opts)
+    }
+
+    /// Compile an already parsed pattern. `pattern` is kept for messages only.
+    pub fn from_hir(pattern: &str, hir: &Hir, opts: &RegexOptions) -> Result<LazyDfa> {
+        let nfa = thompson::Compiler::new()
+            .configure(
+                thompson::Config::new()
+                    .which_captures(thompson::WhichCaptures::None)
+                    .nfa_size_limit(Some(opts.max_nfa_bytes)),
+            )
+            .build_from_hir(hir)
+            .map_err(|e| {
+                Error::Budget(format!(
+                    "the regex automaton is too large ({e}); large counted repetitions such as \
+                     {{1000}} multiply the automaton size — lower the bounds or raise max_nfa_bytes"
+                ))
+            })?;
+        let bc = nfa.byte_classes();
+        let mut classes = [0u8; 256];
+        let mut reps = Vec::new();
+        for b in 0..=255u8 {
+            let c = bc.get(b);
+            classes[b as usize] = c;
+            if c as usize == reps.len() {
+                reps.push(b);
+            }
+        }
+        let stride = reps.len();
+        let can_match = compute_can_match(&nfa);
+        let n = nfa.states().len();
+        let mut table = Table {
+            trans: Vec::new(),
+            accepting: Vec::new(),
+            sets: Vec::new(),
+            ids: FxHashMap::default(),
+            stack: Vec::new(),
+            seen: vec![0; n * 2],
+            seen_gen: 0,
+        };
+        // State 0: dead (empty, non-accepting set); its row loops onto itself.
+        table.sets.push(Box::new([]));
+        table.accepting.push(false);
+        table.trans.extend(std::iter::repeat_n(DEAD, stride));
+        table.ids.insert(Box::new([]), DEAD);
+        let mut dfa = LazyDfa {
+            nfa,
+            classes,
+            reps,
+            stride,
+            can_match,
+            max_states: opts.max_states.max(2),
+            table: Mutex::new(Table {
+                trans: Vec::new(),
+                accepting: Vec::new(),
+                sets: Vec::new(),
+                ids: FxHashMap::default(),
+                stack: Vec::new(),
+                seen: Vec::new(),
+                seen_gen: 0,
+            }),
+            start: DEAD,
+            pattern: pattern.to_string(),
+        };
+        let start_nfa = dfa.nfa.start_anchored();
+        let start = dfa.closure_intern(&mut table, &[start_nfa.as_u32()], true)?;
+        dfa.start = start;
+        dfa.table = Mutex::new(table);
+        Ok(dfa)
+    }
+
+    /// The start state.
+    pub fn start(&self) -> u32 {
+        self.start
+    }
+
+    /// The source pattern.
+    pub fn pattern(&self) -> &str {
+        &self.pattern
+    }
+
+    /// Number of DFA states created so far.
+    pub fn num_states(&self) -> usize {
+        self.lock().sets.len()
+    }
+
+    /// Number of byte equivalence classes.
+    pub fn num_classes(&self) -> usize {
+        self.stride
+    }
+
+    /// Whether `state` accepts the end of the input.
+    pub fn is_accepting(&self, state: u32) -> bool {
+        self.lock().accepting[state as usize]
+    }
+
+    /// Run the DFA over `bytes` from `state`; returns [`DEAD`] as soon as the input cannot
+    /// be continued into a match.
+    pub fn walk(&self, state: u32, bytes: &[u8]) -> Result<u32> {
+        let mut view = self.view();
+        let mut s = state;
+        for &b in bytes {
+            s = view.next(s, b)?;
+            if s == DEAD {
+                break;
+            }
+        }
+        Ok(s)
+    }
+
+    /// Lock the transition table for a sequence of steps (one trie walk, one token).
+    pub fn view(&self) -> DfaView<'_> {
+        DfaView { dfa: self, table: self.lock() }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Table> {
+        // A panic while holding the lock cannot leave the table inconsistent in a way that
+        // matters (every write is completed before the next read), so poisoning is ignored.
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Determinize every state reachable from the start. Used by eager precomputation.
+    pub fn determinize_all(&self, deadline: Option<Instant>) -> Result<usize> {
+        let mut view = self.view();
+        let mut i = 0usize;
+        while i < view.table.sets.len() {
+            if let Some(d) = deadline {
+                if i % 256 == 0 && Instant::now() > d {
+                    return Err(Error::Budget(format!(
+                        "time budget exceeded while determinizing ({} states so far)",
+                        view.table.sets.len()
+                    )));
+                }
+            }
+            for c in 0..self.stride {
+                let b = self.reps[c];
+                view.next(i as u32, b)?;
+            }
+            i += 1;
+        }
+        Ok(view.table.sets.len())
+    }
+
+    /// Byte values on which `state` has a live transition (for error messages).
+    pub fn live_bytes(&self, state: u32) -> Result<Vec<u8>> {
+        let mut view = self.view();
+        let mut out = Vec::new();
+        for b in 0..=255u8 {
+            if view.next(state, b)? != DEAD {
+                out.push(b);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Epsilon closure of `seeds`, pruned to states that can still reach a match; interned.
+    fn closure_intern(&self, t: &mut Table, seeds: &[u32], at_start: bool) -> Result<u32> {
+        t.seen_gen = t.seen_gen.wrapping_add(1);
+        if t.seen_gen == 0 {
+            t.seen.iter_mut().for_each(|x| *x = 0);
+            t.seen_gen = 1;
+        }
+        let gen = t.seen_gen;
+        let mut set: Vec<u32> = Vec::new();
+        let mut accepting = false;
+        t.stack.clear();
+        for &s in seeds.iter().rev() {
+            t.stack.push((s, false));
+        }
+        while let Some((s, past_end)) = t.stack.pop() {
+            let key = s as usize * 2 + past_end as usize;
+            if t.seen[key] == gen {
+                continue;
+            }
+            t.seen[key] = gen;
+            let sid = thompson_id(s);
+            match self.nfa.state(sid) {
+                State::ByteRange { .. } | State::Sparse(_) | State::Dense(_) => {
+                    if !past_end && self.can_match[s as usize] {
+                        set.push(s);
+                    }
+                }
+                State::Match { .. } => accepting = true,
+                State::Fail => {}
+                State::Union { alternates } => {
+                    for a in alternates.iter().rev() {
+                        t.stack.push((a.as_u32(), past_end));
+                    }
+                }
+                State::BinaryUnion { alt1, alt2 } => {
+                    t.stack.push((alt2.as_u32(), past_end));
+                    t.stack.push((alt1.as_u32(), past_end));
+                }
+                State::Capture { next, .. } => t.stack.push((next.as_u32(), past_end)),
+                State::Look { look, next } => match look {
+                    Look::Start => {
+                        if at_start {
+                            t.stack.push((next.as_u32(), past_end));
+                        }
+                    }
+                    Look::End => t.stack.push((next.as_u32(), true)),
+                    // Rejected by `parse`; an NFA built some other way with them is treated as
+                    // never satisfied, which only ever removes strings.
+                    _ => {}
+                },
+            }
+        }
+        set.sort_unstable();
+        set.dedup();
+        if set.is_empty() && !accepting {
+            return Ok(DEAD);
+        }
+        if accepting {
+            set.push(ACCEPT_MARK);
+        }
+        if let Some(&id) = t.ids.get(set.as_slice()) {
+            return Ok(id);
+        }
+        if t.sets.len() >= self.max_states {
+            return Err(Error::Budget(format!(
+                "the DFA for this constraint needs more than {} states (max_states); simplify \
+                 the pattern or raise the limit",
+                self.max_states
+            )));
+        }
+        let id = t.sets.len() as u32;
+        let key: Box<[u32]> = set.into_boxed_slice();
+        t.ids.insert(key.clone(), id);
+        t.sets.push(key);
+        t.accepting.push(accepting);
+        t.trans.extend(std::iter::repeat_n(UNKNOWN, self.stride));
+        Ok(id)
+    }
+
+    fn compute_next(&self, t: &mut Table, state: u32, class: usize) -> Result<u32> {
+        let b = self.reps[class];
+        let set = t.sets[state as usize].clone();
+        let mut seeds: Vec<u32> = Vec::new();
+        for &s in set.iter() {
+            if s == ACCEPT_MARK {
+                continue;
+            }
+            match self.nfa.state(thompson_id(s)) {
+                State::ByteRange { trans } => {
+                    if trans.matches_byte(b) {
+                        seeds.push(trans.next.as_u32());
+                    }
+                }
+                State::Sparse(sp) => {
+                    if let Some(next) = sp.matches_byte(b) {
+                        seeds.push(next.as_u32());
+                    }
+                }
+                State::Dense(d) => {
+                    if let Some(next) = d.matches_byte(b) {
+                        seeds.push(next.as_u32());
+                    }
+                }
+                _ => {}
+            }
+        }
+        let next = if seeds.is_empty() { DEAD } else { self.closure_intern(t, &seeds, false)? };
+        t.trans[state as usize * self.stride + class] = next;
+        Ok(next)
+    }
+}
+
+fn thompson_id(s: u32) -> regex_automata::util::primitives::StateID {
+    regex_automata::util::primitives::StateID::new_unchecked(s as usize)
+}
+
+/// For every NFA state: can a match be reached from it, in a position that is not the start of
+/// the input? (`\A` is then never satisfied, `\z` only when nothing but empty steps follow.)
+fn compute_can_match(nfa: &NFA) -> Vec<bool> {
+    let n = nfa.states().len();
+    // Reverse edges, split into those usable before and after an end assertion.
+    let mut rev_any: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut rev_eps_end: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut seeds = Vec::new();
+    for (i, st) in nfa.states().iter().enumerate() {
+        let i32_ = i as u32;
+        let mut add = |next: u32, eps: bool, any: bool| {
+            if any {
+                rev_any[next as usize].push(i32_);
+            }
+            if eps {
+                rev_eps_end[next as usize].push(i32_);
+            }
+        };
+        match st {
+            State::ByteRange { trans } => add(trans.next.as_u32(), false, true),
+            State::Sparse(sp) => sp.transitions.iter().for_each(|t| add(t.next.as_u32(), false, true)),
+            State::Dense(d) => d.transitions.iter().for_each(|t| add(t.as_u32(), false, true)),
+            State::Union { alternates } => alternates.iter().for_each(|a| add(a.as_u32(), true, true)),
+            State::BinaryUnion { alt1, alt2 } => {
+                add(alt1.as_u32(), true, true);
+                add(alt2.as_u32(), true, true);
+            }
+            State::Capture { next, .. } => add(next.as_u32(), true, true),
+            State::Look { look: Look::End, next } => add(next.as_u32(), true, false),
+            State::Look { .. } | State::Fail => {}
+            State::Match { .. } => seeds.push(i32_),
+        }
+    }
+    // eps_end: reaches Match through empty steps, end assertions allowed.
+    let mut eps_end = vec![false; n];
+    let mut stack = seeds.clone();
+    for &s in &seeds {
+        eps_end[s as usize] = true;
+    }
+    while let Some(s) = stack.pop() {
+        for &p in &rev_eps_end[s as usize] {
+            if !eps_end[p as usize] {
+                eps_end[p as usize] = true;
+                stack.push(p);
+            }
+        }
+    }
+    let mut can = eps_end.clone();
+    let mut stack: Vec<u32> = (0..n as u32).filter(|&s| eps_end[s as usize]).collect();
+    while let Some(s) = stack.pop() {
+        for &p in &rev_any[s as usize] {
+            if !can[p as usize] {
+                can[p as usize] = true;
+                stack.push(p);
+            }
+        }
+    }
+    can
+}
+
+/// A locked view of the DFA's transition table: steps through bytes, determinizing on demand.
+pub struct DfaView<'a> {
+    dfa: &'a LazyDfa,
+    table: MutexGuard<'a, Table>,
+}
+
+impl DfaView<'_> {
+    /// The state after `byte`, computing it on first use.
+    #[inline]
+    pub fn next(&mut self, state: u32, byte: u8) -> Result<u32> {
+        let class = self.dfa.classes[byte as usize] as usize;
+        let t = self.table.trans[state as usize * self.dfa.stride + class];
+        if t != UNKNOWN {
+            return Ok(t);
+        }
+        self.dfa.compute_next(&mut self.table, state, class)
+    }
+
+    /// Whether `state` accepts the end of input.
+    #[inline]
+    pub fn is_accepting(&self, state: u32) -> bool {
+        self.table.accepting[state as usize]
+    }
+
+    /// Raw access for hot loops: byte classes, stride and the transition table.
+    #[inline]
+    pub fn classes(&self) -> &[u8; 256] {
+        &self.dfa.classes
+    }
+
+    /// Number of transitions per state.
+    #[inline]
+    pub fn stride(&self) -> usize {
+        self.dfa.stride
+    }
+
+    /// The transition for a class, which may be unknown (`u32::MAX`).
+    #[inline]
+    pub fn raw(&self, state: u32, class: usize) -> u32 {
+        self.table.trans[state as usize * self.dfa.stride + class]
+    }
+
+    /// Compute a transition the raw table did not have yet.
+    #[cold]
+    pub fn fill(&mut self, state: u32, class: usize) -> Result<u32> {
+        self.dfa.compute_next(&mut self.table, state, class)
+    }
+
+    /// Number of states created so far.
+    pub fn num_states(&self) -> usize {
+        self.table.sets.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn full(pattern: &str, s: &str) -> bool {
+        let d = LazyDfa::new(pattern, &RegexOptions::default()).unwrap();
+        let st = d.walk(d.start(), s.as_bytes()).unwrap();
+        st != DEAD && d.is_accepting(st)
+    }
+
+    #[test]
+    fn basic_full_match() {
+        assert!(full("[0-9]+", "123"));
+        assert!(!full("[0-9]+", ""));
+        assert!(!full("[0-9]+", "12a"));
+        assert!(full("a|bc", "bc"));
+        assert!(full("", ""));
+        assert!(full("^ab$", "ab"));
+        assert!(!full("a$b", "ab"));
+        assert!(!full("a^b", "ab"));
+        assert!(full("(?:a^)?b", "b"));
+        assert!(full("x*", ""));
+    }
+
+    #[test]
+    fn utf8_dot_matches_whole_chars() {
+        let d = LazyDfa::new(".", &RegexOptions::default()).unwrap();
+        let e = "é".as_bytes();
+        let mid = d.walk(d.start(), &e[..1]).unwrap();
+        assert_ne!(mid, DEAD);
+        assert!(!d.is_accepting(mid));
+        assert!(d.is_accepting(d.walk(mid, &e[1..]).unwrap()));
+        // A lone continuation byte is never valid.
+        assert_eq!(d.walk(d.start(), &[0x80]).unwrap(), DEAD);
+        assert!(!full(".", "\n"));
+    }
+
+    #[test]
+    fn dead_states_are_pruned() {
+        let d = LazyDfa::new("a$b|c", &RegexOptions::default()).unwrap();
+        assert_eq!(d.walk(d.start(), b"a").unwrap(), DEAD);
+    }
+
+    #[test]
+    fn unsupported_constructs_name_their_offset() {
+        let e = LazyDfa::new("ab(?=c)", &RegexOptions::default()).unwrap_err();
+        assert!(matches!(e, Error::Regex { offset: 2, .. }), "{e}");
+        assert!(e.to_string().contains("look-around"));
+        let e = LazyDfa::new("(a)\\1", &RegexOptions::default()).unwrap_err();
+        assert!(e.to_string().contains("backreference"), "{e}");
+        let e = LazyDfa::new("ab\\bc", &RegexOptions::default()).unwrap_err();
+        assert!(matches!(e, Error::Regex { offset: 2, .. }), "{e}");
+        let e = LazyDfa::new("(?m)a^b", &RegexOptions::default()).unwrap_err();
+        assert!(matches!(e, Error::Regex { offset: 5, .. }), "{e}");
+    }
+
+    #[test]
+    fn state_budget_is_enforced() {
+        let opts = RegexOptions { max_states: 10, ..Default::default() };
+        let d = LazyDfa::new("[a-z]{0,40}", &opts).unwrap();
+        let err = d.walk(d.start(), "abcdefghijklmnopqrstuvwxyz".as_bytes()).unwrap_err();
+        assert!(matches!(err, Error::Budget(_)));
+    }
+
+    #[test]
+    fn nfa_budget_is_enforced() {
+        let opts = RegexOptions { max_nfa_bytes: 1 << 16, ..Default::default() };
+        assert!(matches!(LazyDfa::new("(?:[a-z]{100}){100}", &opts), Err(Error::Budget(_))));
+    }
+}

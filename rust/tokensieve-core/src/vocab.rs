@@ -1,0 +1,582 @@
+//! The vocabulary: token id → the bytes it emits, which ids a grammar may never produce, and EOS.
+//!
+//! A [`Vocabulary`] covers the model's whole logits width (`vocab_size`). Ids past the
+//! tokenizer's tokens are padding; special and control tokens (`<|im_start|>`, `<s>`, `</s>`,
+//! `<unk>`, ...) never spell text; EOS ids are allowed only where the grammar accepts. Everything
+//! else is a regular token whose bytes are decoded from the tokenizer's spelling:
+//!
+//! * byte-level BPE (GPT-2 alphabet): each character stands for one byte (`Ġ` = space);
+//! * SentencePiece: `▁` is a space and `<0xNN>` is the raw byte `NN` (byte fallback);
+//! * raw: the token string's own UTF-8 bytes (or bytes given directly).
+//!
+//! The kind is read from the tokenizer's decoder and cross-checked against the tokens themselves,
+//! so a mislabeled tokenizer fails loudly instead of producing wrong masks.
+//!
+//! ```
+//! use tokensieve_core::vocab::Vocabulary;
+//! let v = Vocabulary::new(vec![b"a".to_vec(), b"b".to_vec(), b"</s>".to_vec()], vec![2], vec![], None).unwrap();
+//! assert_eq!(v.vocab_size(), 3);
+//! assert!(v.is_eos(2));
+//! assert_eq!(v.token_bytes(0), Some(&b"a"[..]));
+//! ```
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::trie::TokenTrie;
+
+/// How token strings map to bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VocabKind {
+    /// GPT-2 style byte-level BPE.
+    ByteLevel,
+    /// SentencePiece with `▁` for space and `<0xNN>` byte fallback.
+    SentencePiece,
+    /// Token strings (or given bytes) are the output bytes.
+    Raw,
+}
+
+impl VocabKind {
+    /// Lower-case name used in Python and messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            VocabKind::ByteLevel => "byte_level",
+            VocabKind::SentencePiece => "sentencepiece",
+            VocabKind::Raw => "raw",
+        }
+    }
+}
+
+/// An immutable vocabulary, shared by every grammar compiled for it.
+#[derive(Debug)]
+pub struct Vocabulary {
+    /// Concatenated bytes of all grammar-usable tokens; `offsets[i]..offsets[i+1]` is token `i`.
+    bytes: Vec<u8>,
+    offsets: Vec<u32>,
+    /// Tokens that a grammar may emit as text (regular, non-empty, below `vocab_size`).
+    regular: Vec<bool>,
+    eos: Vec<u32>,
+    special: Vec<u32>,
+    vocab_size: usize,
+    tokenizer_size: usize,
+    kind: VocabKind,
+    trie: TokenTrie,
+    fingerprint: u64,
+}
+
+/// The GPT-2 byte-level alphabet: `BYTE_TO_CHAR[b]` is the character that spells byte `b`.
+fn byte_to_char() -> [char; 256] {
+    let mut out = ['\0'; 256];
+    let mut n = 0u32;
+    for b in 0..256u32 {
+        let printable = (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+        out[b as usize] = if printable {
+            char::from_u32(b).unwrap()
+        } else {
+            let c = char::from_u32(256 + n).unwrap();
+            n += 1;
+            c
+        };
+    }
+    out
+}
+
+fn char_to_byte_map() -> HashMap<char, u8> {
+    byte_to_char().iter().enumerate().map(|(b, &c)| (c, b as u8)).collect()
+}
+
+/// Decode a byte-level BPE token; `None` when a character is outside the alphabet.
+fn decode_byte_level(s: &str, map: &HashMap<char, u8>) -> Option<Vec<u8>> {
+    s.chars().map(|c| map.get(&c).copied()).collect()
+}
+
+fn decode_sentencepiece(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    if b.len() == 6 && s.starts_with("<0x") && s.ends_with('>') {
+        if let Ok(v) = u8::from_str_radix(&s[3..5], 16) {
+            return vec![v];
+        }
+    }
+    s.replace('\u{2581}', " ").into_bytes()
+}
+
+/// Names that SentencePiece-style tokenizers use for control tokens (never text).
+const CONTROL_NAMES: &[&str] = &["<s>", "</s>", "<unk>", "<pad>", "<mask>"];
+
+/// EOS names tried, in order, when neither ids nor names were given.
+const EOS_FALLBACK_NAMES: &[&str] =
+    &["</s>", "<|endoftext|>", "<|end_of_text|>", "<|im_end|>", "<|eot_id|>", "<eos>", "<|end|>"];
+
+fn fnv1a(h: &mut u64, bytes: &[u8]) {
+    for &b in bytes {
+        *h ^= b as u64;
+        *h = h.wrapping_mul(0x100000001b3);
+    }
+}
+
+impl Vocabulary {
+    /// Build from token byte strings indexed by id.
+    ///
+    /// `special` lists ids that never spell text (EOS ids are special too). `vocab_size` is the
+    /// model's logits width: larger than `tokens.len()` pads with never-allowed ids; smaller drops
+    /// special ids past it, and is an error if a regular token would be dropped.
+    pub fn new(
+        tokens: Vec<Vec<u8>>,
+        eos: Vec<u32>,
+        special: Vec<u32>,
+        vocab_size: Option<usize>,
+    ) -> Result<Vocabulary> {
+        Self::build(tokens, eos, special, vocab_size, VocabKind::Raw)
+    }
+
+    fn build(
+        mut tokens: Vec<Vec<u8>>,
+        eos: Vec<u32>,
+        special: Vec<u32>,
+        vocab_size: Option<usize>,
+        kind: VocabKind,
+    ) -> Result<Vocabulary> {
+        let tokenizer_size = tokens.len();
+        let vocab_size = vocab_size.unwrap_or(tokenizer_size);
+        if vocab_size == 0 {
+            return Err(Error::Vocabulary("vocab_size must be positive".into()));
+        }
+        if vocab_size >= u32::MAX as usize {
+            return Err(Error::Vocabulary(format!("vocab_size {vocab_size} is too large")));
+        }
+        if eos.is_empty() {
+            return Err(Error::Vocabulary(
+                "no EOS token id: pass eos_token_ids (a grammar must be able to end)".into(),
+            ));
+        }
+        let mut is_special = vec![false; tokenizer_size.max(vocab_size)];
+        for &s in special.iter().chain(eos.iter()) {
+            if (s as usize) < is_special.len() {
+                is_special[s as usize] = true;
+            }
+        }
+        for &e in &eos {
+            if e as usize >= vocab_size {
+                return Err(Error::Vocabulary(format!(
+                    "EOS id {e} is outside the vocabulary (vocab_size {vocab_size})"
+                )));
+            }
+        }
+        if tokenizer_size > vocab_size {
+            for id in vocab_size..tokenizer_size {
+                if !is_special[id] && !tokens[id].is_empty() {
+                    return Err(Error::Vocabulary(format!(
+                        "token {id} ({:?}) is a regular token but vocab_size is {vocab_size}: the \
+                         model cannot emit it. Pass the model's real vocab_size (the logits width)",
+                        String::from_utf8_lossy(&tokens[id])
+                    )));
+                }
+            }
+            tokens.truncate(vocab_size);
+        }
+        let mut regular = vec![false; vocab_size];
+        let mut bytes = Vec::new();
+        let mut offsets = Vec::with_capacity(vocab_size + 1);
+        offsets.push(0u32);
+        for id in 0..vocab_size {
+            let tok = tokens.get(id).map(|t| t.as_slice()).unwrap_or(&[]);
+            if !is_special[id] && !tok.is_empty() {
+                regular[id] = true;
+                bytes.extend_from_slice(tok);
+            }
+            if bytes.len() >= u32::MAX as usize {
+                return Err(Error::Vocabulary("vocabulary bytes exceed 4 GiB".into()));
+            }
+            offsets.push(bytes.len() as u32);
+        }
+        let mut eos = eos;
+        eos.sort_unstable();
+        eos.dedup();
+        let mut special: Vec<u32> = special.into_iter().filter(|&s| (s as usize) < vocab_size).collect();
+        special.extend(eos.iter().copied());
+        special.sort_unstable();
+        special.dedup();
+        let trie = {
+            let b = &bytes;
+            let o = &offsets;
+            TokenTrie::new((0..vocab_size).filter(|&i| regular[i]).map(|i| {
+                (i as u32, &b[o[i] as usize..o[i + 1] as usize])
+            }))
+        };
+        let mut fp = 0xcbf29ce484222325u64;
+        fnv1a(&mut fp, b"tokensieve-vocab-v1");
+        fnv1a(&mut fp, &(vocab_size as u64).to_le_bytes());
+        for id in 0..vocab_size {
+            let t = &bytes[offsets[id] as usize..offsets[id + 1] as usize];
+            fnv1a(&mut fp, &(t.len() as u32).to_le_bytes());
+            fnv1a(&mut fp, t);
+        }
+        for &e in &eos {
+            fnv1a(&mut fp, &e.to_le_bytes());
+        }
+        fnv1a(&mut fp, b"|");
+        for &s in &special {
+            fnv1a(&mut fp, &s.to_le_bytes());
+        }
+        Ok(Vocabulary {
+            bytes,
+            offsets,
+            regular,
+            eos,
+            special,
+            vocab_size,
+            tokenizer_size,
+            kind,
+            trie,
+            fingerprint: fp,
+        })
+    }
+
+    /// Build from a Hugging Face `tokenizer.json` document.
+    ///
+    /// `eos` ids win; otherwise `eos_names` (e.g. from `tokenizer_config.json`) are looked up;
+    /// otherwise common EOS spellings are tried in order.
+    pub fn from_tokenizer_json(
+        json: &str,
+        vocab_size: Option<usize>,
+        eos: Option<Vec<u32>>,
+        eos_names: &[String],
+    ) -> Result<Vocabulary> {
+        let doc: Value = serde_json::from_str(json)
+            .map_err(|e| Error::Vocabulary(format!("tokenizer.json is not valid JSON: {e}")))?;
+        let model = doc
+            .get("model")
+            .ok_or_else(|| Error::Vocabulary("tokenizer.json has no \"model\"".into()))?;
+        let mtype = model.get("type").and_then(Value::as_str).unwrap_or("BPE");
+        let mut strings: Vec<Option<String>> = Vec::new();
+        let put = |strings: &mut Vec<Option<String>>, id: usize, s: String| {
+            if strings.len() <= id {
+                strings.resize(id + 1, None);
+            }
+            strings[id] = Some(s);
+        };
+        match (mtype, model.get("vocab")) {
+            ("BPE" | "WordLevel", Some(Value::Object(map))) => {
+                for (s, id) in map {
+                    let id = id.as_u64().ok_or_else(|| {
+                        Error::Vocabulary(format!("token {s:?} has a non-integer id"))
+                    })? as usize;
+                    put(&mut strings, id, s.clone());
+                }
+            }
+            ("Unigram", Some(Value::Array(list))) => {
+                for (id, e) in list.iter().enumerate() {
+                    let s = e.get(0).and_then(Value::as_str).ok_or_else(|| {
+                        Error::Vocabulary(format!("unigram entry {id} has no token string"))
+                    })?;
+                    put(&mut strings, id, s.to_string());
+                }
+            }
+            ("WordPiece", _) => {
+                return Err(Error::Vocabulary(
+                    "WordPiece tokenizers (BERT-style, '##' continuations) are not supported: \
+                     their tokens do not map to fixed byte strings"
+                        .into(),
+                ))
+            }
+            (t, _) => {
+                return Err(Error::Vocabulary(format!(
+                    "unsupported tokenizer model type {t:?} or missing vocab"
+                )))
+            }
+        }
+        let mut special_ids: Vec<u32> = Vec::new();
+        let mut added_text: Vec<(usize, String)> = Vec::new();
+        if let Some(Value::Array(added)) = doc.get("added_tokens") {
+            for a in added {
+                let id = a.get("id").and_then(Value::as_u64).ok_or_else(|| {
+                    Error::Vocabulary("an added token has no integer id".into())
+                })? as usize;
+                let content = a.get("content").and_then(Value::as_str).unwrap_or("").to_string();
+                let special = a.get("special").and_then(Value::as_bool).unwrap_or(false);
+                put(&mut strings, id, content.clone());
+                if special || CONTROL_NAMES.contains(&content.as_str()) {
+                    special_ids.push(id as u32);
+                } else {
+                    added_text.push((id, content));
+                }
+            }
+        }
+        let kind = detect_kind(&doc);
+        let decoded = decode_strings(&strings, kind, &added_text)?;
+        if kind == VocabKind::SentencePiece {
+            for (id, s) in strings.iter().enumerate() {
+                if let Some(s) = s {
+                    if CONTROL_NAMES.contains(&s.as_str()) {
+                        special_ids.push(id as u32);
+                    }
+                }
+            }
+        }
+        let eos_ids = match eos {
+            Some(ids) if !ids.is_empty() => ids,
+            _ => {
+                let lookup = |name: &str| {
+                    strings.iter().position(|s| s.as_deref() == Some(name)).map(|i| i as u32)
+                };
+                let mut ids: Vec<u32> = eos_names.iter().filter_map(|n| lookup(n)).collect();
+                if ids.is_empty() && !eos_names.is_empty() {
+                    return Err(Error::Vocabulary(format!(
+                        "EOS token(s) {eos_names:?} are not in the tokenizer"
+                    )));
+                }
+                if ids.is_empty() {
+                    ids = EOS_FALLBACK_NAMES.iter().find_map(|n| lookup(n)).into_iter().collect();
+                }
+                if ids.is_empty() {
+                    return Err(Error::Vocabulary(
+                        "could not determine the EOS token: pass eos_token_ids".into(),
+                    ));
+                }
+                ids
+            }
+        };
+        // An EOS id past a smaller model vocab_size is dropped like other specials only if
+        // another EOS remains.
+        let eos_ids: Vec<u32> = match vocab_size {
+            Some(v) if eos_ids.iter().any(|&e| (e as usize) < v) => {
+                eos_ids.into_iter().filter(|&e| (e as usize) < v).collect()
+            }
+            _ => eos_ids,
+        };
+        Self::build(decoded, eos_ids, special_ids, vocab_size, kind)
+    }
+
+    /// Number of ids the model can emit (the logits width).
+    pub fn vocab_size(&self) -> usize {
+        self.vocab_size
+    }
+
+    /// Number of ids the tokenizer defined (before padding or truncation to `vocab_size`).
+    pub fn tokenizer_size(&self) -> usize {
+        self.tokenizer_size
+    }
+
+    /// The decoding rule of the tokenizer.
+    pub fn kind(&self) -> VocabKind {
+        self.kind
+    }
+
+    /// EOS ids, sorted.
+    pub fn eos_ids(&self) -> &[u32] {
+        &self.eos
+    }
+
+    /// Special ids (EOS included), sorted.
+    pub fn special_ids(&self) -> &[u32] {
+        &self.special
+    }
+
+    /// Whether `id` is an EOS token.
+    #[inline]
+    pub fn is_eos(&self, id: u32) -> bool {
+        self.eos.binary_search(&id).is_ok()
+    }
+
+    /// The bytes of a regular token; `None` for special, padding, empty or out-of-range ids.
+    #[inline]
+    pub fn token_bytes(&self, id: u32) -> Option<&[u8]> {
+        let i = id as usize;
+        if i < self.vocab_size && self.regular[i] {
+            Some(&self.bytes[self.offsets[i] as usize..self.offsets[i + 1] as usize])
+        } else {
+            None
+        }
+    }
+
+    /// Raw bytes of any id below `vocab_size` (empty for specials and padding).
+    pub fn raw_bytes(&self, id: u32) -> &[u8] {
+        let i = id as usize;
+        if i < self.vocab_size {
+            &self.bytes[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+        } else {
+            &[]
+        }
+    }
+
+    /// The token trie over regular tokens.
+    pub fn trie(&self) -> &TokenTrie {
+        &self.trie
+    }
+
+    /// A stable 64-bit fingerprint of tokens, EOS ids, special ids and `vocab_size`.
+    pub fn fingerprint(&self) -> u64 {
+        self.fingerprint
+    }
+
+    /// Number of 32-bit words in one bitmask row.
+    pub fn mask_words(&self) -> usize {
+        self.vocab_size.div_ceil(32)
+    }
+}
+
+fn decoder_types(v: &Value, out: &mut Vec<String>) {
+    if let Some(t) = v.get("type").and_then(Value::as_str) {
+        if t == "Replace" {
+            let pat = v.get("pattern").and_then(|p| p.get("String")).and_then(Value::as_str);
+            if pat == Some("\u{2581}") {
+                out.push("ReplaceMetaspace".into());
+            }
+        } else {
+            out.push(t.to_string());
+        }
+    }
+    if let Some(Value::Array(ds)) = v.get("decoders") {
+        for d in ds {
+            decoder_types(d, out);
+        }
+    }
+}
+
+fn detect_kind(doc: &Value) -> VocabKind {
+    let mut types = Vec::new();
+    if let Some(d) = doc.get("decoder") {
+        decoder_types(d, &mut types);
+    }
+    if types.iter().any(|t| t == "ByteLevel") {
+        return VocabKind::ByteLevel;
+    }
+    if types.iter().any(|t| t == "ReplaceMetaspace" || t == "Metaspace" || t == "ByteFallback") {
+        return VocabKind::SentencePiece;
+    }
+    let mut pre = Vec::new();
+    if let Some(p) = doc.get("pre_tokenizer") {
+        decoder_types(p, &mut pre);
+        if let Some(Value::Array(ps)) = p.get("pretokenizers") {
+            for x in ps {
+                decoder_types(x, &mut pre);
+            }
+        }
+    }
+    if pre.iter().any(|t| t == "ByteLevel") {
+        return VocabKind::ByteLevel;
+    }
+    if pre.iter().any(|t| t == "Metaspace") {
+        return VocabKind::SentencePiece;
+    }
+    VocabKind::Raw
+}
+
+fn decode_strings(
+    strings: &[Option<String>],
+    kind: VocabKind,
+    added_text: &[(usize, String)],
+) -> Result<Vec<Vec<u8>>> {
+    let total = strings.iter().filter(|s| s.is_some()).count();
+    let mut out: Vec<Vec<u8>> = Vec::with_capacity(strings.len());
+    match kind {
+        VocabKind::ByteLevel => {
+            let map = char_to_byte_map();
+            let mut bad: Vec<&str> = Vec::new();
+            let is_added: std::collections::HashSet<usize> = added_text.iter().map(|(i, _)| *i).collect();
+            for (id, s) in strings.iter().enumerate() {
+                out.push(match s {
+                    None => Vec::new(),
+                    Some(s) => match decode_byte_level(s, &map) {
+                        Some(b) => b,
+                        None => {
+                            if !is_added.contains(&id) {
+                                bad.push(s);
+                            }
+                            s.as_bytes().to_vec()
+                        }
+                    },
+                });
+            }
+            if bad.len() > 10.max(total / 100) {
+                return Err(Error::Vocabulary(format!(
+                    "the tokenizer's decoder is byte-level BPE, but {} of {} tokens contain \
+                     characters outside the byte-level alphabet (e.g. {:?}): the vocabulary does \
+                     not look byte-level",
+                    bad.len(),
+                    total,
+                    &bad[..3.min(bad.len())]
+                )));
+            }
+        }
+        VocabKind::SentencePiece => {
+            let meta = strings.iter().flatten().filter(|s| s.contains('\u{2581}')).count();
+            let gpt = strings.iter().flatten().filter(|s| s.contains('\u{0120}')).count();
+            if meta == 0 && gpt > total / 10 {
+                return Err(Error::Vocabulary(format!(
+                    "the tokenizer's decoder is SentencePiece, but no token contains '\u{2581}' \
+                     and {gpt} of {total} contain 'Ġ': the vocabulary looks byte-level"
+                )));
+            }
+            for s in strings {
+                out.push(s.as_deref().map(decode_sentencepiece).unwrap_or_default());
+            }
+        }
+        VocabKind::Raw => {
+            for s in strings {
+                out.push(s.as_deref().map(|s| s.as_bytes().to_vec()).unwrap_or_default());
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_level_alphabet_round_trips() {
+        let b2c = byte_to_char();
+        let c2b = char_to_byte_map();
+        for b in 0..=255u8 {
+            assert_eq!(c2b[&b2c[b as usize]], b);
+        }
+        assert_eq!(b2c[b' ' as usize], 'Ġ');
+        assert_eq!(b2c[b'\n' as usize], 'Ċ');
+    }
+
+    #[test]
+    fn sentencepiece_decoding() {
+        assert_eq!(decode_sentencepiece("\u{2581}hello"), b" hello");
+        assert_eq!(decode_sentencepiece("<0x0A>"), b"\n");
+        assert_eq!(decode_sentencepiece("<0xZZ>"), b"<0xZZ>");
+    }
+
+    #[test]
+    fn vocab_size_padding_and_truncation() {
+        let toks = vec![b"a".to_vec(), b"b".to_vec(), b"<eos>".to_vec(), b"<x>".to_vec()];
+        let v = Vocabulary::new(toks.clone(), vec![2], vec![3], Some(8)).unwrap();
+        assert_eq!(v.vocab_size(), 8);
+        assert_eq!(v.token_bytes(5), None);
+        let v = Vocabulary::new(toks.clone(), vec![2], vec![3], Some(3)).unwrap();
+        assert_eq!(v.vocab_size(), 3);
+        let e = Vocabulary::new(toks, vec![2], vec![], Some(3)).unwrap_err();
+        assert!(e.to_string().contains("regular token"), "{e}");
+    }
+
+    #[test]
+    fn tokenizer_json_byte_level() {
+        let json = r#"{"model":{"type":"BPE","vocab":{"a":0,"Ġb":1,"Ċ":2}},
+            "added_tokens":[{"id":3,"content":"<|endoftext|>","special":true},
+                            {"id":4,"content":"[PAD]","special":false}],
+            "decoder":{"type":"ByteLevel"}}"#;
+        let v = Vocabulary::from_tokenizer_json(json, None, None, &[]).unwrap();
+        assert_eq!(v.kind(), VocabKind::ByteLevel);
+        assert_eq!(v.token_bytes(1), Some(&b" b"[..]));
+        assert_eq!(v.token_bytes(2), Some(&b"\n"[..]));
+        assert_eq!(v.token_bytes(3), None);
+        assert_eq!(v.token_bytes(4), Some(&b"[PAD]"[..]));
+        assert_eq!(v.eos_ids(), &[3]);
+    }
+
+    #[test]
+    fn tokenizer_json_kind_cross_check() {
+        let json = r#"{"model":{"type":"BPE","vocab":{"ĠaĠ":0,"Ġb":1,"Ġc":2,"Ġd":3,"</s>":4}},
+            "decoder":{"type":"Sequence","decoders":[{"type":"ByteFallback"}]}}"#;
+        let e = Vocabulary::from_tokenizer_json(json, None, None, &[]).unwrap_err();
+        assert!(e.to_string().contains("looks byte-level"), "{e}");
+    }
+}

@@ -1,0 +1,460 @@
+//! Python bindings for tokensieve (`tokensieve._core`).
+//!
+//! Thin wrappers over `tokensieve-core`: every method converts arguments, releases the GIL for
+//! anything that walks the vocabulary, and maps core errors to Python exceptions. Bitmask and
+//! logits buffers arrive as raw addresses that the Python layer has already validated (dtype,
+//! shape, contiguity, device); this crate re-checks what it can (row widths, row indices) and
+//! never writes outside `rows × row_stride` words.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use tokensieve_core as core;
+use tokensieve_core::regex::RegexOptions;
+
+create_exception!(_core, TokensieveError, PyException, "Base class of tokensieve errors.");
+create_exception!(_core, RegexError, TokensieveError, "A regex could not be compiled; `.offset` is the position.");
+create_exception!(_core, BudgetError, TokensieveError, "A state, memory or time budget was exceeded.");
+create_exception!(_core, VocabularyError, TokensieveError, "A vocabulary could not be built.");
+create_exception!(_core, UnspellableError, TokensieveError, "The grammar needs bytes no token can produce.");
+
+fn to_py(py: Python<'_>, e: core::Error) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        core::Error::Regex { offset, .. } => {
+            let err = RegexError::new_err(msg);
+            let _ = err.value(py).setattr("offset", offset);
+            err
+        }
+        core::Error::Budget(_) => BudgetError::new_err(msg),
+        core::Error::Vocabulary(_) => VocabularyError::new_err(msg),
+        core::Error::Unspellable { .. } => UnspellableError::new_err(msg),
+        core::Error::InvalidArgument(_) => PyValueError::new_err(msg),
+    }
+}
+
+trait IntoPyResult<T> {
+    fn py(self, py: Python<'_>) -> PyResult<T>;
+}
+
+impl<T> IntoPyResult<T> for core::Result<T> {
+    fn py(self, py: Python<'_>) -> PyResult<T> {
+        self.map_err(|e| to_py(py, e))
+    }
+}
+
+/// Token id → bytes for a model's whole logits width, with EOS and special ids.
+#[pyclass(module = "tokensieve._core", name = "Vocabulary", frozen, subclass)]
+struct PyVocabulary {
+    inner: Arc<core::Vocabulary>,
+}
+
+#[pymethods]
+impl PyVocabulary {
+    #[new]
+    #[pyo3(signature = (tokens, eos_token_ids, special_token_ids=Vec::new(), vocab_size=None))]
+    fn new(
+        py: Python<'_>,
+        tokens: Vec<Vec<u8>>,
+        eos_token_ids: Vec<u32>,
+        special_token_ids: Vec<u32>,
+        vocab_size: Option<usize>,
+    ) -> PyResult<Self> {
+        let v = py
+            .detach(|| core::Vocabulary::new(tokens, eos_token_ids, special_token_ids, vocab_size))
+            .py(py)?;
+        Ok(PyVocabulary { inner: Arc::new(v) })
+    }
+
+    /// Build from the text of a Hugging Face `tokenizer.json`.
+    #[staticmethod]
+    #[pyo3(signature = (json, vocab_size=None, eos_token_ids=None, eos_token_names=Vec::new()))]
+    fn _from_tokenizer_json(
+        py: Python<'_>,
+        json: String,
+        vocab_size: Option<usize>,
+        eos_token_ids: Option<Vec<u32>>,
+        eos_token_names: Vec<String>,
+    ) -> PyResult<Self> {
+        let v = py
+            .detach(|| {
+                core::Vocabulary::from_tokenizer_json(&json, vocab_size, eos_token_ids, &eos_token_names)
+            })
+            .py(py)?;
+        Ok(PyVocabulary { inner: Arc::new(v) })
+    }
+
+    /// Build from a `transformers` tokenizer, a `tokenizers.Tokenizer`, a `tokenizer.json` path
+    /// or a folder holding one. EOS ids default to the tokenizer's (generation_config.json, then
+    /// tokenizer_config.json, then common EOS spellings).
+    #[staticmethod]
+    #[pyo3(signature = (tokenizer, vocab_size=None, eos_token_ids=None))]
+    fn from_pretrained(
+        py: Python<'_>,
+        tokenizer: &Bound<'_, PyAny>,
+        vocab_size: Option<usize>,
+        eos_token_ids: Option<Vec<u32>>,
+    ) -> PyResult<Self> {
+        let src = py.import("tokensieve.tokenizers")?.getattr("tokenizer_json_source")?.call1((tokenizer,))?;
+        let (json, ids, names): (String, Option<Vec<u32>>, Vec<String>) = src.extract()?;
+        let eos = eos_token_ids.or(ids);
+        let v = py
+            .detach(|| core::Vocabulary::from_tokenizer_json(&json, vocab_size, eos, &names))
+            .py(py)?;
+        Ok(PyVocabulary { inner: Arc::new(v) })
+    }
+
+    /// Build from a tiktoken rank file (`base64-token rank` per line). `special_tokens` maps
+    /// names to ids (placed after the ranks if their ids are larger).
+    #[staticmethod]
+    #[pyo3(signature = (path, eos_token_ids, special_token_ids=Vec::new(), vocab_size=None))]
+    fn from_tiktoken(
+        py: Python<'_>,
+        path: &Bound<'_, PyAny>,
+        eos_token_ids: Vec<u32>,
+        special_token_ids: Vec<u32>,
+        vocab_size: Option<usize>,
+    ) -> PyResult<Self> {
+        let tokens: Vec<Vec<u8>> =
+            py.import("tokensieve.tokenizers")?.getattr("tiktoken_source")?.call1((path,))?.extract()?;
+        Self::new(py, tokens, eos_token_ids, special_token_ids, vocab_size)
+    }
+
+    /// Build from a Mistral Tekken JSON (default: the one shipped in `mistral-common`).
+    #[staticmethod]
+    #[pyo3(signature = (path=None, vocab_size=None, eos_token_ids=None))]
+    fn from_tekken(
+        py: Python<'_>,
+        path: Option<&Bound<'_, PyAny>>,
+        vocab_size: Option<usize>,
+        eos_token_ids: Option<Vec<u32>>,
+    ) -> PyResult<Self> {
+        let src = py.import("tokensieve.tokenizers")?.getattr("tekken_source")?.call1((path,))?;
+        let (tokens, eos, special, size): (Vec<Vec<u8>>, Vec<u32>, Vec<u32>, usize) = src.extract()?;
+        Self::new(py, tokens, eos_token_ids.unwrap_or(eos), special, Some(vocab_size.unwrap_or(size)))
+    }
+
+    /// The model's logits width; bitmask rows have ceil(vocab_size / 32) words.
+    #[getter]
+    fn vocab_size(&self) -> usize {
+        self.inner.vocab_size()
+    }
+
+    /// Number of ids the tokenizer defines.
+    #[getter]
+    fn tokenizer_size(&self) -> usize {
+        self.inner.tokenizer_size()
+    }
+
+    /// "byte_level", "sentencepiece" or "raw".
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.inner.kind().name()
+    }
+
+    #[getter]
+    fn eos_token_ids(&self) -> Vec<u32> {
+        self.inner.eos_ids().to_vec()
+    }
+
+    #[getter]
+    fn special_token_ids(&self) -> Vec<u32> {
+        self.inner.special_ids().to_vec()
+    }
+
+    /// A stable 64-bit fingerprint of tokens, EOS ids, special ids and vocab_size (hex).
+    #[getter]
+    fn fingerprint(&self) -> String {
+        format!("{:016x}", self.inner.fingerprint())
+    }
+
+    /// The bytes a regular token emits; None for special, padding and out-of-range ids.
+    fn token_bytes<'py>(&self, py: Python<'py>, token_id: i64) -> Option<Bound<'py, PyBytes>> {
+        if token_id < 0 || token_id > u32::MAX as i64 {
+            return None;
+        }
+        self.inner.token_bytes(token_id as u32).map(|b| PyBytes::new(py, b))
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.vocab_size()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Vocabulary(vocab_size={}, kind={:?}, eos_token_ids={:?})",
+            self.inner.vocab_size(),
+            self.inner.kind().name(),
+            self.inner.eos_ids()
+        )
+    }
+}
+
+/// A compiled constraint for one vocabulary; immutable and shareable across threads.
+#[pyclass(module = "tokensieve._core", name = "Grammar", frozen, subclass)]
+struct PyGrammar {
+    inner: Arc<core::Grammar>,
+    vocab: Py<PyVocabulary>,
+}
+
+fn grammar_options(
+    max_states: Option<usize>,
+    max_nfa_bytes: Option<usize>,
+    mask_cache_bytes: Option<usize>,
+    max_compile_seconds: Option<f64>,
+) -> PyResult<core::GrammarOptions> {
+    let mut o = core::GrammarOptions::default();
+    let mut r = RegexOptions::default();
+    if let Some(v) = max_states {
+        r.max_states = v;
+    }
+    if let Some(v) = max_nfa_bytes {
+        r.max_nfa_bytes = v;
+    }
+    o.regex = r;
+    if let Some(v) = mask_cache_bytes {
+        o.mask_cache_bytes = v;
+    }
+    if let Some(s) = max_compile_seconds {
+        if !(s > 0.0 && s.is_finite()) {
+            return Err(PyValueError::new_err("max_compile_seconds must be a positive number"));
+        }
+        o.max_compile_time = Duration::from_secs_f64(s);
+    }
+    Ok(o)
+}
+
+#[pymethods]
+impl PyGrammar {
+    /// Compile a regex (full-match semantics) for `vocab`.
+    #[staticmethod]
+    #[pyo3(signature = (pattern, vocab, *, max_states=None, max_nfa_bytes=None, mask_cache_bytes=None, max_compile_seconds=None))]
+    fn from_regex(
+        py: Python<'_>,
+        pattern: String,
+        vocab: Py<PyVocabulary>,
+        max_states: Option<usize>,
+        max_nfa_bytes: Option<usize>,
+        mask_cache_bytes: Option<usize>,
+        max_compile_seconds: Option<f64>,
+    ) -> PyResult<Self> {
+        let opts = grammar_options(max_states, max_nfa_bytes, mask_cache_bytes, max_compile_seconds)?;
+        let v = vocab.get().inner.clone();
+        let g = py.detach(|| core::Grammar::from_regex(&pattern, v, &opts)).py(py)?;
+        Ok(PyGrammar { inner: Arc::new(g), vocab })
+    }
+
+    /// The vocabulary this grammar was compiled for.
+    #[getter]
+    fn vocab(&self, py: Python<'_>) -> Py<PyVocabulary> {
+        self.vocab.clone_ref(py)
+    }
+
+    /// The regex the grammar was compiled from.
+    #[getter]
+    fn pattern(&self) -> String {
+        self.inner.pattern().to_string()
+    }
+
+    /// Compute the mask of every state reachable by tokens (eager mode, parallel). Returns stats.
+    fn precompute<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let g = self.inner.clone();
+        py.detach(|| g.precompute()).py(py)?;
+        self.stats(py)
+    }
+
+    /// Sizes of the index so far: states, distinct_masks, mask_bytes, dfa_states, precomputed.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.inner.stats();
+        let d = PyDict::new(py);
+        d.set_item("states", s.states)?;
+        d.set_item("distinct_masks", s.distinct_masks)?;
+        d.set_item("mask_bytes", s.mask_bytes)?;
+        d.set_item("dfa_states", s.dfa_states)?;
+        d.set_item("precomputed", self.inner.is_precomputed())?;
+        Ok(d)
+    }
+
+    /// A new matcher at the start of the grammar.
+    #[pyo3(signature = (max_rollback=None))]
+    fn matcher(slf: Bound<'_, Self>, max_rollback: Option<usize>) -> PyMatcher {
+        let g = slf.get();
+        PyMatcher {
+            inner: core::Matcher::new(g.inner.clone(), max_rollback),
+            grammar: slf.clone().unbind(),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        let s = self.inner.stats();
+        format!("Grammar(pattern={:?}, dfa_states={}, cached_masks={})", self.inner.pattern(), s.dfa_states, s.states)
+    }
+}
+
+/// One sequence's position in a grammar.
+#[pyclass(module = "tokensieve._core", name = "Matcher", subclass)]
+struct PyMatcher {
+    inner: core::Matcher,
+    grammar: Py<PyGrammar>,
+}
+
+fn check_token(id: i64) -> Option<u32> {
+    if (0..=u32::MAX as i64).contains(&id) {
+        Some(id as u32)
+    } else {
+        None
+    }
+}
+
+#[pymethods]
+impl PyMatcher {
+    #[getter]
+    fn grammar(&self, py: Python<'_>) -> Py<PyGrammar> {
+        self.grammar.clone_ref(py)
+    }
+
+    /// Consume a token; False (and no change) if it is not allowed.
+    fn accept_token(&mut self, py: Python<'_>, token_id: i64) -> PyResult<bool> {
+        match check_token(token_id) {
+            Some(t) => self.inner.accept_token(t).py(py),
+            None => Ok(false),
+        }
+    }
+
+    /// Consume tokens until one is refused; returns how many were accepted.
+    fn accept_tokens(&mut self, py: Python<'_>, token_ids: Vec<i64>) -> PyResult<usize> {
+        for (i, &t) in token_ids.iter().enumerate() {
+            let ok = match check_token(t) {
+                Some(t) => self.inner.accept_token(t).py(py)?,
+                None => false,
+            };
+            if !ok {
+                return Ok(i);
+            }
+        }
+        Ok(token_ids.len())
+    }
+
+    /// Undo the last n accepted tokens (EOS included).
+    fn rollback(&mut self, py: Python<'_>, n: usize) -> PyResult<()> {
+        self.inner.rollback(n).py(py)
+    }
+
+    /// Back to the start with an empty history.
+    fn reset(&mut self) {
+        self.inner.reset()
+    }
+
+    /// EOS was consumed.
+    fn is_finished(&self) -> bool {
+        self.inner.is_finished()
+    }
+
+    /// EOS is allowed now.
+    fn is_accepting(&self) -> bool {
+        self.inner.is_accepting()
+    }
+
+    /// How many tokens can be rolled back.
+    #[getter]
+    fn history_len(&self) -> usize {
+        self.inner.history_len()
+    }
+
+    /// Current automaton state id (stable for the grammar's lifetime).
+    #[getter]
+    fn state(&self) -> u32 {
+        self.inner.state()
+    }
+
+    /// Overwrite row `index` of `bitmask` (int32 `[batch, ceil(vocab_size/32)]`, numpy or torch
+    /// on the CPU, or one 1-D row) with the tokens allowed next.
+    #[pyo3(signature = (bitmask, index=0))]
+    fn fill_next_token_bitmask(&self, py: Python<'_>, bitmask: &Bound<'_, PyAny>, index: usize) -> PyResult<()> {
+        let (address, rows, row_words): (usize, usize, usize) =
+            py.import("tokensieve.bitmask")?.getattr("_buffer")?.call1((bitmask,))?.extract()?;
+        if index >= rows {
+            return Err(PyValueError::new_err(format!("index {index} is out of range for a bitmask with {rows} rows")));
+        }
+        fill_raw(py, &[core::MaskRequest::from(&self.inner)], &[index], address, rows, row_words)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Matcher(state={}, finished={}, accepting={}, history={})",
+            self.inner.state(),
+            self.inner.is_finished(),
+            self.inner.is_accepting(),
+            self.inner.history_len()
+        )
+    }
+}
+
+fn fill_raw(
+    py: Python<'_>,
+    reqs: &[core::MaskRequest],
+    indices: &[usize],
+    address: usize,
+    rows: usize,
+    row_words: usize,
+) -> PyResult<()> {
+    if address == 0 || rows == 0 || row_words == 0 {
+        return Err(PyValueError::new_err("empty or null bitmask"));
+    }
+    if address % std::mem::align_of::<u32>() != 0 {
+        return Err(PyValueError::new_err("bitmask memory is not 4-byte aligned"));
+    }
+    for r in reqs {
+        let need = r.grammar.vocab().mask_words();
+        if need != row_words {
+            return Err(PyValueError::new_err(format!(
+                "bitmask rows have {row_words} int32 words but the vocabulary (vocab_size={}) needs \
+                 {need}: allocate with allocate_token_bitmask(batch, vocab.vocab_size)",
+                r.grammar.vocab().vocab_size()
+            )));
+        }
+    }
+    let total = rows.checked_mul(row_words).ok_or_else(|| PyValueError::new_err("bitmask too large"))?;
+    // SAFETY: the Python layer checked that `address` points at a writable, C-contiguous int32
+    // buffer of exactly `rows × row_words` elements that stays alive for this call (the caller
+    // holds a reference to it); u32 and i32 share size and alignment.
+    let buf: &mut [u32] = unsafe { std::slice::from_raw_parts_mut(address as *mut u32, total) };
+    py.detach(|| core::fill_next_token_bitmask_batch(reqs, indices, buf, row_words)).py(py)
+}
+
+/// Internal: fill rows `indices[k]` of a validated bitmask buffer for `matchers[k]`, in parallel
+/// with the GIL released.
+#[pyfunction]
+fn _fill_next_token_bitmask(
+    py: Python<'_>,
+    matchers: Vec<PyRef<'_, PyMatcher>>,
+    address: usize,
+    rows: usize,
+    row_words: usize,
+    indices: Vec<usize>,
+) -> PyResult<()> {
+    let reqs: Vec<core::MaskRequest> = matchers.iter().map(|m| core::MaskRequest::from(&m.inner)).collect();
+    drop(matchers);
+    fill_raw(py, &reqs, &indices, address, rows, row_words)
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<PyVocabulary>()?;
+    m.add_class::<PyGrammar>()?;
+    m.add_class::<PyMatcher>()?;
+    m.add_function(wrap_pyfunction!(_fill_next_token_bitmask, m)?)?;
+    m.add("TokensieveError", py.get_type::<TokensieveError>())?;
+    m.add("RegexError", py.get_type::<RegexError>())?;
+    m.add("BudgetError", py.get_type::<BudgetError>())?;
+    m.add("VocabularyError", py.get_type::<VocabularyError>())?;
+    m.add("UnspellableError", py.get_type::<UnspellableError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
