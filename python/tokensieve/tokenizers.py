@@ -63,10 +63,8 @@ def tokenizer_json_source(tokenizer: Any) -> tuple[str, list[int] | None, list[s
         eos_id = getattr(tokenizer, "eos_token_id", None)
         if isinstance(eos_id, int):
             ids = [eos_id]
-        names: list[str] = []
         eos_tok = getattr(tokenizer, "eos_token", None)
-        if isinstance(eos_tok, str):
-            names.append(eos_tok)
+        names = [eos_tok] if isinstance(eos_tok, str) else []
         return str(backend.to_str()), ids, names
     if hasattr(tokenizer, "to_str") and hasattr(tokenizer, "get_vocab"):  # tokenizers.Tokenizer
         return str(tokenizer.to_str()), None, []

@@ -26,6 +26,9 @@ use crate::vocab::Vocabulary;
 
 const UNKNOWN: u32 = u32::MAX;
 
+/// A state, its mask and the states its allowed tokens lead to.
+type Walked = (u32, Vec<u32>, FxHashSet<u32>);
+
 /// Transitions used by a trie walk: the lazy, locked DFA or a frozen snapshot of a complete one.
 trait Step {
     fn classes(&self) -> &[u8; 256];
@@ -129,7 +132,9 @@ fn walk<S: Step>(
 
 fn unspellable(state: u32) -> Error {
     // The caller fills in the byte list when it has the DFA at hand.
-    Error::Unspellable { bytes: format!("(state {state})") }
+    Error::Unspellable {
+        bytes: format!("(state {state})"),
+    }
 }
 
 fn describe_bytes(bytes: &[u8]) -> String {
@@ -140,7 +145,9 @@ fn describe_bytes(bytes: &[u8]) -> String {
         while j + 1 < bytes.len() && bytes[j + 1] == bytes[j] + 1 {
             j += 1;
         }
-        let show = |b: u8| format!("{:?}", b as char).trim_matches('\'').to_string() + &format!("(0x{b:02X})");
+        let show = |b: u8| {
+            format!("{:?}", b as char).trim_matches('\'').to_string() + &format!("(0x{b:02X})")
+        };
         if i == j {
             parts.push(show(bytes[i]));
         } else {
@@ -205,7 +212,9 @@ impl TokenIndex {
     pub fn mask(&self, vocab: &Vocabulary, dfa: &LazyDfa, state: u32) -> Result<Arc<[u32]>> {
         if let Some(m) = {
             let c = self.read();
-            c.by_state.get(&state).map(|&id| c.masks[id as usize].clone())
+            c.by_state
+                .get(&state)
+                .map(|&id| c.masks[id as usize].clone())
         } {
             return Ok(m);
         }
@@ -267,7 +276,12 @@ impl TokenIndex {
                 }
                 accepting.push(view.is_accepting(s));
             }
-            Frozen { classes: *view.classes(), stride, trans, accepting }
+            Frozen {
+                classes: *view.classes(),
+                stride,
+                trans,
+                accepting,
+            }
         };
         let mut seen: FxHashSet<u32> = FxHashSet::default();
         seen.insert(start);
@@ -282,7 +296,7 @@ impl TokenIndex {
                     )));
                 }
             }
-            let results: Vec<Result<(u32, Vec<u32>, FxHashSet<u32>)>> = frontier
+            let results: Vec<Result<Walked>> = frontier
                 .par_iter()
                 .map(|&s| {
                     let mut buf = vec![0u32; words];
@@ -316,7 +330,8 @@ impl TokenIndex {
             next.sort_unstable();
             frontier = next;
         }
-        self.precomputed.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.precomputed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         Ok(self.stats(dfa))
     }
 
@@ -340,8 +355,12 @@ impl TokenIndex {
 fn fill_bytes(e: Error, dfa: &LazyDfa, state: u32) -> Error {
     match e {
         Error::Unspellable { .. } => match dfa.live_bytes(state) {
-            Ok(b) if b.is_empty() => Error::Unspellable { bytes: "[] (the grammar cannot continue)".into() },
-            Ok(b) => Error::Unspellable { bytes: describe_bytes(&b) },
+            Ok(b) if b.is_empty() => Error::Unspellable {
+                bytes: "[] (the grammar cannot continue)".into(),
+            },
+            Ok(b) => Error::Unspellable {
+                bytes: describe_bytes(&b),
+            },
             Err(e) => e,
         },
         other => other,
@@ -361,7 +380,9 @@ mod tests {
     }
 
     fn allowed(mask: &[u32]) -> Vec<u32> {
-        (0..mask.len() as u32 * 32).filter(|&t| mask[(t >> 5) as usize] >> (t & 31) & 1 == 1).collect()
+        (0..mask.len() as u32 * 32)
+            .filter(|&t| mask[(t >> 5) as usize] >> (t & 31) & 1 == 1)
+            .collect()
     }
 
     #[test]
@@ -399,7 +420,11 @@ mod tests {
             let s2 = d2.walk(d2.start(), text.as_bytes()).unwrap();
             assert_eq!(s1 == DEAD, s2 == DEAD, "{text}");
             if s1 != DEAD {
-                assert_eq!(lazy.mask(&v, &d1, s1).unwrap(), eager.mask(&v, &d2, s2).unwrap(), "{text}");
+                assert_eq!(
+                    lazy.mask(&v, &d1, s1).unwrap(),
+                    eager.mask(&v, &d2, s2).unwrap(),
+                    "{text}"
+                );
             }
         }
     }

@@ -67,9 +67,18 @@ impl std::fmt::Debug for Grammar {
 impl Grammar {
     /// Compile a regex (full-match semantics) for `vocab`. The first mask is computed here, so
     /// a grammar the vocabulary cannot spell fails at compile time.
-    pub fn from_regex(pattern: &str, vocab: Arc<Vocabulary>, opts: &GrammarOptions) -> Result<Grammar> {
+    pub fn from_regex(
+        pattern: &str,
+        vocab: Arc<Vocabulary>,
+        opts: &GrammarOptions,
+    ) -> Result<Grammar> {
         let dfa = LazyDfa::new(pattern, &opts.regex)?;
-        let g = Grammar { vocab, dfa, index: TokenIndex::new(opts.mask_cache_bytes), options: opts.clone() };
+        let g = Grammar {
+            vocab,
+            dfa,
+            index: TokenIndex::new(opts.mask_cache_bytes),
+            options: opts.clone(),
+        };
         g.index.mask(&g.vocab, &g.dfa, g.dfa.start())?;
         Ok(g)
     }
@@ -97,7 +106,8 @@ impl Grammar {
     /// Compute the mask of every state reachable by tokens (eager mode), in parallel.
     pub fn precompute(&self) -> Result<IndexStats> {
         let deadline = Instant::now() + self.options.max_compile_time;
-        self.index.precompute(&self.vocab, &self.dfa, self.dfa.start(), Some(deadline))
+        self.index
+            .precompute(&self.vocab, &self.dfa, self.dfa.start(), Some(deadline))
     }
 
     /// Sizes of the index so far.
@@ -161,7 +171,13 @@ impl Matcher {
     /// A matcher at the start state; `max_rollback` bounds the history kept (None: unlimited).
     pub fn new(grammar: Arc<Grammar>, max_rollback: Option<usize>) -> Matcher {
         let state = grammar.dfa.start();
-        Matcher { grammar, state, finished: false, history: VecDeque::new(), max_rollback }
+        Matcher {
+            grammar,
+            state,
+            finished: false,
+            history: VecDeque::new(),
+            max_rollback,
+        }
     }
 
     /// The grammar.
@@ -281,7 +297,11 @@ pub struct MaskRequest {
 
 impl From<&Matcher> for MaskRequest {
     fn from(m: &Matcher) -> Self {
-        MaskRequest { grammar: m.grammar.clone(), state: m.state, finished: m.finished }
+        MaskRequest {
+            grammar: m.grammar.clone(),
+            state: m.state,
+            finished: m.finished,
+        }
     }
 }
 
@@ -300,17 +320,23 @@ pub fn fill_next_token_bitmask_batch(
             rows.len()
         )));
     }
-    if row_words == 0 || bitmask.len() % row_words != 0 {
-        return Err(Error::InvalidArgument("bitmask length is not a multiple of the row width".into()));
+    if row_words == 0 || !bitmask.len().is_multiple_of(row_words) {
+        return Err(Error::InvalidArgument(
+            "bitmask length is not a multiple of the row width".into(),
+        ));
     }
     let n_rows = bitmask.len() / row_words;
     let mut target: Vec<Option<usize>> = vec![None; n_rows];
     for (k, &r) in rows.iter().enumerate() {
         if r >= n_rows {
-            return Err(Error::InvalidArgument(format!("row index {r} is out of range for {n_rows} rows")));
+            return Err(Error::InvalidArgument(format!(
+                "row index {r} is out of range for {n_rows} rows"
+            )));
         }
         if target[r].is_some() {
-            return Err(Error::InvalidArgument(format!("row index {r} appears twice")));
+            return Err(Error::InvalidArgument(format!(
+                "row index {r} appears twice"
+            )));
         }
         target[r] = Some(k);
     }
@@ -332,13 +358,18 @@ mod tests {
     use super::*;
 
     fn setup(pattern: &str) -> Arc<Grammar> {
-        let toks: Vec<Vec<u8>> = ["a", "b", "ab", "ba", "c", "</s>"].iter().map(|s| s.as_bytes().to_vec()).collect();
+        let toks: Vec<Vec<u8>> = ["a", "b", "ab", "ba", "c", "</s>"]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect();
         let v = Arc::new(Vocabulary::new(toks, vec![5], vec![], Some(40)).unwrap());
         Arc::new(Grammar::from_regex(pattern, v, &GrammarOptions::default()).unwrap())
     }
 
     fn bits(row: &[u32]) -> Vec<u32> {
-        (0..row.len() as u32 * 32).filter(|&t| row[(t >> 5) as usize] >> (t & 31) & 1 == 1).collect()
+        (0..row.len() as u32 * 32)
+            .filter(|&t| row[(t >> 5) as usize] >> (t & 31) & 1 == 1)
+            .collect()
     }
 
     #[test]

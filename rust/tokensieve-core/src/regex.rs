@@ -56,7 +56,11 @@ pub struct RegexOptions {
 
 impl Default for RegexOptions {
     fn default() -> Self {
-        RegexOptions { max_states: 100_000, max_nfa_bytes: 64 << 20, nest_limit: 250 }
+        RegexOptions {
+            max_states: 100_000,
+            max_nfa_bytes: 64 << 20,
+            nest_limit: 250,
+        }
     }
 }
 
@@ -99,7 +103,10 @@ impl std::fmt::Debug for LazyDfa {
 }
 
 fn regex_error(offset: usize, message: impl Into<String>) -> Error {
-    Error::Regex { offset, message: message.into() }
+    Error::Regex {
+        offset,
+        message: message.into(),
+    }
 }
 
 /// Parse a pattern into HIR, turning every unsupported construct into an error with its offset.
@@ -180,10 +187,14 @@ fn find_assertion_offset(ast: &ast::Ast, look: hir::Look) -> Option<usize> {
     fn walk(a: &ast::Ast, line: bool) -> Option<usize> {
         match a {
             ast::Ast::Assertion(x) => {
-                let is_line =
-                    matches!(x.kind, ast::AssertionKind::StartLine | ast::AssertionKind::EndLine);
-                let is_text =
-                    matches!(x.kind, ast::AssertionKind::StartText | ast::AssertionKind::EndText);
+                let is_line = matches!(
+                    x.kind,
+                    ast::AssertionKind::StartLine | ast::AssertionKind::EndLine
+                );
+                let is_text = matches!(
+                    x.kind,
+                    ast::AssertionKind::StartText | ast::AssertionKind::EndText
+                );
                 if (line && is_line) || (!line && !is_line && !is_text) {
                     Some(x.span.start.offset)
                 } else {
@@ -316,7 +327,10 @@ impl LazyDfa {
 
     /// Lock the transition table for a sequence of steps (one trie walk, one token).
     pub fn view(&self) -> DfaView<'_> {
-        DfaView { dfa: self, table: self.lock() }
+        DfaView {
+            dfa: self,
+            table: self.lock(),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Table> {
@@ -331,7 +345,7 @@ impl LazyDfa {
         let mut i = 0usize;
         while i < view.table.sets.len() {
             if let Some(d) = deadline {
-                if i % 256 == 0 && Instant::now() > d {
+                if i.is_multiple_of(256) && Instant::now() > d {
                     return Err(Error::Budget(format!(
                         "time budget exceeded while determinizing ({} states so far)",
                         view.table.sets.len()
@@ -399,13 +413,10 @@ impl LazyDfa {
                 }
                 State::Capture { next, .. } => t.stack.push((next.as_u32(), past_end)),
                 State::Look { look, next } => match look {
-                    Look::Start => {
-                        if at_start {
-                            t.stack.push((next.as_u32(), past_end));
-                        }
-                    }
+                    Look::Start if at_start => t.stack.push((next.as_u32(), past_end)),
                     Look::End => t.stack.push((next.as_u32(), true)),
-                    // Rejected by `parse`; an NFA built some other way with them is treated as
+                    // `\A` away from the start is never satisfied. Other assertions are
+                    // rejected by `parse`; an NFA built some other way with them is treated as
                     // never satisfied, which only ever removes strings.
                     _ => {}
                 },
@@ -447,10 +458,8 @@ impl LazyDfa {
                 continue;
             }
             match self.nfa.state(thompson_id(s)) {
-                State::ByteRange { trans } => {
-                    if trans.matches_byte(b) {
-                        seeds.push(trans.next.as_u32());
-                    }
+                State::ByteRange { trans } if trans.matches_byte(b) => {
+                    seeds.push(trans.next.as_u32());
                 }
                 State::Sparse(sp) => {
                     if let Some(next) = sp.matches_byte(b) {
@@ -465,7 +474,11 @@ impl LazyDfa {
                 _ => {}
             }
         }
-        let next = if seeds.is_empty() { DEAD } else { self.closure_intern(t, &seeds, false)? };
+        let next = if seeds.is_empty() {
+            DEAD
+        } else {
+            self.closure_intern(t, &seeds, false)?
+        };
         t.trans[state as usize * self.stride + class] = next;
         Ok(next)
     }
@@ -495,15 +508,26 @@ fn compute_can_match(nfa: &NFA) -> Vec<bool> {
         };
         match st {
             State::ByteRange { trans } => add(trans.next.as_u32(), false, true),
-            State::Sparse(sp) => sp.transitions.iter().for_each(|t| add(t.next.as_u32(), false, true)),
-            State::Dense(d) => d.transitions.iter().for_each(|t| add(t.as_u32(), false, true)),
-            State::Union { alternates } => alternates.iter().for_each(|a| add(a.as_u32(), true, true)),
+            State::Sparse(sp) => sp
+                .transitions
+                .iter()
+                .for_each(|t| add(t.next.as_u32(), false, true)),
+            State::Dense(d) => d
+                .transitions
+                .iter()
+                .for_each(|t| add(t.as_u32(), false, true)),
+            State::Union { alternates } => {
+                alternates.iter().for_each(|a| add(a.as_u32(), true, true))
+            }
             State::BinaryUnion { alt1, alt2 } => {
                 add(alt1.as_u32(), true, true);
                 add(alt2.as_u32(), true, true);
             }
             State::Capture { next, .. } => add(next.as_u32(), true, true),
-            State::Look { look: Look::End, next } => add(next.as_u32(), true, false),
+            State::Look {
+                look: Look::End,
+                next,
+            } => add(next.as_u32(), true, false),
             State::Look { .. } | State::Fail => {}
             State::Match { .. } => seeds.push(i32_),
         }
@@ -647,15 +671,26 @@ mod tests {
 
     #[test]
     fn state_budget_is_enforced() {
-        let opts = RegexOptions { max_states: 10, ..Default::default() };
+        let opts = RegexOptions {
+            max_states: 10,
+            ..Default::default()
+        };
         let d = LazyDfa::new("[a-z]{0,40}", &opts).unwrap();
-        let err = d.walk(d.start(), "abcdefghijklmnopqrstuvwxyz".as_bytes()).unwrap_err();
+        let err = d
+            .walk(d.start(), "abcdefghijklmnopqrstuvwxyz".as_bytes())
+            .unwrap_err();
         assert!(matches!(err, Error::Budget(_)));
     }
 
     #[test]
     fn nfa_budget_is_enforced() {
-        let opts = RegexOptions { max_nfa_bytes: 1 << 16, ..Default::default() };
-        assert!(matches!(LazyDfa::new("(?:[a-z]{100}){100}", &opts), Err(Error::Budget(_))));
+        let opts = RegexOptions {
+            max_nfa_bytes: 1 << 16,
+            ..Default::default()
+        };
+        assert!(matches!(
+            LazyDfa::new("(?:[a-z]{100}){100}", &opts),
+            Err(Error::Budget(_))
+        ));
     }
 }

@@ -47,9 +47,15 @@ impl TokenTrie {
     /// Build a trie from `(token id, bytes)` pairs. Empty byte strings are skipped: a token that
     /// spells nothing could be emitted forever without changing the state, so it is never allowed.
     pub fn new<'a>(tokens: impl IntoIterator<Item = (u32, &'a [u8])>) -> TokenTrie {
-        let mut toks: Vec<(u32, &[u8])> = tokens.into_iter().filter(|(_, b)| !b.is_empty()).collect();
+        let mut toks: Vec<(u32, &[u8])> =
+            tokens.into_iter().filter(|(_, b)| !b.is_empty()).collect();
         toks.sort_unstable_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(&b.0)));
-        let mut nodes = vec![Node { token: NO_TOKEN, subtree: 1, byte: 0, depth: 0 }];
+        let mut nodes = vec![Node {
+            token: NO_TOKEN,
+            subtree: 1,
+            byte: 0,
+            depth: 0,
+        }];
         let mut duplicates = Vec::new();
         // path[d] = index of the node at depth d on the current path (path[0] = root)
         let mut path: Vec<usize> = vec![0];
@@ -69,7 +75,12 @@ impl TokenTrie {
                 nodes[idx].subtree = (nodes.len() - idx) as u32;
             }
             for (d, &b) in bytes.iter().enumerate().skip(common) {
-                nodes.push(Node { token: NO_TOKEN, subtree: 1, byte: b, depth: (d + 1) as u16 });
+                nodes.push(Node {
+                    token: NO_TOKEN,
+                    subtree: 1,
+                    byte: b,
+                    depth: (d + 1) as u16,
+                });
                 path.push(nodes.len() - 1);
             }
             let last = *path.last().unwrap();
@@ -80,7 +91,11 @@ impl TokenTrie {
         while let Some(idx) = path.pop() {
             nodes[idx].subtree = (nodes.len() - idx) as u32;
         }
-        TokenTrie { nodes, duplicates, max_depth }
+        TokenTrie {
+            nodes,
+            duplicates,
+            max_depth,
+        }
     }
 
     /// All nodes in depth-first order; index 0 is the root.
@@ -116,7 +131,14 @@ mod tests {
         let n = trie.nodes();
         // root, a, ab, abc, ac, b
         let bytes: Vec<u8> = n[1..].iter().map(|x| x.byte).collect();
-        assert_eq!(bytes, b"abcc b".iter().copied().filter(|&c| c != b' ').collect::<Vec<_>>());
+        assert_eq!(
+            bytes,
+            b"abcc b"
+                .iter()
+                .copied()
+                .filter(|&c| c != b' ')
+                .collect::<Vec<_>>()
+        );
         assert_eq!(n[0].subtree, 6);
         assert_eq!(n[1].subtree, 4);
         assert_eq!(n[1].token, 1);

@@ -71,7 +71,8 @@ fn byte_to_char() -> [char; 256] {
     let mut out = ['\0'; 256];
     let mut n = 0u32;
     for b in 0..256u32 {
-        let printable = (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+        let printable =
+            (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
         out[b as usize] = if printable {
             char::from_u32(b).unwrap()
         } else {
@@ -84,7 +85,11 @@ fn byte_to_char() -> [char; 256] {
 }
 
 fn char_to_byte_map() -> HashMap<char, u8> {
-    byte_to_char().iter().enumerate().map(|(b, &c)| (c, b as u8)).collect()
+    byte_to_char()
+        .iter()
+        .enumerate()
+        .map(|(b, &c)| (c, b as u8))
+        .collect()
 }
 
 /// Decode a byte-level BPE token; `None` when a character is outside the alphabet.
@@ -106,8 +111,15 @@ fn decode_sentencepiece(s: &str) -> Vec<u8> {
 const CONTROL_NAMES: &[&str] = &["<s>", "</s>", "<unk>", "<pad>", "<mask>"];
 
 /// EOS names tried, in order, when neither ids nor names were given.
-const EOS_FALLBACK_NAMES: &[&str] =
-    &["</s>", "<|endoftext|>", "<|end_of_text|>", "<|im_end|>", "<|eot_id|>", "<eos>", "<|end|>"];
+const EOS_FALLBACK_NAMES: &[&str] = &[
+    "</s>",
+    "<|end_of_text|>",
+    "<|endoftext|>",
+    "<|im_end|>",
+    "<|eot_id|>",
+    "<eos>",
+    "<|end|>",
+];
 
 fn fnv1a(h: &mut u64, bytes: &[u8]) {
     for &b in bytes {
@@ -144,7 +156,9 @@ impl Vocabulary {
             return Err(Error::Vocabulary("vocab_size must be positive".into()));
         }
         if vocab_size >= u32::MAX as usize {
-            return Err(Error::Vocabulary(format!("vocab_size {vocab_size} is too large")));
+            return Err(Error::Vocabulary(format!(
+                "vocab_size {vocab_size} is too large"
+            )));
         }
         if eos.is_empty() {
             return Err(Error::Vocabulary(
@@ -155,13 +169,6 @@ impl Vocabulary {
         for &s in special.iter().chain(eos.iter()) {
             if (s as usize) < is_special.len() {
                 is_special[s as usize] = true;
-            }
-        }
-        for &e in &eos {
-            if e as usize >= vocab_size {
-                return Err(Error::Vocabulary(format!(
-                    "EOS id {e} is outside the vocabulary (vocab_size {vocab_size})"
-                )));
             }
         }
         if tokenizer_size > vocab_size {
@@ -175,6 +182,13 @@ impl Vocabulary {
                 }
             }
             tokens.truncate(vocab_size);
+        }
+        for &e in &eos {
+            if e as usize >= vocab_size {
+                return Err(Error::Vocabulary(format!(
+                    "EOS id {e} is outside the vocabulary (vocab_size {vocab_size})"
+                )));
+            }
         }
         let mut regular = vec![false; vocab_size];
         let mut bytes = Vec::new();
@@ -194,16 +208,21 @@ impl Vocabulary {
         let mut eos = eos;
         eos.sort_unstable();
         eos.dedup();
-        let mut special: Vec<u32> = special.into_iter().filter(|&s| (s as usize) < vocab_size).collect();
+        let mut special: Vec<u32> = special
+            .into_iter()
+            .filter(|&s| (s as usize) < vocab_size)
+            .collect();
         special.extend(eos.iter().copied());
         special.sort_unstable();
         special.dedup();
         let trie = {
             let b = &bytes;
             let o = &offsets;
-            TokenTrie::new((0..vocab_size).filter(|&i| regular[i]).map(|i| {
-                (i as u32, &b[o[i] as usize..o[i + 1] as usize])
-            }))
+            TokenTrie::new(
+                (0..vocab_size)
+                    .filter(|&i| regular[i])
+                    .map(|i| (i as u32, &b[o[i] as usize..o[i + 1] as usize])),
+            )
         };
         let mut fp = 0xcbf29ce484222325u64;
         fnv1a(&mut fp, b"tokensieve-vocab-v1");
@@ -291,10 +310,15 @@ impl Vocabulary {
         let mut added_text: Vec<(usize, String)> = Vec::new();
         if let Some(Value::Array(added)) = doc.get("added_tokens") {
             for a in added {
-                let id = a.get("id").and_then(Value::as_u64).ok_or_else(|| {
-                    Error::Vocabulary("an added token has no integer id".into())
-                })? as usize;
-                let content = a.get("content").and_then(Value::as_str).unwrap_or("").to_string();
+                let id =
+                    a.get("id").and_then(Value::as_u64).ok_or_else(|| {
+                        Error::Vocabulary("an added token has no integer id".into())
+                    })? as usize;
+                let content = a
+                    .get("content")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
                 let special = a.get("special").and_then(Value::as_bool).unwrap_or(false);
                 put(&mut strings, id, content.clone());
                 if special || CONTROL_NAMES.contains(&content.as_str()) {
@@ -319,7 +343,10 @@ impl Vocabulary {
             Some(ids) if !ids.is_empty() => ids,
             _ => {
                 let lookup = |name: &str| {
-                    strings.iter().position(|s| s.as_deref() == Some(name)).map(|i| i as u32)
+                    strings
+                        .iter()
+                        .position(|s| s.as_deref() == Some(name))
+                        .map(|i| i as u32)
                 };
                 let mut ids: Vec<u32> = eos_names.iter().filter_map(|n| lookup(n)).collect();
                 if ids.is_empty() && !eos_names.is_empty() {
@@ -328,7 +355,11 @@ impl Vocabulary {
                     )));
                 }
                 if ids.is_empty() {
-                    ids = EOS_FALLBACK_NAMES.iter().find_map(|n| lookup(n)).into_iter().collect();
+                    ids = EOS_FALLBACK_NAMES
+                        .iter()
+                        .find_map(|n| lookup(n))
+                        .into_iter()
+                        .collect();
                 }
                 if ids.is_empty() {
                     return Err(Error::Vocabulary(
@@ -420,7 +451,10 @@ impl Vocabulary {
 fn decoder_types(v: &Value, out: &mut Vec<String>) {
     if let Some(t) = v.get("type").and_then(Value::as_str) {
         if t == "Replace" {
-            let pat = v.get("pattern").and_then(|p| p.get("String")).and_then(Value::as_str);
+            let pat = v
+                .get("pattern")
+                .and_then(|p| p.get("String"))
+                .and_then(Value::as_str);
             if pat == Some("\u{2581}") {
                 out.push("ReplaceMetaspace".into());
             }
@@ -443,7 +477,10 @@ fn detect_kind(doc: &Value) -> VocabKind {
     if types.iter().any(|t| t == "ByteLevel") {
         return VocabKind::ByteLevel;
     }
-    if types.iter().any(|t| t == "ReplaceMetaspace" || t == "Metaspace" || t == "ByteFallback") {
+    if types
+        .iter()
+        .any(|t| t == "ReplaceMetaspace" || t == "Metaspace" || t == "ByteFallback")
+    {
         return VocabKind::SentencePiece;
     }
     let mut pre = Vec::new();
@@ -475,7 +512,8 @@ fn decode_strings(
         VocabKind::ByteLevel => {
             let map = char_to_byte_map();
             let mut bad: Vec<&str> = Vec::new();
-            let is_added: std::collections::HashSet<usize> = added_text.iter().map(|(i, _)| *i).collect();
+            let is_added: std::collections::HashSet<usize> =
+                added_text.iter().map(|(i, _)| *i).collect();
             for (id, s) in strings.iter().enumerate() {
                 out.push(match s {
                     None => Vec::new(),
@@ -502,8 +540,16 @@ fn decode_strings(
             }
         }
         VocabKind::SentencePiece => {
-            let meta = strings.iter().flatten().filter(|s| s.contains('\u{2581}')).count();
-            let gpt = strings.iter().flatten().filter(|s| s.contains('\u{0120}')).count();
+            let meta = strings
+                .iter()
+                .flatten()
+                .filter(|s| s.contains('\u{2581}'))
+                .count();
+            let gpt = strings
+                .iter()
+                .flatten()
+                .filter(|s| s.contains('\u{0120}'))
+                .count();
             if meta == 0 && gpt > total / 10 {
                 return Err(Error::Vocabulary(format!(
                     "the tokenizer's decoder is SentencePiece, but no token contains '\u{2581}' \
@@ -516,7 +562,11 @@ fn decode_strings(
         }
         VocabKind::Raw => {
             for s in strings {
-                out.push(s.as_deref().map(|s| s.as_bytes().to_vec()).unwrap_or_default());
+                out.push(
+                    s.as_deref()
+                        .map(|s| s.as_bytes().to_vec())
+                        .unwrap_or_default(),
+                );
             }
         }
     }
@@ -547,7 +597,12 @@ mod tests {
 
     #[test]
     fn vocab_size_padding_and_truncation() {
-        let toks = vec![b"a".to_vec(), b"b".to_vec(), b"<eos>".to_vec(), b"<x>".to_vec()];
+        let toks = vec![
+            b"a".to_vec(),
+            b"b".to_vec(),
+            b"<eos>".to_vec(),
+            b"<x>".to_vec(),
+        ];
         let v = Vocabulary::new(toks.clone(), vec![2], vec![3], Some(8)).unwrap();
         assert_eq!(v.vocab_size(), 8);
         assert_eq!(v.token_bytes(5), None);

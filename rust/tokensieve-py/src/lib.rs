@@ -17,11 +17,36 @@ use pyo3::types::{PyBytes, PyDict};
 use tokensieve_core as core;
 use tokensieve_core::regex::RegexOptions;
 
-create_exception!(_core, TokensieveError, PyException, "Base class of tokensieve errors.");
-create_exception!(_core, RegexError, TokensieveError, "A regex could not be compiled; `.offset` is the position.");
-create_exception!(_core, BudgetError, TokensieveError, "A state, memory or time budget was exceeded.");
-create_exception!(_core, VocabularyError, TokensieveError, "A vocabulary could not be built.");
-create_exception!(_core, UnspellableError, TokensieveError, "The grammar needs bytes no token can produce.");
+create_exception!(
+    _core,
+    TokensieveError,
+    PyException,
+    "Base class of tokensieve errors."
+);
+create_exception!(
+    _core,
+    RegexError,
+    TokensieveError,
+    "A regex could not be compiled; `.offset` is the position."
+);
+create_exception!(
+    _core,
+    BudgetError,
+    TokensieveError,
+    "A state, memory or time budget was exceeded."
+);
+create_exception!(
+    _core,
+    VocabularyError,
+    TokensieveError,
+    "A vocabulary could not be built."
+);
+create_exception!(
+    _core,
+    UnspellableError,
+    TokensieveError,
+    "The grammar needs bytes no token can produce."
+);
 
 fn to_py(py: Python<'_>, e: core::Error) -> PyErr {
     let msg = e.to_string();
@@ -83,7 +108,12 @@ impl PyVocabulary {
     ) -> PyResult<Self> {
         let v = py
             .detach(|| {
-                core::Vocabulary::from_tokenizer_json(&json, vocab_size, eos_token_ids, &eos_token_names)
+                core::Vocabulary::from_tokenizer_json(
+                    &json,
+                    vocab_size,
+                    eos_token_ids,
+                    &eos_token_names,
+                )
             })
             .py(py)?;
         Ok(PyVocabulary { inner: Arc::new(v) })
@@ -100,7 +130,10 @@ impl PyVocabulary {
         vocab_size: Option<usize>,
         eos_token_ids: Option<Vec<u32>>,
     ) -> PyResult<Self> {
-        let src = py.import("tokensieve.tokenizers")?.getattr("tokenizer_json_source")?.call1((tokenizer,))?;
+        let src = py
+            .import("tokensieve.tokenizers")?
+            .getattr("tokenizer_json_source")?
+            .call1((tokenizer,))?;
         let (json, ids, names): (String, Option<Vec<u32>>, Vec<String>) = src.extract()?;
         let eos = eos_token_ids.or(ids);
         let v = py
@@ -120,8 +153,11 @@ impl PyVocabulary {
         special_token_ids: Vec<u32>,
         vocab_size: Option<usize>,
     ) -> PyResult<Self> {
-        let tokens: Vec<Vec<u8>> =
-            py.import("tokensieve.tokenizers")?.getattr("tiktoken_source")?.call1((path,))?.extract()?;
+        let tokens: Vec<Vec<u8>> = py
+            .import("tokensieve.tokenizers")?
+            .getattr("tiktoken_source")?
+            .call1((path,))?
+            .extract()?;
         Self::new(py, tokens, eos_token_ids, special_token_ids, vocab_size)
     }
 
@@ -134,9 +170,19 @@ impl PyVocabulary {
         vocab_size: Option<usize>,
         eos_token_ids: Option<Vec<u32>>,
     ) -> PyResult<Self> {
-        let src = py.import("tokensieve.tokenizers")?.getattr("tekken_source")?.call1((path,))?;
-        let (tokens, eos, special, size): (Vec<Vec<u8>>, Vec<u32>, Vec<u32>, usize) = src.extract()?;
-        Self::new(py, tokens, eos_token_ids.unwrap_or(eos), special, Some(vocab_size.unwrap_or(size)))
+        let src = py
+            .import("tokensieve.tokenizers")?
+            .getattr("tekken_source")?
+            .call1((path,))?;
+        let (tokens, eos, special, size): (Vec<Vec<u8>>, Vec<u32>, Vec<u32>, usize) =
+            src.extract()?;
+        Self::new(
+            py,
+            tokens,
+            eos_token_ids.unwrap_or(eos),
+            special,
+            Some(vocab_size.unwrap_or(size)),
+        )
     }
 
     /// The model's logits width; bitmask rows have ceil(vocab_size / 32) words.
@@ -178,7 +224,9 @@ impl PyVocabulary {
         if token_id < 0 || token_id > u32::MAX as i64 {
             return None;
         }
-        self.inner.token_bytes(token_id as u32).map(|b| PyBytes::new(py, b))
+        self.inner
+            .token_bytes(token_id as u32)
+            .map(|b| PyBytes::new(py, b))
     }
 
     fn __len__(&self) -> usize {
@@ -222,7 +270,9 @@ fn grammar_options(
     }
     if let Some(s) = max_compile_seconds {
         if !(s > 0.0 && s.is_finite()) {
-            return Err(PyValueError::new_err("max_compile_seconds must be a positive number"));
+            return Err(PyValueError::new_err(
+                "max_compile_seconds must be a positive number",
+            ));
         }
         o.max_compile_time = Duration::from_secs_f64(s);
     }
@@ -243,10 +293,20 @@ impl PyGrammar {
         mask_cache_bytes: Option<usize>,
         max_compile_seconds: Option<f64>,
     ) -> PyResult<Self> {
-        let opts = grammar_options(max_states, max_nfa_bytes, mask_cache_bytes, max_compile_seconds)?;
+        let opts = grammar_options(
+            max_states,
+            max_nfa_bytes,
+            mask_cache_bytes,
+            max_compile_seconds,
+        )?;
         let v = vocab.get().inner.clone();
-        let g = py.detach(|| core::Grammar::from_regex(&pattern, v, &opts)).py(py)?;
-        Ok(PyGrammar { inner: Arc::new(g), vocab })
+        let g = py
+            .detach(|| core::Grammar::from_regex(&pattern, v, &opts))
+            .py(py)?;
+        Ok(PyGrammar {
+            inner: Arc::new(g),
+            vocab,
+        })
     }
 
     /// The vocabulary this grammar was compiled for.
@@ -292,7 +352,12 @@ impl PyGrammar {
 
     fn __repr__(&self) -> String {
         let s = self.inner.stats();
-        format!("Grammar(pattern={:?}, dfa_states={}, cached_masks={})", self.inner.pattern(), s.dfa_states, s.states)
+        format!(
+            "Grammar(pattern={:?}, dfa_states={}, cached_masks={})",
+            self.inner.pattern(),
+            s.dfa_states,
+            s.states
+        )
     }
 }
 
@@ -375,13 +440,30 @@ impl PyMatcher {
     /// Overwrite row `index` of `bitmask` (int32 `[batch, ceil(vocab_size/32)]`, numpy or torch
     /// on the CPU, or one 1-D row) with the tokens allowed next.
     #[pyo3(signature = (bitmask, index=0))]
-    fn fill_next_token_bitmask(&self, py: Python<'_>, bitmask: &Bound<'_, PyAny>, index: usize) -> PyResult<()> {
-        let (address, rows, row_words): (usize, usize, usize) =
-            py.import("tokensieve.bitmask")?.getattr("_buffer")?.call1((bitmask,))?.extract()?;
+    fn fill_next_token_bitmask(
+        &self,
+        py: Python<'_>,
+        bitmask: &Bound<'_, PyAny>,
+        index: usize,
+    ) -> PyResult<()> {
+        let (address, rows, row_words): (usize, usize, usize) = py
+            .import("tokensieve.bitmask")?
+            .getattr("_buffer")?
+            .call1((bitmask,))?
+            .extract()?;
         if index >= rows {
-            return Err(PyValueError::new_err(format!("index {index} is out of range for a bitmask with {rows} rows")));
+            return Err(PyValueError::new_err(format!(
+                "index {index} is out of range for a bitmask with {rows} rows"
+            )));
         }
-        fill_raw(py, &[core::MaskRequest::from(&self.inner)], &[index], address, rows, row_words)
+        fill_raw(
+            py,
+            &[core::MaskRequest::from(&self.inner)],
+            &[index],
+            address,
+            rows,
+            row_words,
+        )
     }
 
     fn __repr__(&self) -> String {
@@ -406,8 +488,10 @@ fn fill_raw(
     if address == 0 || rows == 0 || row_words == 0 {
         return Err(PyValueError::new_err("empty or null bitmask"));
     }
-    if address % std::mem::align_of::<u32>() != 0 {
-        return Err(PyValueError::new_err("bitmask memory is not 4-byte aligned"));
+    if !address.is_multiple_of(std::mem::align_of::<u32>()) {
+        return Err(PyValueError::new_err(
+            "bitmask memory is not 4-byte aligned",
+        ));
     }
     for r in reqs {
         let need = r.grammar.vocab().mask_words();
@@ -419,12 +503,15 @@ fn fill_raw(
             )));
         }
     }
-    let total = rows.checked_mul(row_words).ok_or_else(|| PyValueError::new_err("bitmask too large"))?;
+    let total = rows
+        .checked_mul(row_words)
+        .ok_or_else(|| PyValueError::new_err("bitmask too large"))?;
     // SAFETY: the Python layer checked that `address` points at a writable, C-contiguous int32
     // buffer of exactly `rows × row_words` elements that stays alive for this call (the caller
     // holds a reference to it); u32 and i32 share size and alignment.
     let buf: &mut [u32] = unsafe { std::slice::from_raw_parts_mut(address as *mut u32, total) };
-    py.detach(|| core::fill_next_token_bitmask_batch(reqs, indices, buf, row_words)).py(py)
+    py.detach(|| core::fill_next_token_bitmask_batch(reqs, indices, buf, row_words))
+        .py(py)
 }
 
 /// Internal: fill rows `indices[k]` of a validated bitmask buffer for `matchers[k]`, in parallel
@@ -438,7 +525,10 @@ fn _fill_next_token_bitmask(
     row_words: usize,
     indices: Vec<usize>,
 ) -> PyResult<()> {
-    let reqs: Vec<core::MaskRequest> = matchers.iter().map(|m| core::MaskRequest::from(&m.inner)).collect();
+    let reqs: Vec<core::MaskRequest> = matchers
+        .iter()
+        .map(|m| core::MaskRequest::from(&m.inner))
+        .collect();
     drop(matchers);
     fill_raw(py, &reqs, &indices, address, rows, row_words)
 }

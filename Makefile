@@ -1,0 +1,58 @@
+# The developer workflow. `make demo` and `make test` set everything up from a fresh clone.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+EXTRAS ?= test,lint,torch
+
+
+export CARGO_TERM_COLOR ?= never
+
+.PHONY: help venv build demo test test-rust test-python lint fmt bench clean
+
+help:
+	@echo "make demo   - set up, compile a constraint for a real tokenizer, show constrained output"
+	@echo "make test   - set up, lint, run the Rust and Python test suites"
+	@echo "make bench  - benchmarks beside llguidance / outlines-core (results in benches/results/)"
+	@echo "make lint   - cargo fmt --check, clippy -D warnings, ruff, mypy"
+
+$(PY):
+	python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+venv: $(PY)
+
+# Build the extension (release) and install the package's extras into the venv.
+build: $(PY)
+	$(PIP) install -q "maturin>=1.5,<2"
+	$(VENV)/bin/maturin develop --release -q -E $(EXTRAS)
+
+demo:
+	$(MAKE) build EXTRAS=demo
+	$(PY) -m tokensieve.demo
+
+test: build lint test-rust test-python
+
+test-rust:
+	cargo test -p tokensieve-core --quiet
+
+test-python:
+	$(PY) -m pytest -q
+
+lint: build
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets --quiet -- -D warnings
+	$(VENV)/bin/ruff check python tests benches
+	$(VENV)/bin/ruff format --check python tests benches
+	$(VENV)/bin/mypy
+
+fmt:
+	cargo fmt --all
+	$(VENV)/bin/ruff format python tests benches
+
+bench:
+	$(MAKE) build EXTRAS=test,torch,bench
+	$(PY) benches/bench_regex.py
+
+clean:
+	rm -rf target $(VENV)
