@@ -42,13 +42,13 @@ test-python:
 lint: build
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --quiet -- -D warnings
-	$(VENV)/bin/ruff check python tests benches
-	$(VENV)/bin/ruff format --check python tests benches
+	$(VENV)/bin/ruff check python tests $(wildcard benches/*.py)
+	$(VENV)/bin/ruff format --check python tests $(wildcard benches/*.py)
 	$(VENV)/bin/mypy
 
 fmt:
 	cargo fmt --all
-	$(VENV)/bin/ruff format python tests benches
+	$(VENV)/bin/ruff format python tests $(wildcard benches/*.py)
 
 bench:
 	$(MAKE) build EXTRAS=test,torch,bench
