@@ -170,6 +170,9 @@ struct MaskCache {
     bytes: usize,
 }
 
+/// `(state, mask id)` pairs sorted by state, and the distinct masks.
+pub type MaskTable = (Vec<(u32, u32)>, Vec<Arc<[u32]>>);
+
 /// Memoized masks of one grammar.
 pub struct TokenIndex {
     cache: RwLock<MaskCache>,
@@ -333,6 +336,34 @@ impl TokenIndex {
         self.precomputed
             .store(true, std::sync::atomic::Ordering::Relaxed);
         Ok(self.stats(dfa))
+    }
+
+    /// The cached masks: `(state → mask id, masks)`, state-sorted. Used to write index files.
+    pub fn export(&self) -> MaskTable {
+        let c = self.read();
+        let mut by_state: Vec<(u32, u32)> = c.by_state.iter().map(|(&s, &m)| (s, m)).collect();
+        by_state.sort_unstable();
+        (by_state, c.masks.clone())
+    }
+
+    /// An index filled from an index file; marked precomputed (never evicted).
+    pub fn from_parts(
+        by_state: Vec<(u32, u32)>,
+        masks: Vec<Arc<[u32]>>,
+        budget_bytes: usize,
+    ) -> TokenIndex {
+        let mut c = MaskCache::default();
+        for (i, m) in masks.iter().enumerate() {
+            c.bytes += m.len() * 4;
+            c.dedup.insert(m.clone(), i as u32);
+        }
+        c.masks = masks;
+        c.by_state = by_state.into_iter().collect();
+        TokenIndex {
+            cache: RwLock::new(c),
+            budget_bytes,
+            precomputed: std::sync::atomic::AtomicBool::new(true),
+        }
     }
 
     /// Whether [`TokenIndex::precompute`] completed.

@@ -7,6 +7,7 @@
 //! * [`regex`] — a pattern parsed and determinized lazily into a byte-level DFA.
 //! * [`index`] — per DFA state, the mask of allowed tokens (one pruned trie walk, memoized).
 //! * [`matcher`] — compiled grammars, per-sequence matchers, and the batch bitmask fill.
+//! * [`serialize`] — precompiled grammars written to and loaded from index files.
 //!
 //! This crate has no Python dependency; the bindings crate wraps it.
 
@@ -14,6 +15,7 @@ pub mod error;
 pub mod index;
 pub mod matcher;
 pub mod regex;
+pub mod serialize;
 pub mod trie;
 pub mod vocab;
 

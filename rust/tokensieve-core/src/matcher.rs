@@ -56,6 +56,38 @@ pub struct Grammar {
     dfa: LazyDfa,
     index: TokenIndex,
     options: GrammarOptions,
+    source: ConstraintSource,
+}
+
+/// What a grammar was compiled from, in canonical form (the key of caches and index files).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConstraintSource {
+    /// `"regex"`, `"json_schema"`, `"choice"`, `"json_object"`.
+    pub kind: String,
+    /// The constraint's text: the pattern, or canonical JSON (property order kept).
+    pub text: String,
+    /// Options that change the language, as canonical JSON (`{}` when none).
+    pub options: String,
+}
+
+impl ConstraintSource {
+    /// A stable 64-bit hash of kind, text and options.
+    pub fn hash(&self) -> u64 {
+        let mut h = 0xcbf29ce484222325u64;
+        for part in [
+            self.kind.as_bytes(),
+            b"\0",
+            self.text.as_bytes(),
+            b"\0",
+            self.options.as_bytes(),
+        ] {
+            for &b in part {
+                h ^= b as u64;
+                h = h.wrapping_mul(0x100000001b3);
+            }
+        }
+        h
+    }
 }
 
 impl std::fmt::Debug for Grammar {
@@ -73,14 +105,46 @@ impl Grammar {
         opts: &GrammarOptions,
     ) -> Result<Grammar> {
         let dfa = LazyDfa::new(pattern, &opts.regex)?;
+        let source = ConstraintSource {
+            kind: "regex".into(),
+            text: pattern.to_string(),
+            options: "{}".into(),
+        };
         let g = Grammar {
             vocab,
             dfa,
             index: TokenIndex::new(opts.mask_cache_bytes),
             options: opts.clone(),
+            source,
         };
         g.index.mask(&g.vocab, &g.dfa, g.dfa.start())?;
         Ok(g)
+    }
+
+    /// Assemble a grammar from loaded parts (see [`crate::serialize`]).
+    pub(crate) fn from_loaded(
+        vocab: Arc<Vocabulary>,
+        dfa: LazyDfa,
+        index: TokenIndex,
+        source: ConstraintSource,
+    ) -> Grammar {
+        Grammar {
+            vocab,
+            dfa,
+            index,
+            options: GrammarOptions::default(),
+            source,
+        }
+    }
+
+    /// What the grammar was compiled from.
+    pub fn source(&self) -> &ConstraintSource {
+        &self.source
+    }
+
+    /// The mask index.
+    pub fn index(&self) -> &TokenIndex {
+        &self.index
     }
 
     /// A fresh matcher at the start state.

@@ -79,7 +79,8 @@ struct Table {
 /// A lazily determinized DFA over bytes. Shareable across threads: the transition table sits
 /// behind a mutex and grows as states are visited.
 pub struct LazyDfa {
-    nfa: NFA,
+    /// `None` for a DFA loaded complete from an index file: nothing is left to determinize.
+    nfa: Option<NFA>,
     /// byte → equivalence class
     classes: [u8; 256],
     /// one representative byte per class
@@ -261,7 +262,7 @@ impl LazyDfa {
         table.trans.extend(std::iter::repeat_n(DEAD, stride));
         table.ids.insert(Box::new([]), DEAD);
         let mut dfa = LazyDfa {
-            nfa,
+            nfa: Some(nfa),
             classes,
             reps,
             stride,
@@ -279,7 +280,7 @@ impl LazyDfa {
             start: DEAD,
             pattern: pattern.to_string(),
         };
-        let start_nfa = dfa.nfa.start_anchored();
+        let start_nfa = dfa.nfa.as_ref().expect("just built").start_anchored();
         let start = dfa.closure_intern(&mut table, &[start_nfa.as_u32()], true)?;
         dfa.start = start;
         dfa.table = Mutex::new(table);
@@ -361,6 +362,75 @@ impl LazyDfa {
         Ok(view.table.sets.len())
     }
 
+    /// The complete transition table, if every transition of every state is known (after
+    /// [`LazyDfa::determinize_all`]); `None` otherwise.
+    pub fn export(&self) -> Option<DfaParts> {
+        let t = self.lock();
+        if t.trans.contains(&UNKNOWN) {
+            return None;
+        }
+        Some(DfaParts {
+            classes: self.classes,
+            stride: self.stride,
+            trans: t.trans.clone(),
+            accepting: t.accepting.clone(),
+            start: self.start,
+        })
+    }
+
+    /// Rebuild a complete DFA from exported parts (no NFA; nothing left to determinize).
+    /// Checks that the parts are consistent, so a corrupted file cannot index out of bounds.
+    pub fn from_parts(parts: DfaParts, pattern: String) -> Result<LazyDfa> {
+        let DfaParts {
+            classes,
+            stride,
+            trans,
+            accepting,
+            start,
+        } = parts;
+        let n = accepting.len();
+        let bad = |m: &str| Error::InvalidArgument(format!("inconsistent automaton: {m}"));
+        if stride == 0 || stride > 256 || n == 0 || trans.len() != n * stride {
+            return Err(bad("table size does not match states × classes"));
+        }
+        if classes.iter().any(|&c| c as usize >= stride) {
+            return Err(bad("byte class out of range"));
+        }
+        if trans.iter().any(|&t| t as usize >= n) || start as usize >= n {
+            return Err(bad("transition to a state that does not exist"));
+        }
+        if trans[..stride].iter().any(|&t| t != DEAD) || accepting[0] {
+            return Err(bad("state 0 must be the dead state"));
+        }
+        let mut reps = Vec::with_capacity(stride);
+        for c in 0..stride {
+            match (0..=255u8).find(|&b| classes[b as usize] as usize == c) {
+                Some(b) => reps.push(b),
+                None => return Err(bad("a byte class has no byte")),
+            }
+        }
+        let table = Table {
+            trans,
+            accepting,
+            sets: vec![Box::new([]); n],
+            ids: FxHashMap::default(),
+            stack: Vec::new(),
+            seen: Vec::new(),
+            seen_gen: 0,
+        };
+        Ok(LazyDfa {
+            nfa: None,
+            classes,
+            reps,
+            stride,
+            can_match: Vec::new(),
+            max_states: n,
+            table: Mutex::new(table),
+            start,
+            pattern,
+        })
+    }
+
     /// Byte values on which `state` has a live transition (for error messages).
     pub fn live_bytes(&self, state: u32) -> Result<Vec<u8>> {
         let mut view = self.view();
@@ -375,6 +445,7 @@ impl LazyDfa {
 
     /// Epsilon closure of `seeds`, pruned to states that can still reach a match; interned.
     fn closure_intern(&self, t: &mut Table, seeds: &[u32], at_start: bool) -> Result<u32> {
+        let nfa = self.nfa()?;
         t.seen_gen = t.seen_gen.wrapping_add(1);
         if t.seen_gen == 0 {
             t.seen.iter_mut().for_each(|x| *x = 0);
@@ -394,7 +465,7 @@ impl LazyDfa {
             }
             t.seen[key] = gen;
             let sid = thompson_id(s);
-            match self.nfa.state(sid) {
+            match nfa.state(sid) {
                 State::ByteRange { .. } | State::Sparse(_) | State::Dense(_) => {
                     if !past_end && self.can_match[s as usize] {
                         set.push(s);
@@ -449,7 +520,18 @@ impl LazyDfa {
         Ok(id)
     }
 
+    fn nfa(&self) -> Result<&NFA> {
+        self.nfa.as_ref().ok_or_else(|| {
+            Error::InvalidArgument(
+                "this automaton was loaded complete from an index file and has no transition \
+                 for the requested state; the file is inconsistent"
+                    .into(),
+            )
+        })
+    }
+
     fn compute_next(&self, t: &mut Table, state: u32, class: usize) -> Result<u32> {
+        let nfa = self.nfa()?;
         let b = self.reps[class];
         let set = t.sets[state as usize].clone();
         let mut seeds: Vec<u32> = Vec::new();
@@ -457,7 +539,7 @@ impl LazyDfa {
             if s == ACCEPT_MARK {
                 continue;
             }
-            match self.nfa.state(thompson_id(s)) {
+            match nfa.state(thompson_id(s)) {
                 State::ByteRange { trans } if trans.matches_byte(b) => {
                     seeds.push(trans.next.as_u32());
                 }
@@ -557,6 +639,21 @@ fn compute_can_match(nfa: &NFA) -> Vec<bool> {
         }
     }
     can
+}
+
+/// A complete DFA table, as exported for index files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DfaParts {
+    /// byte → class
+    pub classes: [u8; 256],
+    /// classes per state
+    pub stride: usize,
+    /// `states × stride` transitions
+    pub trans: Vec<u32>,
+    /// accepting flag per state
+    pub accepting: Vec<bool>,
+    /// start state
+    pub start: u32,
 }
 
 /// A locked view of the DFA's transition table: steps through bytes, determinizing on demand.

@@ -17,6 +17,7 @@ use pyo3::types::{PyBytes, PyDict};
 use tokensieve_core as core;
 use tokensieve_core::regex::RegexOptions;
 
+
 create_exception!(
     _core,
     TokensieveError,
@@ -279,6 +280,13 @@ fn grammar_options(
     Ok(o)
 }
 
+impl PyGrammar {
+    fn to_bytes_inner(&self, py: Python<'_>) -> PyResult<Vec<u8>> {
+        let g = self.inner.clone();
+        py.detach(|| core::serialize::save(&g)).py(py)
+    }
+}
+
 #[pymethods]
 impl PyGrammar {
     /// Compile a regex (full-match semantics) for `vocab`.
@@ -338,6 +346,57 @@ impl PyGrammar {
         d.set_item("dfa_states", s.dfa_states)?;
         d.set_item("precomputed", self.inner.is_precomputed())?;
         Ok(d)
+    }
+
+    /// Write the full (eager) index to `path`, precomputing it first if needed.
+    fn save(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
+        let bytes = self.to_bytes_inner(py)?;
+        std::fs::write(&path, bytes)
+            .map_err(|e| pyo3::exceptions::PyOSError::new_err(format!("{}: {e}", path.display())))
+    }
+
+    /// The index file's bytes (see `save`).
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = self.to_bytes_inner(py)?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// Load an index file written by `save` for exactly this vocabulary (no recompilation).
+    #[staticmethod]
+    fn load(py: Python<'_>, path: std::path::PathBuf, vocab: Py<PyVocabulary>) -> PyResult<Self> {
+        let bytes = std::fs::read(&path).map_err(|e| {
+            pyo3::exceptions::PyOSError::new_err(format!("{}: {e}", path.display()))
+        })?;
+        Self::from_bytes(py, bytes, vocab)
+    }
+
+    /// Load an index from bytes (see `load`).
+    #[staticmethod]
+    fn from_bytes(py: Python<'_>, data: Vec<u8>, vocab: Py<PyVocabulary>) -> PyResult<Self> {
+        let v = vocab.get().inner.clone();
+        let g = py.detach(|| core::serialize::load(&data, v)).py(py)?;
+        Ok(PyGrammar {
+            inner: Arc::new(g),
+            vocab,
+        })
+    }
+
+    /// What the grammar was compiled from: "regex", "json_schema", "choice" or "json_object".
+    #[getter]
+    fn constraint_kind(&self) -> String {
+        self.inner.source().kind.clone()
+    }
+
+    /// The constraint's canonical text (pattern, or JSON keeping property order).
+    #[getter]
+    fn constraint(&self) -> String {
+        self.inner.source().text.clone()
+    }
+
+    /// Hash of constraint kind, text and language options (hex); the key of caches and files.
+    #[getter]
+    fn source_hash(&self) -> String {
+        format!("{:016x}", self.inner.source().hash())
     }
 
     /// A new matcher at the start of the grammar.
@@ -533,6 +592,33 @@ fn _fill_next_token_bitmask(
     fill_raw(py, &reqs, &indices, address, rows, row_words)
 }
 
+/// The header of an index file, as a dict (format_version plus the `HEAD` fields).
+#[pyfunction]
+fn read_index_header<'py>(
+    py: Python<'py>,
+    path: std::path::PathBuf,
+) -> PyResult<Bound<'py, PyDict>> {
+    let bytes = std::fs::read(&path)
+        .map_err(|e| pyo3::exceptions::PyOSError::new_err(format!("{}: {e}", path.display())))?;
+    let (version, h) = core::serialize::read_header(&bytes).py(py)?;
+    let d = PyDict::new(py);
+    d.set_item("format_version", version)?;
+    d.set_item("tokensieve_version", h.tokensieve_version)?;
+    d.set_item("constraint_kind", h.constraint_kind)?;
+    d.set_item("constraint", h.constraint)?;
+    d.set_item("options", h.options)?;
+    d.set_item("source_hash", h.source_hash)?;
+    d.set_item("vocab_fingerprint", h.vocab_fingerprint)?;
+    d.set_item("vocab_size", h.vocab_size)?;
+    d.set_item("states", h.states)?;
+    d.set_item("classes", h.classes)?;
+    d.set_item("masked_states", h.masked_states)?;
+    d.set_item("distinct_masks", h.distinct_masks)?;
+    d.set_item("mask_words", h.mask_words)?;
+    d.set_item("file_bytes", bytes.len())?;
+    Ok(d)
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -540,6 +626,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyGrammar>()?;
     m.add_class::<PyMatcher>()?;
     m.add_function(wrap_pyfunction!(_fill_next_token_bitmask, m)?)?;
+    m.add_function(wrap_pyfunction!(read_index_header, m)?)?;
     m.add("TokensieveError", py.get_type::<TokensieveError>())?;
     m.add("RegexError", py.get_type::<RegexError>())?;
     m.add("BudgetError", py.get_type::<BudgetError>())?;

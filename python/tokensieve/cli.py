@@ -1,0 +1,225 @@
+"""`tokensieve` command line: precompile constraints into index files and inspect them.
+
+    tokensieve compile --regex '[0-9]+' --tokenizer path/to/tokenizer -o digits.tsidx
+    tokensieve compile --json-schema schemas/ --tokenizer path/to/tokenizer -o out_dir/
+    tokensieve inspect digits.tsidx
+
+Exit codes: 0 success, 1 compile error (the message names the problem), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from tokensieve._core import Grammar, TokensieveError, Vocabulary, read_index_header
+from tokensieve.constraints import compile_constraint
+
+EXIT_OK, EXIT_COMPILE, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad command-line input (exit code 2)."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tokensieve", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("compile", help="build a full index and write it to a file")
+    src = c.add_mutually_exclusive_group(required=True)
+    src.add_argument("--regex", metavar="PATTERN", help="a regex (full match)")
+    src.add_argument(
+        "--json-schema",
+        metavar="PATH",
+        help="a JSON Schema file, a folder of *.json schemas, or a JSONL file of schemas "
+        '(one per line; an object with a "schema" key, or the schema itself)',
+    )
+    src.add_argument("--choice", nargs="+", metavar="TEXT", help="one of these strings")
+    src.add_argument("--json-object", action="store_true", help="any JSON object")
+    c.add_argument("--tokenizer", required=True, help="tokenizer.json or a folder holding one")
+    c.add_argument("--vocab-size", type=int, help="the model's logits width")
+    c.add_argument("--eos-token-id", type=int, action="append", help="EOS id (repeatable)")
+    c.add_argument("-o", "--output", required=True, help="output file (a folder for several)")
+    c.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel schemas")
+    for opt in ("max_states", "max_nfa_bytes", "mask_cache_bytes"):
+        c.add_argument("--" + opt.replace("_", "-"), type=int, dest=opt)
+    c.add_argument("--max-compile-seconds", type=float, dest="max_compile_seconds")
+    g = c.add_argument_group("JSON options (see the README's options table)")
+    g.add_argument("--additional-properties", choices=["allow", "forbid"])
+    g.add_argument("--formats", choices=["assert", "annotate"])
+    g.add_argument("--one-of", dest="one_of")
+    g.add_argument("--whitespace")
+    g.add_argument("--max-whitespace", type=int)
+    g.add_argument("--max-recursion-depth", type=int)
+    g.add_argument("--max-nesting-depth", type=int)
+    g.add_argument("--truncate-recursion", action="store_true", default=None)
+    g.add_argument("--lenient", action="store_true", default=None)
+    i = sub.add_parser("inspect", help="print what an index file holds")
+    i.add_argument("file")
+    i.add_argument("--json", action="store_true", help="machine-readable output")
+    return p
+
+
+OPTION_NAMES = (
+    "max_states",
+    "max_nfa_bytes",
+    "mask_cache_bytes",
+    "max_compile_seconds",
+    "additional_properties",
+    "formats",
+    "one_of",
+    "whitespace",
+    "max_whitespace",
+    "max_recursion_depth",
+    "max_nesting_depth",
+    "truncate_recursion",
+    "lenient",
+)
+
+
+def _jobs(args: argparse.Namespace) -> list[tuple[str, str, Any]]:
+    """(name, kind, value) for every constraint the arguments name."""
+    if args.regex is not None:
+        return [("regex", "regex", args.regex)]
+    if args.choice is not None:
+        return [("choice", "choice", args.choice)]
+    if args.json_object:
+        return [("json_object", "json_object", None)]
+    path = Path(args.json_schema)
+    if path.is_dir():
+        files = sorted(path.glob("*.json"))
+        if not files:
+            raise UsageError(f"{path} holds no *.json files")
+        return [(f.stem, "json_schema", _read_json(f)) for f in files]
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file or folder")
+    if path.suffix == ".jsonl":
+        out = []
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                doc = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise UsageError(f"{path}:{n}: not JSON: {e}") from e
+            if isinstance(doc, dict) and "schema" in doc:
+                out.append((str(doc.get("id", n)), "json_schema", doc["schema"]))
+            else:
+                out.append((str(n), "json_schema", doc))
+        return out
+    return [(path.stem, "json_schema", _read_json(path))]
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{path}: not JSON: {e}") from e
+
+
+def _safe_name(name: str) -> str:
+    keep = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
+    return keep[:100] or "schema"
+
+
+def _compile(args: argparse.Namespace) -> int:
+    jobs = _jobs(args)
+    try:
+        vocab = Vocabulary.from_pretrained(
+            args.tokenizer, vocab_size=args.vocab_size, eos_token_ids=args.eos_token_id
+        )
+    except (OSError, TypeError) as e:
+        raise UsageError(f"--tokenizer: {e}") from e
+    options = {k: getattr(args, k) for k in OPTION_NAMES if getattr(args, k, None) is not None}
+    out = Path(args.output)
+    several = len(jobs) > 1
+    if several:
+        out.mkdir(parents=True, exist_ok=True)
+    tty = sys.stderr.isatty()
+    done = 0
+    failures = 0
+
+    def run(job: tuple[str, str, Any]) -> tuple[str, dict[str, Any] | str]:
+        name, kind, value = job
+        t = time.perf_counter()
+        try:
+            grammar = compile_constraint(kind, value, vocab, **options)
+            stats = grammar.precompute()
+            target = out / f"{_safe_name(name)}.tsidx" if several else out
+            grammar.save(target)
+        except (TokensieveError, ValueError, OSError) as e:
+            return name, f"{type(e).__name__}: {e}"
+        return name, {
+            **stats,
+            "file": str(target),
+            "file_bytes": target.stat().st_size,
+            "seconds": time.perf_counter() - t,
+        }
+
+    with ThreadPoolExecutor(max_workers=max(1, min(args.jobs, len(jobs)))) as pool:
+        for name, result in pool.map(run, jobs):
+            done += 1
+            if tty:
+                bar = "#" * (30 * done // len(jobs))
+                sys.stderr.write(f"\r[{bar:<30}] {done}/{len(jobs)}")
+                sys.stderr.flush()
+            if isinstance(result, str):
+                failures += 1
+                if tty:
+                    sys.stderr.write("\n")
+                print(f"{name}: error: {result}", file=sys.stderr)
+            else:
+                print(
+                    f"{name}: {result['states']} states, {result['distinct_masks']} distinct "
+                    f"masks, {result['dfa_states']} automaton states, "
+                    f"{result['file_bytes']} bytes -> {result['file']} "
+                    f"({result['seconds']:.3f} s)"
+                )
+    if tty:
+        sys.stderr.write("\n")
+    return EXIT_COMPILE if failures else EXIT_OK
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    try:
+        header = read_index_header(args.file)
+    except OSError as e:
+        raise UsageError(str(e)) from e
+    if args.json:
+        print(json.dumps(header, indent=2))
+        return EXIT_OK
+    width = max(len(k) for k in header)
+    for k, v in header.items():
+        text = str(v)
+        if len(text) > 200:
+            text = text[:200] + f"... ({len(text)} chars)"
+        print(f"{k:<{width}}  {text}")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as e:  # argparse: --help (0) or usage error (2)
+        return int(e.code or 0)
+    try:
+        if args.command == "compile":
+            return _compile(args)
+        return _inspect(args)
+    except UsageError as e:
+        print(f"tokensieve: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except (TokensieveError, ValueError) as e:
+        print(f"tokensieve: error: {e}", file=sys.stderr)
+        return EXIT_COMPILE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

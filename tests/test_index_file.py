@@ -1,0 +1,153 @@
+"""Index files: save → load round trips, refusals, and the `tokensieve` CLI in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tokensieve as ts
+
+TOKENS = [b"a", b"b", b"ab", b"1", b"2", b"12", b"-", b".", b"@", b"<ctl>", b"</s>", b"x"]
+
+
+def vocab(**kw: object) -> ts.Vocabulary:
+    return ts.Vocabulary(TOKENS, eos_token_ids=[10], special_token_ids=[9], vocab_size=70, **kw)  # type: ignore[arg-type]
+
+
+def all_reachable_masks(g: ts.Grammar, words: int, depth: int = 6) -> dict[tuple[int, ...], bytes]:
+    """Mask after every token sequence up to `depth` tokens (breadth first)."""
+    out: dict[tuple[int, ...], bytes] = {}
+    frontier: list[tuple[int, ...]] = [()]
+    for _ in range(depth):
+        nxt = []
+        for seq in frontier:
+            m = g.matcher()
+            assert m.accept_tokens(list(seq)) == len(seq)
+            bm = np.zeros(words, np.int32)
+            m.fill_next_token_bitmask(bm)
+            out[seq] = bm.tobytes()
+            bits = np.unpackbits(bm.view(np.uint8), bitorder="little")
+            nxt += [seq + (int(t),) for t in np.flatnonzero(bits)]
+        frontier = nxt[:400]
+    return out
+
+
+@pytest.mark.parametrize(
+    "pattern", [r"(ab|a)+-?[12]*", r"[ab]*@[ab]+\.(12|x)", r"-?(0|[12][12]*)(\.[12]+)?", r"x?"]
+)
+def test_round_trip_identical_masks(tmp_path: Path, pattern: str) -> None:
+    v = vocab()
+    g = ts.Grammar.from_regex(pattern, v)
+    path = tmp_path / "g.tsidx"
+    g.save(path)
+    loaded = ts.Grammar.load(path, v)
+    assert loaded.constraint == pattern and loaded.constraint_kind == "regex"
+    assert loaded.source_hash == g.source_hash
+    assert loaded.stats()["precomputed"]
+    words = ts.bitmask_words(v.vocab_size)
+    assert all_reachable_masks(g, words) == all_reachable_masks(loaded, words)
+
+
+def test_round_trip_real_vocabulary() -> None:
+    v = ts.Vocabulary.from_tekken()
+    g = ts.Grammar.from_regex(r'\{"id": [0-9]{1,4}, "tag": "[a-z]{1,6}"\}', v)
+    data = g.to_bytes()
+    loaded = ts.Grammar.from_bytes(data, v)
+    rng = random.Random(0)
+    words = ts.bitmask_words(v.vocab_size)
+    for _ in range(20):
+        a, b = g.matcher(), loaded.matcher()
+        x = np.zeros(words, np.int32)
+        y = np.zeros(words, np.int32)
+        while not a.is_finished():
+            a.fill_next_token_bitmask(x)
+            b.fill_next_token_bitmask(y)
+            np.testing.assert_array_equal(x, y)
+            bits = np.flatnonzero(np.unpackbits(x.view(np.uint8), bitorder="little"))
+            t = int(rng.choice(bits))
+            assert a.accept_token(t) and b.accept_token(t)
+
+
+def test_load_refuses_other_vocab_newer_version_truncated_corrupted(tmp_path: Path) -> None:
+    v = vocab()
+    data = ts.Grammar.from_regex(r"(ab)+", v).to_bytes()
+    other = ts.Vocabulary(TOKENS, eos_token_ids=[10], special_token_ids=[9], vocab_size=71)
+    with pytest.raises(ValueError, match="another vocabulary"):
+        ts.Grammar.from_bytes(data, other)
+    newer = bytearray(data)
+    newer[8] = 99
+    with pytest.raises(ValueError, match="newer"):
+        ts.Grammar.from_bytes(bytes(newer), v)
+    with pytest.raises(ValueError, match="not a tokensieve index"):
+        ts.Grammar.from_bytes(b"hello world", v)
+    rng = random.Random(1)
+    for _ in range(300):
+        c = bytearray(data)
+        kind = rng.randrange(3)
+        if kind == 0:
+            c = c[: rng.randrange(len(c))]
+        elif kind == 1:
+            for _ in range(rng.randint(1, 4)):
+                c[rng.randrange(len(c))] ^= rng.randint(1, 255)
+        else:
+            c[rng.randrange(len(c)) :] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 40)))
+        if bytes(c) == data:
+            continue
+        with pytest.raises(ValueError):
+            ts.Grammar.from_bytes(bytes(c), v)
+    with pytest.raises(OSError):
+        ts.Grammar.load(tmp_path / "missing.tsidx", v)
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tokensieve.cli", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.fixture(scope="module")
+def tokenizer_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("tok")
+    vocab = {"a": 0, "b": 1, "1": 2, "2": 3, "-": 4, "</s>": 5, "x": 6, "y": 7}
+    doc = {"model": {"type": "BPE", "vocab": vocab, "merges": []}, "decoder": None}
+    (folder / "tokenizer.json").write_text(json.dumps(doc))
+    return folder / "tokenizer.json"
+
+
+def test_cli_compile_and_inspect(tmp_path: Path, tokenizer_json: Path) -> None:
+    out = tmp_path / "r.tsidx"
+    r = cli("compile", "--regex", "[ab]+-[12]{2}", "--tokenizer", str(tokenizer_json), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "states" in r.stdout and "distinct masks" in r.stdout
+    r = cli("inspect", str(out), "--json")
+    assert r.returncode == 0, r.stderr
+    header = json.loads(r.stdout)
+    assert header["constraint"] == "[ab]+-[12]{2}" and header["format_version"] == 1
+    v = ts.Vocabulary.from_pretrained(tokenizer_json)
+    assert header["vocab_fingerprint"] == v.fingerprint
+    g = ts.Grammar.load(out, v)
+    m = g.matcher()
+    assert m.accept_tokens([0, 1, 4, 2, 3]) == 5 and m.is_accepting()
+    r = cli("inspect", str(out))
+    assert r.returncode == 0 and "distinct_masks" in r.stdout
+
+
+def test_cli_exit_codes(tmp_path: Path, tokenizer_json: Path) -> None:
+    out = str(tmp_path / "o.tsidx")
+    assert cli("compile", "--regex", "a(?=b)", "--tokenizer", str(tokenizer_json), "-o", out).returncode == 1
+    r = cli("compile", "--regex", "z", "--tokenizer", str(tokenizer_json), "-o", out)
+    assert r.returncode == 1 and "z" in r.stderr
+    assert cli("compile", "--tokenizer", str(tokenizer_json), "-o", out).returncode == 2
+    assert cli("compile", "--regex", "a", "--tokenizer", str(tmp_path / "nope"), "-o", out).returncode == 2
+    assert cli("bogus").returncode == 2
+    bad = tmp_path / "bad.tsidx"
+    bad.write_bytes(b"garbage")
+    r = cli("inspect", str(bad))
+    assert r.returncode == 1 and "not a tokensieve index" in r.stderr
+    assert cli("inspect", str(tmp_path / "missing")).returncode == 2
