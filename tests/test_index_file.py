@@ -96,7 +96,9 @@ def test_load_refuses_other_vocab_newer_version_truncated_corrupted(tmp_path: Pa
             for _ in range(rng.randint(1, 4)):
                 c[rng.randrange(len(c))] ^= rng.randint(1, 255)
         else:
-            c[rng.randrange(len(c)) :] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 40)))
+            c[rng.randrange(len(c)) :] = bytes(
+                rng.randrange(256) for _ in range(rng.randint(1, 40))
+            )
         if bytes(c) == data:
             continue
         with pytest.raises(ValueError):
@@ -122,7 +124,9 @@ def tokenizer_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_cli_compile_and_inspect(tmp_path: Path, tokenizer_json: Path) -> None:
     out = tmp_path / "r.tsidx"
-    r = cli("compile", "--regex", "[ab]+-[12]{2}", "--tokenizer", str(tokenizer_json), "-o", str(out))
+    r = cli(
+        "compile", "--regex", "[ab]+-[12]{2}", "--tokenizer", str(tokenizer_json), "-o", str(out)
+    )
     assert r.returncode == 0, r.stderr
     assert "states" in r.stdout and "distinct masks" in r.stdout
     r = cli("inspect", str(out), "--json")
@@ -140,11 +144,19 @@ def test_cli_compile_and_inspect(tmp_path: Path, tokenizer_json: Path) -> None:
 
 def test_cli_exit_codes(tmp_path: Path, tokenizer_json: Path) -> None:
     out = str(tmp_path / "o.tsidx")
-    assert cli("compile", "--regex", "a(?=b)", "--tokenizer", str(tokenizer_json), "-o", out).returncode == 1
+    assert (
+        cli(
+            "compile", "--regex", "a(?=b)", "--tokenizer", str(tokenizer_json), "-o", out
+        ).returncode
+        == 1
+    )
     r = cli("compile", "--regex", "z", "--tokenizer", str(tokenizer_json), "-o", out)
     assert r.returncode == 1 and "z" in r.stderr
     assert cli("compile", "--tokenizer", str(tokenizer_json), "-o", out).returncode == 2
-    assert cli("compile", "--regex", "a", "--tokenizer", str(tmp_path / "nope"), "-o", out).returncode == 2
+    assert (
+        cli("compile", "--regex", "a", "--tokenizer", str(tmp_path / "nope"), "-o", out).returncode
+        == 2
+    )
     assert cli("bogus").returncode == 2
     bad = tmp_path / "bad.tsidx"
     bad.write_bytes(b"garbage")

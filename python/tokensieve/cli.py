@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tokensieve._core import Grammar, TokensieveError, Vocabulary, read_index_header
+from tokensieve._core import TokensieveError, Vocabulary, read_index_header
 from tokensieve.constraints import compile_constraint
 
 EXIT_OK, EXIT_COMPILE, EXIT_USAGE = 0, 1, 2

@@ -63,7 +63,9 @@ def compile_constraint(kind: str, value: Any, vocab: Vocabulary, **options: Any)
         raise ValueError(f"unknown option(s) {', '.join(unknown)}")
     if kind == "regex":
         if schema:
-            raise ValueError(f"option(s) {', '.join(sorted(schema))} apply to JSON constraints only")
+            raise ValueError(
+                f"option(s) {', '.join(sorted(schema))} apply to JSON constraints only"
+            )
         if not isinstance(value, str):
             raise ValueError("a regex constraint must be a string")
         return Grammar.from_regex(value, vocab, **engine)
