@@ -17,7 +17,6 @@ use pyo3::types::{PyBytes, PyDict};
 use tokensieve_core as core;
 use tokensieve_core::regex::RegexOptions;
 
-
 create_exception!(
     _core,
     TokensieveError,
