@@ -1,6 +1,6 @@
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from os import PathLike
-from typing import Any
+from typing import Any, Literal
 
 __version__: str
 
@@ -12,6 +12,10 @@ class RegexError(TokensieveError):
 class BudgetError(TokensieveError): ...
 class VocabularyError(TokensieveError): ...
 class UnspellableError(TokensieveError): ...
+
+class SchemaError(TokensieveError):
+    keyword: str
+    pointer: str
 
 class Vocabulary:
     def __init__(
@@ -64,6 +68,49 @@ class Grammar:
         mask_cache_bytes: int | None = None,
         max_compile_seconds: float | None = None,
     ) -> Grammar: ...
+    @staticmethod
+    def from_json_schema(
+        schema: Mapping[str, Any] | bool | str | type[Any],
+        vocab: Vocabulary,
+        *,
+        additional_properties: Literal["allow", "forbid"] = "allow",
+        formats: Literal["assert", "annotate"] = "assert",
+        one_of: Literal["error", "any_of"] = "error",
+        whitespace: str = "default",
+        max_whitespace: int = 4,
+        max_recursion_depth: int = 3,
+        max_nesting_depth: int = 3,
+        truncate_recursion: bool = False,
+        lenient: bool = False,
+        max_states: int | None = None,
+        max_nfa_bytes: int | None = None,
+        mask_cache_bytes: int | None = None,
+        max_compile_seconds: float | None = None,
+    ) -> Grammar: ...
+    @staticmethod
+    def from_json_object(
+        vocab: Vocabulary,
+        *,
+        whitespace: str = "default",
+        max_whitespace: int = 4,
+        max_nesting_depth: int = 3,
+        max_states: int | None = None,
+        max_nfa_bytes: int | None = None,
+        mask_cache_bytes: int | None = None,
+        max_compile_seconds: float | None = None,
+    ) -> Grammar: ...
+    @staticmethod
+    def from_choice(
+        choices: Sequence[str],
+        vocab: Vocabulary,
+        *,
+        max_states: int | None = None,
+        max_nfa_bytes: int | None = None,
+        mask_cache_bytes: int | None = None,
+        max_compile_seconds: float | None = None,
+    ) -> Grammar: ...
+    @property
+    def warnings(self) -> list[str]: ...
     @property
     def vocab(self) -> Vocabulary: ...
     @property

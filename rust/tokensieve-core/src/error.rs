@@ -28,6 +28,15 @@ pub enum Error {
         /// A human-readable list of the bytes the grammar allows next.
         bytes: String,
     },
+    /// A JSON Schema is invalid or uses a keyword (or a combination) that is not supported.
+    #[error("schema error at `#{pointer}` (keyword `{keyword}`): {message}")]
+    Schema {
+        /// The keyword at fault (empty when the whole schema is).
+        keyword: String,
+        /// JSON pointer of the schema object holding it (empty for the root).
+        pointer: String,
+        message: String,
+    },
     /// An argument was out of range or inconsistent.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

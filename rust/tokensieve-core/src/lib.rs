@@ -6,6 +6,7 @@
 //! * [`trie`] — those byte strings in one flat depth-first array.
 //! * [`regex`] — a pattern parsed and determinized lazily into a byte-level DFA.
 //! * [`index`] — per DFA state, the mask of allowed tokens (one pruned trie walk, memoized).
+//! * [`json_schema`] — a JSON Schema compiled into the regular language of its JSON texts.
 //! * [`matcher`] — compiled grammars, per-sequence matchers, and the batch bitmask fill.
 //! * [`serialize`] — precompiled grammars written to and loaded from index files.
 //!
@@ -13,6 +14,7 @@
 
 pub mod error;
 pub mod index;
+pub mod json_schema;
 pub mod matcher;
 pub mod regex;
 pub mod serialize;
@@ -21,5 +23,6 @@ pub mod vocab;
 
 pub use error::{Error, Result};
 pub use index::IndexStats;
+pub use json_schema::JsonSchemaOptions;
 pub use matcher::{fill_next_token_bitmask_batch, Grammar, GrammarOptions, MaskRequest, Matcher};
 pub use vocab::{VocabKind, Vocabulary};

@@ -26,8 +26,10 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::index::{IndexStats, TokenIndex};
+use crate::json_schema::JsonSchemaOptions;
 use crate::regex::{LazyDfa, RegexOptions, DEAD};
 use crate::vocab::Vocabulary;
+use regex_syntax::hir::Hir;
 
 /// Options for compiling a grammar.
 #[derive(Debug, Clone)]
@@ -57,6 +59,7 @@ pub struct Grammar {
     index: TokenIndex,
     options: GrammarOptions,
     source: ConstraintSource,
+    warnings: Vec<String>,
 }
 
 /// What a grammar was compiled from, in canonical form (the key of caches and index files).
@@ -104,18 +107,30 @@ impl Grammar {
         vocab: Arc<Vocabulary>,
         opts: &GrammarOptions,
     ) -> Result<Grammar> {
-        let dfa = LazyDfa::new(pattern, &opts.regex)?;
-        let source = ConstraintSource {
-            kind: "regex".into(),
-            text: pattern.to_string(),
-            options: "{}".into(),
-        };
+        let hir = crate::regex::parse(pattern, opts.regex.nest_limit)?;
+        Grammar::from_hir(pattern, &hir, vocab, opts)
+    }
+
+    /// Compile a ready HIR (full-match semantics); `pattern` is kept for messages and
+    /// [`Grammar::pattern`]. The first mask is computed here.
+    pub fn from_hir(
+        pattern: &str,
+        hir: &Hir,
+        vocab: Arc<Vocabulary>,
+        opts: &GrammarOptions,
+    ) -> Result<Grammar> {
+        let dfa = LazyDfa::from_hir(pattern, hir, &opts.regex)?;
         let g = Grammar {
             vocab,
             dfa,
             index: TokenIndex::new(opts.mask_cache_bytes),
             options: opts.clone(),
-            source,
+            source: ConstraintSource {
+                kind: "regex".into(),
+                text: pattern.to_string(),
+                options: "{}".into(),
+            },
+            warnings: Vec::new(),
         };
         g.index.mask(&g.vocab, &g.dfa, g.dfa.start())?;
         Ok(g)
@@ -134,6 +149,7 @@ impl Grammar {
             index,
             options: GrammarOptions::default(),
             source,
+            warnings: Vec::new(),
         }
     }
 
@@ -145,6 +161,68 @@ impl Grammar {
     /// The mask index.
     pub fn index(&self) -> &TokenIndex {
         &self.index
+    }
+
+    /// Compile a JSON Schema: the grammar accepts the JSON texts described in
+    /// `docs/json-schema.md` (schema property order, the whitespace policy, bounded nesting).
+    pub fn from_json_schema(
+        schema: &serde_json::Value,
+        vocab: Arc<Vocabulary>,
+        schema_opts: &JsonSchemaOptions,
+        opts: &GrammarOptions,
+    ) -> Result<Grammar> {
+        let c = crate::json_schema::compile(schema, schema_opts)?;
+        let mut g = Grammar::from_hir(&c.hir.to_string(), &c.hir, vocab, opts)?;
+        g.warnings = c.warnings;
+        g.source = ConstraintSource {
+            kind: "json_schema".into(),
+            text: schema.to_string(),
+            options: schema_opts.canonical(),
+        };
+        Ok(g)
+    }
+
+    /// Any JSON object (nesting bounded by `max_nesting_depth`).
+    pub fn from_json_object(
+        vocab: Arc<Vocabulary>,
+        schema_opts: &JsonSchemaOptions,
+        opts: &GrammarOptions,
+    ) -> Result<Grammar> {
+        let c = crate::json_schema::any_object(schema_opts)?;
+        let mut g = Grammar::from_hir(&c.hir.to_string(), &c.hir, vocab, opts)?;
+        g.source = ConstraintSource {
+            kind: "json_object".into(),
+            text: String::new(),
+            options: schema_opts.canonical(),
+        };
+        Ok(g)
+    }
+
+    /// Exactly one of `choices` (raw text).
+    pub fn from_choice<S: AsRef<str>>(
+        choices: &[S],
+        vocab: Arc<Vocabulary>,
+        opts: &GrammarOptions,
+    ) -> Result<Grammar> {
+        if choices.is_empty() {
+            return Err(Error::InvalidArgument(
+                "from_choice needs at least one choice".into(),
+            ));
+        }
+        let hir = crate::json_schema::choice(choices);
+        let mut g = Grammar::from_hir(&hir.to_string(), &hir, vocab, opts)?;
+        let list: Vec<&str> = choices.iter().map(|c| c.as_ref()).collect();
+        g.source = ConstraintSource {
+            kind: "choice".into(),
+            text: serde_json::to_string(&list).expect("strings serialize"),
+            options: "{}".into(),
+        };
+        Ok(g)
+    }
+
+    /// Warnings collected while compiling (lenient schema compilation, unknown keywords).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// A fresh matcher at the start state.

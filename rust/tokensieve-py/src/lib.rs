@@ -43,6 +43,12 @@ create_exception!(
 );
 create_exception!(
     _core,
+    SchemaError,
+    TokensieveError,
+    "A JSON Schema is invalid or unsupported; `.keyword` and `.pointer` say where."
+);
+create_exception!(
+    _core,
     UnspellableError,
     TokensieveError,
     "The grammar needs bytes no token can produce."
@@ -59,6 +65,14 @@ fn to_py(py: Python<'_>, e: core::Error) -> PyErr {
         core::Error::Budget(_) => BudgetError::new_err(msg),
         core::Error::Vocabulary(_) => VocabularyError::new_err(msg),
         core::Error::Unspellable { .. } => UnspellableError::new_err(msg),
+        core::Error::Schema {
+            keyword, pointer, ..
+        } => {
+            let err = SchemaError::new_err(msg);
+            let _ = err.value(py).setattr("keyword", keyword);
+            let _ = err.value(py).setattr("pointer", pointer);
+            err
+        }
         core::Error::InvalidArgument(_) => PyValueError::new_err(msg),
     }
 }
@@ -279,6 +293,59 @@ fn grammar_options(
     Ok(o)
 }
 
+/// JSON text of a schema given as JSON text, a dict (or bool), or a pydantic model class.
+fn schema_text(py: Python<'_>, schema: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(s) = schema.extract::<String>() {
+        return Ok(s);
+    }
+    let obj = if schema.hasattr("model_json_schema")? {
+        schema.call_method0("model_json_schema")?
+    } else {
+        schema.clone()
+    };
+    py.import("json")?.call_method1("dumps", (obj,))?.extract()
+}
+
+/// Split keyword arguments into JSON Schema options and grammar budgets.
+fn split_options(
+    py: Python<'_>,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<(core::JsonSchemaOptions, core::GrammarOptions)> {
+    let mut so = core::JsonSchemaOptions::default();
+    let (mut max_states, mut max_nfa_bytes, mut mask_cache_bytes, mut max_secs) =
+        (None, None, None, None);
+    if let Some(d) = options {
+        for (k, v) in d.iter() {
+            let k: String = k.extract()?;
+            if v.is_none() {
+                continue;
+            }
+            match k.as_str() {
+                "max_states" => max_states = Some(v.extract()?),
+                "max_nfa_bytes" => max_nfa_bytes = Some(v.extract()?),
+                "mask_cache_bytes" => mask_cache_bytes = Some(v.extract()?),
+                "max_compile_seconds" => max_secs = Some(v.extract()?),
+                _ => {
+                    let text = if let Ok(b) = v.extract::<bool>() {
+                        b.to_string()
+                    } else if let Ok(i) = v.extract::<u64>() {
+                        i.to_string()
+                    } else if let Ok(s) = v.extract::<String>() {
+                        s
+                    } else {
+                        return Err(PyValueError::new_err(format!(
+                            "option {k}: expected a string, an int or a bool"
+                        )));
+                    };
+                    so.set(&k, &text).py(py)?;
+                }
+            }
+        }
+    }
+    let opts = grammar_options(max_states, max_nfa_bytes, mask_cache_bytes, max_secs)?;
+    Ok((so, opts))
+}
+
 impl PyGrammar {
     fn to_bytes_inner(&self, py: Python<'_>) -> PyResult<Vec<u8>> {
         let g = self.inner.clone();
@@ -314,6 +381,83 @@ impl PyGrammar {
             inner: Arc::new(g),
             vocab,
         })
+    }
+
+    /// Compile a JSON Schema: a dict, JSON text, or a pydantic model class. Keyword arguments
+    /// are the JSON Schema options (see the README) and the grammar budgets of `from_regex`.
+    #[staticmethod]
+    #[pyo3(signature = (schema, vocab, **options))]
+    fn from_json_schema(
+        py: Python<'_>,
+        schema: &Bound<'_, PyAny>,
+        vocab: Py<PyVocabulary>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let (so, opts) = split_options(py, options)?;
+        let text = schema_text(py, schema)?;
+        let schema: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| PyValueError::new_err(format!("the schema is not valid JSON: {e}")))?;
+        let v = vocab.get().inner.clone();
+        let g = py
+            .detach(|| core::Grammar::from_json_schema(&schema, v, &so, &opts))
+            .py(py)?;
+        Ok(PyGrammar {
+            inner: Arc::new(g),
+            vocab,
+        })
+    }
+
+    /// Any JSON object (nesting bounded by `max_nesting_depth`; whitespace options apply).
+    #[staticmethod]
+    #[pyo3(signature = (vocab, **options))]
+    fn from_json_object(
+        py: Python<'_>,
+        vocab: Py<PyVocabulary>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let (so, opts) = split_options(py, options)?;
+        let v = vocab.get().inner.clone();
+        let g = py
+            .detach(|| core::Grammar::from_json_object(v, &so, &opts))
+            .py(py)?;
+        Ok(PyGrammar {
+            inner: Arc::new(g),
+            vocab,
+        })
+    }
+
+    /// Exactly one of `choices` (raw text, not JSON-quoted).
+    #[staticmethod]
+    #[pyo3(signature = (choices, vocab, *, max_states=None, max_nfa_bytes=None, mask_cache_bytes=None, max_compile_seconds=None))]
+    fn from_choice(
+        py: Python<'_>,
+        choices: Vec<String>,
+        vocab: Py<PyVocabulary>,
+        max_states: Option<usize>,
+        max_nfa_bytes: Option<usize>,
+        mask_cache_bytes: Option<usize>,
+        max_compile_seconds: Option<f64>,
+    ) -> PyResult<Self> {
+        let opts = grammar_options(
+            max_states,
+            max_nfa_bytes,
+            mask_cache_bytes,
+            max_compile_seconds,
+        )?;
+        let v = vocab.get().inner.clone();
+        let g = py
+            .detach(|| core::Grammar::from_choice(&choices, v, &opts))
+            .py(py)?;
+        Ok(PyGrammar {
+            inner: Arc::new(g),
+            vocab,
+        })
+    }
+
+    /// Warnings collected while compiling (lenient schemas, unknown keywords).
+    #[getter]
+    fn warnings(&self) -> Vec<String> {
+        self.inner.warnings().to_vec()
     }
 
     /// The vocabulary this grammar was compiled for.
@@ -410,11 +554,19 @@ impl PyGrammar {
 
     fn __repr__(&self) -> String {
         let s = self.inner.stats();
+        let p = self.inner.pattern();
+        let p = if p.len() > 200 {
+            let cut = (0..=200)
+                .rev()
+                .find(|&i| p.is_char_boundary(i))
+                .unwrap_or(0);
+            format!("{}...", &p[..cut])
+        } else {
+            p.to_string()
+        };
         format!(
             "Grammar(pattern={:?}, dfa_states={}, cached_masks={})",
-            self.inner.pattern(),
-            s.dfa_states,
-            s.states
+            p, s.dfa_states, s.states
         )
     }
 }
@@ -631,6 +783,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("BudgetError", py.get_type::<BudgetError>())?;
     m.add("VocabularyError", py.get_type::<VocabularyError>())?;
     m.add("UnspellableError", py.get_type::<UnspellableError>())?;
+    m.add("SchemaError", py.get_type::<SchemaError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

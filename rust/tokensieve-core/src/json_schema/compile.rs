@@ -1,0 +1,1586 @@
+//! The schema walker: JSON Schema (a `serde_json::Value`) → HIR over JSON text.
+//!
+//! Every function returns `Ok(None)` for an empty language (no JSON value satisfies that part:
+//! `false`, an empty interval, or a `$ref` cut at the recursion limit) so that optional
+//! properties, `anyOf` branches and array tails can be dropped exactly, and a required
+//! property that was cut by the recursion limit can be reported instead of silently lost.
+
+use regex_syntax::hir::Hir;
+use serde_json::{Map, Value};
+
+use super::hirs::{alt, alt_opt, class, concat, lit, opt, rep, star, weight};
+use super::number::{any_number, number_literal, number_range, Bound, Dec};
+use super::options::{AdditionalProperties, Formats, JsonSchemaOptions, OneOf, Whitespace};
+use super::string::{
+    any_char, char_len, encode, format_regex, search_form, spell_str, translate_ecma,
+};
+use crate::error::{Error, Result};
+
+/// Keywords compiled by this module.
+const SUPPORTED: &[&str] = &[
+    "type",
+    "enum",
+    "const",
+    "nullable",
+    "properties",
+    "required",
+    "additionalProperties",
+    "minProperties",
+    "maxProperties",
+    "items",
+    "prefixItems",
+    "additionalItems",
+    "minItems",
+    "maxItems",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "format",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "uniqueItems",
+    "anyOf",
+    "oneOf",
+    "allOf",
+    "$ref",
+    "$defs",
+    "definitions",
+];
+
+/// Keywords that never change validity.
+const ANNOTATIONS: &[&str] = &[
+    "title",
+    "description",
+    "default",
+    "examples",
+    "example",
+    "$comment",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "$schema",
+    "$id",
+    "id",
+    "$anchor",
+    "$dynamicAnchor",
+    "$recursiveAnchor",
+    "$vocabulary",
+    "discriminator",
+    "contentMediaType",
+    "contentEncoding",
+    "contentSchema",
+    "xml",
+    "externalDocs",
+];
+
+/// Validity keywords this version does not compile.
+const UNSUPPORTED: &[&str] = &[
+    "patternProperties",
+    "propertyNames",
+    "dependentRequired",
+    "dependentSchemas",
+    "dependencies",
+    "contains",
+    "minContains",
+    "maxContains",
+    "if",
+    "then",
+    "else",
+    "not",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "$dynamicRef",
+    "$recursiveRef",
+];
+
+/// Rough upper bound on the HIR size of one schema (see `hirs::weight`).
+const MAX_WEIGHT: u64 = 20_000_000;
+
+/// Longest `minLength`/`maxLength`/`minItems`/`maxItems` bound compiled as a counted repeat.
+const MAX_COUNT: u64 = 10_000;
+
+pub(crate) fn schema_error(keyword: &str, pointer: &str, message: impl Into<String>) -> Error {
+    Error::Schema {
+        keyword: keyword.to_string(),
+        pointer: pointer.to_string(),
+        message: message.into(),
+    }
+}
+
+fn escape_token(s: &str) -> String {
+    s.replace('~', "~0").replace('/', "~1")
+}
+
+fn child(ptr: &str, key: &str) -> String {
+    format!("{ptr}/{}", escape_token(key))
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+// Type bits: a value's JSON type, integers and non-integral numbers apart.
+const T_NULL: u8 = 1;
+const T_BOOL: u8 = 2;
+const T_INT: u8 = 4;
+const T_FRAC: u8 = 8;
+const T_STRING: u8 = 16;
+const T_ARRAY: u8 = 32;
+const T_OBJECT: u8 = 64;
+const T_ALL: u8 = 127;
+
+fn type_bits(name: &str) -> Option<u8> {
+    Some(match name {
+        "null" => T_NULL,
+        "boolean" => T_BOOL,
+        "integer" => T_INT,
+        "number" => T_INT | T_FRAC,
+        "string" => T_STRING,
+        "array" => T_ARRAY,
+        "object" => T_OBJECT,
+        _ => return None,
+    })
+}
+
+fn value_bits(v: &Value) -> u8 {
+    match v {
+        Value::Null => T_NULL,
+        Value::Bool(_) => T_BOOL,
+        Value::Number(n) => {
+            if Dec::from_json(n).frac.is_empty() {
+                T_INT
+            } else {
+                T_FRAC
+            }
+        }
+        Value::String(_) => T_STRING,
+        Value::Array(_) => T_ARRAY,
+        Value::Object(_) => T_OBJECT,
+    }
+}
+
+fn bits_to_types(bits: u8) -> Value {
+    let mut v = Vec::new();
+    for (b, n) in [
+        (T_NULL, "null"),
+        (T_BOOL, "boolean"),
+        (T_STRING, "string"),
+        (T_ARRAY, "array"),
+        (T_OBJECT, "object"),
+    ] {
+        if bits & b != 0 {
+            v.push(Value::from(n));
+        }
+    }
+    if bits & T_FRAC != 0 {
+        v.push(Value::from("number"));
+    } else if bits & T_INT != 0 {
+        v.push(Value::from("integer"));
+    }
+    Value::Array(v)
+}
+
+/// JSON equality as the spec defines it (numbers by value, objects unordered).
+pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => Dec::from_json(x) == Dec::from_json(y),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+pub(crate) struct Compiler<'a> {
+    root: &'a Value,
+    opts: &'a JsonSchemaOptions,
+    /// After `:` and `,`.
+    sep: Hir,
+    /// Inside brackets and before `:` and `,`.
+    inner: Hir,
+    pub warnings: Vec<String>,
+    stack: Vec<String>,
+    cuts: u64,
+    any_cache: Vec<Hir>,
+    any_string: Hir,
+}
+
+fn ws_chars_only(h: &Hir) -> bool {
+    use regex_syntax::hir::HirKind::*;
+    let ok = |c: u32| matches!(c, 0x20 | 0x09 | 0x0A | 0x0D);
+    match h.kind() {
+        Empty => true,
+        Look(_) => false,
+        Literal(l) => l.0.iter().all(|&b| ok(u32::from(b))),
+        Class(regex_syntax::hir::Class::Unicode(c)) => c
+            .ranges()
+            .iter()
+            .all(|r| (r.start() as u32..=r.end() as u32).all(ok)),
+        Class(regex_syntax::hir::Class::Bytes(c)) => c
+            .ranges()
+            .iter()
+            .all(|r| (u32::from(r.start())..=u32::from(r.end())).all(ok)),
+        Repetition(r) => ws_chars_only(&r.sub),
+        Capture(c) => ws_chars_only(&c.sub),
+        Concat(xs) | Alternation(xs) => xs.iter().all(ws_chars_only),
+    }
+}
+
+impl<'a> Compiler<'a> {
+    pub fn new(root: &'a Value, opts: &'a JsonSchemaOptions) -> Result<Compiler<'a>> {
+        let ws_class = class(&[('\t', '\n'), ('\r', '\r'), (' ', ' ')]);
+        let (sep, inner) = match &opts.whitespace {
+            Whitespace::Default => (opt(lit(" ")), Hir::empty()),
+            Whitespace::Compact => (Hir::empty(), Hir::empty()),
+            Whitespace::Flexible => {
+                let w = rep(ws_class, 0, Some(opts.max_whitespace));
+                (w.clone(), w)
+            }
+            Whitespace::Pattern(p) => {
+                let h = crate::regex::parse(p, 250).map_err(|e| {
+                    Error::InvalidArgument(format!("whitespace pattern {p:?}: {e}"))
+                })?;
+                if !ws_chars_only(&h) {
+                    return Err(Error::InvalidArgument(format!(
+                        "whitespace pattern {p:?} may match characters other than JSON \
+                         whitespace (space, \\t, \\n, \\r)"
+                    )));
+                }
+                (h.clone(), h)
+            }
+        };
+        let any_string = concat(vec![lit("\""), star(any_char()), lit("\"")]);
+        Ok(Compiler {
+            root,
+            opts,
+            sep,
+            inner,
+            warnings: Vec::new(),
+            stack: Vec::new(),
+            cuts: 0,
+            any_cache: Vec::new(),
+            any_string,
+        })
+    }
+
+    /// Compile the root schema.
+    pub fn compile_root(&mut self) -> Result<Hir> {
+        let root = self.root;
+        let h = self.schema(root, "")?;
+        let h = match h {
+            Some(h) => h,
+            None if self.cuts > 0 => {
+                return Err(schema_error(
+                    "$ref",
+                    "",
+                    format!(
+                        "every value of this schema needs recursion deeper than \
+                         max_recursion_depth={}; raise max_recursion_depth",
+                        self.opts.max_recursion_depth
+                    ),
+                ))
+            }
+            None => return Err(schema_error("", "", "no JSON value satisfies this schema")),
+        };
+        self.check_weight(&h)?;
+        Ok(h)
+    }
+
+    fn check_weight(&self, h: &Hir) -> Result<()> {
+        let w = weight(h);
+        if w > MAX_WEIGHT {
+            return Err(Error::Budget(format!(
+                "the schema expands to an automaton of about {w} nodes (limit {MAX_WEIGHT}): \
+                 lower max_nesting_depth / max_recursion_depth, count bounds, or \
+                 additional_properties=\"forbid\""
+            )));
+        }
+        Ok(())
+    }
+
+    fn unsupported(&mut self, keyword: &str, ptr: &str, why: &str) -> Result<()> {
+        if self.opts.lenient {
+            self.warnings.push(format!(
+                "#{ptr}: `{keyword}` ignored ({why}); the grammar accepts a superset"
+            ));
+            Ok(())
+        } else {
+            Err(schema_error(keyword, ptr, why))
+        }
+    }
+
+    fn colon(&self) -> Hir {
+        concat(vec![self.inner.clone(), lit(":"), self.sep.clone()])
+    }
+
+    fn comma(&self) -> Hir {
+        concat(vec![self.inner.clone(), lit(","), self.sep.clone()])
+    }
+
+    fn wrap(&self, open: &str, body: Hir, close: &str) -> Hir {
+        concat(vec![
+            lit(open),
+            self.inner.clone(),
+            body,
+            self.inner.clone(),
+            lit(close),
+        ])
+    }
+
+    /// `first (, item){..}` lists: `a..=b` items, each `item`.
+    fn list(&self, item: Hir, a: u64, b: Option<u64>) -> Hir {
+        if b == Some(0) {
+            return Hir::empty();
+        }
+        let more = rep(
+            concat(vec![self.comma(), item.clone()]),
+            a.saturating_sub(1) as u32,
+            b.map(|b| (b - 1) as u32),
+        );
+        let core = concat(vec![item, more]);
+        if a == 0 {
+            opt(core)
+        } else {
+            core
+        }
+    }
+
+    /// Any JSON value with at most `depth` levels of nested containers.
+    pub fn any_value(&mut self, depth: u32) -> Hir {
+        while self.any_cache.len() <= depth as usize {
+            let d = self.any_cache.len();
+            let mut parts = vec![
+                lit("null"),
+                lit("true"),
+                lit("false"),
+                any_number(false),
+                self.any_string.clone(),
+            ];
+            if d > 0 {
+                let v = self.any_cache[d - 1].clone();
+                let arr = self.wrap("[", self.list(v.clone(), 0, None), "]");
+                let kv = concat(vec![self.any_string.clone(), self.colon(), v]);
+                let obj = self.wrap("{", self.list(kv, 0, None), "}");
+                parts.push(arr);
+                parts.push(obj);
+            }
+            let h = alt(parts);
+            self.any_cache.push(h);
+        }
+        self.any_cache[depth as usize].clone()
+    }
+
+    /// Any JSON object (values up to `max_nesting_depth` levels deep).
+    pub fn any_object(&mut self) -> Hir {
+        let v = self.any_value(self.opts.max_nesting_depth);
+        let kv = concat(vec![self.any_string.clone(), self.colon(), v]);
+        self.wrap("{", self.list(kv, 0, None), "}")
+    }
+
+    pub fn schema(&mut self, s: &Value, ptr: &str) -> Result<Option<Hir>> {
+        match s {
+            Value::Bool(true) => Ok(Some(self.any_value(self.opts.max_nesting_depth))),
+            Value::Bool(false) => Ok(None),
+            Value::Object(m) => self.object_schema(m, ptr),
+            _ => Err(schema_error(
+                "",
+                ptr,
+                "a schema must be a JSON object or a boolean",
+            )),
+        }
+    }
+
+    fn check_keywords(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<()> {
+        for (k, v) in m {
+            let k = k.as_str();
+            if SUPPORTED.contains(&k) || ANNOTATIONS.contains(&k) {
+                if k == "uniqueItems" && v == &Value::Bool(true) {
+                    self.unsupported(
+                        k,
+                        ptr,
+                        "uniqueItems: true is not supported (not a regular constraint in general)",
+                    )?;
+                }
+                continue;
+            }
+            if UNSUPPORTED.contains(&k) {
+                self.unsupported(k, ptr, &format!("the keyword `{k}` is not supported"))?;
+            } else if !k.starts_with("x-") {
+                self.warnings
+                    .push(format!("#{ptr}: unknown keyword `{k}` ignored"));
+            }
+        }
+        Ok(())
+    }
+
+    fn is_validity(k: &str) -> bool {
+        !ANNOTATIONS.contains(&k) && k != "$defs" && k != "definitions"
+    }
+
+    fn object_schema(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
+        self.check_keywords(m, ptr)?;
+        if let Some(r) = m.get("$ref") {
+            let r = r
+                .as_str()
+                .ok_or_else(|| schema_error("$ref", ptr, "$ref must be a string"))?;
+            let rest: Map<String, Value> = m
+                .iter()
+                .filter(|(k, _)| k.as_str() != "$ref" && Self::is_validity(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            if rest.is_empty() {
+                return self.reference(r, ptr);
+            }
+            let mut one = Map::new();
+            one.insert("$ref".into(), Value::from(r));
+            let merged = self.merge_all(&[Value::Object(one), Value::Object(rest)], ptr)?;
+            return self.owned(merged, ptr);
+        }
+        if let Some(all) = m.get("allOf") {
+            let branches = all
+                .as_array()
+                .ok_or_else(|| schema_error("allOf", ptr, "allOf must be an array"))?;
+            let mut items: Vec<Value> = branches.clone();
+            let rest: Map<String, Value> = m
+                .iter()
+                .filter(|(k, _)| k.as_str() != "allOf" && Self::is_validity(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            items.push(Value::Object(rest));
+            let merged = self.merge_all(&items, &child(ptr, "allOf"))?;
+            return self.owned(merged, ptr);
+        }
+        let any = m.get("anyOf");
+        let one = m.get("oneOf");
+        if any.is_some() || one.is_some() {
+            let (kw, list) =
+                match (any, one) {
+                    (Some(_), Some(_)) => return Err(schema_error(
+                        "oneOf",
+                        ptr,
+                        "anyOf and oneOf in the same schema object are not supported; wrap one \
+                         of them in allOf",
+                    )),
+                    (Some(a), None) => ("anyOf", a),
+                    (None, Some(o)) => ("oneOf", o),
+                    _ => unreachable!(),
+                };
+            let branches = list
+                .as_array()
+                .ok_or_else(|| schema_error(kw, ptr, format!("{kw} must be an array")))?;
+            if kw == "oneOf" && !self.disjoint(branches)? {
+                let why = "the oneOf branches are not provably disjoint, so a value matching \
+                           two branches could be produced; set one_of=\"any_of\" to compile \
+                           oneOf as anyOf";
+                match self.opts.one_of {
+                    OneOf::AnyOf => self.warnings.push(format!(
+                        "#{ptr}: oneOf compiled as anyOf (branches not provably disjoint)"
+                    )),
+                    OneOf::Error => self.unsupported("oneOf", ptr, why)?,
+                }
+            }
+            let rest: Map<String, Value> = m
+                .iter()
+                .filter(|(k, _)| k.as_str() != kw && Self::is_validity(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let mut alts = Vec::new();
+            for (i, b) in branches.iter().enumerate() {
+                let bptr = child(&child(ptr, kw), &i.to_string());
+                let h = if rest.is_empty() {
+                    self.schema(b, &bptr)?
+                } else {
+                    let merged =
+                        self.merge_all(&[Value::Object(rest.clone()), b.clone()], &bptr)?;
+                    self.owned(merged, &bptr)?
+                };
+                alts.push(h);
+            }
+            return Ok(alt_opt(alts));
+        }
+        if m.contains_key("enum") || m.contains_key("const") {
+            return self.values(m, ptr);
+        }
+        self.typed(m, ptr)
+    }
+
+    /// Compile a schema that was built here (merged).
+    fn owned(&mut self, v: Value, ptr: &str) -> Result<Option<Hir>> {
+        self.schema(&v, ptr)
+    }
+
+    fn resolve(&self, r: &str, ptr: &str) -> Result<(&'a Value, String)> {
+        let root = self.root;
+        if r == "#" {
+            return Ok((root, String::new()));
+        }
+        if let Some(p) = r.strip_prefix("#/") {
+            let p = format!("/{}", percent_decode(p));
+            return match root.pointer(&p) {
+                Some(v) => Ok((v, p)),
+                None => Err(schema_error(
+                    "$ref",
+                    ptr,
+                    format!("$ref {r:?} points at nothing in this document"),
+                )),
+            };
+        }
+        Err(schema_error(
+            "$ref",
+            ptr,
+            format!(
+                "$ref {r:?} is not supported: only JSON pointers into the same document \
+                 (\"#/...\") are"
+            ),
+        ))
+    }
+
+    fn reference(&mut self, r: &str, ptr: &str) -> Result<Option<Hir>> {
+        let (target, tptr) = self.resolve(r, ptr)?;
+        let active = self.stack.iter().filter(|p| **p == tptr).count();
+        if active >= self.opts.max_recursion_depth as usize {
+            self.cuts += 1;
+            return Ok(None);
+        }
+        self.stack.push(tptr.clone());
+        let out = self.schema(target, &tptr);
+        self.stack.pop();
+        out
+    }
+
+    // ---- allOf merging -----------------------------------------------------------------
+
+    fn flatten(
+        &self,
+        v: &Value,
+        ptr: &str,
+        depth: u32,
+        out: &mut Vec<Map<String, Value>>,
+    ) -> Result<bool> {
+        if depth > 64 {
+            return Err(schema_error(
+                "allOf",
+                ptr,
+                "allOf/$ref nest more than 64 levels (a $ref cycle through allOf?)",
+            ));
+        }
+        match v {
+            Value::Bool(true) => Ok(true),
+            Value::Bool(false) => Ok(false),
+            Value::Object(m) => {
+                let mut rest = m.clone();
+                if let Some(r) = rest.remove("$ref") {
+                    let r = r
+                        .as_str()
+                        .ok_or_else(|| schema_error("$ref", ptr, "$ref must be a string"))?;
+                    let (t, tptr) = self.resolve(r, ptr)?;
+                    if !self.flatten(t, &tptr, depth + 1, out)? {
+                        return Ok(false);
+                    }
+                }
+                if let Some(all) = rest.remove("allOf") {
+                    let list = all
+                        .as_array()
+                        .ok_or_else(|| schema_error("allOf", ptr, "allOf must be an array"))?;
+                    for b in list {
+                        if !self.flatten(b, ptr, depth + 1, out)? {
+                            return Ok(false);
+                        }
+                    }
+                }
+                normalize(&mut rest);
+                out.push(rest);
+                Ok(true)
+            }
+            _ => Err(schema_error(
+                "allOf",
+                ptr,
+                "a schema must be an object or a boolean",
+            )),
+        }
+    }
+
+    fn merge_all(&self, items: &[Value], ptr: &str) -> Result<Value> {
+        let mut parts = Vec::new();
+        for it in items {
+            if !self.flatten(it, ptr, 0, &mut parts)? {
+                return Ok(Value::Bool(false));
+            }
+        }
+        let mut acc = Map::new();
+        for p in parts {
+            acc = merge(acc, p, ptr)?;
+        }
+        Ok(Value::Object(acc))
+    }
+
+    // ---- oneOf -------------------------------------------------------------------------
+
+    fn deref<'b>(&self, mut v: &'b Value, ptr: &str) -> Result<&'b Value>
+    where
+        'a: 'b,
+    {
+        for _ in 0..64 {
+            match v.get("$ref").and_then(Value::as_str) {
+                Some(r) => v = self.resolve(r, ptr)?.0,
+                None => return Ok(v),
+            }
+        }
+        Ok(v)
+    }
+
+    /// (type bits, finite value set, const/enum discriminators of required properties)
+    #[allow(clippy::type_complexity)]
+    fn branch_info(
+        &self,
+        b: &Value,
+        ptr: &str,
+    ) -> Result<(u8, Option<Vec<Value>>, Vec<(String, Vec<Value>)>)> {
+        let b = self.deref(b, ptr)?;
+        let m = match b {
+            Value::Bool(false) => return Ok((0, None, vec![])),
+            Value::Object(m) => m,
+            _ => return Ok((T_ALL, None, vec![])),
+        };
+        let mut bits = match m.get("type") {
+            Some(Value::String(t)) => type_bits(t).unwrap_or(T_ALL),
+            Some(Value::Array(ts)) => ts
+                .iter()
+                .map(|t| t.as_str().and_then(type_bits).unwrap_or(T_ALL))
+                .fold(0, |a, b| a | b),
+            _ => T_ALL,
+        };
+        if m.get("nullable") == Some(&Value::Bool(true)) && m.contains_key("type") {
+            bits |= T_NULL;
+        }
+        let values = literal_values(m);
+        if let Some(vs) = &values {
+            bits &= vs.iter().fold(0, |a, v| a | value_bits(v));
+        }
+        let mut discr = Vec::new();
+        if let (Some(Value::Array(req)), Some(Value::Object(props))) =
+            (m.get("required"), m.get("properties"))
+        {
+            for r in req.iter().filter_map(Value::as_str) {
+                if let Some(p) = props.get(r) {
+                    if let Value::Object(pm) = self.deref(p, ptr)? {
+                        if let Some(vs) = literal_values(pm) {
+                            discr.push((r.to_string(), vs));
+                        }
+                    }
+                }
+            }
+        }
+        Ok((bits, values, discr))
+    }
+
+    fn disjoint(&self, branches: &[Value]) -> Result<bool> {
+        let infos = branches
+            .iter()
+            .map(|b| self.branch_info(b, ""))
+            .collect::<Result<Vec<_>>>()?;
+        for i in 0..infos.len() {
+            for j in i + 1..infos.len() {
+                let (a, b) = (&infos[i], &infos[j]);
+                if a.0 & b.0 == 0 {
+                    continue;
+                }
+                if let (Some(x), Some(y)) = (&a.1, &b.1) {
+                    if !x.iter().any(|p| y.iter().any(|q| json_eq(p, q))) {
+                        continue;
+                    }
+                }
+                let discr = a.2.iter().any(|(k, xs)| {
+                    b.2.iter().any(|(l, ys)| {
+                        k == l && !xs.iter().any(|p| ys.iter().any(|q| json_eq(p, q)))
+                    })
+                });
+                if discr {
+                    continue;
+                }
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    // ---- const / enum ------------------------------------------------------------------
+
+    fn values(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
+        let mut vals: Vec<Value> = match m.get("enum") {
+            Some(Value::Array(v)) => v.clone(),
+            Some(_) => return Err(schema_error("enum", ptr, "enum must be an array")),
+            None => vec![],
+        };
+        if let Some(c) = m.get("const") {
+            if m.contains_key("enum") {
+                vals.retain(|v| json_eq(v, c));
+            } else {
+                vals = vec![c.clone()];
+            }
+        }
+        let types = self.type_bits_of(m, ptr)?;
+        vals.retain(|v| value_bits(v) & types != 0);
+        for (k, _) in m {
+            let k = k.as_str();
+            if matches!(k, "enum" | "const" | "type" | "nullable") || !Self::is_validity(k) {
+                continue;
+            }
+            if matches!(
+                k,
+                "minLength"
+                    | "maxLength"
+                    | "minimum"
+                    | "maximum"
+                    | "exclusiveMinimum"
+                    | "exclusiveMaximum"
+            ) {
+                continue;
+            }
+            // Keywords that constrain only other types than the values' are harmless.
+            let applies_to = match k {
+                "properties"
+                | "required"
+                | "additionalProperties"
+                | "minProperties"
+                | "maxProperties" => T_OBJECT,
+                "items" | "prefixItems" | "additionalItems" | "minItems" | "maxItems"
+                | "uniqueItems" => T_ARRAY,
+                "pattern" | "format" => T_STRING,
+                "multipleOf" => T_INT | T_FRAC,
+                _ => T_ALL,
+            };
+            if vals.iter().any(|v| value_bits(v) & applies_to != 0) {
+                self.unsupported(
+                    k,
+                    ptr,
+                    &format!("`{k}` together with enum/const is not supported"),
+                )?;
+            }
+        }
+        let bounds = self.bounds(m, ptr)?;
+        let len = |k: &str| m.get(k).and_then(Value::as_u64);
+        let (minl, maxl) = (len("minLength"), len("maxLength"));
+        vals.retain(|v| match v {
+            Value::String(s) => {
+                let n = s.chars().count() as u64;
+                minl.is_none_or(|a| n >= a) && maxl.is_none_or(|b| n <= b)
+            }
+            Value::Number(n) => {
+                let d = Dec::from_json(n);
+                bounds
+                    .0
+                    .as_ref()
+                    .is_none_or(|l| d > l.value || (l.inclusive && d == l.value))
+                    && bounds
+                        .1
+                        .as_ref()
+                        .is_none_or(|h| d < h.value || (h.inclusive && d == h.value))
+            }
+            _ => true,
+        });
+        let alts: Vec<Hir> = vals.iter().map(|v| self.literal(v)).collect();
+        Ok(if alts.is_empty() {
+            None
+        } else {
+            Some(alt(alts))
+        })
+    }
+
+    fn literal(&self, v: &Value) -> Hir {
+        match v {
+            Value::Null => lit("null"),
+            Value::Bool(true) => lit("true"),
+            Value::Bool(false) => lit("false"),
+            Value::Number(n) => number_literal(&Dec::from_json(n)),
+            Value::String(s) => concat(vec![lit("\""), spell_str(s), lit("\"")]),
+            Value::Array(xs) => {
+                let mut items = Vec::new();
+                for (i, x) in xs.iter().enumerate() {
+                    if i > 0 {
+                        items.push(self.comma());
+                    }
+                    items.push(self.literal(x));
+                }
+                self.wrap("[", concat(items), "]")
+            }
+            Value::Object(m) => {
+                let mut items = Vec::new();
+                for (i, (k, x)) in m.iter().enumerate() {
+                    if i > 0 {
+                        items.push(self.comma());
+                    }
+                    items.push(concat(vec![lit("\""), spell_str(k), lit("\"")]));
+                    items.push(self.colon());
+                    items.push(self.literal(x));
+                }
+                self.wrap("{", concat(items), "}")
+            }
+        }
+    }
+
+    // ---- typed values ------------------------------------------------------------------
+
+    fn type_bits_of(&self, m: &Map<String, Value>, ptr: &str) -> Result<u8> {
+        let bad = || schema_error("type", ptr, "type must be a type name or a list of them");
+        let mut bits = match m.get("type") {
+            None => return Ok(T_ALL),
+            Some(Value::String(t)) => type_bits(t).ok_or_else(bad)?,
+            Some(Value::Array(ts)) => {
+                let mut b = 0;
+                for t in ts {
+                    b |= t.as_str().and_then(type_bits).ok_or_else(bad)?;
+                }
+                b
+            }
+            Some(_) => return Err(bad()),
+        };
+        if m.get("nullable") == Some(&Value::Bool(true)) {
+            bits |= T_NULL;
+        }
+        Ok(bits)
+    }
+
+    fn typed(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
+        let bits = self.type_bits_of(m, ptr)?;
+        if bits == T_ALL && !m.keys().any(|k| Self::is_validity(k) && k != "type") {
+            return Ok(Some(self.any_value(self.opts.max_nesting_depth)));
+        }
+        let mut alts = Vec::new();
+        if bits & T_NULL != 0 {
+            alts.push(Some(lit("null")));
+        }
+        if bits & T_BOOL != 0 {
+            alts.push(Some(alt(vec![lit("true"), lit("false")])));
+        }
+        if bits & T_FRAC != 0 {
+            alts.push(self.number(m, ptr, false)?);
+        } else if bits & T_INT != 0 {
+            alts.push(self.number(m, ptr, true)?);
+        }
+        if bits & T_STRING != 0 {
+            alts.push(self.string(m, ptr)?);
+        }
+        if bits & T_ARRAY != 0 {
+            alts.push(self.array(m, ptr)?);
+        }
+        if bits & T_OBJECT != 0 {
+            alts.push(self.object(m, ptr)?);
+        }
+        Ok(alt_opt(alts))
+    }
+
+    fn num(&self, m: &Map<String, Value>, k: &str, ptr: &str) -> Result<Option<Dec>> {
+        match m.get(k) {
+            None | Some(Value::Bool(_)) => Ok(None),
+            Some(Value::Number(n)) => Ok(Some(Dec::from_json(n))),
+            Some(_) => Err(schema_error(k, ptr, format!("{k} must be a number"))),
+        }
+    }
+
+    /// The strongest lower and upper bounds (draft-4 boolean and 2020-12 numeric forms).
+    fn bounds(&self, m: &Map<String, Value>, ptr: &str) -> Result<(Option<Bound>, Option<Bound>)> {
+        let ex_bool = |k: &str| m.get(k) == Some(&Value::Bool(true));
+        let mut lo: Option<Bound> = None;
+        let mut hi: Option<Bound> = None;
+        let mut lower = |b: Bound| {
+            if lo
+                .as_ref()
+                .is_none_or(|l| b.value > l.value || (b.value == l.value && !b.inclusive))
+            {
+                lo = Some(b);
+            }
+        };
+        if let Some(v) = self.num(m, "minimum", ptr)? {
+            lower(Bound {
+                value: v,
+                inclusive: !ex_bool("exclusiveMinimum"),
+            });
+        }
+        if let Some(v) = self.num(m, "exclusiveMinimum", ptr)? {
+            lower(Bound {
+                value: v,
+                inclusive: false,
+            });
+        }
+        let mut upper = |b: Bound| {
+            if hi
+                .as_ref()
+                .is_none_or(|h| b.value < h.value || (b.value == h.value && !b.inclusive))
+            {
+                hi = Some(b);
+            }
+        };
+        if let Some(v) = self.num(m, "maximum", ptr)? {
+            upper(Bound {
+                value: v,
+                inclusive: !ex_bool("exclusiveMaximum"),
+            });
+        }
+        if let Some(v) = self.num(m, "exclusiveMaximum", ptr)? {
+            upper(Bound {
+                value: v,
+                inclusive: false,
+            });
+        }
+        Ok((lo, hi))
+    }
+
+    fn number(&mut self, m: &Map<String, Value>, ptr: &str, integer: bool) -> Result<Option<Hir>> {
+        if let Some(d) = self.num(m, "multipleOf", ptr)? {
+            let one = Dec::parse("1").expect("literal");
+            if !(integer && d == one) {
+                self.unsupported(
+                    "multipleOf",
+                    ptr,
+                    "multipleOf is supported only as multipleOf: 1 on integers in this version",
+                )?;
+            }
+        }
+        let (lo, hi) = self.bounds(m, ptr)?;
+        Ok(number_range(lo.as_ref(), hi.as_ref(), integer))
+    }
+
+    fn count(&self, m: &Map<String, Value>, k: &str, ptr: &str) -> Result<Option<u64>> {
+        match m.get(k) {
+            None => Ok(None),
+            Some(v) => match v.as_u64().or_else(|| {
+                v.as_f64()
+                    .filter(|f| f.fract() == 0.0 && *f >= 0.0)
+                    .map(|f| f as u64)
+            }) {
+                Some(n) => Ok(Some(n)),
+                None => Err(schema_error(
+                    k,
+                    ptr,
+                    format!("{k} must be a non-negative integer"),
+                )),
+            },
+        }
+    }
+
+    fn big(&self, k: &str, ptr: &str, n: u64) -> Result<()> {
+        if n > MAX_COUNT {
+            return Err(Error::Budget(format!(
+                "{k}={n} at #{ptr} is larger than the counted-repeat limit {MAX_COUNT}: exact \
+                 counting needs an automaton that grows with the bound"
+            )));
+        }
+        Ok(())
+    }
+
+    fn string(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
+        let min = self.count(m, "minLength", ptr)?.unwrap_or(0);
+        let max = self.count(m, "maxLength", ptr)?;
+        self.big("minLength", ptr, min)?;
+        if let Some(mx) = max {
+            self.big("maxLength", ptr, mx)?;
+        }
+        let mut decoded: Option<(Hir, &str)> = None;
+        if let Some(p) = m.get("pattern") {
+            let p = p
+                .as_str()
+                .ok_or_else(|| schema_error("pattern", ptr, "pattern must be a string"))?;
+            let t = translate_ecma(p)
+                .map_err(|e| schema_error("pattern", ptr, format!("{p:?}: {e}")))?;
+            let h = crate::regex::parse(&t, 250)
+                .map_err(|e| schema_error("pattern", ptr, format!("{p:?}: {e}")))?;
+            decoded = Some((search_form(&h), "pattern"));
+        }
+        if let Some(f) = m.get("format") {
+            let f = f
+                .as_str()
+                .ok_or_else(|| schema_error("format", ptr, "format must be a string"))?;
+            if self.opts.formats == Formats::Assert {
+                if let Some(re) = format_regex(f) {
+                    if decoded.is_some() {
+                        self.unsupported(
+                            "format",
+                            ptr,
+                            "format together with pattern is not supported (their \
+                             intersection is not built); use formats=\"annotate\" or drop one",
+                        )?;
+                    } else {
+                        let h = crate::regex::parse(re, 250).expect("built-in format regex");
+                        decoded = Some((h, "format"));
+                    }
+                }
+            }
+        }
+        let content = match decoded {
+            None => Some(rep(any_char(), min as u32, max.map(|x| x as u32))),
+            Some((h, what)) => {
+                let (lo, hi) = char_len(&h);
+                let fits = lo >= min && max.is_none_or(|mx| hi.is_some_and(|h| h <= mx));
+                let disjoint = hi.is_some_and(|h| h < min) || max.is_some_and(|mx| lo > mx);
+                if fits {
+                    Some(encode(&h).map_err(|e| schema_error(what, ptr, e))?)
+                } else if disjoint {
+                    None
+                } else if let Some(h2) = narrow_repetition(&h, min, max) {
+                    Some(encode(&h2).map_err(|e| schema_error(what, ptr, e))?)
+                } else {
+                    let kw = if max.is_some() {
+                        "maxLength"
+                    } else {
+                        "minLength"
+                    };
+                    self.unsupported(
+                        kw,
+                        ptr,
+                        &format!(
+                            "length bounds together with a {what} are supported only when the \
+                             {what} fixes the length or is one repeated character class"
+                        ),
+                    )?;
+                    Some(encode(&h).map_err(|e| schema_error(what, ptr, e))?)
+                }
+            }
+        };
+        Ok(content.map(|c| concat(vec![lit("\""), c, lit("\"")])))
+    }
+
+    fn array(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
+        let min = self.count(m, "minItems", ptr)?.unwrap_or(0);
+        let max = self.count(m, "maxItems", ptr)?;
+        self.big("minItems", ptr, min)?;
+        if let Some(mx) = max {
+            self.big("maxItems", ptr, mx)?;
+            if mx < min {
+                return Ok(None);
+            }
+        }
+        let (prefix, prefix_kw, rest, rest_kw): (&[Value], &str, Option<&Value>, &str) =
+            match (m.get("prefixItems"), m.get("items")) {
+                (Some(Value::Array(p)), items) => (p, "prefixItems", items, "items"),
+                (Some(_), _) => {
+                    return Err(schema_error(
+                        "prefixItems",
+                        ptr,
+                        "prefixItems must be an array",
+                    ))
+                }
+                (None, Some(Value::Array(p))) => {
+                    (p, "items", m.get("additionalItems"), "additionalItems")
+                }
+                (None, items) => (&[], "items", items, "items"),
+            };
+        let mut pre = Vec::new();
+        for (i, s) in prefix.iter().enumerate() {
+            pre.push(self.schema(s, &child(&child(ptr, prefix_kw), &i.to_string()))?);
+        }
+        let rest_h = match rest {
+            None => Some(self.any_value(self.opts.max_nesting_depth)),
+            Some(s) => self.schema(s, &child(ptr, rest_kw))?,
+        };
+        let body = self.array_tail(&pre, rest_h.as_ref(), 0, min, max);
+        Ok(body.map(|b| self.wrap("[", b, "]")))
+    }
+
+    fn array_tail(
+        &self,
+        pre: &[Option<Hir>],
+        rest: Option<&Hir>,
+        i: u64,
+        min: u64,
+        max: Option<u64>,
+    ) -> Option<Hir> {
+        if max.is_some_and(|mx| i >= mx) {
+            return Some(Hir::empty());
+        }
+        let k = pre.len() as u64;
+        if i < k {
+            let e = pre[i as usize].as_ref();
+            let body = e.and_then(|e| {
+                let tail = self.array_tail(pre, rest, i + 1, min, max)?;
+                let mut v = Vec::new();
+                if i > 0 {
+                    v.push(self.comma());
+                }
+                v.push(e.clone());
+                v.push(tail);
+                Some(concat(v))
+            });
+            return if i >= min {
+                Some(body.map(opt).unwrap_or_else(Hir::empty))
+            } else {
+                body
+            };
+        }
+        let a = min.saturating_sub(i);
+        let b = max.map(|mx| mx - i);
+        match rest {
+            None => (a == 0).then(Hir::empty),
+            Some(r) if i > 0 => Some(rep(
+                concat(vec![self.comma(), r.clone()]),
+                a as u32,
+                b.map(|b| b as u32),
+            )),
+            Some(r) => Some(self.list(r.clone(), a, b)),
+        }
+    }
+
+    fn object(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
+        let empty = Map::new();
+        let props = match m.get("properties") {
+            None => &empty,
+            Some(Value::Object(p)) => p,
+            Some(_) => {
+                return Err(schema_error(
+                    "properties",
+                    ptr,
+                    "properties must be an object",
+                ))
+            }
+        };
+        let mut required: Vec<&str> = Vec::new();
+        match m.get("required") {
+            None => {}
+            Some(Value::Array(r)) => {
+                for x in r {
+                    required.push(x.as_str().ok_or_else(|| {
+                        schema_error("required", ptr, "required must be a list of strings")
+                    })?);
+                }
+            }
+            Some(_) => return Err(schema_error("required", ptr, "required must be an array")),
+        }
+        // Values allowed for undeclared properties.
+        let extra: Option<Hir> = match m.get("additionalProperties") {
+            None => match self.opts.additional_properties {
+                AdditionalProperties::Allow => Some(self.any_value(self.opts.max_nesting_depth)),
+                AdditionalProperties::Forbid => None,
+            },
+            Some(s) => self.schema(s, &child(ptr, "additionalProperties"))?,
+        };
+        // Declared properties in schema order, then required names the properties lack.
+        let mut names: Vec<String> = props.keys().cloned().collect();
+        let mut items: Vec<(Hir, bool)> = Vec::new();
+        let entries: Vec<(String, Option<&Value>)> = props
+            .iter()
+            .map(|(k, v)| (k.clone(), Some(v)))
+            .chain(
+                required
+                    .iter()
+                    .filter(|r| !props.contains_key(**r))
+                    .map(|r| (r.to_string(), None)),
+            )
+            .collect();
+        for (name, s) in entries {
+            let is_req = required.contains(&name.as_str());
+            let pptr = child(&child(ptr, "properties"), &name);
+            let before = self.cuts;
+            let v = match s {
+                Some(s) => self.schema(s, &pptr)?,
+                None => {
+                    if !names.contains(&name) {
+                        names.push(name.clone());
+                    }
+                    extra.clone()
+                }
+            };
+            match v {
+                Some(v) => {
+                    let kv = concat(vec![
+                        lit("\""),
+                        spell_str(&name),
+                        lit("\""),
+                        self.colon(),
+                        v,
+                    ]);
+                    items.push((kv, is_req));
+                }
+                None if is_req => {
+                    if self.cuts > before && !self.opts.truncate_recursion {
+                        return Err(schema_error(
+                            "$ref",
+                            &pptr,
+                            format!(
+                                "the required property {name:?} needs recursion deeper than \
+                                 max_recursion_depth={}; raise max_recursion_depth, or set \
+                                 truncate_recursion=True to drop values that need deeper \
+                                 recursion (the grammar then accepts a subset)",
+                                self.opts.max_recursion_depth
+                            ),
+                        ));
+                    }
+                    return Ok(None);
+                }
+                None => {}
+            }
+        }
+        let n_req = items.iter().filter(|x| x.1).count() as u64;
+        let n_opt = items.len() as u64 - n_req;
+        let minp = self.count(m, "minProperties", ptr)?;
+        let maxp = self.count(m, "maxProperties", ptr)?;
+        // Bounds on the number of extra properties.
+        let mut extra_bounds: (u64, Option<u64>) = (0, None);
+        if minp.is_some() || maxp.is_some() {
+            let lo = minp.unwrap_or(0);
+            let trivially =
+                lo <= n_req && maxp.is_none_or(|mx| extra.is_none() && mx >= n_req + n_opt);
+            if maxp.is_some_and(|mx| mx < n_req) || (extra.is_none() && lo > n_req + n_opt) {
+                return Ok(None);
+            }
+            if !trivially {
+                if n_opt == 0 && extra.is_some() {
+                    extra_bounds = (lo.saturating_sub(n_req), maxp.map(|mx| mx - n_req));
+                } else {
+                    let kw = if minp.is_some_and(|l| l > n_req) {
+                        "minProperties"
+                    } else {
+                        "maxProperties"
+                    };
+                    self.unsupported(
+                        kw,
+                        ptr,
+                        "minProperties/maxProperties are supported only when implied by the \
+                         declared properties, or with all declared properties required and \
+                         additional properties allowed",
+                    )?;
+                }
+            }
+        }
+        let extra_kv = extra.map(|v| {
+            let key = not_in(
+                &names
+                    .iter()
+                    .map(|s| s.chars().collect())
+                    .collect::<Vec<Vec<char>>>(),
+            );
+            let key = encode(&key).expect("character classes only");
+            concat(vec![lit("\""), key, lit("\""), self.colon(), v])
+        });
+        let body = self.props_from(&items, 0, true, extra_kv.as_ref(), extra_bounds);
+        Ok(Some(self.wrap("{", body, "}")))
+    }
+
+    fn props_from(
+        &self,
+        items: &[(Hir, bool)],
+        i: usize,
+        first: bool,
+        extra: Option<&Hir>,
+        eb: (u64, Option<u64>),
+    ) -> Hir {
+        if i == items.len() {
+            return match extra {
+                None => Hir::empty(),
+                Some(kv) if first => self.list(kv.clone(), eb.0, eb.1),
+                Some(kv) => rep(
+                    concat(vec![self.comma(), kv.clone()]),
+                    eb.0 as u32,
+                    eb.1.map(|b| b as u32),
+                ),
+            };
+        }
+        let (kv, req) = &items[i];
+        let mut with = Vec::new();
+        if !first {
+            with.push(self.comma());
+        }
+        with.push(kv.clone());
+        with.push(self.props_from(items, i + 1, false, extra, eb));
+        let with = concat(with);
+        if *req {
+            with
+        } else {
+            alt(vec![with, self.props_from(items, i + 1, first, extra, eb)])
+        }
+    }
+}
+
+/// Any decoded string except the given ones (a trie walk: leave the trie at the first character
+/// that no name continues with).
+fn not_in(names: &[Vec<char>]) -> Hir {
+    let any = class(&[('\0', '\u{10FFFF}')]);
+    if names.is_empty() {
+        return star(any);
+    }
+    let mut parts = Vec::new();
+    if !names.iter().any(|n| n.is_empty()) {
+        parts.push(Hir::empty());
+    }
+    let mut firsts: Vec<char> = names.iter().filter_map(|n| n.first().copied()).collect();
+    firsts.sort_unstable();
+    firsts.dedup();
+    for &c in &firsts {
+        let tails: Vec<Vec<char>> = names
+            .iter()
+            .filter(|n| n.first() == Some(&c))
+            .map(|n| n[1..].to_vec())
+            .collect();
+        parts.push(concat(vec![class(&[(c, c)]), not_in(&tails)]));
+    }
+    // characters no name starts with here
+    let mut ranges = Vec::new();
+    let mut next = 0u32;
+    for &c in &firsts {
+        let c = c as u32;
+        if c > next {
+            push_range(&mut ranges, next, c - 1);
+        }
+        next = c + 1;
+    }
+    if next <= 0x10FFFF {
+        push_range(&mut ranges, next, 0x10FFFF);
+    }
+    if !ranges.is_empty() {
+        parts.push(concat(vec![class(&ranges), star(any)]));
+    }
+    alt(parts)
+}
+
+fn push_range(out: &mut Vec<(char, char)>, a: u32, b: u32) {
+    // skip the surrogate block, which holds no characters
+    for (x, y) in [(a, b.min(0xD7FF)), (a.max(0xE000), b)] {
+        if x <= y {
+            if let (Some(x), Some(y)) = (char::from_u32(x), char::from_u32(y)) {
+                out.push((x, y));
+            }
+        }
+    }
+}
+
+/// If `h` is one character class repeated (`[a-z]{2,}`), intersect its count with the bounds.
+fn narrow_repetition(h: &Hir, min: u64, max: Option<u64>) -> Option<Hir> {
+    use regex_syntax::hir::HirKind;
+    let HirKind::Repetition(r) = h.kind() else {
+        return None;
+    };
+    if char_len(&r.sub) != (1, Some(1)) {
+        return None;
+    }
+    let lo = u64::from(r.min).max(min);
+    let hi = match (r.max.map(u64::from), max) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    if hi.is_some_and(|h| h < lo) {
+        return Some(Hir::fail());
+    }
+    Some(rep((*r.sub).clone(), lo as u32, hi.map(|h| h as u32)))
+}
+
+fn literal_values(m: &Map<String, Value>) -> Option<Vec<Value>> {
+    match (m.get("const"), m.get("enum")) {
+        (Some(c), Some(Value::Array(e))) => {
+            Some(e.iter().filter(|v| json_eq(v, c)).cloned().collect())
+        }
+        (Some(c), _) => Some(vec![c.clone()]),
+        (None, Some(Value::Array(e))) => Some(e.clone()),
+        _ => None,
+    }
+}
+
+/// Draft-4 forms and OpenAPI `nullable` rewritten into 2020-12 keywords, so that merging sees
+/// one spelling of each constraint.
+fn normalize(m: &mut Map<String, Value>) {
+    for (ex, plain) in [
+        ("exclusiveMinimum", "minimum"),
+        ("exclusiveMaximum", "maximum"),
+    ] {
+        match m.get(ex) {
+            Some(Value::Bool(true)) => {
+                if let Some(v) = m.remove(plain) {
+                    m.insert(ex.to_string(), v);
+                } else {
+                    m.remove(ex);
+                }
+            }
+            Some(Value::Bool(false)) => {
+                m.remove(ex);
+            }
+            _ => {}
+        }
+    }
+    if m.get("nullable") == Some(&Value::Bool(true)) {
+        if let Some(t) = m.get_mut("type") {
+            match t {
+                Value::String(s) => {
+                    *t = Value::Array(vec![Value::from(s.as_str()), Value::from("null")])
+                }
+                Value::Array(a) => a.push(Value::from("null")),
+                _ => {}
+            }
+        }
+    }
+    m.remove("nullable");
+    for k in ANNOTATIONS {
+        m.remove(*k);
+    }
+}
+
+fn dec_of(v: &Value) -> Option<Dec> {
+    v.as_number().map(Dec::from_json)
+}
+
+fn all_of(a: Value, b: Value) -> Value {
+    if a == b {
+        return a;
+    }
+    let mut m = Map::new();
+    m.insert("allOf".into(), Value::Array(vec![a, b]));
+    Value::Object(m)
+}
+
+/// `allOf` of two (normalized, `$ref`/`allOf`-free at the top) schemas as one schema.
+fn merge(
+    mut out: Map<String, Value>,
+    b: Map<String, Value>,
+    ptr: &str,
+) -> Result<Map<String, Value>> {
+    let a_props: Vec<String> = match out.get("properties") {
+        Some(Value::Object(p)) => p.keys().cloned().collect(),
+        _ => vec![],
+    };
+    let b_props: Vec<String> = match b.get("properties") {
+        Some(Value::Object(p)) => p.keys().cloned().collect(),
+        _ => vec![],
+    };
+    let a_extra = out.get("additionalProperties").cloned();
+    let b_extra = b.get("additionalProperties").cloned();
+    for (k, vb) in b {
+        let Some(va) = out.get(&k).cloned() else {
+            out.insert(k, vb);
+            continue;
+        };
+        let merged = match k.as_str() {
+            "type" => {
+                let bits = |v: &Value| -> u8 {
+                    match v {
+                        Value::String(t) => type_bits(t).unwrap_or(T_ALL),
+                        Value::Array(ts) => ts
+                            .iter()
+                            .map(|t| t.as_str().and_then(type_bits).unwrap_or(T_ALL))
+                            .fold(0, |x, y| x | y),
+                        _ => T_ALL,
+                    }
+                };
+                bits_to_types(bits(&va) & bits(&vb))
+            }
+            "properties" => {
+                let (Value::Object(mut pa), Value::Object(pb)) = (va, vb) else {
+                    return Err(schema_error(
+                        "properties",
+                        ptr,
+                        "properties must be an object",
+                    ));
+                };
+                for (pk, pv) in pb {
+                    let nv = match pa.remove(&pk) {
+                        Some(x) => all_of(x, pv),
+                        None => pv,
+                    };
+                    pa.insert(pk, nv);
+                }
+                Value::Object(pa)
+            }
+            "required" => {
+                let mut r = va.as_array().cloned().unwrap_or_default();
+                for x in vb.as_array().cloned().unwrap_or_default() {
+                    if !r.contains(&x) {
+                        r.push(x);
+                    }
+                }
+                Value::Array(r)
+            }
+            "minimum" | "exclusiveMinimum" | "minLength" | "minItems" | "minProperties" => {
+                match (dec_of(&va), dec_of(&vb)) {
+                    (Some(x), Some(y)) => {
+                        if y > x {
+                            vb
+                        } else {
+                            va
+                        }
+                    }
+                    _ => return Err(schema_error(&k, ptr, format!("{k} must be a number"))),
+                }
+            }
+            "maximum" | "exclusiveMaximum" | "maxLength" | "maxItems" | "maxProperties" => {
+                match (dec_of(&va), dec_of(&vb)) {
+                    (Some(x), Some(y)) => {
+                        if y < x {
+                            vb
+                        } else {
+                            va
+                        }
+                    }
+                    _ => return Err(schema_error(&k, ptr, format!("{k} must be a number"))),
+                }
+            }
+            "enum" => {
+                let ea = va.as_array().cloned().unwrap_or_default();
+                let eb = vb.as_array().cloned().unwrap_or_default();
+                Value::Array(
+                    ea.into_iter()
+                        .filter(|x| eb.iter().any(|y| json_eq(x, y)))
+                        .collect(),
+                )
+            }
+            "const" => {
+                if json_eq(&va, &vb) {
+                    va
+                } else {
+                    out.insert("enum".into(), Value::Array(vec![]));
+                    va
+                }
+            }
+            "items" | "additionalItems" | "additionalProperties"
+                if !va.is_array() && !vb.is_array() =>
+            {
+                all_of(va, vb)
+            }
+            "$defs" | "definitions" => va,
+            _ if json_eq(&va, &vb) => va,
+            _ => {
+                return Err(schema_error(
+                    &k,
+                    ptr,
+                    format!(
+                        "allOf: two different values of `{k}` cannot be merged in this version"
+                    ),
+                ))
+            }
+        };
+        out.insert(k, merged);
+    }
+    // Properties one side declares are "additional" for the other side.
+    if let Some(Value::Object(props)) = out.get_mut("properties") {
+        for (extra, others, mine) in [
+            (&a_extra, &b_props, &a_props),
+            (&b_extra, &a_props, &b_props),
+        ] {
+            if let Some(x) = extra {
+                for p in others.iter().filter(|p| !mine.contains(p)) {
+                    if let Some(v) = props.remove(p) {
+                        props.insert(p.clone(), all_of(v, x.clone()));
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,81 @@
+//! Small constructors over `regex_syntax::hir::Hir`, so the schema compiler never builds regex
+//! text (and never has to escape it).
+
+use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, Repetition};
+
+/// The bytes of `s`, literally.
+pub(crate) fn lit(s: &str) -> Hir {
+    Hir::literal(s.as_bytes())
+}
+
+/// One character out of the inclusive code point ranges.
+pub(crate) fn class(ranges: &[(char, char)]) -> Hir {
+    let c = ClassUnicode::new(ranges.iter().map(|&(a, b)| ClassUnicodeRange::new(a, b)));
+    Hir::class(Class::Unicode(c))
+}
+
+/// One ASCII digit in `lo..=hi` (`lo <= hi <= 9`).
+pub(crate) fn digits(lo: u8, hi: u8) -> Hir {
+    class(&[((b'0' + lo) as char, (b'0' + hi) as char)])
+}
+
+pub(crate) fn concat(items: Vec<Hir>) -> Hir {
+    Hir::concat(items)
+}
+
+/// The alternation of `items`; the empty alternation matches nothing.
+pub(crate) fn alt(items: Vec<Hir>) -> Hir {
+    Hir::alternation(items)
+}
+
+pub(crate) fn rep(sub: Hir, min: u32, max: Option<u32>) -> Hir {
+    if max == Some(0) {
+        return Hir::empty();
+    }
+    if min == 1 && max == Some(1) {
+        return sub;
+    }
+    Hir::repetition(Repetition {
+        min,
+        max,
+        greedy: true,
+        sub: Box::new(sub),
+    })
+}
+
+pub(crate) fn opt(sub: Hir) -> Hir {
+    rep(sub, 0, Some(1))
+}
+
+pub(crate) fn star(sub: Hir) -> Hir {
+    rep(sub, 0, None)
+}
+
+/// `Some(alternation)` of the present items, `None` when there is none.
+pub(crate) fn alt_opt(items: Vec<Option<Hir>>) -> Option<Hir> {
+    let v: Vec<Hir> = items.into_iter().flatten().collect();
+    if v.is_empty() {
+        None
+    } else {
+        Some(alt(v))
+    }
+}
+
+/// A rough size of a HIR (number of nodes, repetitions counted by their bound), used for the
+/// schema size budget before the NFA is built.
+pub(crate) fn weight(h: &Hir) -> u64 {
+    use regex_syntax::hir::HirKind::*;
+    match h.kind() {
+        Empty | Look(_) => 1,
+        Literal(l) => l.0.len() as u64,
+        Class(_) => 2,
+        Repetition(r) => {
+            let k = u64::from(r.max.unwrap_or(r.min).max(1));
+            k.saturating_mul(weight(&r.sub)).saturating_add(1)
+        }
+        Capture(c) => weight(&c.sub),
+        Concat(xs) | Alternation(xs) => {
+            xs.iter().fold(1u64, |acc, x| acc.saturating_add(weight(x)))
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! JSON Schema → regular language over JSON text (a `regex_syntax` HIR), for
+//! [`crate::Grammar::from_json_schema`].
+//!
+//! The HIR is built directly (no regex text, so nothing to escape). The language is the set of
+//! JSON texts that validate against the schema *and* follow the documented restrictions:
+//! properties in schema order, additional properties after the declared ones, the whitespace
+//! policy of [`JsonSchemaOptions::whitespace`], recursion and nesting unrolled to fixed depths.
+//! `docs/json-schema.md` states the language exactly; unsupported validity keywords are a
+//! [`crate::Error::Schema`] naming the keyword and the JSON pointer (warnings when `lenient`).
+//!
+//! Submodules: [`options`] (the option table), `compile` (the schema walker, `allOf` merging,
+//! `oneOf` disjointness), `number` (exact numeric-range regexes), `string` (JSON string
+//! spellings, ECMA-262 patterns, formats).
+
+mod compile;
+mod hirs;
+mod number;
+pub mod options;
+mod string;
+
+use regex_syntax::hir::Hir;
+use serde_json::Value;
+
+use crate::error::Result;
+pub use options::{AdditionalProperties, Formats, JsonSchemaOptions, OneOf, Whitespace};
+
+/// A compiled schema: the language as a HIR, and the warnings collected on the way.
+#[derive(Debug, Clone)]
+pub struct CompiledSchema {
+    pub hir: Hir,
+    pub warnings: Vec<String>,
+}
+
+/// Compile `schema` into the HIR of its JSON texts.
+pub fn compile(schema: &Value, opts: &JsonSchemaOptions) -> Result<CompiledSchema> {
+    let mut c = compile::Compiler::new(schema, opts)?;
+    let hir = c.compile_root()?;
+    Ok(CompiledSchema {
+        hir,
+        warnings: c.warnings,
+    })
+}
+
+/// Any JSON object (values nest up to `max_nesting_depth` levels), with the whitespace policy.
+pub fn any_object(opts: &JsonSchemaOptions) -> Result<CompiledSchema> {
+    let root = Value::Bool(true);
+    let mut c = compile::Compiler::new(&root, opts)?;
+    Ok(CompiledSchema {
+        hir: c.any_object(),
+        warnings: vec![],
+    })
+}
+
+/// Exactly one of the given strings (raw text, not JSON).
+pub fn choice<S: AsRef<str>>(choices: &[S]) -> Hir {
+    Hir::alternation(
+        choices
+            .iter()
+            .map(|c| Hir::literal(c.as_ref().as_bytes()))
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+pub(crate) mod test_util {
+    use regex_syntax::hir::Hir;
+
+    use crate::regex::{LazyDfa, RegexOptions, DEAD};
+
+    /// Full-match tester over a HIR, on the crate's own lazy DFA.
+    pub struct Re(LazyDfa);
+
+    impl Re {
+        pub fn new(h: &Hir) -> Re {
+            Re(LazyDfa::from_hir("test", h, &RegexOptions::default()).unwrap())
+        }
+
+        pub fn is_match(&self, s: &str) -> bool {
+            let st = self.0.walk(self.0.start(), s.as_bytes()).unwrap();
+            st != DEAD && self.0.is_accepting(st)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,200 @@
+//! The one options table of the JSON Schema compiler. The Python keyword arguments, and later
+//! the vLLM request keys, CLI flags and cache keys, use these names and string values.
+
+use crate::error::{Error, Result};
+
+/// Whether objects accept properties the schema does not declare, when it says nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AdditionalProperties {
+    /// The JSON Schema default: undeclared properties are allowed (after the declared ones).
+    Allow,
+    /// Behave as if every object schema said `"additionalProperties": false`.
+    Forbid,
+}
+
+/// What `format` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Formats {
+    /// Known formats constrain the string (unknown formats accept any string).
+    Assert,
+    /// `format` is an annotation: any string.
+    Annotate,
+}
+
+/// How `oneOf` is compiled when its branches are not provably disjoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OneOf {
+    /// A `SchemaError` naming `oneOf` (a warning and `anyOf` when `lenient`).
+    Error,
+    /// Compile it as `anyOf` (a superset: a value matching two branches is accepted).
+    AnyOf,
+}
+
+/// Where whitespace may appear in the JSON text.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Whitespace {
+    /// At most one space after `:` and `,`, nowhere else (what `json.dumps` writes).
+    Default,
+    /// No whitespace at all.
+    Compact,
+    /// Up to `max_whitespace` characters of `[ \t\n\r]` at every place JSON allows whitespace
+    /// inside a value (not before or after the top-level value).
+    Flexible,
+    /// A regex (over `[ \t\n\r]` only) used at every place JSON allows whitespace inside a value.
+    Pattern(String),
+}
+
+/// Options of [`crate::Grammar::from_json_schema`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct JsonSchemaOptions {
+    pub additional_properties: AdditionalProperties,
+    pub formats: Formats,
+    pub one_of: OneOf,
+    pub whitespace: Whitespace,
+    /// Bound of each whitespace run for `Whitespace::Flexible`.
+    pub max_whitespace: u32,
+    /// How many times one `$ref` may be entered while it is already being expanded.
+    pub max_recursion_depth: u32,
+    /// Levels of nested arrays/objects inside an unconstrained ("any JSON") value.
+    pub max_nesting_depth: u32,
+    /// At the recursion limit, drop values that need deeper recursion even when they are
+    /// required (the grammar then accepts a subset); without it such a schema is an error.
+    pub truncate_recursion: bool,
+    /// Unsupported keywords become warnings (the grammar then accepts a superset).
+    pub lenient: bool,
+}
+
+impl Default for JsonSchemaOptions {
+    fn default() -> Self {
+        JsonSchemaOptions {
+            additional_properties: AdditionalProperties::Allow,
+            formats: Formats::Assert,
+            one_of: OneOf::Error,
+            whitespace: Whitespace::Default,
+            max_whitespace: 4,
+            max_recursion_depth: 3,
+            max_nesting_depth: 3,
+            truncate_recursion: false,
+            lenient: false,
+        }
+    }
+}
+
+fn bad(name: &str, value: &str, allowed: &str) -> Error {
+    Error::InvalidArgument(format!(
+        "{name}={value:?} is not an option value; use one of {allowed}"
+    ))
+}
+
+impl JsonSchemaOptions {
+    /// Set an option from its name and string value (the form shared by all front ends).
+    pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
+        let int = |v: &str| -> Result<u32> {
+            v.parse::<u32>().map_err(|_| {
+                Error::InvalidArgument(format!("{name} must be a non-negative integer, got {v:?}"))
+            })
+        };
+        let boolean = |v: &str| -> Result<bool> {
+            match v {
+                "true" | "True" | "1" => Ok(true),
+                "false" | "False" | "0" => Ok(false),
+                _ => Err(bad(name, v, "true, false")),
+            }
+        };
+        match name {
+            "additional_properties" => {
+                self.additional_properties = match value {
+                    "allow" => AdditionalProperties::Allow,
+                    "forbid" => AdditionalProperties::Forbid,
+                    _ => return Err(bad(name, value, "\"allow\", \"forbid\"")),
+                }
+            }
+            "formats" => {
+                self.formats = match value {
+                    "assert" => Formats::Assert,
+                    "annotate" => Formats::Annotate,
+                    _ => return Err(bad(name, value, "\"assert\", \"annotate\"")),
+                }
+            }
+            "one_of" => {
+                self.one_of = match value {
+                    "error" => OneOf::Error,
+                    "any_of" => OneOf::AnyOf,
+                    _ => return Err(bad(name, value, "\"error\", \"any_of\"")),
+                }
+            }
+            "whitespace" => {
+                self.whitespace = match value {
+                    "default" => Whitespace::Default,
+                    "compact" => Whitespace::Compact,
+                    "flexible" => Whitespace::Flexible,
+                    p => Whitespace::Pattern(p.to_string()),
+                }
+            }
+            "max_whitespace" => self.max_whitespace = int(value)?,
+            "max_recursion_depth" => self.max_recursion_depth = int(value)?,
+            "max_nesting_depth" => self.max_nesting_depth = int(value)?,
+            "truncate_recursion" => self.truncate_recursion = boolean(value)?,
+            "lenient" => self.lenient = boolean(value)?,
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "unknown JSON Schema option {name:?}; options are: {}",
+                    Self::NAMES.join(", ")
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// The options as canonical JSON (every option, in [`Self::NAMES`] order, as the string
+    /// value `set` accepts): part of cache keys and index-file headers.
+    pub fn canonical(&self) -> String {
+        let ws = match &self.whitespace {
+            Whitespace::Default => "default".to_string(),
+            Whitespace::Compact => "compact".to_string(),
+            Whitespace::Flexible => "flexible".to_string(),
+            Whitespace::Pattern(p) => p.clone(),
+        };
+        let values: [String; 9] = [
+            match self.additional_properties {
+                AdditionalProperties::Allow => "allow",
+                AdditionalProperties::Forbid => "forbid",
+            }
+            .into(),
+            match self.formats {
+                Formats::Assert => "assert",
+                Formats::Annotate => "annotate",
+            }
+            .into(),
+            match self.one_of {
+                OneOf::Error => "error",
+                OneOf::AnyOf => "any_of",
+            }
+            .into(),
+            ws,
+            self.max_whitespace.to_string(),
+            self.max_recursion_depth.to_string(),
+            self.max_nesting_depth.to_string(),
+            self.truncate_recursion.to_string(),
+            self.lenient.to_string(),
+        ];
+        let mut map = serde_json::Map::new();
+        for (k, v) in Self::NAMES.iter().zip(values) {
+            map.insert((*k).to_string(), serde_json::Value::String(v));
+        }
+        serde_json::Value::Object(map).to_string()
+    }
+
+    /// The option names.
+    pub const NAMES: [&'static str; 9] = [
+        "additional_properties",
+        "formats",
+        "one_of",
+        "whitespace",
+        "max_whitespace",
+        "max_recursion_depth",
+        "max_nesting_depth",
+        "truncate_recursion",
+        "lenient",
+    ];
+}

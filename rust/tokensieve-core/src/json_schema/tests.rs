@@ -1,0 +1,437 @@
+//! Per-keyword tests: each schema with JSON texts it must accept and reject.
+
+use serde_json::{json, Value};
+
+use super::test_util::Re;
+use super::*;
+use crate::error::Error;
+
+fn lang(schema: Value) -> Re {
+    lang_with(schema, &JsonSchemaOptions::default())
+}
+
+fn lang_with(schema: Value, o: &JsonSchemaOptions) -> Re {
+    Re::new(&compile(&schema, o).unwrap().hir)
+}
+
+fn check(schema: Value, ok: &[&str], bad: &[&str]) {
+    let r = lang(schema.clone());
+    for t in ok {
+        assert!(r.is_match(t), "{schema} should accept {t}");
+    }
+    for t in bad {
+        assert!(!r.is_match(t), "{schema} should reject {t}");
+    }
+}
+
+fn schema_err(schema: Value, o: &JsonSchemaOptions) -> (String, String) {
+    match compile(&schema, o) {
+        Err(Error::Schema {
+            keyword, pointer, ..
+        }) => (keyword, pointer),
+        Err(e) => panic!("expected a schema error for {schema}, got {e}"),
+        Ok(_) => panic!("expected a schema error for {schema}, got a grammar"),
+    }
+}
+
+#[test]
+fn types() {
+    check(json!({"type": "null"}), &["null"], &["nul", "0"]);
+    check(json!({"type": "boolean"}), &["true", "false"], &["null"]);
+    check(
+        json!({"type": "integer"}),
+        &["0", "-12", "12"],
+        &["1.5", "01", "1e3", "-"],
+    );
+    check(
+        json!({"type": "number"}),
+        &["0", "-1.5e-3", "2E+7", "0.25"],
+        &["01", ".5", "1."],
+    );
+    check(
+        json!({"type": ["string", "null"]}),
+        &["null", "\"x\""],
+        &["1"],
+    );
+    check(
+        json!({"type": "string", "nullable": true}),
+        &["null", "\"\""],
+        &["true"],
+    );
+    check(json!(true), &["1", "{\"a\": [1, {}]}", "[]"], &["{a}"]);
+    check(json!({}), &["null", "[1, 2]"], &["[1,,2]"]);
+    assert!(matches!(
+        compile(&json!(false), &JsonSchemaOptions::default()),
+        Err(Error::Schema { .. })
+    ));
+}
+
+#[test]
+fn const_and_enum() {
+    check(
+        json!({"const": 1}),
+        &["1", "1.0", "1.00"],
+        &["2", "1e0", "01"],
+    );
+    check(json!({"const": 1.5}), &["1.5", "1.50"], &["1.51"]);
+    check(
+        json!({"const": "a/é"}),
+        &[r#""a/é""#, r#""a\/\u00e9""#, r#""\u0061/\u00E9""#],
+        &[r#""a/E""#, r#""a/\u00C9""#],
+    );
+    check(
+        json!({"enum": ["x", 2, null, [1, "y"], {"k": false}]}),
+        &[
+            r#""x""#,
+            "2",
+            "null",
+            r#"[1, "y"]"#,
+            r#"[1,"y"]"#,
+            r#"{"k": false}"#,
+        ],
+        &[r#""y""#, "3", "[1]", r#"{"k":true}"#],
+    );
+    check(
+        json!({"type": "string", "enum": ["a", 1]}),
+        &[r#""a""#],
+        &["1"],
+    );
+    check(
+        json!({"enum": ["ab", "abc"], "maxLength": 2}),
+        &[r#""ab""#],
+        &[r#""abc""#],
+    );
+    check(json!({"enum": [1, 5], "minimum": 2}), &["5"], &["1"]);
+}
+
+#[test]
+fn objects() {
+    let s = json!({
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"}},
+        "required": ["b"],
+        "additionalProperties": false
+    });
+    check(
+        s,
+        &[
+            r#"{"b": "x"}"#,
+            r#"{"a": 1, "b": "x"}"#,
+            r#"{"b":"x","c":true}"#,
+            r#"{"a": 1, "b": "x", "c": false}"#,
+        ],
+        &[
+            "{}",
+            r#"{"a": 1}"#,
+            r#"{"b": "x", "a": 1}"#,
+            r#"{"b": "x", "d": 1}"#,
+            r#"{"b":  "x"}"#,
+            r#"{ "b": "x"}"#,
+        ],
+    );
+    // optional properties in any combination
+    let s = json!({"properties": {"a": {}, "b": {}, "c": {}}, "additionalProperties": false, "type": "object"});
+    check(
+        s,
+        &[
+            "{}",
+            r#"{"a": 1}"#,
+            r#"{"b": 1}"#,
+            r#"{"c": 1}"#,
+            r#"{"a": 1, "c": 2}"#,
+            r#"{"b": 1, "c": 2}"#,
+        ],
+        &[r#"{, "b": 1}"#, r#"{"a": 1,}"#],
+    );
+    // spec default: extra properties allowed, after the declared ones, never a declared name
+    let s = json!({"type": "object", "properties": {"a": {"type": "integer"}}});
+    check(
+        s.clone(),
+        &[
+            r#"{"a": 1, "z": [1, {"q": null}]}"#,
+            r#"{"ab": "x"}"#,
+            r#"{"b": 1, "c": 2}"#,
+        ],
+        &[
+            r#"{"a": "x"}"#,
+            r#"{"a": 1, "a": "x"}"#,
+            r#"{"\u0061": "x"}"#,
+        ],
+    );
+    let forbid = JsonSchemaOptions {
+        additional_properties: AdditionalProperties::Forbid,
+        ..Default::default()
+    };
+    let r = lang_with(s, &forbid);
+    assert!(r.is_match(r#"{"a": 1}"#) && !r.is_match(r#"{"a": 1, "b": 2}"#));
+    check(
+        json!({"type": "object", "properties": {"a": {}}, "additionalProperties": {"type": "integer"}}),
+        &[r#"{"a": "s", "b": 1}"#, r#"{"b": 1, "c": 2}"#],
+        &[r#"{"b": "s"}"#],
+    );
+    check(
+        json!({"type": "object", "required": ["x"], "additionalProperties": {"type": "integer"}}),
+        &[r#"{"x": 1}"#, r#"{"x": 1, "y": 2}"#],
+        &["{}", r#"{"x": "s"}"#],
+    );
+    check(
+        json!({"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 1, "maxProperties": 2}),
+        &[r#"{"x": 1}"#, r#"{"x": 1, "y": 2}"#],
+        &["{}", r#"{"x": 1, "y": 2, "z": 3}"#],
+    );
+}
+
+#[test]
+fn arrays() {
+    check(
+        json!({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3}),
+        &["[1]", "[1, 2]", "[1,2,3]"],
+        &["[]", "[1, 2, 3, 4]", "[1.5]", "[1 ,2]"],
+    );
+    check(
+        json!({"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": false}),
+        &["[]", r#"["a"]"#, r#"["a", 1]"#],
+        &[r#"[1]"#, r#"["a", 1, 2]"#],
+    );
+    check(
+        json!({"type": "array", "prefixItems": [{"type": "string"}], "items": {"type": "integer"}, "minItems": 2}),
+        &[r#"["a", 1]"#, r#"["a", 1, 2]"#],
+        &[r#"["a"]"#, r#"["a", "b"]"#],
+    );
+    check(
+        json!({"type": "array", "items": [{"type": "null"}], "additionalItems": {"type": "boolean"}}),
+        &["[]", "[null]", "[null, true, false]"],
+        &["[true]"],
+    );
+}
+
+#[test]
+fn strings() {
+    check(
+        json!({"type": "string", "minLength": 2, "maxLength": 3}),
+        &[
+            r#""ab""#,
+            r#""a\nb""#,
+            r#""\u00e9\u00E9\"""#,
+            r#""😀😀""#,
+            r#""\ud83d\ude00x""#,
+        ],
+        &[r#""a""#, r#""abcd""#, r#""\q""#, "\"a\u{1}\""],
+    );
+    check(
+        json!({"type": "string", "pattern": "^[a-c]+$", "maxLength": 2}),
+        &[r#""ab""#, r#""\u0061""#],
+        &[r#""abc""#, r#""""#, r#""ad""#],
+    );
+    check(
+        json!({"type": "string", "pattern": "b"}),
+        &[r#""abc""#, r#""b""#],
+        &[r#""ac""#],
+    );
+    check(
+        json!({"type": "string", "pattern": "^\\d{2}$"}),
+        &[r#""12""#],
+        &[r#""1a""#],
+    );
+    check(
+        json!({"type": "string", "format": "date"}),
+        &[r#""2024-02-29""#],
+        &[r#""2023-02-29""#, r#""2024-1-1""#],
+    );
+    check(
+        json!({"type": "string", "format": "ipv4"}),
+        &[r#""10.0.0.255""#],
+        &[r#""256.1.1.1""#],
+    );
+    check(
+        json!({"type": "string", "format": "uuid"}),
+        &[r#""123e4567-e89b-12d3-a456-426614174000""#],
+        &[r#""123e4567""#],
+    );
+    check(
+        json!({"type": "string", "format": "no-such-format"}),
+        &[r#""x""#],
+        &["1"],
+    );
+    let ann = JsonSchemaOptions {
+        formats: Formats::Annotate,
+        ..Default::default()
+    };
+    assert!(lang_with(json!({"type": "string", "format": "date"}), &ann).is_match(r#""nope""#));
+    let (k, p) = schema_err(
+        json!({"properties": {"x": {"type": "string", "pattern": "(?=a)"}}}),
+        &JsonSchemaOptions::default(),
+    );
+    assert_eq!((k.as_str(), p.as_str()), ("pattern", "/properties/x"));
+    // a large bound stays linear
+    let c = compile(
+        &json!({"type": "string", "maxLength": 5000}),
+        &JsonSchemaOptions::default(),
+    );
+    assert!(c.is_ok());
+}
+
+#[test]
+fn numbers() {
+    check(
+        json!({"type": "integer", "minimum": -5, "exclusiveMaximum": 100}),
+        &["-5", "0", "-0", "99"],
+        &["-6", "100", "1000"],
+    );
+    check(
+        json!({"type": "integer", "minimum": 3, "exclusiveMinimum": true, "maximum": 7}),
+        &["4", "7"],
+        &["3", "8"],
+    );
+    check(
+        json!({"type": "number", "minimum": 0.5, "maximum": 2}),
+        &["0.5", "1", "1.999", "2", "2.000"],
+        &["0.49", "2.001", "-1", "1e0"],
+    );
+    let (k, _) = schema_err(
+        json!({"type": "number", "multipleOf": 3}),
+        &JsonSchemaOptions::default(),
+    );
+    assert_eq!(k, "multipleOf");
+}
+
+#[test]
+fn combinators() {
+    check(
+        json!({"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 1}]}),
+        &["1", r#""a""#],
+        &[r#""ab""#, "null"],
+    );
+    check(
+        json!({"oneOf": [{"type": "integer"}, {"type": "string"}]}),
+        &["1", r#""ab""#],
+        &["null"],
+    );
+    check(
+        json!({"oneOf": [
+            {"type": "object", "properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}, "required": ["kind"], "additionalProperties": false},
+            {"type": "object", "properties": {"kind": {"const": "b"}}, "required": ["kind"], "additionalProperties": false}
+        ]}),
+        &[r#"{"kind": "a", "x": 1}"#, r#"{"kind": "b"}"#],
+        &[r#"{"kind": "b", "x": 1}"#],
+    );
+    let (k, p) = schema_err(
+        json!({"oneOf": [{"type": "integer"}, {"type": "number"}]}),
+        &JsonSchemaOptions::default(),
+    );
+    assert_eq!((k.as_str(), p.as_str()), ("oneOf", ""));
+    let any = JsonSchemaOptions {
+        one_of: OneOf::AnyOf,
+        ..Default::default()
+    };
+    assert!(lang_with(
+        json!({"oneOf": [{"type": "integer"}, {"type": "number"}]}),
+        &any
+    )
+    .is_match("1.5"));
+    check(
+        json!({"allOf": [
+            {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0}}, "required": ["a"]},
+            {"properties": {"a": {"maximum": 9}, "b": {"type": "string"}}, "required": ["b"], "additionalProperties": false}
+        ]}),
+        &[r#"{"a": 3, "b": "x"}"#],
+        &[
+            r#"{"a": 10, "b": "x"}"#,
+            r#"{"a": 3}"#,
+            r#"{"a": 3, "b": "x", "c": 1}"#,
+        ],
+    );
+    // per the spec, a sibling `additionalProperties: false` sees no properties of its own
+    let (k, _) = schema_err(
+        json!({"allOf": [{"type": "object", "properties": {"a": {}}, "required": ["a"]}], "additionalProperties": false}),
+        &JsonSchemaOptions::default(),
+    );
+    assert_eq!(k, "");
+}
+
+#[test]
+fn refs_and_recursion() {
+    let s = json!({
+        "$defs": {"node": {"type": "object", "properties": {
+            "v": {"type": "integer"},
+            "next": {"$ref": "#/$defs/node"}
+        }, "required": ["v"], "additionalProperties": false}},
+        "$ref": "#/$defs/node"
+    });
+    let o = JsonSchemaOptions {
+        max_recursion_depth: 2,
+        ..Default::default()
+    };
+    let r = lang_with(s, &o);
+    assert!(r.is_match(r#"{"v": 1}"#));
+    assert!(r.is_match(r#"{"v": 1, "next": {"v": 2}}"#));
+    assert!(!r.is_match(r#"{"v": 1, "next": {"v": 2, "next": {"v": 3}}}"#));
+    // a required recursive field at the limit is an error, unless truncate_recursion
+    let s = json!({
+        "definitions": {"t": {"type": "object", "properties": {"kid": {"$ref": "#/definitions/t"}}, "required": ["kid"]}},
+        "anyOf": [{"type": "null"}, {"$ref": "#/definitions/t"}]
+    });
+    let (k, _) = schema_err(s.clone(), &JsonSchemaOptions::default());
+    assert_eq!(k, "$ref");
+    let t = JsonSchemaOptions {
+        truncate_recursion: true,
+        ..Default::default()
+    };
+    assert!(lang_with(s, &t).is_match("null"));
+    let (k, _) = schema_err(
+        json!({"$ref": "http://x/y.json"}),
+        &JsonSchemaOptions::default(),
+    );
+    assert_eq!(k, "$ref");
+}
+
+#[test]
+fn unsupported_and_lenient() {
+    let s = json!({"type": "object", "properties": {"a": {"type": "array", "contains": {"type": "integer"}}}});
+    let (k, p) = schema_err(s.clone(), &JsonSchemaOptions::default());
+    assert_eq!((k.as_str(), p.as_str()), ("contains", "/properties/a"));
+    let o = JsonSchemaOptions {
+        lenient: true,
+        ..Default::default()
+    };
+    let c = compile(&s, &o).unwrap();
+    assert!(c.warnings.iter().any(|w| w.contains("contains")));
+    // annotations are ignored
+    compile(&json!({"title": "t", "description": "d", "examples": [1], "type": "integer", "$comment": "c"}), &JsonSchemaOptions::default()).unwrap();
+}
+
+#[test]
+fn whitespace_policies() {
+    let s = json!({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}, "additionalProperties": false});
+    let compact = JsonSchemaOptions {
+        whitespace: Whitespace::Compact,
+        ..Default::default()
+    };
+    let r = lang_with(s.clone(), &compact);
+    assert!(r.is_match(r#"{"a":[1,2]}"#) && !r.is_match(r#"{"a": [1,2]}"#));
+    let flex = JsonSchemaOptions {
+        whitespace: Whitespace::Flexible,
+        max_whitespace: 2,
+        ..Default::default()
+    };
+    let r = lang_with(s.clone(), &flex);
+    assert!(r.is_match("{\n \"a\" :\t[ 1 ,2 ]\n}") && !r.is_match("{   \"a\": []}"));
+    let custom = JsonSchemaOptions {
+        whitespace: Whitespace::Pattern("\\n?".into()),
+        ..Default::default()
+    };
+    assert!(lang_with(s.clone(), &custom).is_match("{\n\"a\":\n[1,\n2\n]}"));
+    let bad = JsonSchemaOptions {
+        whitespace: Whitespace::Pattern("x".into()),
+        ..Default::default()
+    };
+    assert!(matches!(compile(&s, &bad), Err(Error::InvalidArgument(_))));
+}
+
+#[test]
+fn any_object_and_choice() {
+    let r = Re::new(&any_object(&JsonSchemaOptions::default()).unwrap().hir);
+    assert!(r.is_match(r#"{"a": [1, {"b": null}], "c": "d"}"#) && !r.is_match("[]"));
+    let r = Re::new(&choice(&["yes", "no"]));
+    assert!(r.is_match("yes") && !r.is_match("\"yes\""));
+}

@@ -1,0 +1,418 @@
+"""JSON Schema grammars: per-keyword accept/reject tables fed token by token through a real
+vocabulary, and random walks over allowed tokens checked with the `jsonschema` package."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tokensieve as ts
+
+jsonschema = pytest.importorskip("jsonschema")
+
+
+@pytest.fixture(scope="module")
+def vocab() -> ts.Vocabulary:
+    try:
+        return ts.Vocabulary.from_tekken()
+    except Exception as e:  # pragma: no cover - mistral-common missing
+        pytest.skip(f"no Tekken vocabulary: {e}")
+
+
+@pytest.fixture(scope="module")
+def lookup(vocab: ts.Vocabulary) -> tuple[dict[bytes, int], int]:
+    table: dict[bytes, int] = {}
+    longest = 1
+    for i in range(vocab.vocab_size):
+        b = vocab.token_bytes(i)
+        if b:
+            table.setdefault(b, i)
+            longest = max(longest, len(b))
+    return table, longest
+
+
+def allowed(row: np.ndarray) -> np.ndarray:
+    bits = np.unpackbits(np.ascontiguousarray(row).view(np.uint8), bitorder="little")
+    return np.flatnonzero(bits)
+
+
+def accepts(grammar: ts.Grammar, text: str, lookup: tuple[dict[bytes, int], int]) -> bool:
+    """Feed `text` with longest-prefix tokens, checking each token against the mask. The DFA is
+    byte-level, so one tokenization decides membership."""
+    table, longest = lookup
+    m = grammar.matcher()
+    bm = ts.allocate_token_bitmask(1, grammar.vocab.vocab_size)
+    data = text.encode()
+    i = 0
+    while i < len(data):
+        for n in range(min(longest, len(data) - i), 0, -1):
+            tok = table.get(data[i : i + n])
+            if tok is not None:
+                break
+        else:
+            raise AssertionError(f"no token spells {data[i : i + 1]!r}")
+        m.fill_next_token_bitmask(bm)
+        bit = bool((int(np.asarray(bm)[0][tok >> 5]) >> (tok & 31)) & 1)
+        ok = m.accept_token(tok)
+        assert ok == bit, f"mask and accept_token disagree on {data[i : i + n]!r}"
+        if not ok:
+            return False
+        i += n
+    return m.is_accepting()
+
+
+def oracle(schema: Any) -> Any:
+    """A jsonschema validator with format checking; draft 7 for tuple-form `items`."""
+    old = isinstance(schema, dict) and isinstance(schema.get("items"), list)
+    cls = jsonschema.Draft7Validator if old else jsonschema.Draft202012Validator
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def dumps(v: Any) -> str:
+    return json.dumps(v, separators=(", ", ": "))
+
+
+# (schema, instance, accepted) — instances are serialized with json.dumps(", ", ": ").
+CASES: list[tuple[dict[str, Any] | bool, Any, bool]] = [
+    # type / nullable / boolean schemas
+    ({"type": "integer"}, 42, True),
+    ({"type": "integer"}, 4.5, False),
+    ({"type": "number"}, -0.125, True),
+    ({"type": "string"}, 'héllo "q" \n', True),
+    ({"type": "string"}, 3, False),
+    ({"type": ["string", "null"]}, None, True),
+    ({"type": ["string", "null"]}, True, False),
+    ({"type": "integer", "nullable": True}, None, True),
+    ({"type": "boolean"}, False, True),
+    (True, {"a": [1, None, "x"]}, True),
+    ({}, [1, {"b": 2}], True),
+    # const / enum
+    ({"const": "a/b"}, "a/b", True),
+    ({"const": "a/b"}, "a/c", False),
+    ({"const": 1}, 1.0, True),
+    ({"const": {"k": [1, 2]}}, {"k": [1, 2]}, True),
+    ({"enum": ["red", "green", 3, None]}, "green", True),
+    ({"enum": ["red", "green", 3, None]}, "blue", False),
+    ({"enum": ["red", "green", 3, None]}, None, True),
+    ({"enum": ["é", "ü"]}, "ü", True),
+    # objects
+    (
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+            "required": ["a"],
+            "additionalProperties": False,
+        },
+        {"a": 1, "b": "x"},
+        True,
+    ),
+    (
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+            "required": ["a"],
+            "additionalProperties": False,
+        },
+        {"b": "x"},
+        False,
+    ),
+    (
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+            "additionalProperties": False,
+        },
+        {"b": "x"},
+        True,
+    ),
+    (
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+        {"a": 1, "z": 2},
+        False,
+    ),
+    ({"type": "object", "properties": {"a": {"type": "integer"}}}, {"a": 1, "z": [2, {}]}, True),
+    ({"type": "object", "properties": {"a": {"type": "integer"}}}, {"z": 2, "a": 1}, False),
+    (
+        {"type": "object", "additionalProperties": {"type": "boolean"}},
+        {"x": True, "y": False},
+        True,
+    ),
+    ({"type": "object", "additionalProperties": {"type": "boolean"}}, {"x": 1}, False),
+    (
+        {"type": "object", "additionalProperties": {"type": "integer"}, "maxProperties": 1},
+        {"x": 1, "y": 2},
+        False,
+    ),
+    # arrays
+    ({"type": "array", "items": {"type": "integer"}, "maxItems": 2}, [1, 2], True),
+    ({"type": "array", "items": {"type": "integer"}, "maxItems": 2}, [1, 2, 3], False),
+    ({"type": "array", "items": {"type": "integer"}, "minItems": 1}, [], False),
+    (
+        {"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}]},
+        ["a", 1, None],
+        True,
+    ),
+    (
+        {"type": "array", "prefixItems": [{"type": "string"}], "items": False},
+        ["a", "b"],
+        False,
+    ),
+    ({"type": "array", "items": [{"type": "integer"}], "additionalItems": False}, [1], True),
+    ({"type": "array", "items": [{"type": "integer"}], "additionalItems": False}, [1, 2], False),
+    # strings
+    ({"type": "string", "minLength": 2, "maxLength": 3}, "ab", True),
+    ({"type": "string", "minLength": 2, "maxLength": 3}, "a\n", True),
+    ({"type": "string", "minLength": 2, "maxLength": 3}, "abcd", False),
+    ({"type": "string", "maxLength": 2}, "😀😀", True),
+    ({"type": "string", "pattern": "^[a-z]+-\\d+$"}, "abc-12", True),
+    ({"type": "string", "pattern": "^[a-z]+-\\d+$"}, "abc-x", False),
+    ({"type": "string", "pattern": "x"}, "axb", True),
+    ({"type": "string", "format": "date"}, "2024-02-29", True),
+    ({"type": "string", "format": "date"}, "2023-02-29", False),
+    ({"type": "string", "format": "date-time"}, "2024-01-02T03:04:05Z", True),
+    ({"type": "string", "format": "ipv4"}, "192.168.0.1", True),
+    ({"type": "string", "format": "ipv4"}, "192.168.0.256", False),
+    ({"type": "string", "format": "uuid"}, "123e4567-e89b-12d3-a456-426614174000", True),
+    ({"type": "string", "format": "email"}, "a.b@example.com", True),
+    ({"type": "string", "format": "email"}, "nope", False),
+    ({"type": "string", "format": "unknown-format"}, "anything", True),
+    # numbers
+    ({"type": "integer", "minimum": 10, "maximum": 20}, 15, True),
+    ({"type": "integer", "minimum": 10, "maximum": 20}, 21, False),
+    ({"type": "integer", "exclusiveMinimum": 10}, 10, False),
+    ({"type": "integer", "minimum": 10, "exclusiveMinimum": True}, 11, True),
+    ({"type": "number", "minimum": -1.5, "maximum": 2.25}, 2.25, True),
+    ({"type": "number", "minimum": -1.5, "maximum": 2.25}, -1.6, False),
+    # combinators and refs
+    ({"anyOf": [{"type": "integer"}, {"type": "null"}]}, None, True),
+    ({"oneOf": [{"type": "integer"}, {"type": "string"}]}, "s", True),
+    (
+        {"allOf": [{"type": "integer", "minimum": 0}, {"maximum": 5}]},
+        6,
+        False,
+    ),
+    (
+        {
+            "$defs": {"pos": {"type": "integer", "minimum": 1}},
+            "type": "object",
+            "properties": {"n": {"$ref": "#/$defs/pos"}},
+            "required": ["n"],
+        },
+        {"n": 0},
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(("schema", "instance", "expected"), CASES)
+def test_keyword_table(
+    vocab: ts.Vocabulary,
+    lookup: tuple[dict[bytes, int], int],
+    schema: dict[str, Any] | bool,
+    instance: Any,
+    expected: bool,
+) -> None:
+    g = ts.Grammar.from_json_schema(schema, vocab)
+    text = dumps(instance)
+    assert accepts(g, text, lookup) == expected, text
+    if expected and not (isinstance(schema, dict) and "nullable" in schema):  # OpenAPI keyword
+        assert oracle(schema).is_valid(instance)
+
+
+def test_escaped_spellings(vocab: ts.Vocabulary, lookup: tuple[dict[bytes, int], int]) -> None:
+    g = ts.Grammar.from_json_schema({"enum": ["é/x", "b"]}, vocab)
+    for text in ['"é/x"', '"\\u00e9\\/x"', '"\\u00E9/x"', '"\\u0062"']:
+        assert accepts(g, text, lookup), text
+    g = ts.Grammar.from_json_schema({"type": "string", "maxLength": 1}, vocab)
+    assert accepts(g, json.dumps("😀"), lookup)  # one character, spelled as a surrogate pair
+    assert not accepts(g, '"ab"', lookup)
+
+
+def test_schema_inputs_and_errors(
+    vocab: ts.Vocabulary, lookup: tuple[dict[bytes, int], int]
+) -> None:
+    g = ts.Grammar.from_json_schema('{"type": "integer"}', vocab)
+    assert accepts(g, "12", lookup)
+    with pytest.raises(ts.SchemaError) as e:
+        ts.Grammar.from_json_schema(
+            {"type": "object", "properties": {"a": {"type": "array", "contains": {}}}}, vocab
+        )
+    assert e.value.keyword == "contains" and e.value.pointer == "/properties/a"
+    with pytest.raises(ts.SchemaError) as e:
+        ts.Grammar.from_json_schema({"type": "string", "pattern": "a(?=b)"}, vocab)
+    assert e.value.keyword == "pattern"
+    with pytest.raises(ts.SchemaError) as e:
+        ts.Grammar.from_json_schema({"oneOf": [{"type": "integer"}, {"type": "number"}]}, vocab)
+    assert e.value.keyword == "oneOf"
+    g = ts.Grammar.from_json_schema(
+        {"oneOf": [{"type": "integer"}, {"type": "number"}]}, vocab, one_of="any_of"
+    )
+    assert accepts(g, "1.5", lookup)
+    g = ts.Grammar.from_json_schema({"type": "array", "uniqueItems": True}, vocab, lenient=True)
+    assert any("uniqueItems" in w for w in g.warnings)
+    with pytest.raises(ValueError, match="unknown JSON Schema option"):
+        ts.Grammar.from_json_schema({}, vocab, no_such_option=1)
+    with pytest.raises(ValueError, match="whitespace"):
+        ts.Grammar.from_json_schema({}, vocab, whitespace="x+")
+
+
+def test_options(vocab: ts.Vocabulary, lookup: tuple[dict[bytes, int], int]) -> None:
+    s = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    g = ts.Grammar.from_json_schema(s, vocab, additional_properties="forbid")
+    assert accepts(g, '{"a": 1}', lookup) and not accepts(g, '{"a": 1, "b": 2}', lookup)
+    g = ts.Grammar.from_json_schema(s, vocab, whitespace="compact")
+    assert accepts(g, '{"a":1}', lookup) and not accepts(g, '{"a": 1}', lookup)
+    g = ts.Grammar.from_json_schema(s, vocab, whitespace="flexible", max_whitespace=3)
+    assert accepts(g, '{\n  "a" : 1\n}', lookup) and not accepts(g, '{     "a": 1}', lookup)
+    g = ts.Grammar.from_json_schema({"type": "string", "format": "date"}, vocab, formats="annotate")
+    assert accepts(g, '"not a date"', lookup)
+    rec = {
+        "$defs": {
+            "n": {
+                "type": "object",
+                "properties": {"next": {"$ref": "#/$defs/n"}},
+                "additionalProperties": False,
+            }
+        },
+        "$ref": "#/$defs/n",
+    }
+    g = ts.Grammar.from_json_schema(rec, vocab, max_recursion_depth=2)
+    assert accepts(g, '{"next": {}}', lookup)
+    assert not accepts(g, '{"next": {"next": {}}}', lookup)
+    req = {
+        "$defs": {
+            "t": {"type": "object", "properties": {"k": {"$ref": "#/$defs/t"}}, "required": ["k"]}
+        },
+        "anyOf": [{"type": "null"}, {"$ref": "#/$defs/t"}],
+    }
+    with pytest.raises(ts.SchemaError, match="max_recursion_depth"):
+        ts.Grammar.from_json_schema(req, vocab)
+    g = ts.Grammar.from_json_schema(req, vocab, truncate_recursion=True)
+    assert accepts(g, "null", lookup)
+
+
+def test_pydantic_model(vocab: ts.Vocabulary, lookup: tuple[dict[bytes, int], int]) -> None:
+    pydantic = pytest.importorskip("pydantic")
+
+    class Pet(pydantic.BaseModel):
+        name: str
+        age: int = pydantic.Field(ge=0, le=30)
+        tags: list[str] = []
+
+    g = ts.Grammar.from_json_schema(Pet, vocab)
+    assert accepts(g, dumps({"name": "Rex", "age": 3, "tags": ["a"]}), lookup)
+    assert not accepts(g, dumps({"name": "Rex", "age": 31}), lookup)
+
+
+def test_choice_and_json_object(vocab: ts.Vocabulary, lookup: tuple[dict[bytes, int], int]) -> None:
+    g = ts.Grammar.from_choice(["yes", "no", "maybe so"], vocab)
+    assert accepts(g, "maybe so", lookup) and not accepts(g, "nope", lookup)
+    g = ts.Grammar.from_json_object(vocab)
+    assert accepts(g, dumps({"a": [1, {"b": None}], "c": "d"}), lookup)
+    assert not accepts(g, "[1]", lookup)
+
+
+PRIORITY = [b'"', b"}", b"]", b"0", b"1", b"null", b"a", b"true", b":", b",", b" "]
+
+WALK_SCHEMAS: list[dict[str, Any]] = [
+    {
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer", "minimum": -50, "maximum": 1234},
+            "name": {"type": "string", "minLength": 1, "maxLength": 8},
+            "score": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
+            "kind": {"enum": ["a", "b", 3]},
+            "tags": {
+                "type": "array",
+                "items": {"type": "string", "pattern": "^[a-z]{1,3}$"},
+                "maxItems": 3,
+            },
+        },
+        "required": ["id", "kind"],
+        "additionalProperties": False,
+    },
+    {
+        "type": "object",
+        "properties": {
+            "when": {"type": "string", "format": "date"},
+            "ip": {"type": "string", "format": "ipv4"},
+        },
+    },
+    {
+        "$defs": {
+            "node": {
+                "type": "object",
+                "properties": {
+                    "v": {"type": "integer"},
+                    "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+                },
+                "required": ["v"],
+                "additionalProperties": False,
+            }
+        },
+        "$ref": "#/$defs/node",
+    },
+    {
+        "oneOf": [
+            {
+                "type": "object",
+                "properties": {"t": {"const": "x"}, "n": {"type": "integer"}},
+                "required": ["t"],
+                "additionalProperties": False,
+            },
+            {
+                "type": "object",
+                "properties": {"t": {"const": "y"}, "s": {"type": "string"}},
+                "required": ["t"],
+                "additionalProperties": False,
+            },
+        ]
+    },
+    {
+        "type": "array",
+        "prefixItems": [{"type": "boolean"}, {"type": "null"}],
+        "items": {"type": "number", "minimum": -2.5, "maximum": 7},
+    },
+]
+
+
+@pytest.mark.parametrize("schema_index", range(len(WALK_SCHEMAS)))
+def test_random_walks_validate(
+    vocab: ts.Vocabulary, lookup: tuple[dict[bytes, int], int], schema_index: int
+) -> None:
+    schema = WALK_SCHEMAS[schema_index]
+    g = ts.Grammar.from_json_schema(schema, vocab)
+    table, _ = lookup
+    prio = [table[p] for p in PRIORITY if p in table]
+    eos = set(vocab.eos_token_ids)
+    validator = oracle(schema)
+    rng = random.Random(1234 + schema_index)
+    bm = ts.allocate_token_bitmask(1, vocab.vocab_size)
+    for _ in range(12):
+        m = g.matcher()
+        out = b""
+        for step in range(600):
+            m.fill_next_token_bitmask(bm)
+            ids = allowed(np.asarray(bm)[0])
+            assert len(ids) > 0
+            ok_eos = [t for t in ids.tolist() if t in eos]
+            if ok_eos and (step > 25 or rng.random() < 0.3):
+                assert m.accept_token(ok_eos[0])
+                break
+            if step < 25 or rng.random() < 0.2:
+                tok = int(rng.choice(ids.tolist()))
+            else:
+                idset = set(ids.tolist())
+                tok = next((p for p in prio if p in idset), int(rng.choice(ids.tolist())))
+            if tok in eos:
+                assert m.accept_token(tok)
+                break
+            assert m.accept_token(tok)
+            out += vocab.token_bytes(tok) or b""
+        assert m.is_finished(), f"walk did not finish: {out[:200]!r}"
+        value = json.loads(out.decode())
+        assert validator.is_valid(value), (out, list(validator.iter_errors(value)))
