@@ -117,6 +117,8 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 def tokenizer_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("tok")
     vocab = {"a": 0, "b": 1, "1": 2, "2": 3, "-": 4, "</s>": 5, "x": 6, "y": 7}
+    for ch in '"{}[]:, 03456789.e+tfrunls\\':
+        vocab.setdefault(ch, len(vocab))
     doc = {"model": {"type": "BPE", "vocab": vocab, "merges": []}, "decoder": None}
     (folder / "tokenizer.json").write_text(json.dumps(doc))
     return folder / "tokenizer.json"
@@ -163,3 +165,136 @@ def test_cli_exit_codes(tmp_path: Path, tokenizer_json: Path) -> None:
     r = cli("inspect", str(bad))
     assert r.returncode == 1 and "not a tokensieve index" in r.stderr
     assert cli("inspect", str(tmp_path / "missing")).returncode == 2
+
+
+def test_json_schema_round_trip_keeps_kind_and_property_order(tmp_path: Path) -> None:
+    v = ts.Vocabulary.from_tekken()
+    schema = {
+        "type": "object",
+        "properties": {
+            "z": {"type": "integer", "minimum": 0, "maximum": 99},
+            "a": {"enum": ["x", "y"]},
+        },
+        "required": ["z", "a"],
+        "additionalProperties": False,
+    }
+    g = ts.Grammar.from_json_schema(schema, v, whitespace="compact")
+    path = tmp_path / "s.tsidx"
+    g.save(path)
+    header = ts._core.read_index_header(path)
+    assert header["constraint_kind"] == "json_schema"
+    assert list(json.loads(header["constraint"])["properties"]) == ["z", "a"]
+    assert json.loads(header["options"])["whitespace"] == "compact"
+    loaded = ts.Grammar.load(path, v)
+    assert loaded.source_hash == g.source_hash
+    other = ts.Grammar.from_json_schema(schema, v)  # different whitespace option
+    assert other.source_hash != g.source_hash
+    words = ts.bitmask_words(v.vocab_size)
+    rng = random.Random(3)
+    for _ in range(10):
+        a, b = g.matcher(), loaded.matcher()
+        x, y = np.zeros(words, np.int32), np.zeros(words, np.int32)
+        text = b""
+        while not a.is_finished():
+            a.fill_next_token_bitmask(x)
+            b.fill_next_token_bitmask(y)
+            np.testing.assert_array_equal(x, y)
+            t = int(rng.choice(np.flatnonzero(np.unpackbits(x.view(np.uint8), bitorder="little"))))
+            assert a.accept_token(t) and b.accept_token(t)
+            text += v.token_bytes(t) or b""
+        doc = json.loads(text)
+        assert list(doc) == ["z", "a"] and 0 <= doc["z"] <= 99
+
+
+def test_cli_compiles_schema_files_folders_and_jsonl(tmp_path: Path, tokenizer_json: Path) -> None:
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    (schemas / "one.json").write_text(json.dumps({"enum": ["a", "b"]}))
+    (schemas / "two.json").write_text(json.dumps({"type": "integer", "minimum": 1, "maximum": 12}))
+    r = cli(
+        "compile",
+        "--json-schema",
+        str(schemas / "one.json"),
+        "--tokenizer",
+        str(tokenizer_json),
+        "-o",
+        str(tmp_path / "one.tsidx"),
+    )
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "out"
+    r = cli(
+        "compile",
+        "--json-schema",
+        str(schemas),
+        "--tokenizer",
+        str(tokenizer_json),
+        "-o",
+        str(out),
+        "--jobs",
+        "2",
+    )
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["one.tsidx", "two.tsidx"]
+    jl = tmp_path / "s.jsonl"
+    jl.write_text(
+        json.dumps({"id": "x1", "schema": {"const": "ab"}})
+        + "\n"
+        + json.dumps({"id": "bad", "schema": {"type": "string", "not": {"const": "a"}}})
+        + "\n"
+    )
+    r = cli(
+        "compile",
+        "--json-schema",
+        str(jl),
+        "--tokenizer",
+        str(tokenizer_json),
+        "-o",
+        str(tmp_path / "jl"),
+    )
+    assert r.returncode == 1  # one schema uses an unsupported keyword
+    assert "not" in r.stderr and (tmp_path / "jl" / "x1.tsidx").is_file()
+    r = cli(
+        "compile",
+        "--json-schema",
+        str(jl),
+        "--tokenizer",
+        str(tokenizer_json),
+        "-o",
+        str(tmp_path / "jl2"),
+        "--lenient",
+    )
+    assert r.returncode == 0, r.stderr
+    r = cli(
+        "compile",
+        "--choice",
+        "ab",
+        "ba",
+        "--tokenizer",
+        str(tokenizer_json),
+        "-o",
+        str(tmp_path / "c.tsidx"),
+    )
+    assert r.returncode == 0, r.stderr
+    r = cli(
+        "compile",
+        "--json-object",
+        "--tokenizer",
+        str(tokenizer_json),
+        "-o",
+        str(tmp_path / "o.tsidx"),
+        "--whitespace",
+        "compact",
+    )
+    assert r.returncode == 0, r.stderr
+    assert (
+        cli(
+            "compile",
+            "--json-schema",
+            str(tmp_path / "missing.json"),
+            "--tokenizer",
+            str(tokenizer_json),
+            "-o",
+            str(tmp_path / "m"),
+        ).returncode
+        == 2
+    )

@@ -146,7 +146,11 @@ fn describe_bytes(bytes: &[u8]) -> String {
             j += 1;
         }
         let show = |b: u8| {
-            format!("{:?}", b as char).trim_matches('\'').to_string() + &format!("(0x{b:02X})")
+            if b.is_ascii_graphic() || b == b' ' {
+                format!("{:?} (0x{b:02X})", b as char)
+            } else {
+                format!("0x{b:02X}")
+            }
         };
         if i == j {
             parts.push(show(bytes[i]));
@@ -433,7 +437,7 @@ mod tests {
         let idx = TokenIndex::new(1 << 20);
         let s = dfa.walk(dfa.start(), b"a").unwrap();
         let e = idx.mask(&v, &dfa, s).unwrap_err();
-        assert!(e.to_string().contains("c(0x63)"), "{e}");
+        assert!(e.to_string().contains("'c' (0x63)"), "{e}");
     }
 
     #[test]
