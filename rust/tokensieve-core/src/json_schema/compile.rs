@@ -96,8 +96,13 @@ const UNSUPPORTED: &[&str] = &[
     "$recursiveRef",
 ];
 
-/// Rough upper bound on the HIR size of one schema (see `hirs::weight`).
-const MAX_WEIGHT: u64 = 20_000_000;
+/// Rough upper bound on the HIR size of one schema (see `hirs::weight`). A HIR node costs on
+/// the order of 100 bytes, and the NFA built from it more, so this keeps a compile well below a
+/// gigabyte; the NFA's own byte limit applies after it.
+const MAX_WEIGHT: u64 = 2_000_000;
+
+/// Upper bound on the summed weight of all sub-schema HIRs built during one compile.
+const MAX_BUILT: u64 = 8_000_000;
 
 /// Longest `minLength`/`maxLength`/`minItems`/`maxItems` bound compiled as a counted repeat.
 const MAX_COUNT: u64 = 10_000;
@@ -225,6 +230,9 @@ pub(crate) struct Compiler<'a> {
     cuts: u64,
     any_cache: Vec<Hir>,
     any_string: Hir,
+    /// Total weight of every sub-schema HIR built so far (copies included): bounds the
+    /// memory spent while compiling, before the final size check.
+    built: u64,
 }
 
 fn ws_chars_only(h: &Hir) -> bool {
@@ -282,6 +290,7 @@ impl<'a> Compiler<'a> {
             cuts: 0,
             any_cache: Vec::new(),
             any_string,
+            built: 0,
         })
     }
 
@@ -400,6 +409,21 @@ impl<'a> Compiler<'a> {
     }
 
     pub fn schema(&mut self, s: &Value, ptr: &str) -> Result<Option<Hir>> {
+        let h = self.schema_unchecked(s, ptr)?;
+        if let Some(h) = &h {
+            self.built = self.built.saturating_add(weight(h));
+            if self.built > MAX_BUILT {
+                return Err(Error::Budget(format!(
+                    "the schema expands to more than {MAX_BUILT} automaton nodes while compiling \
+                     (at #{ptr}): lower max_nesting_depth / max_recursion_depth, count bounds, \
+                     or use additional_properties=\"forbid\""
+                )));
+            }
+        }
+        Ok(h)
+    }
+
+    fn schema_unchecked(&mut self, s: &Value, ptr: &str) -> Result<Option<Hir>> {
         match s {
             Value::Bool(true) => Ok(Some(self.any_value(self.opts.max_nesting_depth))),
             Value::Bool(false) => Ok(None),
@@ -1273,6 +1297,33 @@ impl<'a> Compiler<'a> {
             let key = encode(&key).expect("character classes only");
             concat(vec![lit("\""), key, lit("\""), self.colon(), v])
         });
+        // Size of the body before building it: the tail after the first present property is
+        // linear, but each leading optional property starts its own alternative holding a copy
+        // of everything after it, so a property is copied once per optional property before it
+        // (up to the first required one).
+        let mut estimate = 0u64;
+        let mut leading_optional = 0u64;
+        let mut all_optional = true;
+        for (kv, req) in &items {
+            estimate = estimate.saturating_add(weight(kv).saturating_mul(1 + leading_optional));
+            if *req {
+                all_optional = false;
+            } else if all_optional {
+                leading_optional += 1;
+            }
+        }
+        if let Some(kv) = &extra_kv {
+            estimate = estimate.saturating_add(weight(kv).saturating_mul(2 + leading_optional));
+        }
+        self.built = self.built.saturating_add(estimate);
+        if estimate > MAX_WEIGHT || self.built > MAX_BUILT {
+            return Err(Error::Budget(format!(
+                "the object at #{ptr} expands to about {estimate} automaton nodes (limit \
+                 {MAX_WEIGHT}; {leading_optional} optional properties before the first required \
+                 one each repeat what follows): lower max_nesting_depth / max_recursion_depth, \
+                 mark properties required, or use additional_properties=\"forbid\""
+            )));
+        }
         let body = self.props_from(&items, 0, true, extra_kv.as_ref(), extra_bounds);
         Ok(Some(self.wrap("{", body, "}")))
     }
@@ -1297,17 +1348,25 @@ impl<'a> Compiler<'a> {
             };
         }
         let (kv, req) = &items[i];
-        let mut with = Vec::new();
         if !first {
-            with.push(self.comma());
+            // After the first present property every later one is `, kv`, present or not: a
+            // plain sequence of optional groups, linear in the number of properties.
+            let mut parts = Vec::with_capacity(items.len() - i + 1);
+            for (kv, req) in &items[i..] {
+                let group = concat(vec![self.comma(), kv.clone()]);
+                parts.push(if *req { group } else { rep(group, 0, Some(1)) });
+            }
+            parts.push(self.props_from(items, items.len(), false, extra, eb));
+            return concat(parts);
         }
-        with.push(kv.clone());
-        with.push(self.props_from(items, i + 1, false, extra, eb));
-        let with = concat(with);
+        let with = concat(vec![
+            kv.clone(),
+            self.props_from(items, i + 1, false, extra, eb),
+        ]);
         if *req {
             with
         } else {
-            alt(vec![with, self.props_from(items, i + 1, first, extra, eb)])
+            alt(vec![with, self.props_from(items, i + 1, true, extra, eb)])
         }
     }
 }

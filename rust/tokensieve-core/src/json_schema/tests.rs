@@ -435,3 +435,46 @@ fn any_object_and_choice() {
     let r = Re::new(&choice(&["yes", "no"]));
     assert!(r.is_match("yes") && !r.is_match("\"yes\""));
 }
+
+#[test]
+fn many_optional_properties_stay_small() {
+    // Optional properties after the first present one form a plain sequence of optional
+    // groups; building it used to copy the tail twice per property (exponential).
+    let mut props = serde_json::Map::new();
+    for i in 0..40 {
+        props.insert(
+            format!("p{i}"),
+            json!({"type": "integer", "minimum": 0, "maximum": 9}),
+        );
+    }
+    let o = JsonSchemaOptions {
+        additional_properties: AdditionalProperties::Forbid,
+        ..Default::default()
+    };
+    let schema = json!({"type": "object", "properties": props});
+    let c = compile(&schema, &o).unwrap();
+    assert!(hirs::weight(&c.hir) < 200_000, "{}", hirs::weight(&c.hir));
+    let r = Re::new(&c.hir);
+    assert!(r.is_match("{}"));
+    assert!(r.is_match(r#"{"p3": 1, "p17": 2, "p39": 9}"#));
+    assert!(!r.is_match(r#"{"p17": 2, "p3": 1}"#));
+    assert!(!r.is_match(r#"{, "p3": 1}"#));
+}
+
+#[test]
+fn oversized_schemas_fail_with_a_budget_error() {
+    // Nested objects whose optional properties each repeat the rest: a clear error, early.
+    // (The schema itself has 30^3 nodes; deeper nesting would make the test data huge.)
+    let mut inner = json!({"type": "string"});
+    for _ in 0..3 {
+        let mut props = serde_json::Map::new();
+        for i in 0..30 {
+            props.insert(format!("k{i}"), inner.clone());
+        }
+        inner = json!({"type": "object", "properties": props});
+    }
+    match compile(&inner, &JsonSchemaOptions::default()) {
+        Err(Error::Budget(m)) => assert!(m.contains("automaton nodes"), "{m}"),
+        other => panic!("expected a budget error, got {:?}", other.map(|_| ())),
+    }
+}
