@@ -8,7 +8,7 @@ EXTRAS ?= test,lint,torch
 
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: help venv build demo test test-rust test-python lint fmt bench clean
+.PHONY: help venv build demo test test-rust test-python test-vllm lint fmt bench clean
 
 help:
 	@echo "make demo   - set up, compile a constraint for a real tokenizer, show constrained output"
@@ -38,6 +38,10 @@ test-rust:
 
 test-python:
 	$(PY) -m pytest -q
+
+# tokensieve.vllm against a real vLLM 0.32.0 in .venv-vllm (first run ~5 min and 8.5 GB, then ~40 s)
+test-vllm:
+	bash tests/vllm/run.sh
 
 lint: build
 	cargo fmt --all -- --check

@@ -1,0 +1,53 @@
+"""Constrained decoding in vLLM: logits processors for the V2 and V1 model runners.
+
+vLLM dropped its own ``guided_json`` / ``guided_regex`` request fields; these processors bring
+them back through per-request ``SamplingParams.extra_args`` (``vllm_xargs`` on the OpenAI
+server): one of ``guided_json``, ``guided_regex``, ``guided_choice``, ``guided_json_object``, plus
+options named as in the Python API with a ``guided_`` prefix (``guided_whitespace`` …)::
+
+    from vllm import LLM, SamplingParams
+    from tokensieve.vllm import GuidedLogitsProcessor, GuidedLogitsProcessorV1
+
+    llm = LLM(model=..., logits_processors=[GuidedLogitsProcessor])   # V2 runner (default)
+    # VLLM_USE_V2_MODEL_RUNNER=0 or a CPU-only host: logits_processors=[GuidedLogitsProcessorV1]
+    out = llm.generate("Year:", SamplingParams(extra_args={"guided_regex": "(19|20)[0-9]{2}"}))
+
+``vllm serve MODEL --logits-processors tokensieve.vllm:GuidedLogitsProcessor`` and
+``{"vllm_xargs": {"guided_json": "{\\"type\\": \\"object\\"}"}}`` in a request body do the same
+over HTTP. A malformed or unsupported constraint is rejected at admission (``validate_params``:
+HTTP 400 with the reason); a failure later (a constraint this vocabulary cannot spell, a budget
+hit, a token outside the grammar) finishes only that request (EOS only), with a log line.
+
+This package imports without vLLM; vLLM is imported only to subclass its base classes when it
+is installed.
+"""
+
+from tokensieve.vllm.constraints import (
+    GRAMMAR_CACHE,
+    Constraint,
+    GrammarCache,
+    compile_constraint,
+    constraint_from_extra_args,
+)
+from tokensieve.vllm.engine import (
+    default_vocabulary,
+    set_default_vocabulary,
+    vocabulary_from_vllm_config,
+)
+from tokensieve.vllm.guides import RequestGuide
+from tokensieve.vllm.v1 import GuidedLogitsProcessorV1
+from tokensieve.vllm.v2 import GuidedLogitsProcessor
+
+__all__ = [
+    "GRAMMAR_CACHE",
+    "Constraint",
+    "GrammarCache",
+    "GuidedLogitsProcessor",
+    "GuidedLogitsProcessorV1",
+    "RequestGuide",
+    "compile_constraint",
+    "constraint_from_extra_args",
+    "default_vocabulary",
+    "set_default_vocabulary",
+    "vocabulary_from_vllm_config",
+]

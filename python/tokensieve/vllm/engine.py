@@ -1,0 +1,235 @@
+"""What the V1 and V2 processors share: the engine's vocabulary, request admission, guides.
+
+The vocabulary is built once per engine (per process, per tokenizer and vocab size) from vLLM's
+tokenizer and ``model_config.get_vocab_size()`` (the logits width). Tests and embedders without
+a model config inject one: ``GuidedLogitsProcessorV1.with_vocabulary(vocab)`` returns a subclass
+bound to it, and :func:`set_default_vocabulary` sets one for every processor in the process.
+
+``validate_params`` runs in vLLM's front end, which has no model runner and, for a processor
+class, no config: it compiles against the vocabulary bound to the class, else the default one,
+else the one engine vocabulary built in this process, else a model-independent byte vocabulary
+(:func:`~tokensieve.vllm.constraints.validation_vocabulary`), which catches malformed and
+unsupported constraints and budget overruns. Compiled grammars go through the shared bounded
+cache, so the engine's compile of an admitted request is a cache hit when both run in one
+process.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import tokensieve as ts
+from tokensieve.vllm.constraints import (
+    GRAMMAR_CACHE,
+    Constraint,
+    GrammarCache,
+    constraint_from_extra_args,
+    describe_error,
+    validation_vocabulary,
+)
+from tokensieve.vllm.guides import RequestGuide
+
+__all__ = [
+    "GuidedProcessorBase",
+    "default_vocabulary",
+    "set_default_vocabulary",
+    "vocabulary_from_vllm_config",
+]
+
+logger = logging.getLogger("tokensieve")
+
+_DEFAULT: list[ts.Vocabulary] = []
+# (tokenizer name, vocab size) -> vocabulary, for engines built in this process
+_ENGINE_VOCABS: dict[tuple[str, int], ts.Vocabulary] = {}
+_LOCK = threading.Lock()
+
+
+def set_default_vocabulary(vocab: ts.Vocabulary | None) -> None:
+    """Use ``vocab`` for every processor built afterwards (and for ``validate_params``) in this
+    process; ``None`` clears it."""
+    with _LOCK:
+        _DEFAULT.clear()
+        if vocab is not None:
+            if not isinstance(vocab, ts.Vocabulary):
+                raise TypeError(f"expected tokensieve.Vocabulary, got {type(vocab).__name__}")
+            _DEFAULT.append(vocab)
+
+
+def default_vocabulary() -> ts.Vocabulary | None:
+    """The vocabulary set by :func:`set_default_vocabulary`, if any."""
+    return _DEFAULT[0] if _DEFAULT else None
+
+
+def _generation_eos_ids(model_config: Any) -> list[int]:
+    try:
+        cfg = model_config.try_get_generation_config() or {}
+    except Exception:
+        return []
+    eos = cfg.get("eos_token_id") if isinstance(cfg, dict) else None
+    if isinstance(eos, int):
+        return [eos]
+    if isinstance(eos, (list, tuple)):
+        return [int(e) for e in eos if isinstance(e, int)]
+    return []
+
+
+def _load_vllm_tokenizer(model_config: Any) -> Any:
+    import importlib
+
+    for module in ("vllm.tokenizers.registry", "vllm.transformers_utils.tokenizer"):
+        try:  # the registry since vLLM 0.1x; transformers_utils before
+            load = importlib.import_module(module).cached_tokenizer_from_config
+        except (ImportError, AttributeError):
+            continue
+        return load(model_config)
+    raise ImportError("vLLM's cached_tokenizer_from_config was not found")
+
+
+def vocabulary_from_vllm_config(vllm_config: Any) -> ts.Vocabulary:
+    """The engine's vocabulary: vLLM's tokenizer, cut/padded to the model's vocab size.
+
+    EOS ids are the tokenizer's plus the generation config's ``eos_token_id`` entries (vLLM
+    stops on both). Raises ``ValueError`` when the config has no model (inject a vocabulary).
+    """
+    model_config = getattr(vllm_config, "model_config", None)
+    if model_config is None:
+        raise ValueError(
+            "tokensieve: vllm_config.model_config is None, so the vocabulary cannot be built "
+            "from the model's tokenizer; bind one with GuidedLogitsProcessor.with_vocabulary("
+            "vocab) or tokensieve.vllm.set_default_vocabulary(vocab)"
+        )
+    vocab_size = int(model_config.get_vocab_size())
+    name = str(getattr(model_config, "tokenizer", "") or getattr(model_config, "model", ""))
+    key = (name, vocab_size)
+    with _LOCK:
+        hit = _ENGINE_VOCABS.get(key)
+    if hit is not None:
+        return hit
+    tokenizer = _load_vllm_tokenizer(model_config)
+    if tokenizer is None:
+        raise ValueError(
+            "tokensieve: the engine runs with skip_tokenizer_init, so there is no tokenizer to "
+            "build the vocabulary from; use with_vocabulary(vocab) or set_default_vocabulary"
+        )
+    eos: list[int] = []
+    tok_eos = getattr(tokenizer, "eos_token_id", None)
+    if isinstance(tok_eos, int):
+        eos.append(tok_eos)
+    eos += [e for e in _generation_eos_ids(model_config) if e not in eos]
+    source: Any = tokenizer
+    if getattr(tokenizer, "backend_tokenizer", None) is None:
+        inner = getattr(tokenizer, "tokenizer", None)  # wrappers that hold the HF tokenizer
+        if inner is not None and getattr(inner, "backend_tokenizer", None) is not None:
+            source = inner
+        else:
+            source = name  # a local folder holding tokenizer.json
+    vocab = ts.Vocabulary.from_pretrained(
+        source, vocab_size=vocab_size, eos_token_ids=[e for e in eos if e < vocab_size] or None
+    )
+    with _LOCK:
+        _ENGINE_VOCABS[key] = vocab
+    logger.info(
+        "tokensieve: vocabulary for %s: %d ids (%d from the tokenizer), kind %s, EOS %s",
+        name,
+        vocab.vocab_size,
+        vocab.tokenizer_size,
+        vocab.kind,
+        vocab.eos_token_ids,
+    )
+    return vocab
+
+
+def _request_label(params: Any) -> str:
+    for attr in ("request_id", "req_id"):
+        v = getattr(params, attr, None)
+        if v:
+            return str(v)
+    return f"{id(params):x}"
+
+
+class GuidedProcessorBase:
+    """Vocabulary binding, ``validate_params`` and guide creation for both runner interfaces."""
+
+    # Set on the subclasses that with_vocabulary() creates.
+    bound_vocabulary: ClassVar[ts.Vocabulary | None] = None
+    cache: ClassVar[GrammarCache] = GRAMMAR_CACHE
+
+    vocab: ts.Vocabulary
+
+    @classmethod
+    def with_vocabulary(cls, vocab: ts.Vocabulary) -> Any:
+        """A subclass of this processor bound to ``vocab`` (for tests and in-process engines).
+
+        vLLM builds processors from the class alone; the bound subclass carries the vocabulary.
+        It is created at run time, so pass it as a class object, not by qualified name.
+        """
+        if not isinstance(vocab, ts.Vocabulary):
+            raise TypeError(f"expected tokensieve.Vocabulary, got {type(vocab).__name__}")
+        return type(
+            cls.__name__,
+            (cls,),
+            {"bound_vocabulary": vocab, "__module__": cls.__module__, "__doc__": cls.__doc__},
+        )
+
+    @classmethod
+    def admission_vocabulary(cls) -> ts.Vocabulary:
+        """The vocabulary ``validate_params`` compiles against (see the module docs)."""
+        if cls.bound_vocabulary is not None:
+            return cls.bound_vocabulary
+        default = default_vocabulary()
+        if default is not None:
+            return default
+        with _LOCK:
+            engines = list(_ENGINE_VOCABS.values())
+        if len(engines) == 1:
+            return engines[0]
+        return validation_vocabulary()
+
+    @classmethod
+    def validate_params(cls, sampling_params: Any) -> None:
+        """Reject a malformed or unsupported constraint with a ``ValueError`` the client sees."""
+        constraint = constraint_from_extra_args(getattr(sampling_params, "extra_args", None))
+        if constraint is None:
+            return
+        vocab = cls.admission_vocabulary()
+        grammar = cls.cache.get(constraint, vocab)
+        # The first mask (memoized in the grammar): a start the vocabulary cannot spell, or an
+        # automaton over budget right away, fails here rather than in the engine.
+        try:
+            grammar.matcher().fill_next_token_bitmask(
+                ts.allocate_token_bitmask(1, vocab.vocab_size)
+            )
+        except ts.TokensieveError as e:
+            raise ValueError(describe_error(constraint, e)) from e
+
+    def _resolve_vocabulary(self, vllm_config: Any) -> ts.Vocabulary:
+        if self.bound_vocabulary is not None:
+            return self.bound_vocabulary
+        default = default_vocabulary()
+        if default is not None:
+            return default
+        return vocabulary_from_vllm_config(vllm_config)
+
+    def _new_guide(self, params: Any, tokens: Sequence[int] | None = None) -> RequestGuide | None:
+        """The guide for a request entering the batch, or None when it is unconstrained.
+
+        Never raises: a request whose constraint cannot be compiled (it skipped validation, or
+        only this vocabulary cannot spell it) gets a failed guide, which allows only EOS.
+        """
+        label = _request_label(params)
+        try:
+            constraint: Constraint | None = constraint_from_extra_args(
+                getattr(params, "extra_args", None)
+            )
+        except ValueError as e:
+            return RequestGuide(None, error=str(e), label=label, tokens=tokens)
+        if constraint is None:
+            return None
+        try:
+            grammar = self.cache.get(constraint, self.vocab)
+        except Exception as e:
+            return RequestGuide(None, error=str(e), label=label, tokens=tokens)
+        return RequestGuide(grammar, label=label, tokens=tokens)

@@ -1,0 +1,220 @@
+"""Per-request decoding state shared by the vLLM and Hugging Face adapters.
+
+A :class:`RequestGuide` owns one request's matcher and the number of output tokens it has
+consumed, so an adapter only has to tell it what the request's output is now (a live list, or a
+count plus the newest token). A request whose constraint failed to compile, whose matcher hit a
+budget, or whose output left the grammar (a token the mask did not allow) is *failed*: from then
+on its row allows only EOS, the failure is logged once, and no exception leaves the adapter, so
+one bad request never takes a batch (or an engine) down.
+
+:func:`fill_guides` fills the bitmask rows of many guides in one parallel call;
+:func:`apply_bitmask` masks logits with :func:`tokensieve.apply_token_bitmask_inplace` (or a plain
+torch fallback when this build lacks it).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import tokensieve as ts
+
+__all__ = ["RequestGuide", "apply_bitmask", "eos_only_row", "fill_guides"]
+
+logger = logging.getLogger("tokensieve")
+
+# History kept by each matcher: enough to roll back speculative (draft) tokens or a few
+# discarded outputs; anything longer is replayed from the start instead.
+MAX_ROLLBACK = 64
+
+
+class RequestGuide:
+    """One request's matcher, how many of its output tokens it consumed, and its failure.
+
+    ``tokens`` optionally holds the request's live output-token list (vLLM V1 passes a list
+    that the engine appends to); :meth:`sync` then feeds what was appended since the last call.
+    """
+
+    __slots__ = ("grammar", "matcher", "consumed", "error", "compile_error", "label", "tokens")
+
+    def __init__(
+        self,
+        grammar: ts.Grammar | None,
+        *,
+        error: str | None = None,
+        label: str = "",
+        tokens: Sequence[int] | None = None,
+    ) -> None:
+        if grammar is None and error is None:
+            raise ValueError("a RequestGuide needs a grammar or an error")
+        self.grammar = grammar
+        self.matcher = grammar.matcher(max_rollback=MAX_ROLLBACK) if grammar is not None else None
+        self.consumed = 0
+        self.compile_error = error
+        self.error: str | None = None
+        self.label = label
+        self.tokens = tokens
+        if error is not None:
+            self.fail(error)
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+    def fail(self, message: str) -> None:
+        """Allow only EOS from now on; logged once per request."""
+        if self.error is None:
+            self.error = message
+            logger.warning(
+                "tokensieve: request %s is forced to end (EOS only): %s", self.label or "?", message
+            )
+
+    def reset(self) -> None:
+        """Back to the start of the output (a compile failure stays)."""
+        if self.matcher is not None:
+            self.matcher.reset()
+        self.consumed = 0
+        self.error = self.compile_error
+
+    def feed(self, token: int) -> None:
+        """Advance by one output token (counted even when ignored)."""
+        self.consumed += 1
+        m = self.matcher
+        if m is None or self.error is not None or m.is_finished():
+            return  # failed: EOS only; finished: tokens after EOS are not ours to judge
+        try:
+            ok = m.accept_token(int(token))
+        except Exception as e:  # a budget hit while advancing the automaton
+            self.fail(f"{type(e).__name__}: {e}")
+            return
+        if not ok:
+            self.fail(f"output token {int(token)} at position {self.consumed - 1} is not allowed")
+
+    def sync(self, tokens: Sequence[int] | None = None) -> None:
+        """Catch up with the output list (default: the live ``tokens`` list).
+
+        Negative ids are placeholders for tokens not yet known (async scheduling): consumption
+        stops there. A list shorter than what was consumed (tokens discarded) is replayed.
+        """
+        seq = self.tokens if tokens is None else tokens
+        if seq is None:
+            return
+        n = len(seq)
+        if n < self.consumed:
+            self._rewind(n, seq)
+        while self.consumed < n:
+            tok = int(seq[self.consumed])
+            if tok < 0:
+                break
+            self.feed(tok)
+
+    def sync_count(
+        self, n: int, last_token: int, fetch: Callable[[int, int], Sequence[int]]
+    ) -> None:
+        """Catch up to ``n`` output tokens, the last of which is ``last_token``.
+
+        ``fetch(start, end)`` returns output tokens ``start .. end`` (exclusive) when more than
+        one is missing (several accepted draft tokens, or a resumed request).
+        """
+        if n <= 0:
+            if self.consumed:
+                self.reset()
+            return
+        if n < self.consumed:
+            self._rewind(n, None, fetch)
+        if n == self.consumed:
+            return
+        if n > self.consumed + 1:
+            for tok in fetch(self.consumed, n - 1):
+                self.feed(int(tok))
+        self.feed(int(last_token))
+
+    def _rewind(
+        self,
+        n: int,
+        seq: Sequence[int] | None,
+        fetch: Callable[[int, int], Sequence[int]] | None = None,
+    ) -> None:
+        back = self.consumed - n
+        m = self.matcher
+        # Every consumed token was accepted (no failure, not finished), so the history has them.
+        if m is not None and self.error is None and not m.is_finished() and back <= m.history_len:
+            m.rollback(back)
+            self.consumed = n
+            return
+        self.reset()
+        if seq is not None:
+            return  # sync() replays from the list
+        if fetch is not None and n > 0:
+            for tok in fetch(0, n):
+                self.feed(int(tok))
+
+
+def eos_only_row(vocab: ts.Vocabulary) -> Any:
+    """A bitmask row (int32 torch tensor) allowing exactly the vocabulary's EOS ids."""
+    import torch
+
+    words = ts.bitmask_words(vocab.vocab_size)
+    values = [0] * words
+    for t in vocab.eos_token_ids:
+        if 0 <= t < vocab.vocab_size:
+            values[t // 32] |= 1 << (t % 32)
+    signed = [v - (1 << 32) if v >= (1 << 31) else v for v in values]
+    return torch.tensor(signed, dtype=torch.int32)
+
+
+def fill_guides(
+    guides: Sequence[RequestGuide], rows: Sequence[int], bitmask: Any, eos_row: Any
+) -> None:
+    """Fill ``bitmask[rows[k]]`` for ``guides[k]``: one parallel call for the healthy ones.
+
+    A guide whose fill raises is failed (and gets the EOS-only row) without affecting others.
+    """
+    live = [(g, r) for g, r in zip(guides, rows) if g.error is None and g.matcher is not None]
+    if live:
+        try:
+            ts.fill_next_token_bitmask(
+                [g.matcher for g, _ in live if g.matcher is not None],
+                bitmask,
+                [r for _, r in live],
+            )
+        except Exception:
+            for g, r in live:  # find the culprit(s) one row at a time
+                try:
+                    assert g.matcher is not None
+                    g.matcher.fill_next_token_bitmask(bitmask, r)
+                except Exception as e:
+                    g.fail(f"{type(e).__name__}: {e}")
+    for g, r in zip(guides, rows):
+        if g.error is not None:
+            bitmask[r] = eos_row
+
+
+def apply_bitmask(logits: Any, bitmask: Any, indices: Sequence[int], vocab_size: int) -> None:
+    """Set disallowed logits to ``-inf`` in rows ``indices`` (bitmask row ``i`` for logits row
+    ``i``); columns at or past ``vocab_size`` are disallowed."""
+    vocab_size = min(vocab_size, int(logits.shape[-1]))
+    apply = getattr(ts, "apply_token_bitmask_inplace", None)
+    if apply is not None:
+        apply(logits, bitmask, indices=list(indices), vocab_size=vocab_size)
+        return
+    _apply_bitmask_torch(logits, bitmask, indices, vocab_size)
+
+
+def _apply_bitmask_torch(
+    logits: Any, bitmask: Any, indices: Sequence[int], vocab_size: int
+) -> None:
+    import torch
+
+    if not indices:
+        return
+    rows = torch.tensor(list(indices), dtype=torch.long, device=logits.device)
+    words = bitmask.index_select(0, rows.to(bitmask.device)).to(logits.device)
+    shifts = torch.arange(32, dtype=torch.int32, device=logits.device)
+    allowed = ((words.unsqueeze(-1) >> shifts) & 1).bool().reshape(len(indices), -1)
+    width = int(logits.shape[-1])
+    keep = torch.zeros((len(indices), width), dtype=torch.bool, device=logits.device)
+    limit = min(vocab_size, allowed.shape[1], width)
+    keep[:, :limit] = allowed[:, :limit]
+    logits[rows] = logits[rows].masked_fill(~keep, float("-inf"))

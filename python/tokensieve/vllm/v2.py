@@ -1,0 +1,175 @@
+"""The logits processor for vLLM's V2 model runner (the default where Triton is available).
+
+::
+
+    llm = LLM(model=..., logits_processors=[GuidedLogitsProcessor])
+    params = SamplingParams(extra_args={"guided_json": {...}})
+
+The V2 interface (``vllm/v1/worker/gpu/sample/logits_processor/interface.py``) keys requests by
+persistent *slot*: ``add_request(slot, params)`` (re)initializes a slot, and every ``apply(logits,
+ctx)`` gets the step's layout: ``ctx.expanded_idx_mapping`` (logits row → slot),
+``ctx.expanded_local_pos`` (draft offset within the request), ``ctx.input_ids`` (the token fed at
+each row: the request's newest committed token at offset 0, a draft token after that) and
+``ctx.pos``. The sampled tokens live on the device, so each step does one small device-to-host
+copy of those four vectors (only when a constrained request is in the batch); a row at offset 0
+has ``pos + 1 - prompt_len`` committed output tokens, the newest of them ``input_ids[row]``.
+Output tokens the guide has not seen besides that one (several accepted draft tokens, a request
+resumed after preemption) are read from ``req_states.all_token_ids`` with one more copy.
+
+Speculative decoding: a request's draft rows are masked in order, each after the previous draft
+tokens, then the matcher is rolled back; rows after a draft token the grammar rejects allow only
+EOS (the rejection sampler discards them anyway).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+import tokensieve as ts
+from tokensieve.vllm.engine import GuidedProcessorBase
+from tokensieve.vllm.guides import RequestGuide, apply_bitmask, eos_only_row, fill_guides
+
+if TYPE_CHECKING:  # typed the same with or without vLLM installed
+    _V2Base = object
+else:
+    try:
+        from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as _V2Base
+    except ImportError:  # vLLM absent: the class still works when driven directly
+        _V2Base = object
+
+__all__ = ["GuidedLogitsProcessor"]
+
+
+class GuidedLogitsProcessor(GuidedProcessorBase, _V2Base):
+    """Regex / JSON Schema / choice constraints per request, for vLLM's V2 model runner.
+
+    A request opts in through ``SamplingParams.extra_args`` (see
+    :mod:`tokensieve.vllm.constraints`).
+    """
+
+    def __init__(self, vllm_config: Any, req_states: Any) -> None:
+        import torch
+
+        self.vocab = self._resolve_vocabulary(vllm_config)
+        self.req_states = req_states
+        self.device = torch.device(getattr(req_states, "device", "cpu"))
+        max_reqs = int(req_states.max_num_reqs)
+        self._guides: list[RequestGuide | None] = [None] * max_reqs
+        self._constrained = np.zeros(max_reqs, dtype=bool)
+        self._bitmask = self._allocate(max_reqs)
+        self._eos_row = eos_only_row(self.vocab)
+
+    def _allocate(self, rows: int) -> Any:
+        mask = ts.allocate_token_bitmask(max(rows, 1), self.vocab.vocab_size)
+        if self.device.type == "cuda":
+            mask = mask.pin_memory()
+        return mask
+
+    def guide(self, slot: int) -> RequestGuide | None:
+        """The guide of the request in a slot (None: unconstrained)."""
+        return self._guides[slot]
+
+    def add_request(self, req_idx: int, sampling_params: Any) -> bool:
+        guide = self._new_guide(sampling_params) if sampling_params is not None else None
+        self._guides[req_idx] = guide
+        self._constrained[req_idx] = guide is not None
+        return guide is not None
+
+    def apply_staged_writes(self) -> None:
+        return None
+
+    def is_argmax_invariant(self) -> bool:
+        """False: masking changes which token is the argmax (for callers that ask)."""
+        return False
+
+    def _fetch(self, slot: int, prompt_len: int, start: int, end: int) -> list[int]:
+        ids = self.req_states.all_token_ids.gpu[slot, prompt_len + start : prompt_len + end]
+        return [int(t) for t in ids.tolist()]
+
+    def apply(self, logits: Any, ctx: Any) -> Any:
+        import torch
+
+        if not self._constrained[np.asarray(ctx.idx_mapping_np)].any():
+            return logits
+        # The one small device-to-host copy of the step.
+        meta = torch.stack(
+            [
+                ctx.expanded_idx_mapping.to(torch.int64),
+                ctx.expanded_local_pos.to(torch.int64),
+                ctx.input_ids.to(torch.int64),
+                ctx.pos.to(torch.int64),
+            ]
+        ).cpu()
+        slot_of_row, local_pos, input_ids, pos = meta.tolist()
+        per_slot: dict[int, list[int]] = {}
+        for row, slot in enumerate(slot_of_row):
+            if self._constrained[slot]:
+                per_slot.setdefault(slot, []).append(row)
+        if not per_slot:
+            return logits
+        prompt_lens = self.req_states.prompt_len.np
+        main_guides: list[RequestGuide] = []
+        main_rows: list[int] = []
+        drafts: list[tuple[RequestGuide, list[int]]] = []
+        for slot, rows in per_slot.items():
+            guide = self._guides[slot]
+            assert guide is not None
+            rows.sort(key=lambda r: local_pos[r])
+            first = rows[0]
+            prompt_len = int(prompt_lens[slot])
+            try:
+                guide.sync_count(
+                    pos[first] + 1 - prompt_len,
+                    input_ids[first],
+                    functools.partial(self._fetch, slot, prompt_len),
+                )
+            except Exception as e:  # never let one request take the engine down
+                guide.fail(f"{type(e).__name__}: {e}")
+            main_guides.append(guide)
+            main_rows.append(first)
+            if len(rows) > 1:
+                drafts.append((guide, rows[1:]))
+        n_rows = int(logits.shape[0])
+        if self._bitmask.shape[0] < n_rows:
+            self._bitmask = self._allocate(max(n_rows, 2 * self._bitmask.shape[0]))
+        bitmask = self._bitmask[:n_rows]
+        fill_guides(main_guides, main_rows, bitmask, self._eos_row)
+        indices = list(main_rows)
+        for guide, rows in drafts:
+            self._fill_drafts(guide, rows, input_ids, bitmask)
+            indices.extend(rows)
+        if logits.device.type != "cpu":
+            # One host buffer is enough: the next step's device-to-host copy waits for this one.
+            bitmask = bitmask.to(logits.device, non_blocking=True)
+        apply_bitmask(logits, bitmask, indices, self.vocab.vocab_size)
+        return logits
+
+    def _fill_drafts(
+        self, guide: RequestGuide, rows: list[int], input_ids: list[int], bitmask: Any
+    ) -> None:
+        """Mask draft rows: each after the draft tokens before it; then roll them back."""
+        m = guide.matcher
+        accepted = 0
+        alive = guide.error is None and m is not None
+        try:
+            for row in rows:
+                if alive and m is not None:
+                    alive = m.accept_token(int(input_ids[row]))
+                    if alive:
+                        accepted += 1
+                        m.fill_next_token_bitmask(bitmask, row)
+                if not alive:
+                    bitmask[row] = self._eos_row
+        except Exception as e:
+            guide.fail(f"{type(e).__name__}: {e}")
+            for row in rows:
+                bitmask[row] = self._eos_row
+        finally:
+            if accepted and m is not None:
+                try:
+                    m.rollback(accepted)
+                except Exception as e:  # more drafts than the kept history
+                    guide.fail(f"{type(e).__name__}: {e}")

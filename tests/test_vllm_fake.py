@@ -1,0 +1,869 @@
+"""tokensieve.vllm without vLLM: the V1 processor driven by a fake engine loop.
+
+The stand-ins below mirror vLLM's field names (``BatchUpdate.removed/added/moved``,
+``MoveDirectionality.UNIDIRECTIONAL/SWAP``, ``SamplingParams.extra_args``). :class:`FakeEngine`
+is a reference model of vLLM's persistent batch: requests join (into holes first, like vLLM),
+finish, get preempted and resumed with their output so far, the batch is condensed with one-way
+moves and shuffled with swaps, and each step the engine samples from the processor's masked
+logits and appends to the request's live output list. After every step, each constrained row's
+``-inf`` pattern must equal what a fresh matcher fed that row's tokens allows; unconstrained rows
+must be untouched. ``tests/vllm/test_vllm_real.py`` drives the same loop with vLLM's own classes.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import random
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tokensieve as ts  # noqa: E402
+from tokensieve.vllm import (  # noqa: E402
+    GRAMMAR_CACHE,
+    GuidedLogitsProcessor,
+    GuidedLogitsProcessorV1,
+    constraint_from_extra_args,
+    set_default_vocabulary,
+)
+from tokensieve.vllm.constraints import validation_vocabulary  # noqa: E402
+
+# --- stand-ins for vLLM's classes -------------------------------------------------------------
+
+
+class MoveDirectionality(enum.Enum):
+    UNIDIRECTIONAL = enum.auto()
+    SWAP = enum.auto()
+
+
+@dataclass(frozen=True)
+class BatchUpdate:
+    batch_size: int
+    removed: Sequence[int]
+    added: Sequence[tuple[int, Any, list[int] | None, list[int]]]
+    moved: Sequence[tuple[int, int, MoveDirectionality]]
+
+
+@dataclass
+class SamplingParams:
+    extra_args: dict[str, Any] | None = None
+
+
+class BatchUpdateBuilder:
+    """vLLM's builder, reduced to what the engine loop uses: removed indices are kept sorted
+    descending; ``pop_removed``/``peek_removed`` give the lowest hole, which an add or a
+    condensing move then fills (so it is no longer reported as removed)."""
+
+    def __init__(self) -> None:
+        self._removed: list[int] = []
+        self.added: list[Any] = []
+        self.moved: list[Any] = []
+
+    def removed_append(self, index: int) -> None:
+        self._removed.append(index)
+
+    @property
+    def removed(self) -> list[int]:
+        self._removed.sort(reverse=True)
+        return self._removed
+
+    def peek_removed(self) -> int | None:
+        return self.removed[-1] if self._removed else None
+
+    def pop_removed(self) -> int | None:
+        return self.removed.pop() if self._removed else None
+
+    def get_and_reset(self, batch_size: int) -> BatchUpdate | None:
+        if not (self._removed or self.added or self.moved):
+            return None
+        update = BatchUpdate(batch_size, self.removed, self.added, self.moved)
+        self._removed, self.added, self.moved = [], [], []
+        return update
+
+
+@dataclass(frozen=True)
+class VllmApi:
+    """The classes a fake engine builds its messages with (stand-ins, or vLLM's own)."""
+
+    builder: Callable[[], Any]
+    unidirectional: Any
+    swap: Any
+    sampling_params: Callable[..., Any]
+
+
+FAKE_API = VllmApi(
+    BatchUpdateBuilder,
+    MoveDirectionality.UNIDIRECTIONAL,
+    MoveDirectionality.SWAP,
+    SamplingParams,
+)
+
+# --- a small vocabulary -----------------------------------------------------------------------
+
+TOKENS = [b"a", b"b", b"c", b"ab", b"bc", b"abc", b"0", b"1", b"01", b"-", b'"', b" "]
+EOS = len(TOKENS)  # 12
+SPECIAL = EOS + 1  # 13: never allowed
+WIDTH = 40  # logits wider than the vocabulary: ids 14.. are padding
+
+
+def small_vocab() -> ts.Vocabulary:
+    return ts.Vocabulary(
+        [*TOKENS, b"<eos>", b"<ctl>"], eos_token_ids=[EOS], special_token_ids=[SPECIAL]
+    )
+
+
+VOCAB = small_vocab()
+
+# extra_args pool; None entries are unconstrained requests.
+CONSTRAINTS: list[dict[str, Any] | None] = [
+    {"guided_regex": "(ab|c)*0"},
+    {"guided_regex": "[abc]{1,5}-[01]{1,3}"},
+    {"guided_regex": '"[abc ]{0,6}"'},
+    {"guided_choice": ["ab", "ba", "c-0"]},
+    {"guided_choice": '["a", "bc", "abc"]'},  # a JSON string, as vllm_xargs may send it
+    {"guided_regex": "a+b*", "guided_max_states": "1000"},  # an option given as a string
+    {"guided_regex": "(0|1){2,}"},
+    None,
+    {},
+    {"unrelated": 1},
+]
+
+
+def reference_allowed(
+    grammar: ts.Grammar | None, tokens: Sequence[int], eos: int = EOS
+) -> set[int]:
+    """What a fresh matcher fed ``tokens`` allows (EOS only when it cannot follow them)."""
+    if grammar is None:
+        return {eos}
+    m = grammar.matcher()
+    for t in tokens:
+        if m.is_finished():
+            break
+        if not m.accept_token(t):
+            return {eos}
+    size = grammar.vocab.vocab_size
+    bm = ts.allocate_token_bitmask(1, size)
+    m.fill_next_token_bitmask(bm)
+    bits = np.unpackbits(np.asarray(bm[0]).view(np.uint8), bitorder="little")[:size]
+    return set(np.flatnonzero(bits).tolist())
+
+
+def finite(row: Any) -> set[int]:
+    return set(torch.isfinite(row).nonzero().flatten().tolist())
+
+
+# --- the fake engine --------------------------------------------------------------------------
+
+
+@dataclass
+class Request:
+    rid: int
+    extra_args: dict[str, Any] | None
+    grammar: ts.Grammar | None  # the reference's own compile (None: unconstrained)
+    max_tokens: int
+    eos: int = EOS
+    output: list[int] = field(default_factory=list)
+    forced_eos: bool = False  # the test expects this request to be forced to EOS
+
+    @property
+    def constrained(self) -> bool:
+        try:
+            return constraint_from_extra_args(self.extra_args) is not None
+        except ValueError:  # malformed: the processor owns the row (and forces EOS)
+            return True
+
+    @property
+    def done(self) -> bool:
+        return (
+            bool(self.output) and self.output[-1] == self.eos or len(self.output) >= self.max_tokens
+        )
+
+
+class FakeEngine:
+    """A reference model of vLLM's persistent batch around one V1 logits processor."""
+
+    def __init__(
+        self,
+        processor: Any,
+        vocab: ts.Vocabulary,
+        api: VllmApi = FAKE_API,
+        seed: int = 0,
+        max_batch: int = 8,
+        width: int | None = None,
+    ) -> None:
+        self.proc = processor
+        self.vocab = vocab
+        self.api = api
+        self.rng = random.Random(seed)
+        self.max_batch = max_batch
+        self.width = width or vocab.vocab_size
+        self.slots: list[Request | None] = []
+        self.preempted: list[Request] = []
+        self.finished: list[Request] = []
+        self.next_rid = 0
+        self.steps = 0
+        self.checked_rows = 0
+
+    def new_request(
+        self, extra_args: dict[str, Any] | None, max_tokens: int = 12, forced_eos: bool = False
+    ) -> Request:
+        grammar = None
+        if not forced_eos:
+            c = constraint_from_extra_args(extra_args)
+            grammar = GRAMMAR_CACHE.get(c, self.vocab) if c is not None else None
+        eos = self.vocab.eos_token_ids[0]
+        req = Request(self.next_rid, extra_args, grammar, max_tokens, eos, forced_eos=forced_eos)
+        self.next_rid += 1
+        return req
+
+    def _params(self, req: Request) -> Any:
+        return self.api.sampling_params(extra_args=req.extra_args)
+
+    # One scheduler step, built the way vLLM's InputBatch does: removals registered first, adds
+    # fill the lowest holes, then condensing one-way moves fill the rest; swaps reorder.
+    def schedule(self, arrivals: list[Request], churn: float = 0.1) -> Any:
+        b = self.api.builder()
+        rng = self.rng
+        for i, req in enumerate(self.slots):
+            if req is None:
+                continue
+            if req.done:
+                self.finished.append(req)
+            elif rng.random() < churn / 2:
+                self.preempted.append(req)  # resumed later with its output so far
+            else:
+                continue
+            self.slots[i] = None
+            b.removed_append(i)
+        joining = list(arrivals)
+        while self.preempted and rng.random() < 0.5:
+            joining.append(self.preempted.pop(rng.randrange(len(self.preempted))))
+        for req in joining:
+            i = b.pop_removed()
+            if i is None:
+                if len(self.slots) < self.max_batch:
+                    self.slots.append(None)
+                    i = len(self.slots) - 1
+                elif rng.random() < churn:  # an add replacing a running request
+                    i = rng.randrange(len(self.slots))
+                    victim = self.slots[i]
+                    assert victim is not None
+                    self.preempted.append(victim)
+                else:
+                    self.preempted.append(req)
+                    continue
+            self.slots[i] = req
+            b.added.append((i, self._params(req), [7, 7, 7], req.output))
+        while b.removed:  # condense: the last request moves down into the lowest hole
+            last = max((i for i, r in enumerate(self.slots) if r is not None), default=-1)
+            empty = b.peek_removed()
+            if empty >= last:
+                break
+            b.pop_removed()
+            self.slots[empty], self.slots[last] = self.slots[last], None
+            b.moved.append((last, empty, self.api.unidirectional))
+        while self.slots and self.slots[-1] is None:
+            self.slots.pop()
+        for _ in range(rng.randrange(3)):
+            if len(self.slots) >= 2:
+                x, y = rng.sample(range(len(self.slots)), 2)
+                self.slots[x], self.slots[y] = self.slots[y], self.slots[x]
+                b.moved.append((x, y, self.api.swap))
+        return b.get_and_reset(len(self.slots))
+
+    def step(
+        self,
+        arrivals: list[Request],
+        logits: Any | None = None,
+        churn: float = 0.1,
+        check: bool = True,
+        corrupt: Request | None = None,
+    ) -> None:
+        self.proc.update_state(self.schedule(arrivals, churn))
+        self.steps += 1
+        n = len(self.slots)
+        if n == 0:
+            return
+        if logits is None:
+            logits = torch.randn(n, self.width)
+        original = logits.clone()
+        out = self.proc.apply(logits)
+        for i, req in enumerate(self.slots):
+            assert req is not None
+            if not check:
+                continue
+            if not req.constrained:
+                assert torch.equal(out[i], original[i]), f"unconstrained row {i} was modified"
+                continue
+            grammar = None if req.forced_eos else req.grammar
+            expected = reference_allowed(grammar, req.output, req.eos)
+            got = finite(out[i])
+            assert got == expected, (self.steps, i, req.rid, req.extra_args, req.output)
+            self.checked_rows += 1
+        self.sample(out, corrupt)
+
+    def sample(self, logits: Any, corrupt: Request | None = None) -> None:
+        """Pick a finite-logit token per row (uniformly), append it to the live output list."""
+        for i, req in enumerate(self.slots):
+            assert req is not None
+            if req.done:
+                continue
+            choices = sorted(finite(logits[i]))
+            token = choices[self.rng.randrange(len(choices))]
+            if req is corrupt:
+                token = SPECIAL  # the engine appends a token the mask did not allow
+            req.output.append(token)
+
+
+def v1_processor(vocab: ts.Vocabulary = VOCAB) -> Any:
+    cls = GuidedLogitsProcessorV1.with_vocabulary(vocab)
+    return cls(None, "cpu", False)
+
+
+# --- the random walk --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_random_batch_walk_matches_reference(seed: int) -> None:
+    proc = v1_processor()
+    eng = FakeEngine(proc, VOCAB, seed=seed, width=WIDTH)
+    rng = random.Random(1000 + seed)
+    for _ in range(4000):
+        arrivals = [
+            eng.new_request(rng.choice(CONSTRAINTS), max_tokens=rng.randrange(1, 16))
+            for _ in range(rng.choice([0, 0, 1, 1, 2, 3]))
+        ]
+        eng.step(arrivals)
+    assert eng.checked_rows > 10000
+    assert len(eng.finished) > 500
+    # the processor's view matches the engine's
+    assert proc.constrained_rows == [i for i, r in enumerate(eng.slots) if r and r.constrained]
+    # constrained requests that finished did so inside their language
+    for req in eng.finished:
+        if req.grammar is not None and req.output and req.output[-1] == EOS:
+            m = req.grammar.matcher()
+            assert m.accept_tokens(req.output) == len(req.output) and m.is_finished()
+
+
+def test_padded_logits_and_finished_grammar_allow_only_eos() -> None:
+    proc = v1_processor()
+    out: list[int] = []
+    proc.update_state(
+        BatchUpdate(1, [], [(0, SamplingParams({"guided_regex": "ab"}), [], out)], [])
+    )
+    assert finite(proc.apply(torch.zeros(1, WIDTH))[0]) == {0, 3}  # "a", "ab"; no padding ids
+    out.append(3)  # "ab": complete
+    assert finite(proc.apply(torch.zeros(1, WIDTH))[0]) == {EOS}
+    out.append(EOS)
+    assert finite(proc.apply(torch.zeros(1, WIDTH))[0]) == {EOS}
+
+
+def test_untouched_when_nothing_is_constrained() -> None:
+    proc = v1_processor()
+    assert proc.is_argmax_invariant() is False
+    logits = torch.randn(3, WIDTH)
+    assert proc.apply(logits) is logits
+    eng = FakeEngine(proc, VOCAB, width=WIDTH)
+    eng.step([eng.new_request(None), eng.new_request({"other": "x"})])
+    logits = torch.randn(2, WIDTH)
+    before = logits.clone()
+    assert torch.equal(proc.apply(logits), before)
+
+
+def test_add_replaces_state_and_moves() -> None:
+    proc = v1_processor()
+    p_ab = SamplingParams({"guided_regex": "ab"})
+    p_c = SamplingParams({"guided_regex": "c0"})
+    out0: list[int] = []
+    out1: list[int] = [2]  # "c" already generated (a resumed request)
+    proc.update_state(BatchUpdate(2, [], [(0, p_ab, None, out0), (1, p_c, None, out1)], []))
+    assert [finite(r) for r in proc.apply(torch.zeros(2, WIDTH))] == [{0, 3}, {6}]
+    # swap, then a one-way move onto an occupied index (its state is discarded)
+    proc.update_state(BatchUpdate(2, [], [], [(0, 1, MoveDirectionality.SWAP)]))
+    assert [finite(r) for r in proc.apply(torch.zeros(2, WIDTH))] == [{6}, {0, 3}]
+    proc.update_state(BatchUpdate(1, [], [], [(1, 0, MoveDirectionality.UNIDIRECTIONAL)]))
+    assert proc.constrained_rows == [0]
+    assert finite(proc.apply(torch.zeros(1, WIDTH))[0]) == {0, 3}
+    # an add at an occupied index replaces it; an unconstrained add clears it
+    proc.update_state(BatchUpdate(1, [], [(0, p_c, None, [])], []))
+    assert finite(proc.apply(torch.zeros(1, WIDTH))[0]) == {2}
+    proc.update_state(BatchUpdate(1, [], [(0, SamplingParams(None), None, [])], []))
+    assert proc.constrained_rows == []
+    # removes come before adds: remove 0 and add at 0 in one update keeps the new request
+    proc.update_state(BatchUpdate(1, [], [(0, p_ab, None, [])], []))
+    proc.update_state(BatchUpdate(1, [0], [(0, p_c, None, [])], []))
+    assert finite(proc.apply(torch.zeros(1, WIDTH))[0]) == {2}
+
+
+def test_live_output_list_is_read_by_reference() -> None:
+    proc = v1_processor()
+    out: list[int] = []
+    proc.update_state(
+        BatchUpdate(1, [], [(0, SamplingParams({"guided_regex": "abc0"}), [], out)], [])
+    )
+    assert finite(proc.apply(torch.zeros(1, WIDTH))[0]) == {0, 3, 5}
+    out.extend([0, 1])  # two tokens appended between steps (e.g. accepted drafts)
+    assert finite(proc.apply(torch.zeros(1, WIDTH))[0]) == {2}
+    out.append(-1)  # an async-scheduling placeholder is not consumed
+    assert finite(proc.apply(torch.zeros(1, WIDTH))[0]) == {2}
+    out[-1] = 2
+    assert finite(proc.apply(torch.zeros(1, WIDTH))[0]) == {6}
+    del out[1:]  # tokens discarded: the matcher rewinds
+    assert finite(proc.apply(torch.zeros(1, WIDTH))[0]) == {1, 4}
+
+
+# --- admission (validate_params) --------------------------------------------------------------
+
+BAD_REQUESTS: list[tuple[dict[str, Any], str]] = [
+    ({"guided_regex": "a(?=b)"}, "look-around"),
+    ({"guided_regex": "(ab"}, "guided_regex"),
+    ({"guided_regex": 12}, "guided_regex must be a string"),
+    ({"guided_regex": "a", "guided_choice": ["a"]}, "at most one of"),
+    ({"guided_whitespace": "compact"}, "without a constraint"),
+    ({"guided_choice": []}, "non-empty list"),
+    ({"guided_choice": "not json"}, "guided_choice must be a list"),
+    ({"guided_choice": ["a", 1]}, "strings only"),
+    ({"guided_json": "{not json"}, "guided_json is not valid JSON"),
+    ({"guided_json": 3}, "JSON Schema"),
+    ({"guided_regex": "a", "guided_no_such_option": 1}, "unsupported option"),
+    ({"guided_regex": "[ab]{1,200}[ab]{1,200}", "guided_max_nfa_bytes": "100"}, "BudgetError"),
+    ({"guided_regex": "[ab]{1,200}", "guided_max_states": 2}, "max_states"),
+]
+
+
+@pytest.mark.parametrize("extra_args,message", BAD_REQUESTS)
+def test_validate_params_rejects_with_a_client_message(
+    extra_args: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        GuidedLogitsProcessorV1.validate_params(SamplingParams(extra_args))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        GuidedLogitsProcessor.validate_params(SamplingParams(extra_args))
+
+
+def test_validate_params_unsupported_kinds_name_the_key() -> None:
+    for key, value in (("guided_json", {"type": "object"}), ("guided_json_object", "true")):
+        method = "from_json_schema" if key == "guided_json" else "from_json_object"
+        if hasattr(ts.Grammar, method):
+            GuidedLogitsProcessorV1.validate_params(SamplingParams({key: value}))
+            continue
+        with pytest.raises(ValueError, match=f"{key} is not supported .*{method}"):
+            GuidedLogitsProcessorV1.validate_params(SamplingParams({key: value}))
+
+
+def test_missing_compiler_is_named_until_it_exists(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tokensieve.vllm import constraints
+
+    monkeypatch.setitem(constraints._CONSTRUCTORS, "json", "from_json_schema_not_built")
+    monkeypatch.setattr(constraints, "GRAMMAR_CACHE", constraints.GrammarCache())
+    with pytest.raises(ValueError, match="guided_json is not supported by this tokensieve build"):
+        constraints.compile_constraint("json", {"type": "boolean"}, VOCAB)
+
+
+needs_json = pytest.mark.skipif(
+    not hasattr(ts.Grammar, "from_json_schema"), reason="from_json_schema not available yet"
+)
+
+
+@needs_json
+def test_guided_json_options_and_schema_errors() -> None:
+    schema = '{"type": "object", "properties": {"a": {"type": "string", "maxLength": 3}}}'
+    ok = {"guided_json": schema, "guided_additional_properties": "forbid"}
+    GuidedLogitsProcessorV1.validate_params(SamplingParams(ok))
+    GuidedLogitsProcessorV1.validate_params(SamplingParams({**ok, "guided_whitespace": "compact"}))
+    GuidedLogitsProcessorV1.validate_params(SamplingParams({"guided_json_object": "true"}))
+    bad_keyword = {"type": "object", "patternProperties": {"^x": {}}}
+    with pytest.raises(ValueError, match="patternProperties"):
+        GuidedLogitsProcessorV1.validate_params(SamplingParams({"guided_json": bad_keyword}))
+    with pytest.raises(ValueError, match="guided_json"):
+        GuidedLogitsProcessorV1.validate_params(
+            SamplingParams({"guided_json": schema, "guided_whitespace": 12})
+        )
+
+
+def test_validate_params_accepts_and_caches() -> None:
+    for args in (None, {}, {"x": 1}, {"guided_json_object": "false"}):
+        GuidedLogitsProcessorV1.validate_params(SamplingParams(args))
+    args = {"guided_regex": "[0-9]{2,3}x", "guided_max_states": "500"}
+    GuidedLogitsProcessorV1.validate_params(SamplingParams(args))
+    hits = GRAMMAR_CACHE.hits
+    GuidedLogitsProcessorV1.validate_params(SamplingParams(dict(args)))
+    assert GRAMMAR_CACHE.hits == hits + 1
+    # choices are escaped literally
+    GuidedLogitsProcessorV1.validate_params(SamplingParams({"guided_choice": ["a.b", "(x)|y"]}))
+
+
+def test_validation_vocabulary_choice() -> None:
+    bound = GuidedLogitsProcessorV1.with_vocabulary(VOCAB)
+    assert bound.admission_vocabulary() is VOCAB
+    # "z" is fine for the model-independent byte vocabulary, unspellable for VOCAB
+    GuidedLogitsProcessorV1.validate_params(SamplingParams({"guided_regex": "z"}))
+    with pytest.raises(ValueError, match="Unspellable"):
+        bound.validate_params(SamplingParams({"guided_regex": "z"}))
+    set_default_vocabulary(VOCAB)
+    try:
+        assert GuidedLogitsProcessorV1.admission_vocabulary() is VOCAB
+        proc = GuidedLogitsProcessorV1(None, "cpu", False)
+        assert proc.vocab is VOCAB
+    finally:
+        set_default_vocabulary(None)
+    assert GuidedLogitsProcessorV1.admission_vocabulary() is validation_vocabulary()
+
+
+def test_missing_model_config_needs_an_injected_vocabulary() -> None:
+    with pytest.raises(ValueError, match="with_vocabulary"):
+        GuidedLogitsProcessorV1(None, "cpu", False)
+
+
+# --- failures mid-run finish only that request ------------------------------------------------
+
+
+def test_failures_mid_run_force_eos_for_that_request_only() -> None:
+    proc = v1_processor()
+    eng = FakeEngine(proc, VOCAB, seed=5, width=WIDTH, max_batch=6)
+    healthy = [eng.new_request({"guided_regex": "(ab|c){1,4}0"}, max_tokens=30) for _ in range(3)]
+    # not spellable with this vocabulary (it skipped validation): EOS only from the start
+    unspellable = eng.new_request({"guided_regex": "zz"}, max_tokens=30, forced_eos=True)
+    # malformed extra_args that reached the engine anyway
+    malformed = eng.new_request({"guided_regex": "(", "guided_choice": ["a"]}, forced_eos=True)
+    eng.step([*healthy, unspellable, malformed], churn=0)
+    assert proc.guide(eng.slots.index(unspellable)).failed  # type: ignore[union-attr]
+    # a token outside the mask appended by the engine: that request only is forced to EOS
+    victim = eng.new_request({"guided_regex": "(ab|c){1,4}0"}, max_tokens=30)
+    eng.step([victim], churn=0)
+    eng.step([], churn=0, corrupt=victim, check=True)
+    victim.forced_eos = True
+    for _ in range(8):
+        eng.step([], churn=0)
+    assert all(r.output[-1] == EOS for r in (unspellable, malformed, victim))
+    for r in healthy:
+        assert r.grammar is not None
+        m = r.grammar.matcher()
+        assert m.accept_tokens(r.output) == len(r.output)
+
+
+def test_budget_hit_mid_run_forces_eos() -> None:
+    # The lazy automaton meets its state budget only after a few tokens.
+    proc = v1_processor()
+    out: list[int] = []
+    args = {"guided_regex": "[abc]{0,20}-[01]{0,20}", "guided_max_states": 12}
+    proc.update_state(BatchUpdate(1, [], [(0, SamplingParams(args), None, out)], []))
+    seen_eos_only = False
+    for _ in range(30):
+        row = proc.apply(torch.zeros(1, WIDTH))[0]
+        allowed = sorted(finite(row))
+        if allowed == [EOS]:
+            seen_eos_only = True
+            break
+        out.append(next(t for t in allowed if t != EOS))
+    assert seen_eos_only
+    guide = proc.guide(0)
+    assert guide is not None and guide.failed and "Budget" in (guide.error or "")
+
+
+# --- the V2 interface, driven directly --------------------------------------------------------
+
+
+@dataclass
+class HostBuffer:
+    """Stands in for vLLM's UvaBackedTensor (``.np``: the host view)."""
+
+    np: Any
+
+
+@dataclass
+class DeviceBuffer:
+    """Stands in for vLLM's StagedWriteTensor (``.gpu``: the device tensor)."""
+
+    gpu: Any
+
+
+@dataclass
+class FakeReqStates:
+    """Mirrors ``LogitsProcRequestState``'s fields."""
+
+    device: Any
+    max_num_reqs: int
+    vocab_size: int
+    all_token_ids: DeviceBuffer
+    prompt_len: HostBuffer
+    prefill_len: HostBuffer
+    total_len: DeviceBuffer
+
+
+@dataclass
+class FakeCtx:
+    """Mirrors ``LogitsContext``'s fields."""
+
+    expanded_idx_mapping: Any
+    idx_mapping: Any
+    idx_mapping_np: Any
+    expanded_local_pos: Any
+    input_ids: Any
+    pos: Any
+    seq_lens_upper_bound_np: Any
+
+
+class V2Batch:
+    """The model runner's side of the V2 interface: slots, token history, per-step layout."""
+
+    def __init__(
+        self,
+        proc_cls: Any,
+        vocab: ts.Vocabulary,
+        vllm_config: Any = None,
+        states_cls: Any = FakeReqStates,
+        ctx_cls: Any = FakeCtx,
+        max_reqs: int = 8,
+        max_len: int = 96,
+    ) -> None:
+        self.ctx_cls = ctx_cls
+        self.states = states_cls(
+            device=torch.device("cpu"),
+            max_num_reqs=max_reqs,
+            vocab_size=WIDTH,
+            all_token_ids=DeviceBuffer(torch.zeros(max_reqs, max_len, dtype=torch.int32)),
+            prompt_len=HostBuffer(np.zeros(max_reqs, dtype=np.int32)),
+            prefill_len=HostBuffer(np.zeros(max_reqs, dtype=np.int32)),
+            total_len=DeviceBuffer(torch.zeros(max_reqs, dtype=torch.int32)),
+        )
+        self.proc = proc_cls.with_vocabulary(vocab)(vllm_config, self.states)
+
+    def add(self, slot: int, params: Any, prompt: list[int], output: Sequence[int] = ()) -> bool:
+        seq = [*prompt, *output]
+        self.states.prompt_len.np[slot] = len(prompt)
+        self.states.prefill_len.np[slot] = len(seq)
+        self.states.all_token_ids.gpu[slot, : len(seq)] = torch.tensor(seq)
+        return bool(self.proc.add_request(slot, params))
+
+    def apply(
+        self, slots: list[int], seqs: dict[int, list[int]], drafts: dict[int, list[int]]
+    ) -> list[set[int]]:
+        """One step: ``seqs[slot]`` is prompt + committed output; returns each row's allowed set."""
+        expanded, local, inp, pos = [], [], [], []
+        for slot in slots:
+            seq = seqs[slot]
+            self.states.all_token_ids.gpu[slot, : len(seq)] = torch.tensor(seq)
+            self.states.total_len.gpu[slot] = len(seq)
+            for j, tok in enumerate([seq[-1], *drafts.get(slot, [])]):
+                expanded.append(slot)
+                local.append(j)
+                inp.append(tok)
+                pos.append(len(seq) - 1 + j)
+        ctx = self.ctx_cls(
+            expanded_idx_mapping=torch.tensor(expanded, dtype=torch.int32),
+            idx_mapping=torch.tensor(slots, dtype=torch.int32),
+            idx_mapping_np=np.array(slots, dtype=np.int32),
+            expanded_local_pos=torch.tensor(local, dtype=torch.int32),
+            input_ids=torch.tensor(inp, dtype=torch.int32),
+            pos=torch.tensor(pos, dtype=torch.int64),
+            seq_lens_upper_bound_np=np.array([len(seqs[s]) for s in slots], dtype=np.int32),
+        )
+        logits = torch.randn(len(expanded), WIDTH)
+        before = logits.clone()
+        out = self.proc.apply(logits, ctx)
+        for row, slot in enumerate(expanded):
+            if self.proc.guide(slot) is None:
+                assert torch.equal(out[row], before[row]), "unconstrained row modified"
+        return [finite(r) for r in out]
+
+
+def check_v2_layout_scenario(batch: V2Batch) -> None:
+    all_ids = set(range(WIDTH))
+    prompt = [7, 7]
+    assert batch.add(2, SamplingParams({"guided_regex": "abc0"}), prompt)
+    assert not batch.add(0, SamplingParams(None), prompt)
+    seq = {0: prompt, 2: prompt}
+    assert batch.apply([0, 2], seq, {}) == [all_ids, {0, 3, 5}]  # prefill: no output yet
+    seq[2] = [*prompt, 0]
+    assert batch.apply([2, 0], seq, {}) == [{1, 4}, all_ids]  # rows reordered
+    # three tokens at once (accepted drafts): the older ones are read from all_token_ids
+    seq[2] = [*prompt, 0, 1, 2]
+    assert batch.apply([2], seq, {}) == [{6}]
+    # drafts: row k is masked after drafts 1..k; after a draft the grammar rejects, EOS only
+    seq[2] = [*prompt, 0]
+    assert batch.apply([2], seq, {2: [1, 2, 6]}) == [{1, 4}, {2}, {6}, {EOS}]
+    assert batch.apply([2], seq, {2: [2, 1]}) == [{1, 4}, {EOS}, {EOS}]
+    # resumed after preemption: re-added with output so far, caught up from all_token_ids
+    assert batch.add(3, SamplingParams({"guided_regex": "abc0"}), prompt, [0, 1])
+    assert batch.apply([3], {3: [*prompt, 0, 1]}, {}) == [{2}]
+    # slot reuse: add_request resets the slot; no constrained row -> logits untouched
+    assert not batch.add(2, SamplingParams({}), prompt)
+    assert not batch.add(3, SamplingParams(None), prompt)
+    assert batch.apply([2], {2: prompt}, {}) == [all_ids]
+
+
+def test_v2_processor_reads_tokens_from_the_batch_layout() -> None:
+    check_v2_layout_scenario(V2Batch(GuidedLogitsProcessor, VOCAB))
+
+
+def run_v2_random_walk(batch: V2Batch, seed: int, steps: int) -> int:
+    """Requests join free slots, finish, get preempted and resumed; rows are shuffled every
+    step; some steps carry draft tokens and some commit several tokens at once. Every row's mask
+    is checked against a fresh matcher. Returns the number of rows checked."""
+    rng = random.Random(seed)
+    max_reqs = batch.states.max_num_reqs
+    free = list(range(max_reqs))
+    active: dict[int, tuple[Request, list[int]]] = {}  # slot -> (request, prompt)
+    paused: list[tuple[Request, list[int]]] = []
+    eng = FakeEngine(None, VOCAB)  # only for new_request()
+    checked = 0
+    for _ in range(steps):
+        for slot in list(active):  # finish or preempt
+            req, prompt = active[slot]
+            if req.done or rng.random() < 0.03:
+                del active[slot]
+                free.append(slot)
+                if not req.done:
+                    paused.append((req, prompt))
+        while free and rng.random() < 0.6:
+            slot = free.pop(rng.randrange(len(free)))
+            if paused and rng.random() < 0.3:
+                req, prompt = paused.pop(rng.randrange(len(paused)))
+            else:
+                max_tokens = rng.randrange(1, 20)
+                req = eng.new_request(rng.choice(CONSTRAINTS), max_tokens=max_tokens)
+                prompt = [rng.randrange(len(TOKENS)) for _ in range(rng.randrange(1, 5))]
+            params = SamplingParams(req.extra_args)
+            assert batch.add(slot, params, prompt, req.output) == req.constrained
+            active[slot] = (req, prompt)
+        if not active:
+            continue
+        slots = list(active)
+        rng.shuffle(slots)
+        drafts = {
+            s: [rng.randrange(len(TOKENS) + 1) for _ in range(rng.randrange(1, 4))]
+            for s in slots
+            if rng.random() < 0.2
+        }
+        seqs = {s: active[s][1] + active[s][0].output for s in slots}
+        masks = batch.apply(slots, seqs, drafts)
+        row = 0
+        for s in slots:
+            req = active[s][0]
+            chain = [
+                req.output,
+                *(req.output + drafts[s][:j] for j in range(1, len(drafts.get(s, [])) + 1)),
+            ]
+            for tokens in chain:
+                if req.constrained:
+                    assert masks[row] == reference_allowed(req.grammar, tokens), (req, tokens)
+                    checked += 1
+                row += 1
+            # commit 1 token (sometimes up to 3, like accepted drafts)
+            for _ in range(1 if rng.random() < 0.8 else 3):
+                if req.done:
+                    break
+                allowed = reference_allowed(req.grammar, req.output) if req.constrained else None
+                choices = sorted(allowed) if allowed else list(range(WIDTH))
+                req.output.append(choices[rng.randrange(len(choices))])
+    return checked
+
+
+def test_v2_random_walk_matches_reference() -> None:
+    assert run_v2_random_walk(V2Batch(GuidedLogitsProcessor, VOCAB), seed=4, steps=1500) > 3000
+
+
+# --- end to end: the random Llama model through the V1 path -----------------------------------
+
+
+PER_REGEX = 2
+
+
+def test_generate_through_v1_processor_with_llama() -> None:
+    """The e2e generation of test_transformers.py, but driven by the fake engine loop."""
+    pytest.importorskip("transformers")
+    from test_transformers import MAX_NEW_TOKENS, REGEXES, real_setup
+
+    s = real_setup()
+    vocab, model = s.vocab, s.model
+    proc = GuidedLogitsProcessorV1.with_vocabulary(vocab)(None, "cpu", False)
+    eng = FakeEngine(proc, vocab, seed=3, max_batch=8, width=model.config.vocab_size)
+    prompts: dict[int, list[int]] = {}
+    gen = torch.Generator().manual_seed(0)
+    queue = []
+    for k, pattern in enumerate(REGEXES):
+        for j in range(PER_REGEX):
+            req = eng.new_request({"guided_regex": pattern}, max_tokens=MAX_NEW_TOKENS)
+            prompts[req.rid] = s.regular[k * 7 + j : k * 7 + j + 2 + j % 3]
+            queue.append(req)
+    for j in range(3):
+        req = eng.new_request(None, max_tokens=4)
+        prompts[req.rid] = s.regular[j : j + 3]
+        queue.append(req)
+    eng.rng.shuffle(queue)
+
+    def logits_for(slots: list[Request]) -> Any:
+        seqs = [prompts[r.rid] + r.output for r in slots]
+        width = max(len(q) for q in seqs)
+        ids = torch.full((len(seqs), width), s.eos, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for i, q in enumerate(seqs):
+            ids[i, width - len(q) :] = torch.tensor(q)
+            mask[i, width - len(q) :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        with torch.no_grad():
+            out = model(
+                input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=1
+            )
+        logits = out.logits[:, -1, :].float()
+        gumbel = -torch.log(-torch.log(torch.rand(logits.shape, generator=gen)))
+        return logits, gumbel
+
+    steps = 0
+    while queue or eng.slots or eng.preempted:
+        arrivals = [queue.pop() for _ in range(min(len(queue), 8 - len(eng.slots)))]
+        proc.update_state(eng.schedule(arrivals, churn=0.05))
+        steps += 1
+        assert steps < 2000
+        live = [r for r in eng.slots if r is not None]
+        if not live:
+            continue
+        logits, gumbel = logits_for(live)
+        raw = logits.clone()
+        masked = proc.apply(logits)
+        for i, req in enumerate(live):
+            if req.constrained:
+                assert finite(masked[i]) == reference_allowed(req.grammar, req.output, s.eos)
+            else:
+                assert torch.equal(masked[i], raw[i])
+            if not req.done:
+                req.output.append(int((masked[i] + gumbel[i]).argmax()))
+    constrained = [r for r in eng.finished if r.constrained]
+    assert len(constrained) == PER_REGEX * len(REGEXES)
+    for req in constrained:
+        assert req.output[-1] == s.eos, f"hit max_tokens before EOS: {req.output}"
+        pattern = req.extra_args["guided_regex"]  # type: ignore[index]
+        text = s.text(req.output)
+        assert re.fullmatch(pattern, text), (pattern, text)
+
+
+def test_guided_json_through_v1_when_available() -> None:
+    if not hasattr(ts.Grammar, "from_json_schema"):
+        pytest.skip("from_json_schema not available yet")
+    proc = v1_processor()
+    eng = FakeEngine(proc, VOCAB, seed=9, width=WIDTH)
+    schema = {"enum": ["ab", "c"]}
+    req = eng.new_request({"guided_json": json.dumps(schema)}, max_tokens=12)
+    for _ in range(14):
+        eng.step([req] if eng.steps == 0 else [], churn=0)
+    assert req.output[-1] == EOS
+    assert json.loads(b"".join(TOKENS[t] for t in req.output[:-1]).decode()) in schema["enum"]
+
+
+def test_choice_fallback_pattern_matches_the_literals_only() -> None:
+    from tokensieve.vllm.constraints import choice_pattern
+
+    choices = ["a.b", "(x)|y", "#&-~ [z]{2}", "\\d+$^"]
+    grammar = ts.Grammar.from_regex(choice_pattern(choices), validation_vocabulary())
+    for text in [*choices, "axb", "x", "(x)", "\\d"]:
+        m = grammar.matcher()
+        ok = m.accept_tokens(list(text.encode())) == len(text.encode()) and m.is_accepting()
+        assert ok == (text in choices), text
