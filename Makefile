@@ -57,6 +57,8 @@ fmt:
 bench:
 	$(MAKE) build EXTRAS=test,torch,bench
 	$(PY) benches/bench_regex.py
+	$(PY) benches/bench_kernels.py
+	$(PY) benches/bench_index.py
 
 clean:
 	rm -rf target $(VENV)

@@ -24,6 +24,7 @@ from tokensieve._core import (
     __version__,
 )
 from tokensieve.bitmask import allocate_token_bitmask, bitmask_words, fill_next_token_bitmask
+from tokensieve.kernels import apply_token_bitmask_inplace
 
 __all__ = [
     "BudgetError",
@@ -37,6 +38,7 @@ __all__ = [
     "VocabularyError",
     "__version__",
     "allocate_token_bitmask",
+    "apply_token_bitmask_inplace",
     "bitmask_words",
     "fill_next_token_bitmask",
 ]

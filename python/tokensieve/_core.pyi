@@ -150,3 +150,15 @@ def _fill_next_token_bitmask(
     matchers: Sequence[Matcher], address: int, rows: int, row_words: int, indices: Sequence[int]
 ) -> None: ...
 def read_index_header(path: str | PathLike[str]) -> dict[str, Any]: ...
+def _apply_token_bitmask_cpu(
+    logits_address: int,
+    dtype_code: int,
+    rows: int,
+    row_stride: int,
+    vocab_cols: int,
+    bitmask_address: int,
+    bitmask_rows: int,
+    bitmask_words: int,
+    indices: Sequence[int] | None,
+    vocab_size: int,
+) -> None: ...

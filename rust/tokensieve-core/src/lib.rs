@@ -15,6 +15,7 @@
 pub mod error;
 pub mod index;
 pub mod json_schema;
+pub mod kernel;
 pub mod matcher;
 pub mod regex;
 pub mod serialize;

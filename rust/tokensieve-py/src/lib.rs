@@ -17,6 +17,8 @@ use pyo3::types::{PyBytes, PyDict};
 use tokensieve_core as core;
 use tokensieve_core::regex::RegexOptions;
 
+mod kernels;
+
 create_exception!(
     _core,
     TokensieveError,
@@ -785,5 +787,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("UnspellableError", py.get_type::<UnspellableError>())?;
     m.add("SchemaError", py.get_type::<SchemaError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    kernels::register(m)?;
     Ok(())
 }
