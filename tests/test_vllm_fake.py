@@ -867,3 +867,11 @@ def test_choice_fallback_pattern_matches_the_literals_only() -> None:
         m = grammar.matcher()
         ok = m.accept_tokens(list(text.encode())) == len(text.encode()) and m.is_accepting()
         assert ok == (text in choices), text
+
+
+def test_cache_key_keeps_property_order() -> None:
+    from tokensieve.vllm.constraints import Constraint
+
+    a = Constraint.make("json", {"type": "object", "properties": {"a": {}, "b": {}}})
+    b = Constraint.make("json", {"type": "object", "properties": {"b": {}, "a": {}}})
+    assert a.key != b.key

@@ -79,9 +79,9 @@ class Constraint:
 
     @property
     def key(self) -> str:
+        # Never sort keys: a schema's property order is part of the language it compiles to.
         return json.dumps(
             [self.kind, self.value, [list(kv) for kv in self.options]],
-            sort_keys=True,
             separators=(",", ":"),
             default=repr,
         )
