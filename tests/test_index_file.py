@@ -298,3 +298,51 @@ def test_cli_compiles_schema_files_folders_and_jsonl(tmp_path: Path, tokenizer_j
         ).returncode
         == 2
     )
+
+
+def test_constraint_hash_matches_compiled_grammars() -> None:
+    v = vocab()
+    schema = {"type": "object", "properties": {"b": {"enum": ["1"]}, "a": {"enum": ["2"]}}}
+    g = ts.Grammar.from_json_schema(
+        schema, vocab=ts.Vocabulary.from_tekken(), whitespace="compact", max_states=5000
+    )
+    assert ts._core.constraint_hash("json_schema", schema, whitespace="compact") == g.source_hash
+    assert (
+        ts._core.constraint_hash("json_schema", json.dumps(schema), whitespace="compact")
+        == g.source_hash
+    )
+    reordered = {"type": "object", "properties": {"a": {"enum": ["2"]}, "b": {"enum": ["1"]}}}
+    assert ts._core.constraint_hash("json_schema", reordered, whitespace="compact") != g.source_hash
+    assert ts._core.constraint_hash("json_schema", schema) != g.source_hash
+    r = ts.Grammar.from_regex("(ab)+", v)
+    assert ts._core.constraint_hash("regex", "(ab)+") == r.source_hash
+    c = ts.Grammar.from_choice(["ab", "ba"], v)
+    assert ts._core.constraint_hash("choice", ["ab", "ba"]) == c.source_hash
+    with pytest.raises(ValueError, match="unknown constraint kind"):
+        ts._core.constraint_hash("grammar", "x")
+
+
+def test_index_directory_and_vllm_cache_use_precompiled_files(tmp_path: Path) -> None:
+    from tokensieve.index_files import IndexDirectory
+    from tokensieve.vllm import constraints as vc
+
+    v = vocab()
+    ts.Grammar.from_regex("(ab)+", v).save(tmp_path / "r.tsidx")
+    ts.Grammar.from_regex(
+        "x+", vocab_other := ts.Vocabulary(TOKENS, eos_token_ids=[10], vocab_size=71)
+    ).save(tmp_path / "other-vocab.tsidx")
+    (tmp_path / "broken.tsidx").write_bytes(b"nope")
+    d = IndexDirectory(tmp_path, v)
+    assert len(d) == 1 and [p.name for p, _ in d.skipped] == ["broken.tsidx"]
+    g = d.find("regex", "(ab)+")
+    assert g is not None and g.stats()["precomputed"]
+    assert d.find("regex", "(ab)*") is None
+    assert IndexDirectory(tmp_path, vocab_other).find("regex", "x+") is not None
+    vc.set_index_directory(tmp_path)
+    try:
+        cache = vc.GrammarCache()
+        got = cache.get(vc.Constraint.make("regex", "(ab)+"), v)
+        assert got.stats()["precomputed"]  # loaded from the file, not compiled lazily
+        assert not cache.get(vc.Constraint.make("regex", "ab"), v).stats()["precomputed"]
+    finally:
+        vc.set_index_directory(None)

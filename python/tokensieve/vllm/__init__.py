@@ -28,6 +28,7 @@ from tokensieve.vllm.constraints import (
     GrammarCache,
     compile_constraint,
     constraint_from_extra_args,
+    set_index_directory,
 )
 from tokensieve.vllm.engine import (
     default_vocabulary,
@@ -49,5 +50,6 @@ __all__ = [
     "constraint_from_extra_args",
     "default_vocabulary",
     "set_default_vocabulary",
+    "set_index_directory",
     "vocabulary_from_vllm_config",
 ]

@@ -22,6 +22,7 @@ vocabulary fingerprint, least recently used first out.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -30,11 +31,13 @@ from typing import Any
 
 import tokensieve as ts
 from tokensieve.constraints import compile_constraint as _compile
+from tokensieve.index_files import IndexDirectory
 
 __all__ = [
     "EXTRA_ARGS_KINDS",
     "Constraint",
     "GrammarCache",
+    "set_index_directory",
     "GRAMMAR_CACHE",
     "choice_pattern",
     "compile_constraint",
@@ -294,7 +297,7 @@ class GrammarCache:
                 self.hits += 1
         if entry is None:
             try:
-                entry = compile_constraint(
+                entry = _precompiled(constraint, vocab) or compile_constraint(
                     constraint.kind, constraint.value, vocab, dict(constraint.options)
                 )
             except (ValueError, ts.TokensieveError) as e:
@@ -308,6 +311,39 @@ class GrammarCache:
         if isinstance(entry, str):
             raise ValueError(entry)
         return entry
+
+
+_INDEX_DIRS: dict[tuple[str, str], IndexDirectory] = {}
+_INDEX_DIRS_LOCK = threading.Lock()
+
+
+def set_index_directory(path: str | os.PathLike[str] | None) -> None:
+    """Use precompiled index files (``tokensieve compile ... -o DIR``) from `path` when a
+    request's constraint, options and vocabulary match one; None turns it off. The
+    ``TOKENSIEVE_INDEX_DIR`` environment variable sets it at import."""
+    global _INDEX_DIR
+    _INDEX_DIR = None if path is None else str(path)
+    with _INDEX_DIRS_LOCK:
+        _INDEX_DIRS.clear()
+
+
+_INDEX_DIR: str | None = os.environ.get("TOKENSIEVE_INDEX_DIR") or None
+
+
+def _precompiled(constraint: Constraint, vocab: ts.Vocabulary) -> ts.Grammar | None:
+    if _INDEX_DIR is None:
+        return None
+    key = (_INDEX_DIR, vocab.fingerprint)
+    with _INDEX_DIRS_LOCK:
+        d = _INDEX_DIRS.get(key)
+        if d is None:
+            d = _INDEX_DIRS[key] = IndexDirectory(_INDEX_DIR, vocab)
+    kind = "json_schema" if constraint.kind == "json" else constraint.kind
+    value = list(constraint.value) if constraint.kind == "choice" else constraint.value
+    try:
+        return d.find(kind, value, **dict(constraint.options))
+    except (ValueError, ts.TokensieveError, OSError):
+        return None  # compile it instead; the compile reports any real problem
 
 
 # Shared by every processor in the process: the front end's validate_params and the engine's

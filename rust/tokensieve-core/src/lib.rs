@@ -25,5 +25,7 @@ pub mod vocab;
 pub use error::{Error, Result};
 pub use index::IndexStats;
 pub use json_schema::JsonSchemaOptions;
-pub use matcher::{fill_next_token_bitmask_batch, Grammar, GrammarOptions, MaskRequest, Matcher};
+pub use matcher::{
+    fill_next_token_bitmask_batch, ConstraintSource, Grammar, GrammarOptions, MaskRequest, Matcher,
+};
 pub use vocab::{VocabKind, Vocabulary};

@@ -74,6 +74,43 @@ pub struct ConstraintSource {
 }
 
 impl ConstraintSource {
+    /// The source of a regex constraint.
+    pub fn regex(pattern: &str) -> ConstraintSource {
+        ConstraintSource {
+            kind: "regex".into(),
+            text: pattern.to_string(),
+            options: "{}".into(),
+        }
+    }
+
+    /// The source of a JSON Schema constraint (property order kept as given).
+    pub fn json_schema(schema: &serde_json::Value, opts: &JsonSchemaOptions) -> ConstraintSource {
+        ConstraintSource {
+            kind: "json_schema".into(),
+            text: schema.to_string(),
+            options: opts.canonical(),
+        }
+    }
+
+    /// The source of an any-JSON-object constraint.
+    pub fn json_object(opts: &JsonSchemaOptions) -> ConstraintSource {
+        ConstraintSource {
+            kind: "json_object".into(),
+            text: String::new(),
+            options: opts.canonical(),
+        }
+    }
+
+    /// The source of a choice constraint.
+    pub fn choice<S: AsRef<str>>(choices: &[S]) -> ConstraintSource {
+        let list: Vec<&str> = choices.iter().map(|c| c.as_ref()).collect();
+        ConstraintSource {
+            kind: "choice".into(),
+            text: serde_json::to_string(&list).expect("strings serialize"),
+            options: "{}".into(),
+        }
+    }
+
     /// A stable 64-bit hash of kind, text and options.
     pub fn hash(&self) -> u64 {
         let mut h = 0xcbf29ce484222325u64;
@@ -125,11 +162,7 @@ impl Grammar {
             dfa,
             index: TokenIndex::new(opts.mask_cache_bytes),
             options: opts.clone(),
-            source: ConstraintSource {
-                kind: "regex".into(),
-                text: pattern.to_string(),
-                options: "{}".into(),
-            },
+            source: ConstraintSource::regex(pattern),
             warnings: Vec::new(),
         };
         g.index.mask(&g.vocab, &g.dfa, g.dfa.start())?;
@@ -174,11 +207,7 @@ impl Grammar {
         let c = crate::json_schema::compile(schema, schema_opts)?;
         let mut g = Grammar::from_hir(&c.hir.to_string(), &c.hir, vocab, opts)?;
         g.warnings = c.warnings;
-        g.source = ConstraintSource {
-            kind: "json_schema".into(),
-            text: schema.to_string(),
-            options: schema_opts.canonical(),
-        };
+        g.source = ConstraintSource::json_schema(schema, schema_opts);
         Ok(g)
     }
 
@@ -190,11 +219,7 @@ impl Grammar {
     ) -> Result<Grammar> {
         let c = crate::json_schema::any_object(schema_opts)?;
         let mut g = Grammar::from_hir(&c.hir.to_string(), &c.hir, vocab, opts)?;
-        g.source = ConstraintSource {
-            kind: "json_object".into(),
-            text: String::new(),
-            options: schema_opts.canonical(),
-        };
+        g.source = ConstraintSource::json_object(schema_opts);
         Ok(g)
     }
 
@@ -211,12 +236,7 @@ impl Grammar {
         }
         let hir = crate::json_schema::choice(choices);
         let mut g = Grammar::from_hir(&hir.to_string(), &hir, vocab, opts)?;
-        let list: Vec<&str> = choices.iter().map(|c| c.as_ref()).collect();
-        g.source = ConstraintSource {
-            kind: "choice".into(),
-            text: serde_json::to_string(&list).expect("strings serialize"),
-            options: "{}".into(),
-        };
+        g.source = ConstraintSource::choice(choices);
         Ok(g)
     }
 

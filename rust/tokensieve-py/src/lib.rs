@@ -745,6 +745,45 @@ fn _fill_next_token_bitmask(
     fill_raw(py, &reqs, &indices, address, rows, row_words)
 }
 
+/// The hash a grammar compiled from this constraint would have (`Grammar.source_hash`),
+/// computed without compiling: the key that finds a precompiled index file. `kind` is
+/// "regex", "json_schema", "choice" or "json_object"; options as for the constructors (only
+/// the JSON Schema options change the key).
+#[pyfunction]
+#[pyo3(signature = (kind, value=None, **options))]
+fn constraint_hash(
+    py: Python<'_>,
+    kind: &str,
+    value: Option<&Bound<'_, PyAny>>,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<String> {
+    let (so, _) = split_options(py, options)?;
+    let need = |what: &str| PyValueError::new_err(format!("a {kind} constraint needs {what}"));
+    let src = match kind {
+        "regex" => core::ConstraintSource::regex(
+            &value
+                .ok_or_else(|| need("a pattern"))?
+                .extract::<String>()?,
+        ),
+        "json_schema" => {
+            let text = schema_text(py, value.ok_or_else(|| need("a schema"))?)?;
+            let schema: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| PyValueError::new_err(format!("the schema is not valid JSON: {e}")))?;
+            core::ConstraintSource::json_schema(&schema, &so)
+        }
+        "choice" => core::ConstraintSource::choice(
+            &value
+                .ok_or_else(|| need("choices"))?
+                .extract::<Vec<String>>()?,
+        ),
+        "json_object" => core::ConstraintSource::json_object(&so),
+        other => return Err(PyValueError::new_err(format!(
+            "unknown constraint kind {other:?}; expected regex, json_schema, choice or json_object"
+        ))),
+    };
+    Ok(format!("{:016x}", src.hash()))
+}
+
 /// The header of an index file, as a dict (format_version plus the `HEAD` fields).
 #[pyfunction]
 fn read_index_header<'py>(
@@ -780,6 +819,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyMatcher>()?;
     m.add_function(wrap_pyfunction!(_fill_next_token_bitmask, m)?)?;
     m.add_function(wrap_pyfunction!(read_index_header, m)?)?;
+    m.add_function(wrap_pyfunction!(constraint_hash, m)?)?;
     m.add("TokensieveError", py.get_type::<TokensieveError>())?;
     m.add("RegexError", py.get_type::<RegexError>())?;
     m.add("BudgetError", py.get_type::<BudgetError>())?;
