@@ -777,9 +777,11 @@ fn constraint_hash(
                 .extract::<Vec<String>>()?,
         ),
         "json_object" => core::ConstraintSource::json_object(&so),
-        other => return Err(PyValueError::new_err(format!(
+        other => {
+            return Err(PyValueError::new_err(format!(
             "unknown constraint kind {other:?}; expected regex, json_schema, choice or json_object"
-        ))),
+        )))
+        }
     };
     Ok(format!("{:016x}", src.hash()))
 }
