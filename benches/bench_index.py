@@ -1,0 +1,309 @@
+"""Ahead-of-time index benchmark: eager compile, peak memory, file size and load time.
+
+For the N largest schemas of the JSONSchemaBench dev split that tokensieve compiles (size =
+length of the schema's JSON text), each engine builds its full token index in a fresh process:
+
+* tokensieve: ``Grammar.from_json_schema(schema, vocab).precompute()``, then ``save`` and
+  ``Grammar.load`` of the file (load time is the median of 5 loads in the same process);
+* outlines-core: ``build_regex_from_schema`` + ``Index(regex, vocabulary)`` with a timeout;
+* tokensieve on outlines-core's regex (``Grammar.from_regex(regex).precompute()``): the same
+  language as outlines-core, so the build times compare like for like. tokensieve's own schema
+  language is larger (extra properties allowed by default, every JSON escape spelling), so its
+  own compile is reported separately.
+
+Peak memory is the growth of the worker's peak RSS (VmHWM) over its RSS after loading the
+vocabulary. Ratios are taken over the schemas both engines finish; outlines-core timeouts and
+unsupported schemas are counted separately.
+
+    python benches/bench_index.py [--count 50] [--timeout 60] [--tokenizer PATH] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import multiprocessing as mp
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import (  # noqa: E402
+    TokenizerInfo,
+    geomean,
+    machine_info,
+    md_table,
+    num,
+    proc_status,
+    reset_peak_rss,
+    text_table,
+    trim_heap,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+DEV = SHARED / "data" / "jsonschemabench-dev.jsonl.gz"
+RESULTS = REPO / "benches" / "results"
+
+
+def _rss_base() -> int:
+    trim_heap()
+    reset_peak_rss()
+    return proc_status().get("VmRSS", 0)
+
+
+def _peak_mib(base: int) -> float:
+    return (proc_status().get("VmHWM", 0) - base) / 1024.0
+
+
+def tokensieve_worker(tokenizer: str, schema: Any, q: Any) -> None:
+    import tokensieve as ts
+
+    try:
+        vocab = ts.Vocabulary.from_pretrained(tokenizer)
+        base = _rss_base()
+        t0 = time.perf_counter()
+        g = ts.Grammar.from_json_schema(schema, vocab)
+        stats = g.precompute()
+        compile_s = time.perf_counter() - t0
+        peak = _peak_mib(base)
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / "g.tsidx"
+            g.save(path)
+            size = path.stat().st_size
+            loads = []
+            for _ in range(5):
+                t = time.perf_counter()
+                ts.Grammar.load(path, vocab)
+                loads.append(time.perf_counter() - t)
+        q.put(
+            {
+                "ok": True,
+                "compile_s": compile_s,
+                "peak_mib": peak,
+                "file_bytes": size,
+                "load_s": statistics.median(loads),
+                "states": stats["states"],
+                "distinct_masks": stats["distinct_masks"],
+                "dfa_states": stats["dfa_states"],
+            }
+        )
+    except Exception as e:  # noqa: BLE001 - reported as the engine's error
+        q.put({"ok": False, "error": f"{type(e).__name__}: {e}"[:300]})
+
+
+def tokensieve_regex_worker(tokenizer: str, schema: Any, q: Any) -> None:
+    """tokensieve's eager build of outlines-core's regex for the schema: the same language."""
+    import tokensieve as ts
+
+    try:
+        from outlines_core.json_schema import build_regex_from_schema
+
+        regex = build_regex_from_schema(json.dumps(schema))
+    except Exception as e:  # noqa: BLE001
+        q.put({"ok": False, "error": f"outlines-core has no regex: {type(e).__name__}: {e}"[:300]})
+        return
+    try:
+        vocab = ts.Vocabulary.from_pretrained(tokenizer)
+        base = _rss_base()
+        t0 = time.perf_counter()
+        g = ts.Grammar.from_regex(regex, vocab)
+        g.precompute()
+        q.put({"ok": True, "compile_s": time.perf_counter() - t0, "peak_mib": _peak_mib(base)})
+    except Exception as e:  # noqa: BLE001
+        q.put({"ok": False, "error": f"{type(e).__name__}: {e}"[:300]})
+
+
+def outlines_worker(tokenizer: str, schema: Any, q: Any) -> None:
+    try:
+        import outlines_core as oc
+        from outlines_core.json_schema import build_regex_from_schema
+
+        info = TokenizerInfo(tokenizer)
+        vocab = oc.Vocabulary(info.eos_id, info.outlines_map())
+        base = _rss_base()
+        t0 = time.perf_counter()
+        regex = build_regex_from_schema(json.dumps(schema))
+        oc.Index(regex, vocab)
+        q.put({"ok": True, "compile_s": time.perf_counter() - t0, "peak_mib": _peak_mib(base)})
+    except Exception as e:  # noqa: BLE001
+        q.put({"ok": False, "error": f"{type(e).__name__}: {e}"[:300]})
+
+
+def run(target: Any, args: tuple[Any, ...], timeout: float) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=target, args=(*args, q))
+    p.start()
+    t0 = time.perf_counter()
+    try:
+        return dict(q.get(timeout=timeout + 30))  # + process start and vocabulary load
+    except Exception:  # noqa: BLE001 - queue.Empty
+        return {"ok": False, "timeout": True, "error": f"timeout after {timeout:.0f} s"}
+    finally:
+        p.kill()
+        p.join()
+        _ = t0
+
+
+def select(tokenizer: str, count: int) -> list[tuple[str, Any]]:
+    """The `count` largest dev schemas that tokensieve compiles (compile only, no index)."""
+    import tokensieve as ts
+
+    rows = []
+    with gzip.open(DEV, "rt", encoding="utf-8") as f:
+        for line in f:
+            d = json.loads(line)
+            rows.append((len(json.dumps(d["schema"])), d["id"], d["schema"]))
+    rows.sort(key=lambda r: -r[0])
+    vocab = ts.Vocabulary.from_pretrained(tokenizer)
+    out = []
+    for _, sid, schema in rows:
+        try:
+            ts.Grammar.from_json_schema(schema, vocab, max_compile_seconds=20)
+        except (ts.TokensieveError, ValueError):
+            continue
+        out.append((sid, schema))
+        if len(out) == count:
+            break
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tokenizer", default=str(SHARED / "tokenizers" / "llama3"))
+    ap.add_argument("--count", type=int, default=50)
+    ap.add_argument("--timeout", type=float, default=60.0, help="per schema and engine, seconds")
+    ap.add_argument("--quick", action="store_true", help="5 schemas, 20 s timeout")
+    args = ap.parse_args()
+    if args.quick:
+        args.count, args.timeout = 5, 20.0
+    if not DEV.is_file() or not Path(args.tokenizer).exists():
+        print(f"skipped: needs {DEV} and {args.tokenizer} (the shared data folder)")
+        return 0
+    t_start = time.perf_counter()
+    schemas = select(args.tokenizer, args.count)
+    print(f"{len(schemas)} schemas selected in {time.perf_counter() - t_start:.1f} s")
+    results = []
+    for i, (sid, schema) in enumerate(schemas, 1):
+        ts_r = run(tokensieve_worker, (args.tokenizer, schema), args.timeout)
+        oc_r = run(outlines_worker, (args.tokenizer, schema), args.timeout)
+        same_r = run(tokensieve_regex_worker, (args.tokenizer, schema), args.timeout)
+        results.append(
+            {
+                "tokensieve_same_regex": same_r,
+                "id": sid,
+                "schema_chars": len(json.dumps(schema)),
+                "tokensieve": ts_r,
+                "outlines_core": oc_r,
+            }
+        )
+        print(
+            f"[{i}/{len(schemas)}] {sid}: tokensieve "
+            f"{num(ts_r.get('compile_s')) if ts_r['ok'] else ts_r['error'][:60]} s, outlines-core "
+            f"{num(oc_r.get('compile_s')) if oc_r['ok'] else oc_r['error'][:60]}",
+            flush=True,
+        )
+    same = [r for r in results if r["tokensieve_same_regex"]["ok"] and r["outlines_core"]["ok"]]
+    same_ratios = [
+        r["outlines_core"]["compile_s"] / r["tokensieve_same_regex"]["compile_s"] for r in same
+    ]
+    both = [r for r in results if r["tokensieve"]["ok"] and r["outlines_core"]["ok"]]
+    compile_ratio = geomean(
+        r["outlines_core"]["compile_s"] / r["tokensieve"]["compile_s"] for r in both
+    )
+    mem_ratio = geomean(
+        r["outlines_core"]["peak_mib"] / max(r["tokensieve"]["peak_mib"], 0.1) for r in both
+    )
+    ts_ok = [r for r in results if r["tokensieve"]["ok"]]
+    load_ratio = geomean(r["tokensieve"]["compile_s"] / r["tokensieve"]["load_s"] for r in ts_ok)
+    oc_timeouts = sum(1 for r in results if r["outlines_core"].get("timeout"))
+    oc_errors = sum(
+        1 for r in results if not r["outlines_core"]["ok"] and not r["outlines_core"].get("timeout")
+    )
+    ts_fail = len(results) - len(ts_ok)
+    header = [
+        "schema",
+        "chars",
+        "ts same-regex s",
+        "ts compile s",
+        "ts peak MiB",
+        "file KiB",
+        "ts load ms",
+        "compile/load ×",
+        "oc compile s",
+        "oc peak MiB",
+        "oc/ts ×",
+    ]
+    rows = []
+    for r in results:
+        t, o = r["tokensieve"], r["outlines_core"]
+        rows.append(
+            [
+                r["id"][:40],
+                str(r["schema_chars"]),
+                num(r["tokensieve_same_regex"].get("compile_s"))
+                if r["tokensieve_same_regex"]["ok"]
+                else "error",
+                num(t.get("compile_s")) if t["ok"] else "error",
+                num(t.get("peak_mib")) if t["ok"] else "",
+                num(t["file_bytes"] / 1024) if t["ok"] else "",
+                num(t["load_s"] * 1e3) if t["ok"] else "",
+                num(t["compile_s"] / t["load_s"]) if t["ok"] else "",
+                num(o.get("compile_s"))
+                if o["ok"]
+                else ("timeout" if o.get("timeout") else "error"),
+                num(o.get("peak_mib")) if o["ok"] else "",
+                num(o["compile_s"] / t["compile_s"]) if o["ok"] and t["ok"] else "",
+            ]
+        )
+    summary = [
+        ["schemas", str(len(results))],
+        ["tokensieve failures", str(ts_fail)],
+        [f"outlines-core timeouts (> {args.timeout:.0f} s)", str(oc_timeouts)],
+        ["outlines-core errors (unsupported schema)", str(oc_errors)],
+        ["both finished", str(len(both))],
+        ["same regex (outlines-core's): both finished", str(len(same))],
+        [
+            "same regex: outlines-core / tokensieve eager build, geomean (min)",
+            f"{num(geomean(same_ratios))}× ({num(min(same_ratios, default=None))}×)",
+        ],
+        ["own languages: outlines-core / tokensieve compile, geomean", f"{num(compile_ratio)}×"],
+        ["own languages: outlines-core / tokensieve peak memory, geomean", f"{num(mem_ratio)}×"],
+        ["tokensieve compile / load time, geomean", f"{num(load_ratio)}×"],
+    ]
+    print()
+    print(text_table(["summary", "value"], summary))
+    print()
+    print(text_table(header, rows))
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    name = "index_llama3" + ("_quick" if args.quick else "")
+    info = machine_info(["tokensieve", "outlines-core", "numpy"])
+    (RESULTS / f"{name}.json").write_text(
+        json.dumps({"machine": info, "args": vars(args), "results": results}, indent=1)
+    )
+    md = [
+        f"# Ahead-of-time index benchmark — {Path(args.tokenizer).name}",
+        "",
+        f"`python benches/bench_index.py{' --quick' if args.quick else ''}`; the {args.count} largest dev-set schemas that tokensieve compiles; each build in a fresh process; timeout {args.timeout:.0f} s per engine and schema.",
+        "",
+        "Targets: compile ≥ 10× faster than outlines-core, load ≥ 20× faster than compiling.",
+        "",
+        md_table(["summary", "value"], summary),
+        "",
+        md_table(header, rows),
+        "",
+        f"Machine: {json.dumps(info)}",
+    ]
+    (RESULTS / f"{name}.md").write_text("\n".join(md) + "\n")
+    print(f"\nwritten: {RESULTS / (name + '.md')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
