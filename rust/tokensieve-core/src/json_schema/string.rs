@@ -443,7 +443,9 @@ pub(crate) fn format_regex(name: &str) -> Option<&'static str> {
         "time" => TIME,
         "date-time" => DATE_TIME,
         "duration" => {
-            r"P(?:[0-9]+W|(?:[0-9]+Y(?:[0-9]+M)?(?:[0-9]+D)?|[0-9]+M(?:[0-9]+D)?|[0-9]+D)(?:T(?:[0-9]+H(?:[0-9]+M)?(?:[0-9]+S)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S))?|T(?:[0-9]+H(?:[0-9]+M)?(?:[0-9]+S)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S))"
+            // RFC 3339 appendix A: components come in contiguous runs (Y[M[D]], M[D], D;
+            // H[M[S]], M[S], S), weeks alone.
+            r"P(?:[0-9]+W|(?:[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?|[0-9]+M(?:[0-9]+D)?|[0-9]+D)(?:T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S))?|T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S))"
         }
         "uuid" => r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
         "ipv4" => IPV4,
@@ -546,6 +548,15 @@ mod tests {
         ] {
             let h = crate::regex::parse(format_regex(f).unwrap(), 250).unwrap();
             encode(&h).unwrap();
+        }
+        let dur = Re::new(&crate::regex::parse(format_regex("duration").unwrap(), 250).unwrap());
+        for ok in [
+            "P1Y", "P1Y2M3D", "P2M3D", "P4D", "PT1H2M3S", "PT2M3S", "PT3S", "P1W", "P1DT1H",
+        ] {
+            assert!(dur.is_match(ok), "{ok}");
+        }
+        for bad in ["P1Y2D", "PT1H2S", "P", "PT", "P1W2D", "P1D2Y"] {
+            assert!(!dur.is_match(bad), "{bad}");
         }
         let d = Re::new(&crate::regex::parse(DATE, 250).unwrap());
         assert!(d.is_match("2024-02-29") && !d.is_match("2023-02-29") && !d.is_match("2023-04-31"));
