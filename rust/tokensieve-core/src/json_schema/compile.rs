@@ -1506,11 +1506,38 @@ fn all_of(a: Value, b: Value) -> Value {
 }
 
 /// `allOf` of two (normalized, `$ref`/`allOf`-free at the top) schemas as one schema.
+/// Extend a 2020-12 `prefixItems` list to `n` entries with the schema's own `items` (which
+/// governs the positions after its prefix; `true` when absent), so that two schemas' prefixes
+/// line up position by position before they are merged.
+fn extend_prefix(m: &mut Map<String, Value>, n: usize) {
+    if matches!(m.get("items"), Some(Value::Array(_))) {
+        return; // draft-4 tuple form: merged as a whole or refused below
+    }
+    let rest = m.get("items").cloned().unwrap_or(Value::Bool(true));
+    let mut prefix = match m.get("prefixItems") {
+        Some(Value::Array(p)) => p.clone(),
+        _ => Vec::new(),
+    };
+    while prefix.len() < n {
+        prefix.push(rest.clone());
+    }
+    m.insert("prefixItems".into(), Value::Array(prefix));
+}
+
 fn merge(
     mut out: Map<String, Value>,
-    b: Map<String, Value>,
+    mut b: Map<String, Value>,
     ptr: &str,
 ) -> Result<Map<String, Value>> {
+    let prefix_len = |m: &Map<String, Value>| match m.get("prefixItems") {
+        Some(Value::Array(p)) => p.len(),
+        _ => 0,
+    };
+    let n = prefix_len(&out).max(prefix_len(&b));
+    if n > 0 {
+        extend_prefix(&mut out, n);
+        extend_prefix(&mut b, n);
+    }
     let a_props: Vec<String> = match out.get("properties") {
         Some(Value::Object(p)) => p.keys().cloned().collect(),
         _ => vec![],
@@ -1612,6 +1639,19 @@ fn merge(
             {
                 all_of(va, vb)
             }
+            // Both lists were extended to the same length above.
+            "prefixItems" => match (va, vb) {
+                (Value::Array(pa), Value::Array(pb)) if pa.len() == pb.len() => {
+                    Value::Array(pa.into_iter().zip(pb).map(|(x, y)| all_of(x, y)).collect())
+                }
+                _ => {
+                    return Err(schema_error(
+                        "prefixItems",
+                        ptr,
+                        "allOf: prefixItems of different forms cannot be merged",
+                    ))
+                }
+            },
             "$defs" | "definitions" => va,
             _ if json_eq(&va, &vb) => va,
             _ => {

@@ -478,3 +478,18 @@ fn oversized_schemas_fail_with_a_budget_error() {
         other => panic!("expected a budget error, got {:?}", other.map(|_| ())),
     }
 }
+
+#[test]
+fn all_of_lines_up_prefix_items_with_items() {
+    // `items` of one branch still constrains the positions another branch's prefixItems cover.
+    check(
+        json!({"allOf": [{"prefixItems": [true]}, {"items": false}]}),
+        &["[]"],
+        &["[1]", "[1, 2]"],
+    );
+    check(
+        json!({"allOf": [{"prefixItems": [{"minimum": 3}]}], "items": {"minimum": 5}}),
+        &["[5]", "[7, 5]", "[]"],
+        &["[3, 5]", "[5, 4]"],
+    );
+}
