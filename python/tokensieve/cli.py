@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tokensieve._core import TokensieveError, Vocabulary, read_index_header
-from tokensieve.constraints import compile_constraint
+from tokensieve.constraints import ENGINE_OPTIONS, SCHEMA_OPTIONS, compile_constraint
 
 EXIT_OK, EXIT_COMPILE, EXIT_USAGE = 0, 1, 2
 
@@ -67,21 +67,8 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-OPTION_NAMES = (
-    "max_states",
-    "max_nfa_bytes",
-    "mask_cache_bytes",
-    "max_compile_seconds",
-    "additional_properties",
-    "formats",
-    "one_of",
-    "whitespace",
-    "max_whitespace",
-    "max_recursion_depth",
-    "max_nesting_depth",
-    "truncate_recursion",
-    "lenient",
-)
+# Every option the CLI exposes (`registry` has no command-line form).
+OPTION_NAMES = tuple(o for o in ENGINE_OPTIONS + SCHEMA_OPTIONS if o != "registry")
 
 
 def _jobs(args: argparse.Namespace) -> list[tuple[str, str, Any]]:

@@ -515,42 +515,33 @@ macro_rules! tail {
         )
     };
 }
-const URI: &str = concat!(
-    r"[A-Za-z][A-Za-z0-9+.-]*:",
-    // hier-part = "//" authority path-abempty / path-absolute / path-rootless / path-empty
-    r"(?://",
-    authority!(),
-    r"(?:/",
-    pchar!(),
-    r"*)*|/(?:",
-    pchar!(),
-    r"+(?:/",
-    pchar!(),
-    r"*)*)?|",
-    pchar!(),
-    r"+(?:/",
-    pchar!(),
-    r"*)*|)",
-    tail!()
-);
+// URI = scheme ":" hier-part [ "?" query ] [ "#" fragment ]
+macro_rules! uri {
+    () => {
+        concat!(
+            r"[A-Za-z][A-Za-z0-9+.-]*:",
+            // hier-part = "//" authority path-abempty / path-absolute / path-rootless / path-empty
+            r"(?://",
+            authority!(),
+            r"(?:/",
+            pchar!(),
+            r"*)*|/(?:",
+            pchar!(),
+            r"+(?:/",
+            pchar!(),
+            r"*)*)?|",
+            pchar!(),
+            r"+(?:/",
+            pchar!(),
+            r"*)*|)",
+            tail!()
+        )
+    };
+}
+const URI: &str = uri!();
 const URI_REF: &str = concat!(
     r"(?:",
-    // URI
-    r"[A-Za-z][A-Za-z0-9+.-]*:",
-    r"(?://",
-    authority!(),
-    r"(?:/",
-    pchar!(),
-    r"*)*|/(?:",
-    pchar!(),
-    r"+(?:/",
-    pchar!(),
-    r"*)*)?|",
-    pchar!(),
-    r"+(?:/",
-    pchar!(),
-    r"*)*|)",
-    tail!(),
+    uri!(),
     // relative-ref: "//" authority path-abempty / path-absolute / path-noscheme / path-empty
     r"|(?://",
     authority!(),
