@@ -459,8 +459,13 @@ impl<'a> Compiler<'a> {
         Ok(())
     }
 
+    /// A keyword that changes which values are valid. Unknown keywords are not: they are
+    /// ignored with a warning (see `check_keywords`), wherever they appear.
     fn is_validity(k: &str) -> bool {
-        !ANNOTATIONS.contains(&k) && k != "$defs" && k != "definitions"
+        (SUPPORTED.contains(&k) || UNSUPPORTED.contains(&k))
+            && !ANNOTATIONS.contains(&k)
+            && k != "$defs"
+            && k != "definitions"
     }
 
     fn object_schema(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {

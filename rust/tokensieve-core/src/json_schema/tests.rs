@@ -493,3 +493,19 @@ fn all_of_lines_up_prefix_items_with_items() {
         &["[3, 5]", "[5, 4]"],
     );
 }
+
+#[test]
+fn unknown_keywords_beside_enum_are_ignored() {
+    let c = compile(
+        &json!({"enum": ["a", "b"], "readonly": true}),
+        &JsonSchemaOptions::default(),
+    )
+    .unwrap();
+    assert!(
+        c.warnings.iter().any(|w| w.contains("readonly")),
+        "{:?}",
+        c.warnings
+    );
+    let r = Re::new(&c.hir);
+    assert!(r.is_match(r#""a""#) && !r.is_match(r#""c""#));
+}
