@@ -377,7 +377,7 @@ impl<'a> Compiler<'a> {
     }
 
     /// Any JSON value with at most `depth` levels of nested containers.
-    pub fn any_value(&mut self, depth: u32) -> Hir {
+    pub fn any_value(&mut self, depth: u32) -> Result<Hir> {
         while self.any_cache.len() <= depth as usize {
             let d = self.any_cache.len();
             let mut parts = vec![
@@ -396,16 +396,25 @@ impl<'a> Compiler<'a> {
                 parts.push(obj);
             }
             let h = alt(parts);
+            // Each level holds the one below several times over: the size grows geometrically
+            // with the depth, so check it level by level, before it can exhaust memory.
+            let w = weight(&h);
+            if w > MAX_WEIGHT {
+                return Err(Error::Budget(format!(
+                    "an unconstrained JSON value nested {d} levels deep expands to about {w} \
+                     automaton nodes (limit {MAX_WEIGHT}); lower max_nesting_depth (now {depth})"
+                )));
+            }
             self.any_cache.push(h);
         }
-        self.any_cache[depth as usize].clone()
+        Ok(self.any_cache[depth as usize].clone())
     }
 
     /// Any JSON object (values up to `max_nesting_depth` levels deep).
-    pub fn any_object(&mut self) -> Hir {
-        let v = self.any_value(self.opts.max_nesting_depth);
+    pub fn any_object(&mut self) -> Result<Hir> {
+        let v = self.any_value(self.opts.max_nesting_depth)?;
         let kv = concat(vec![self.any_string.clone(), self.colon(), v]);
-        self.wrap("{", self.list(kv, 0, None), "}")
+        Ok(self.wrap("{", self.list(kv, 0, None), "}"))
     }
 
     pub fn schema(&mut self, s: &Value, ptr: &str) -> Result<Option<Hir>> {
@@ -425,7 +434,7 @@ impl<'a> Compiler<'a> {
 
     fn schema_unchecked(&mut self, s: &Value, ptr: &str) -> Result<Option<Hir>> {
         match s {
-            Value::Bool(true) => Ok(Some(self.any_value(self.opts.max_nesting_depth))),
+            Value::Bool(true) => Ok(Some(self.any_value(self.opts.max_nesting_depth)?)),
             Value::Bool(false) => Ok(None),
             Value::Object(m) => self.object_schema(m, ptr),
             _ => Err(schema_error(
@@ -895,7 +904,7 @@ impl<'a> Compiler<'a> {
     fn typed(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
         let bits = self.type_bits_of(m, ptr)?;
         if bits == T_ALL && !m.keys().any(|k| Self::is_validity(k) && k != "type") {
-            return Ok(Some(self.any_value(self.opts.max_nesting_depth)));
+            return Ok(Some(self.any_value(self.opts.max_nesting_depth)?));
         }
         let mut alts = Vec::new();
         if bits & T_NULL != 0 {
@@ -1121,7 +1130,7 @@ impl<'a> Compiler<'a> {
             pre.push(self.schema(s, &child(&child(ptr, prefix_kw), &i.to_string()))?);
         }
         let rest_h = match rest {
-            None => Some(self.any_value(self.opts.max_nesting_depth)),
+            None => Some(self.any_value(self.opts.max_nesting_depth)?),
             Some(s) => self.schema(s, &child(ptr, rest_kw))?,
         };
         let body = self.array_tail(&pre, rest_h.as_ref(), 0, min, max);
@@ -1199,7 +1208,7 @@ impl<'a> Compiler<'a> {
         // Values allowed for undeclared properties.
         let extra: Option<Hir> = match m.get("additionalProperties") {
             None => match self.opts.additional_properties {
-                AdditionalProperties::Allow => Some(self.any_value(self.opts.max_nesting_depth)),
+                AdditionalProperties::Allow => Some(self.any_value(self.opts.max_nesting_depth)?),
                 AdditionalProperties::Forbid => None,
             },
             Some(s) => self.schema(s, &child(ptr, "additionalProperties"))?,

@@ -46,7 +46,7 @@ pub fn any_object(opts: &JsonSchemaOptions) -> Result<CompiledSchema> {
     let root = Value::Bool(true);
     let mut c = compile::Compiler::new(&root, opts)?;
     Ok(CompiledSchema {
-        hir: c.any_object(),
+        hir: c.any_object()?,
         warnings: vec![],
     })
 }

@@ -509,3 +509,19 @@ fn unknown_keywords_beside_enum_are_ignored() {
     let r = Re::new(&c.hir);
     assert!(r.is_match(r#""a""#) && !r.is_match(r#""c""#));
 }
+
+#[test]
+fn deep_any_values_fail_with_a_budget_error() {
+    let o = JsonSchemaOptions {
+        max_nesting_depth: 12,
+        ..Default::default()
+    };
+    match compile(&json!({"type": "object"}), &o) {
+        Err(Error::Budget(m)) => assert!(m.contains("max_nesting_depth"), "{m}"),
+        other => panic!("expected a budget error, got {:?}", other.map(|_| ())),
+    }
+    match any_object(&o) {
+        Err(Error::Budget(_)) => {}
+        other => panic!("expected a budget error, got {:?}", other.map(|_| ())),
+    }
+}
