@@ -349,6 +349,20 @@ fn split_options(
 }
 
 impl PyGrammar {
+    /// Build a grammar for `vocab` with the GIL released and wrap it.
+    fn build(
+        py: Python<'_>,
+        vocab: Py<PyVocabulary>,
+        make: impl FnOnce(Arc<core::Vocabulary>) -> core::Result<core::Grammar> + Send,
+    ) -> PyResult<Self> {
+        let v = vocab.get().inner.clone();
+        let g = py.detach(|| make(v)).py(py)?;
+        Ok(PyGrammar {
+            inner: Arc::new(g),
+            vocab,
+        })
+    }
+
     fn to_bytes_inner(&self, py: Python<'_>) -> PyResult<Vec<u8>> {
         let g = self.inner.clone();
         py.detach(|| core::serialize::save(&g)).py(py)
@@ -375,14 +389,7 @@ impl PyGrammar {
             mask_cache_bytes,
             max_compile_seconds,
         )?;
-        let v = vocab.get().inner.clone();
-        let g = py
-            .detach(|| core::Grammar::from_regex(&pattern, v, &opts))
-            .py(py)?;
-        Ok(PyGrammar {
-            inner: Arc::new(g),
-            vocab,
-        })
+        Self::build(py, vocab, |v| core::Grammar::from_regex(&pattern, v, &opts))
     }
 
     /// Compile a JSON Schema: a dict, JSON text, or a pydantic model class. Keyword arguments
@@ -399,13 +406,8 @@ impl PyGrammar {
         let text = schema_text(py, schema)?;
         let schema: serde_json::Value = serde_json::from_str(&text)
             .map_err(|e| PyValueError::new_err(format!("the schema is not valid JSON: {e}")))?;
-        let v = vocab.get().inner.clone();
-        let g = py
-            .detach(|| core::Grammar::from_json_schema(&schema, v, &so, &opts))
-            .py(py)?;
-        Ok(PyGrammar {
-            inner: Arc::new(g),
-            vocab,
+        Self::build(py, vocab, |v| {
+            core::Grammar::from_json_schema(&schema, v, &so, &opts)
         })
     }
 
@@ -418,13 +420,8 @@ impl PyGrammar {
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let (so, opts) = split_options(py, options)?;
-        let v = vocab.get().inner.clone();
-        let g = py
-            .detach(|| core::Grammar::from_json_object(v, &so, &opts))
-            .py(py)?;
-        Ok(PyGrammar {
-            inner: Arc::new(g),
-            vocab,
+        Self::build(py, vocab, |v| {
+            core::Grammar::from_json_object(v, &so, &opts)
         })
     }
 
@@ -446,13 +443,8 @@ impl PyGrammar {
             mask_cache_bytes,
             max_compile_seconds,
         )?;
-        let v = vocab.get().inner.clone();
-        let g = py
-            .detach(|| core::Grammar::from_choice(&choices, v, &opts))
-            .py(py)?;
-        Ok(PyGrammar {
-            inner: Arc::new(g),
-            vocab,
+        Self::build(py, vocab, |v| {
+            core::Grammar::from_choice(&choices, v, &opts)
         })
     }
 
@@ -518,12 +510,7 @@ impl PyGrammar {
     /// Load an index from bytes (see `load`).
     #[staticmethod]
     fn from_bytes(py: Python<'_>, data: Vec<u8>, vocab: Py<PyVocabulary>) -> PyResult<Self> {
-        let v = vocab.get().inner.clone();
-        let g = py.detach(|| core::serialize::load(&data, v)).py(py)?;
-        Ok(PyGrammar {
-            inner: Arc::new(g),
-            vocab,
-        })
+        Self::build(py, vocab, |v| core::serialize::load(&data, v))
     }
 
     /// What the grammar was compiled from: "regex", "json_schema", "choice" or "json_object".
