@@ -93,7 +93,6 @@ ASSERTED_FORMATS = {
 # outside it that is rejected, is a documented approximation rather than a bug.
 _LDH = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOST = rf"{_LDH}(?:\.{_LDH})*"
-_URICH = r"(?:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})"
 _TIME = (
     r"(?:[01]\d|2[0-3]):[0-5]\d:(?:[0-5]\d|60)(?:\.\d+)?"
     r"(?:[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)"
@@ -106,9 +105,6 @@ DOCUMENTED_FORMATS = {
         rf"[A-Za-z0-9!#$%&'*+/=?^_`{{|}}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{{|}}~-]+)*@{_HOST}",
         re.ASCII,
     ),
-    # scheme ":" then RFC 3986 characters (any structure)
-    "uri": re.compile(rf"[A-Za-z][A-Za-z0-9+.\-]*:{_URICH}*", re.ASCII),
-    "uri-reference": re.compile(rf"{_URICH}*", re.ASCII),
     "time": re.compile(_TIME, re.ASCII),  # a leap second (:60) at any time
     "date-time": re.compile(rf"({_DATE})[Tt]{_TIME}", re.ASCII),
 }
@@ -845,7 +841,7 @@ def write_report(
         "`unknown format` (a format the compiler does not assert accepts any string), "
         "`format approximation` (the instance is inside the documented regular approximation "
         "of an asserted format: hostname labels are LDH only, no IDNA/punycode checks, total "
-        "length unbounded; `uri`/`uri-reference` check characters, not the RFC 3986 structure; "
+        "length unbounded; "
         "leap seconds at any time), `content* annotation` (draft 7 optional content tests; "
         "`content*` are documented annotations), else `bug`.\n"
     )
