@@ -48,7 +48,39 @@ const SUPPORTED: &[&str] = &[
     "$ref",
     "$defs",
     "definitions",
+    "contains",
+    "minContains",
+    "maxContains",
+    "not",
+    "if",
+    "then",
+    "else",
+    "dependentRequired",
+    "dependentSchemas",
+    "dependencies",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    NOT_IN,
+    NOT_PATTERN,
+    NOT_MULTIPLE,
+    CONTAINS_FROM,
+    SOME_EXTRA,
 ];
+
+// Internal keywords produced by negation (see `algebra`); never read from user schemas.
+/// Type name of non-integral numbers (spelled with a fraction part).
+pub(super) const FRACTION: &str = "x-ts-fraction";
+/// Strings other than the listed ones.
+pub(super) const NOT_IN: &str = "x-ts-notIn";
+/// Strings matching none of the listed ECMA patterns.
+pub(super) const NOT_PATTERN: &str = "x-ts-notPattern";
+/// Numbers that are not a multiple of the value.
+pub(super) const NOT_MULTIPLE: &str = "x-ts-notMultipleOf";
+/// `contains` counts only items from this index on.
+pub(super) const CONTAINS_FROM: &str = "x-ts-containsFrom";
+/// An object with at least one undeclared property (`names`/`patterns` declared) whose value
+/// matches `schema`.
+pub(super) const SOME_EXTRA: &str = "x-ts-someExtra";
 
 /// Keywords that never change validity.
 const ANNOTATIONS: &[&str] = &[
@@ -80,18 +112,6 @@ const ANNOTATIONS: &[&str] = &[
 const UNSUPPORTED: &[&str] = &[
     "patternProperties",
     "propertyNames",
-    "dependentRequired",
-    "dependentSchemas",
-    "dependencies",
-    "contains",
-    "minContains",
-    "maxContains",
-    "if",
-    "then",
-    "else",
-    "not",
-    "unevaluatedProperties",
-    "unevaluatedItems",
     "$dynamicRef",
     "$recursiveRef",
 ];
@@ -104,6 +124,9 @@ const MAX_WEIGHT: u64 = 2_000_000;
 /// Upper bound on the summed weight of all sub-schema HIRs built during one compile.
 const MAX_BUILT: u64 = 8_000_000;
 
+/// Deepest nesting of sub-schema compiles (each level uses a few kilobytes of stack).
+pub(super) const MAX_DEPTH: u32 = 2000;
+
 /// Longest `minLength`/`maxLength`/`minItems`/`maxItems` bound compiled as a counted repeat.
 const MAX_COUNT: u64 = 10_000;
 
@@ -115,11 +138,11 @@ pub(crate) fn schema_error(keyword: &str, pointer: &str, message: impl Into<Stri
     }
 }
 
-fn escape_token(s: &str) -> String {
+pub(super) fn escape_token(s: &str) -> String {
     s.replace('~', "~0").replace('/', "~1")
 }
 
-fn child(ptr: &str, key: &str) -> String {
+pub(super) fn child(ptr: &str, key: &str) -> String {
     format!("{ptr}/{}", escape_token(key))
 }
 
@@ -142,17 +165,18 @@ fn percent_decode(s: &str) -> String {
 }
 
 // Type bits: a value's JSON type, integers and non-integral numbers apart.
-const T_NULL: u8 = 1;
-const T_BOOL: u8 = 2;
-const T_INT: u8 = 4;
-const T_FRAC: u8 = 8;
-const T_STRING: u8 = 16;
-const T_ARRAY: u8 = 32;
-const T_OBJECT: u8 = 64;
-const T_ALL: u8 = 127;
+pub(super) const T_NULL: u8 = 1;
+pub(super) const T_BOOL: u8 = 2;
+pub(super) const T_INT: u8 = 4;
+pub(super) const T_FRAC: u8 = 8;
+pub(super) const T_STRING: u8 = 16;
+pub(super) const T_ARRAY: u8 = 32;
+pub(super) const T_OBJECT: u8 = 64;
+pub(super) const T_ALL: u8 = 127;
 
-fn type_bits(name: &str) -> Option<u8> {
+pub(super) fn type_bits(name: &str) -> Option<u8> {
     Some(match name {
+        FRACTION => T_FRAC,
         "null" => T_NULL,
         "boolean" => T_BOOL,
         "integer" => T_INT,
@@ -164,7 +188,7 @@ fn type_bits(name: &str) -> Option<u8> {
     })
 }
 
-fn value_bits(v: &Value) -> u8 {
+pub(super) fn value_bits(v: &Value) -> u8 {
     match v {
         Value::Null => T_NULL,
         Value::Bool(_) => T_BOOL,
@@ -194,10 +218,11 @@ fn bits_to_types(bits: u8) -> Value {
             v.push(Value::from(n));
         }
     }
-    if bits & T_FRAC != 0 {
-        v.push(Value::from("number"));
-    } else if bits & T_INT != 0 {
-        v.push(Value::from("integer"));
+    match (bits & T_INT != 0, bits & T_FRAC != 0) {
+        (true, true) => v.push(Value::from("number")),
+        (true, false) => v.push(Value::from("integer")),
+        (false, true) => v.push(Value::from(FRACTION)),
+        (false, false) => {}
     }
     Value::Array(v)
 }
@@ -220,14 +245,18 @@ pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
 
 pub(crate) struct Compiler<'a> {
     root: &'a Value,
-    opts: &'a JsonSchemaOptions,
+    pub(super) opts: &'a JsonSchemaOptions,
     /// After `:` and `,`.
     sep: Hir,
     /// Inside brackets and before `:` and `,`.
     inner: Hir,
     pub warnings: Vec<String>,
-    stack: Vec<String>,
-    cuts: u64,
+    pub(super) stack: Vec<String>,
+    pub(super) cuts: u64,
+    /// How many enclosing schemas being expanded have `unevaluated*` keywords.
+    pub(super) eval_scopes: u32,
+    /// Current nesting of `schema` calls.
+    depth: u32,
     any_cache: Vec<Hir>,
     any_string: Hir,
     /// Total weight of every sub-schema HIR built so far (copies included): bounds the
@@ -288,6 +317,8 @@ impl<'a> Compiler<'a> {
             warnings: Vec::new(),
             stack: Vec::new(),
             cuts: 0,
+            eval_scopes: 0,
+            depth: 0,
             any_cache: Vec::new(),
             any_string,
             built: 0,
@@ -329,7 +360,7 @@ impl<'a> Compiler<'a> {
         Ok(())
     }
 
-    fn unsupported(&mut self, keyword: &str, ptr: &str, why: &str) -> Result<()> {
+    pub(super) fn unsupported(&mut self, keyword: &str, ptr: &str, why: &str) -> Result<()> {
         if self.opts.lenient {
             self.warnings.push(format!(
                 "#{ptr}: `{keyword}` ignored ({why}); the grammar accepts a superset"
@@ -418,7 +449,20 @@ impl<'a> Compiler<'a> {
     }
 
     pub fn schema(&mut self, s: &Value, ptr: &str) -> Result<Option<Hir>> {
-        let h = self.schema_unchecked(s, ptr)?;
+        if self.depth >= MAX_DEPTH {
+            return Err(schema_error(
+                "",
+                ptr,
+                format!(
+                    "the schema nests more than {MAX_DEPTH} levels deep (counting $ref \
+                     expansions); lower max_recursion_depth or simplify the schema"
+                ),
+            ));
+        }
+        self.depth += 1;
+        let h = self.schema_unchecked(s, ptr);
+        self.depth -= 1;
+        let h = h?;
         if let Some(h) = &h {
             self.built = self.built.saturating_add(weight(h));
             if self.built > MAX_BUILT {
@@ -445,7 +489,7 @@ impl<'a> Compiler<'a> {
         }
     }
 
-    fn check_keywords(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<()> {
+    pub(super) fn check_keywords(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<()> {
         for (k, v) in m {
             let k = k.as_str();
             if SUPPORTED.contains(&k) || ANNOTATIONS.contains(&k) {
@@ -470,7 +514,7 @@ impl<'a> Compiler<'a> {
 
     /// A keyword that changes which values are valid. Unknown keywords are not: they are
     /// ignored with a warning (see `check_keywords`), wherever they appear.
-    fn is_validity(k: &str) -> bool {
+    pub(super) fn is_validity(k: &str) -> bool {
         (SUPPORTED.contains(&k) || UNSUPPORTED.contains(&k))
             && !ANNOTATIONS.contains(&k)
             && k != "$defs"
@@ -479,6 +523,10 @@ impl<'a> Compiler<'a> {
 
     fn object_schema(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
         self.check_keywords(m, ptr)?;
+        if self.needs_algebra(m, ptr)? {
+            let terms = self.expand(&Value::Object(m.clone()), ptr, 0)?;
+            return self.compile_terms(terms, ptr);
+        }
         if let Some(r) = m.get("$ref") {
             let r = r
                 .as_str()
@@ -564,12 +612,24 @@ impl<'a> Compiler<'a> {
         self.typed(m, ptr)
     }
 
+    /// A merged schema that is trivially empty (no type left, no value left).
+    pub(super) fn quick_empty(&self, v: &Value) -> bool {
+        match v {
+            Value::Bool(b) => !b,
+            Value::Object(m) => {
+                matches!(m.get("type"), Some(Value::Array(a)) if a.is_empty())
+                    || matches!(m.get("enum"), Some(Value::Array(a)) if a.is_empty())
+            }
+            _ => false,
+        }
+    }
+
     /// Compile a schema that was built here (merged).
     fn owned(&mut self, v: Value, ptr: &str) -> Result<Option<Hir>> {
         self.schema(&v, ptr)
     }
 
-    fn resolve(&self, r: &str, ptr: &str) -> Result<(&'a Value, String)> {
+    pub(super) fn resolve(&self, r: &str, ptr: &str) -> Result<(&'a Value, String)> {
         let root = self.root;
         if r == "#" {
             return Ok((root, String::new()));
@@ -660,7 +720,7 @@ impl<'a> Compiler<'a> {
         }
     }
 
-    fn merge_all(&self, items: &[Value], ptr: &str) -> Result<Value> {
+    pub(super) fn merge_all(&self, items: &[Value], ptr: &str) -> Result<Value> {
         let mut parts = Vec::new();
         for it in items {
             if !self.flatten(it, ptr, 0, &mut parts)? {
@@ -676,7 +736,7 @@ impl<'a> Compiler<'a> {
 
     // ---- oneOf -------------------------------------------------------------------------
 
-    fn deref<'b>(&self, mut v: &'b Value, ptr: &str) -> Result<&'b Value>
+    pub(super) fn deref<'b>(&self, mut v: &'b Value, ptr: &str) -> Result<&'b Value>
     where
         'a: 'b,
     {
@@ -734,7 +794,7 @@ impl<'a> Compiler<'a> {
         Ok((bits, values, discr))
     }
 
-    fn disjoint(&self, branches: &[Value]) -> Result<bool> {
+    pub(super) fn disjoint(&self, branches: &[Value]) -> Result<bool> {
         let infos = branches
             .iter()
             .map(|b| self.branch_info(b, ""))
@@ -779,66 +839,15 @@ impl<'a> Compiler<'a> {
                 vals = vec![c.clone()];
             }
         }
-        let types = self.type_bits_of(m, ptr)?;
-        vals.retain(|v| value_bits(v) & types != 0);
-        for (k, _) in m {
-            let k = k.as_str();
-            if matches!(k, "enum" | "const" | "type" | "nullable") || !Self::is_validity(k) {
-                continue;
-            }
-            if matches!(
-                k,
-                "minLength"
-                    | "maxLength"
-                    | "minimum"
-                    | "maximum"
-                    | "exclusiveMinimum"
-                    | "exclusiveMaximum"
-            ) {
-                continue;
-            }
-            // Keywords that constrain only other types than the values' are harmless.
-            let applies_to = match k {
-                "properties"
-                | "required"
-                | "additionalProperties"
-                | "minProperties"
-                | "maxProperties" => T_OBJECT,
-                "items" | "prefixItems" | "additionalItems" | "minItems" | "maxItems"
-                | "uniqueItems" => T_ARRAY,
-                "pattern" | "format" => T_STRING,
-                "multipleOf" => T_INT | T_FRAC,
-                _ => T_ALL,
-            };
-            if vals.iter().any(|v| value_bits(v) & applies_to != 0) {
-                self.unsupported(
-                    k,
-                    ptr,
-                    &format!("`{k}` together with enum/const is not supported"),
-                )?;
+        // Keep the values that satisfy every sibling keyword (checked on the value itself).
+        let whole = Value::Object(m.clone());
+        let mut kept = Vec::new();
+        for v in vals {
+            if self.validates(&v, &whole, ptr, 0)? {
+                kept.push(v);
             }
         }
-        let bounds = self.bounds(m, ptr)?;
-        let len = |k: &str| m.get(k).and_then(Value::as_u64);
-        let (minl, maxl) = (len("minLength"), len("maxLength"));
-        vals.retain(|v| match v {
-            Value::String(s) => {
-                let n = s.chars().count() as u64;
-                minl.is_none_or(|a| n >= a) && maxl.is_none_or(|b| n <= b)
-            }
-            Value::Number(n) => {
-                let d = Dec::from_json(n);
-                bounds
-                    .0
-                    .as_ref()
-                    .is_none_or(|l| d > l.value || (l.inclusive && d == l.value))
-                    && bounds
-                        .1
-                        .as_ref()
-                        .is_none_or(|h| d < h.value || (h.inclusive && d == h.value))
-            }
-            _ => true,
-        });
+        let vals = kept;
         let alts: Vec<Hir> = vals.iter().map(|v| self.literal(v)).collect();
         Ok(if alts.is_empty() {
             None
@@ -881,7 +890,7 @@ impl<'a> Compiler<'a> {
 
     // ---- typed values ------------------------------------------------------------------
 
-    fn type_bits_of(&self, m: &Map<String, Value>, ptr: &str) -> Result<u8> {
+    pub(super) fn type_bits_of(&self, m: &Map<String, Value>, ptr: &str) -> Result<u8> {
         let bad = || schema_error("type", ptr, "type must be a type name or a list of them");
         let mut bits = match m.get("type") {
             None => return Ok(T_ALL),
@@ -913,10 +922,12 @@ impl<'a> Compiler<'a> {
         if bits & T_BOOL != 0 {
             alts.push(Some(alt(vec![lit("true"), lit("false")])));
         }
-        if bits & T_FRAC != 0 {
+        if bits & T_INT != 0 && bits & T_FRAC != 0 {
             alts.push(self.number(m, ptr, false)?);
         } else if bits & T_INT != 0 {
             alts.push(self.number(m, ptr, true)?);
+        } else if bits & T_FRAC != 0 {
+            alts.push(self.fraction(m, ptr)?);
         }
         if bits & T_STRING != 0 {
             alts.push(self.string(m, ptr)?);
@@ -986,7 +997,43 @@ impl<'a> Compiler<'a> {
         Ok((lo, hi))
     }
 
+    /// Non-integral numbers (from `not: {type: integer}`), spelled with a fraction part that is
+    /// not all zeros and no exponent.
+    fn fraction(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
+        let (lo, hi) = self.bounds(m, ptr)?;
+        if lo.is_some()
+            || hi.is_some()
+            || m.contains_key("multipleOf")
+            || m.contains_key(NOT_MULTIPLE)
+        {
+            self.unsupported(
+                "type",
+                ptr,
+                "non-integral numbers (a negated integer type) with bounds or multipleOf are \
+                 not supported",
+            )?;
+        }
+        let int = alt(vec![
+            lit("0"),
+            concat(vec![
+                super::hirs::digits(1, 9),
+                star(super::hirs::digits(0, 9)),
+            ]),
+        ]);
+        Ok(Some(concat(vec![
+            opt(lit("-")),
+            int,
+            lit("."),
+            star(super::hirs::digits(0, 9)),
+            super::hirs::digits(1, 9),
+            star(super::hirs::digits(0, 9)),
+        ])))
+    }
+
     fn number(&mut self, m: &Map<String, Value>, ptr: &str, integer: bool) -> Result<Option<Hir>> {
+        if m.contains_key(NOT_MULTIPLE) {
+            self.unsupported("multipleOf", ptr, "`not` of multipleOf is not supported")?;
+        }
         if let Some(d) = self.num(m, "multipleOf", ptr)? {
             let one = Dec::parse("1").expect("literal");
             if !(integer && d == one) {
@@ -1030,6 +1077,9 @@ impl<'a> Compiler<'a> {
     }
 
     fn string(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
+        if m.contains_key(NOT_IN) || m.contains_key(NOT_PATTERN) {
+            return self.string_algebra(m, ptr);
+        }
         let min = self.count(m, "minLength", ptr)?.unwrap_or(0);
         let max = self.count(m, "maxLength", ptr)?;
         self.big("minLength", ptr, min)?;
@@ -1100,6 +1150,29 @@ impl<'a> Compiler<'a> {
         Ok(content.map(|c| concat(vec![lit("\""), c, lit("\"")])))
     }
 
+    /// Strings under negated constraints (`not: {enum: [...]}`, `not: {pattern: ...}`).
+    fn string_algebra(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
+        let others = ["pattern", "format", "minLength", "maxLength", NOT_PATTERN];
+        if others.iter().any(|k| m.contains_key(*k)) {
+            self.unsupported(
+                "not",
+                ptr,
+                "a negated string constraint together with other string constraints is not \
+                 supported in this version",
+            )?;
+        }
+        let names: Vec<Vec<char>> = m
+            .get(NOT_IN)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(|s| s.chars().collect())
+            .collect();
+        let body = encode(&not_in(&names)).expect("character classes only");
+        Ok(Some(concat(vec![lit("\""), body, lit("\"")])))
+    }
+
     fn array(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
         let min = self.count(m, "minItems", ptr)?.unwrap_or(0);
         let max = self.count(m, "maxItems", ptr)?;
@@ -1125,6 +1198,14 @@ impl<'a> Compiler<'a> {
                 }
                 (None, items) => (&[], "items", items, "items"),
             };
+        if let Some(c) = m.get("contains") {
+            let lo = self.count(m, "minContains", ptr)?.unwrap_or(1);
+            let hi = self.count(m, "maxContains", ptr)?;
+            if lo > 0 || hi.is_some() {
+                let from = self.count(m, CONTAINS_FROM, ptr)?.unwrap_or(0);
+                return self.array_contains(prefix, rest, c, (lo, hi), from, (min, max), ptr);
+            }
+        }
         let mut pre = Vec::new();
         for (i, s) in prefix.iter().enumerate() {
             pre.push(self.schema(s, &child(&child(ptr, prefix_kw), &i.to_string()))?);
@@ -1135,6 +1216,153 @@ impl<'a> Compiler<'a> {
         };
         let body = self.array_tail(&pre, rest_h.as_ref(), 0, min, max);
         Ok(body.map(|b| self.wrap("[", b, "]")))
+    }
+
+    /// Arrays with a `contains` count: every item is either a match (item schema ∧ contains)
+    /// or not (item schema ∧ ¬contains), and the matches are counted. Positions before `from`
+    /// are not counted.
+    #[allow(clippy::too_many_arguments)]
+    fn array_contains(
+        &mut self,
+        prefix: &[Value],
+        rest: Option<&Value>,
+        c: &Value,
+        counts: (u64, Option<u64>),
+        from: u64,
+        len: (u64, Option<u64>),
+        ptr: &str,
+    ) -> Result<Option<Hir>> {
+        let cptr = child(ptr, "contains");
+        let both = |s: &Value, extra: Value| {
+            let mut o = Map::new();
+            o.insert("allOf".into(), Value::Array(vec![s.clone(), extra]));
+            Value::Object(o)
+        };
+        let mut not_c = Map::new();
+        not_c.insert("not".into(), c.clone());
+        let not_c = Value::Object(not_c);
+        let any = Value::Bool(true);
+        // (non-matching, matching) item languages per prefix position, then for the rest
+        let mut pairs: Vec<(Option<Hir>, Option<Hir>)> = Vec::new();
+        for (i, s) in prefix.iter().enumerate() {
+            if (i as u64) < from {
+                pairs.push((self.schema(s, &cptr)?, None));
+            } else {
+                let x = self.schema(&both(s, not_c.clone()), &cptr)?;
+                let y = self.schema(&both(s, c.clone()), &cptr)?;
+                pairs.push((x, y));
+            }
+        }
+        let r = rest.unwrap_or(&any);
+        let rest_pair = (
+            self.schema(&both(r, not_c.clone()), &cptr)?,
+            self.schema(&both(r, c.clone()), &cptr)?,
+        );
+        if from > prefix.len() as u64 {
+            // uncounted positions of the rest: unroll them as plain prefix positions
+            let plain = self.schema(r, &cptr)?;
+            while (pairs.len() as u64) < from {
+                pairs.push((plain.clone(), None));
+            }
+        }
+        let mut budget = 0u64;
+        let body = self.contains_seq(&pairs, &rest_pair, 0, 0, counts, len, &mut budget, ptr)?;
+        Ok(body.map(|b| self.wrap("[", b, "]")))
+    }
+
+    /// Items from position `i` on, `c` matches so far.
+    #[allow(clippy::too_many_arguments)]
+    fn contains_seq(
+        &self,
+        pairs: &[(Option<Hir>, Option<Hir>)],
+        rest: &(Option<Hir>, Option<Hir>),
+        i: u64,
+        c: u64,
+        counts: (u64, Option<u64>),
+        len: (u64, Option<u64>),
+        budget: &mut u64,
+        ptr: &str,
+    ) -> Result<Option<Hir>> {
+        *budget += 1;
+        if *budget > 4096 {
+            return Err(schema_error(
+                "contains",
+                ptr,
+                "contains with these item counts unrolls into too many cases",
+            ));
+        }
+        let (lo, hi) = counts;
+        let (min, max) = len;
+        let item = |h: &Hir| {
+            if i > 0 {
+                concat(vec![self.comma(), h.clone()])
+            } else {
+                h.clone()
+            }
+        };
+        let in_prefix = (i as usize) < pairs.len();
+        // Closed form once past the prefix, past the first item and free of length bounds.
+        if !in_prefix && i > 0 && min <= i && max.is_none() {
+            let a = lo.saturating_sub(c);
+            let b = hi.map(|h| h - c);
+            if b.is_some_and(|b| b < a) {
+                return Ok(None);
+            }
+            let xs = rest.0.as_ref().map(|x| star(item(x)));
+            let yx = rest.1.as_ref().map(|y| {
+                let mut v = vec![item(y)];
+                if let Some(x) = &xs {
+                    v.push(x.clone());
+                }
+                concat(v)
+            });
+            let mut parts = Vec::new();
+            if let Some(x) = &xs {
+                parts.push(x.clone());
+            }
+            match yx {
+                Some(yx) => parts.push(rep(yx, a as u32, b.map(|b| b as u32))),
+                None if a > 0 => return Ok(None),
+                None => {}
+            }
+            return Ok(Some(concat(parts)));
+        }
+        let mut alts: Vec<Option<Hir>> = Vec::new();
+        if i >= min && c >= lo {
+            alts.push(Some(Hir::empty()));
+        }
+        if max.is_none_or(|m| i < m) {
+            if !in_prefix && min.saturating_sub(i) > 64 {
+                return Err(schema_error(
+                    "contains",
+                    ptr,
+                    "contains together with a large minItems is not supported",
+                ));
+            }
+            let (x, y) = if in_prefix {
+                pairs[i as usize].clone()
+            } else {
+                rest.clone()
+            };
+            if let Some(x) = x {
+                if let Some(t) =
+                    self.contains_seq(pairs, rest, i + 1, c, counts, len, budget, ptr)?
+                {
+                    alts.push(Some(concat(vec![item(&x), t])));
+                }
+            }
+            if let Some(y) = y {
+                if hi.is_none_or(|h| c < h) {
+                    let c2 = if hi.is_none() { (c + 1).min(lo) } else { c + 1 };
+                    if let Some(t) =
+                        self.contains_seq(pairs, rest, i + 1, c2, counts, len, budget, ptr)?
+                    {
+                        alts.push(Some(concat(vec![item(&y), t])));
+                    }
+                }
+            }
+        }
+        Ok(alt_opt(alts))
     }
 
     fn array_tail(
@@ -1181,6 +1409,13 @@ impl<'a> Compiler<'a> {
     }
 
     fn object(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
+        if m.contains_key(SOME_EXTRA) {
+            self.unsupported(
+                "additionalProperties",
+                ptr,
+                "`not` of additionalProperties is not supported in this version",
+            )?;
+        }
         let empty = Map::new();
         let props = match m.get("properties") {
             None => &empty,
@@ -1457,6 +1692,28 @@ fn narrow_repetition(h: &Hir, min: u64, max: Option<u64>) -> Option<Hir> {
     Some(rep((*r.sub).clone(), lo as u32, hi.map(|h| h as u32)))
 }
 
+/// The types a validity keyword constrains (`T_ALL` when it is not type-specific).
+pub(super) fn applies_to(k: &str) -> u8 {
+    match k {
+        "properties"
+        | "required"
+        | "additionalProperties"
+        | "minProperties"
+        | "maxProperties"
+        | "patternProperties"
+        | "propertyNames"
+        | "dependentRequired"
+        | "dependentSchemas"
+        | SOME_EXTRA => T_OBJECT,
+        "items" | "prefixItems" | "additionalItems" | "minItems" | "maxItems" | "uniqueItems"
+        | "contains" | "minContains" | "maxContains" | CONTAINS_FROM => T_ARRAY,
+        "pattern" | "format" | "minLength" | "maxLength" | NOT_IN | NOT_PATTERN => T_STRING,
+        "multipleOf" | "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum"
+        | NOT_MULTIPLE => T_INT | T_FRAC,
+        _ => T_ALL,
+    }
+}
+
 fn literal_values(m: &Map<String, Value>) -> Option<Vec<Value>> {
     match (m.get("const"), m.get("enum")) {
         (Some(c), Some(Value::Array(e))) => {
@@ -1470,7 +1727,7 @@ fn literal_values(m: &Map<String, Value>) -> Option<Vec<Value>> {
 
 /// Draft-4 forms and OpenAPI `nullable` rewritten into 2020-12 keywords, so that merging sees
 /// one spelling of each constraint.
-fn normalize(m: &mut Map<String, Value>) {
+pub(super) fn normalize(m: &mut Map<String, Value>) {
     for (ex, plain) in [
         ("exclusiveMinimum", "minimum"),
         ("exclusiveMaximum", "maximum"),
@@ -1501,6 +1758,10 @@ fn normalize(m: &mut Map<String, Value>) {
         }
     }
     m.remove("nullable");
+    if !m.contains_key("contains") {
+        m.remove("minContains");
+        m.remove("maxContains");
+    }
     for k in ANNOTATIONS {
         m.remove(*k);
     }
@@ -1511,8 +1772,11 @@ fn dec_of(v: &Value) -> Option<Dec> {
 }
 
 fn all_of(a: Value, b: Value) -> Value {
-    if a == b {
+    if a == b || b == Value::Bool(true) {
         return a;
+    }
+    if a == Value::Bool(true) {
+        return b;
     }
     let mut m = Map::new();
     m.insert("allOf".into(), Value::Array(vec![a, b]));
@@ -1589,12 +1853,14 @@ fn merge(
                         "properties must be an object",
                     ));
                 };
+                // in place: the first schema's property order is kept
                 for (pk, pv) in pb {
-                    let nv = match pa.remove(&pk) {
-                        Some(x) => all_of(x, pv),
-                        None => pv,
-                    };
-                    pa.insert(pk, nv);
+                    match pa.get_mut(&pk) {
+                        Some(x) => *x = all_of(x.take(), pv),
+                        None => {
+                            pa.insert(pk, pv);
+                        }
+                    }
                 }
                 Value::Object(pa)
             }
@@ -1688,8 +1954,8 @@ fn merge(
         ] {
             if let Some(x) = extra {
                 for p in others.iter().filter(|p| !mine.contains(p)) {
-                    if let Some(v) = props.remove(p) {
-                        props.insert(p.clone(), all_of(v, x.clone()));
+                    if let Some(v) = props.get_mut(p) {
+                        *v = all_of(v.take(), x.clone());
                     }
                 }
             }

@@ -12,11 +12,13 @@
 //! `oneOf` disjointness), `number` (exact numeric-range regexes), `string` (JSON string
 //! spellings, ECMA-262 patterns, formats).
 
+mod algebra;
 mod compile;
 mod hirs;
 mod number;
 pub mod options;
 mod string;
+mod validate;
 
 use regex_syntax::hir::Hir;
 use serde_json::Value;
@@ -32,12 +34,31 @@ pub struct CompiledSchema {
 }
 
 /// Compile `schema` into the HIR of its JSON texts.
+///
+/// The schema walker recurses once per nesting level of the schema (bounded by
+/// `compile::MAX_DEPTH`); it runs on a thread with a large stack so that deep schemas get a
+/// clear error rather than exhausting the caller's stack.
 pub fn compile(schema: &Value, opts: &JsonSchemaOptions) -> Result<CompiledSchema> {
-    let mut c = compile::Compiler::new(schema, opts)?;
-    let hir = c.compile_root()?;
-    Ok(CompiledSchema {
-        hir,
-        warnings: c.warnings,
+    let run = || -> Result<CompiledSchema> {
+        let mut c = compile::Compiler::new(schema, opts)?;
+        let hir = c.compile_root()?;
+        Ok(CompiledSchema {
+            hir,
+            warnings: c.warnings,
+        })
+    };
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("tokensieve-schema".into())
+            .stack_size(256 << 20)
+            .spawn_scoped(s, run)
+            .map_err(|e| {
+                crate::error::Error::InvalidArgument(format!(
+                    "cannot start the schema compiler thread: {e}"
+                ))
+            })?
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
     })
 }
 

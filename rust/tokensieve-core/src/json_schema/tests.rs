@@ -315,11 +315,12 @@ fn combinators() {
         &[r#"{"kind": "a", "x": 1}"#, r#"{"kind": "b"}"#],
         &[r#"{"kind": "b", "x": 1}"#],
     );
-    let (k, p) = schema_err(
+    // overlapping branches: exactly one must match (integers match both)
+    check(
         json!({"oneOf": [{"type": "integer"}, {"type": "number"}]}),
-        &JsonSchemaOptions::default(),
+        &["1.5", "-0.25"],
+        &["1", "1.0", "null"],
     );
-    assert_eq!((k.as_str(), p.as_str()), ("oneOf", ""));
     let any = JsonSchemaOptions {
         one_of: OneOf::AnyOf,
         ..Default::default()
@@ -387,15 +388,15 @@ fn refs_and_recursion() {
 
 #[test]
 fn unsupported_and_lenient() {
-    let s = json!({"type": "object", "properties": {"a": {"type": "array", "contains": {"type": "integer"}}}});
+    let s = json!({"type": "object", "properties": {"a": {"type": "object", "propertyNames": {"maxLength": 3}}}});
     let (k, p) = schema_err(s.clone(), &JsonSchemaOptions::default());
-    assert_eq!((k.as_str(), p.as_str()), ("contains", "/properties/a"));
+    assert_eq!((k.as_str(), p.as_str()), ("propertyNames", "/properties/a"));
     let o = JsonSchemaOptions {
         lenient: true,
         ..Default::default()
     };
     let c = compile(&s, &o).unwrap();
-    assert!(c.warnings.iter().any(|w| w.contains("contains")));
+    assert!(c.warnings.iter().any(|w| w.contains("propertyNames")));
     // annotations are ignored
     compile(&json!({"title": "t", "description": "d", "examples": [1], "type": "integer", "$comment": "c"}), &JsonSchemaOptions::default()).unwrap();
 }
@@ -524,4 +525,110 @@ fn deep_any_values_fail_with_a_budget_error() {
         Err(Error::Budget(_)) => {}
         other => panic!("expected a budget error, got {:?}", other.map(|_| ())),
     }
+}
+
+#[test]
+fn negation() {
+    check(
+        json!({"not": {"type": "integer"}}),
+        &["1.5", r#""a""#, "null", "[]"],
+        &["1", "-3", "1.0"],
+    );
+    check(
+        json!({"type": "integer", "not": {"minimum": 3, "maximum": 5}}),
+        &["2", "6", "-1"],
+        &["3", "4", "5"],
+    );
+    check(
+        json!({"type": "string", "not": {"enum": ["a", "b"]}}),
+        &[r#""c""#, r#""ab""#, r#""""#],
+        &[r#""a""#, r#""b""#, r#""\u0061""#],
+    );
+    check(
+        json!({"type": "string", "not": {"minLength": 2}}),
+        &[r#""a""#, r#""""#],
+        &[r#""ab""#],
+    );
+    // forbidden property, and `not required`
+    check(
+        json!({"type": "object", "properties": {"a": {"type": "integer"}}, "not": {"required": ["a"]}}),
+        &["{}", r#"{"b": 1}"#],
+        &[r#"{"a": 1}"#],
+    );
+    check(
+        json!({"not": {"type": "object", "properties": {"a": {"type": "string"}}}}),
+        &[r#"{"a": 1}"#, "1"],
+        &[r#"{"a": "x"}"#, "{}"],
+    );
+    // double negation and `not` of boolean schemas
+    check(json!({"not": {"not": {"type": "null"}}}), &["null"], &["1"]);
+    assert!(compile(&json!({"not": {}}), &JsonSchemaOptions::default()).is_err());
+    check(json!({"type": "boolean", "not": false}), &["true"], &["1"]);
+    // enum values are checked against their siblings, `not` included
+    check(
+        json!({"enum": [1, 2, "x"], "not": {"const": 2}}),
+        &["1", r#""x""#],
+        &["2"],
+    );
+}
+
+#[test]
+fn conditionals_and_dependencies() {
+    let s = json!({"type": "integer", "if": {"minimum": 10}, "then": {"maximum": 20}, "else": {"maximum": 0}});
+    check(s, &["10", "20", "0", "-5"], &["21", "5"]);
+    check(
+        json!({"type": "object", "properties": {"a": {}, "b": {}}, "dependentRequired": {"a": ["b"]}}),
+        &["{}", r#"{"b": 1}"#, r#"{"a": 1, "b": 2}"#],
+        &[r#"{"a": 1}"#],
+    );
+    check(
+        json!({"type": "object", "properties": {"a": {}, "b": {"type": "integer"}}, "dependentSchemas": {"a": {"required": ["b"], "properties": {"b": {"minimum": 5}}}}}),
+        &["{}", r#"{"b": 1}"#, r#"{"a": 1, "b": 5}"#],
+        &[r#"{"a": 1}"#, r#"{"a": 1, "b": 4}"#],
+    );
+    // draft-4/7 `dependencies` in both forms
+    check(
+        json!({"type": "object", "properties": {"a": {}, "b": {}}, "dependencies": {"a": ["b"], "b": {"properties": {"a": {"type": "string"}}}}}),
+        &[r#"{"a": "x", "b": 1}"#, r#"{"b": 1}"#],
+        &[r#"{"a": "x"}"#, r#"{"a": 1, "b": 1}"#],
+    );
+}
+
+#[test]
+fn contains_counts() {
+    let s = json!({"type": "array", "items": {"type": "integer"}, "contains": {"minimum": 5}, "minContains": 2, "maxContains": 3});
+    check(
+        s,
+        &["[5, 6]", "[1, 5, 2, 6, 7]"],
+        &["[]", "[5]", "[5, 6, 7, 8]", "[1, 2]"],
+    );
+    check(
+        json!({"contains": {"const": 1}}),
+        &["[1]", "[2, 1]", "{}", "3"],
+        &["[]", "[2]"],
+    );
+    check(
+        json!({"prefixItems": [{"type": "string"}], "contains": {"type": "integer"}, "minContains": 0, "maxContains": 1}),
+        &[r#"["a"]"#, r#"["a", 1]"#, r#"["a", true, 2]"#],
+        &[r#"["a", 1, 2]"#, "[1]"],
+    );
+}
+
+#[test]
+fn unevaluated() {
+    let s = json!({"type": "object", "properties": {"a": {}}, "anyOf": [{"properties": {"b": {}}}, {"properties": {"c": {}}}], "unevaluatedProperties": false});
+    check(
+        s,
+        &["{}", r#"{"a": 1, "b": 2}"#, r#"{"b": 1, "c": 2}"#],
+        &[r#"{"d": 1}"#],
+    );
+    let s = json!({"prefixItems": [{"type": "integer"}], "allOf": [{"prefixItems": [true, {"type": "string"}]}], "unevaluatedItems": false});
+    check(s, &["[1]", r#"[1, "a"]"#], &[r#"[1, "a", 2]"#]);
+    // `not` produces no annotations
+    let s = json!({"properties": {"a": {}}, "not": {"properties": {"b": {"const": 1}}, "required": ["b"]}, "unevaluatedProperties": false});
+    check(
+        s,
+        &["{}", r#"{"a": 1}"#],
+        &[r#"{"a": 1, "b": 2}"#, r#"{"b": 1}"#],
+    );
 }

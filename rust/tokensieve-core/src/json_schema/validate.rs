@@ -1,0 +1,419 @@
+//! A small validator for concrete values: `const`/`enum` values are kept only if they satisfy
+//! every sibling keyword, so `{enum: [...], minLength: 3, not: {...}}` is exact. It covers the
+//! keywords the compiler supports; anything else is an error rather than a guess.
+
+use serde_json::{Map, Value};
+
+use super::compile::{json_eq, schema_error, type_bits, value_bits, Compiler};
+use super::compile::{CONTAINS_FROM, NOT_IN, NOT_MULTIPLE, NOT_PATTERN, SOME_EXTRA};
+use super::number::Dec;
+use super::options::Formats;
+use super::string::{format_regex, search_form, translate_ecma};
+use crate::error::Result;
+use crate::regex::{LazyDfa, RegexOptions, DEAD};
+
+fn full_match(h: &regex_syntax::hir::Hir, s: &str) -> Result<bool> {
+    let d = LazyDfa::from_hir("value check", h, &RegexOptions::default())?;
+    let st = d.walk(d.start(), s.as_bytes())?;
+    Ok(st != DEAD && d.is_accepting(st))
+}
+
+/// `x` is an integer multiple of `d` (both exact decimals).
+pub(super) fn is_multiple(x: &Dec, d: &Dec) -> Option<bool> {
+    if d.is_zero() {
+        return None;
+    }
+    // scale both to integers
+    let scale = x.frac.len().max(d.frac.len());
+    let to_int = |v: &Dec| -> Option<u128> {
+        let mut n: u128 = 0;
+        for (i, dig) in v
+            .int
+            .iter()
+            .chain(v.frac.iter())
+            .chain(std::iter::repeat_n(&0u8, scale - v.frac.len()))
+            .enumerate()
+        {
+            let _ = i;
+            n = n.checked_mul(10)?.checked_add(u128::from(*dig))?;
+        }
+        Some(n)
+    };
+    let (a, b) = (to_int(x)?, to_int(d)?);
+    Some(a % b == 0)
+}
+
+impl<'a> Compiler<'a> {
+    /// Whether the concrete value `v` is valid against schema `s`.
+    pub(super) fn validates(
+        &mut self,
+        v: &Value,
+        s: &Value,
+        ptr: &str,
+        depth: u32,
+    ) -> Result<bool> {
+        if depth > 64 {
+            return Err(schema_error(
+                "$ref",
+                ptr,
+                "checking a const/enum value nests more than 64 levels",
+            ));
+        }
+        let m = match s {
+            Value::Bool(b) => return Ok(*b),
+            Value::Object(m) => m,
+            _ => {
+                return Err(schema_error(
+                    "",
+                    ptr,
+                    "a schema must be a JSON object or a boolean",
+                ))
+            }
+        };
+        for (k, kv) in m {
+            if !self.keyword_ok(v, k, kv, m, ptr, depth)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    fn keyword_ok(
+        &mut self,
+        v: &Value,
+        k: &str,
+        kv: &Value,
+        m: &Map<String, Value>,
+        ptr: &str,
+        depth: u32,
+    ) -> Result<bool> {
+        let d = depth + 1;
+        let num = |x: &Value| x.as_number().map(Dec::from_json);
+        let count = |x: &Value| x.as_u64().or_else(|| x.as_f64().map(|f| f as u64));
+        Ok(match k {
+            "$ref" => {
+                let r = kv
+                    .as_str()
+                    .ok_or_else(|| schema_error("$ref", ptr, "$ref must be a string"))?;
+                let (t, tptr) = self.resolve(r, ptr)?;
+                self.validates(v, t, &tptr, d)?
+            }
+            "allOf" => {
+                for s in kv.as_array().into_iter().flatten() {
+                    if !self.validates(v, s, ptr, d)? {
+                        return Ok(false);
+                    }
+                }
+                true
+            }
+            "anyOf" => {
+                for s in kv.as_array().into_iter().flatten() {
+                    if self.validates(v, s, ptr, d)? {
+                        return Ok(true);
+                    }
+                }
+                false
+            }
+            "oneOf" => {
+                let mut n = 0;
+                for s in kv.as_array().into_iter().flatten() {
+                    if self.validates(v, s, ptr, d)? {
+                        n += 1;
+                    }
+                }
+                n == 1
+            }
+            "not" => !self.validates(v, kv, ptr, d)?,
+            "if" => {
+                if self.validates(v, kv, ptr, d)? {
+                    match m.get("then") {
+                        Some(t) => self.validates(v, t, ptr, d)?,
+                        None => true,
+                    }
+                } else {
+                    match m.get("else") {
+                        Some(e) => self.validates(v, e, ptr, d)?,
+                        None => true,
+                    }
+                }
+            }
+            "then" | "else" => true,
+            "type" => {
+                let bits = match kv {
+                    Value::String(t) => type_bits(t).unwrap_or(0),
+                    Value::Array(ts) => ts
+                        .iter()
+                        .map(|t| t.as_str().and_then(type_bits).unwrap_or(0))
+                        .fold(0, |a, b| a | b),
+                    _ => 0,
+                };
+                let nullable = m.get("nullable") == Some(&Value::Bool(true));
+                value_bits(v) & bits != 0 || (nullable && v.is_null())
+            }
+            "nullable" => true,
+            "enum" => kv
+                .as_array()
+                .is_some_and(|a| a.iter().any(|x| json_eq(x, v))),
+            "const" => json_eq(kv, v),
+            NOT_IN => !kv
+                .as_array()
+                .is_some_and(|a| a.iter().any(|x| json_eq(x, v))),
+            "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => {
+                let (Some(x), Some(b)) = (num(v), num(kv)) else {
+                    // non-numbers, or the draft-4 boolean form (read with its partner)
+                    if let (Some(x), Value::Bool(true)) = (num(v), kv) {
+                        let partner = if k == "exclusiveMinimum" {
+                            "minimum"
+                        } else {
+                            "maximum"
+                        };
+                        if let Some(b) = m.get(partner).and_then(num) {
+                            return Ok(x != b);
+                        }
+                    }
+                    return Ok(true);
+                };
+                match k {
+                    "minimum" => x >= b,
+                    "maximum" => x <= b,
+                    "exclusiveMinimum" => x > b,
+                    _ => x < b,
+                }
+            }
+            "multipleOf" | NOT_MULTIPLE => {
+                let (Some(x), Some(b)) = (num(v), num(kv)) else {
+                    return Ok(true);
+                };
+                let ok = is_multiple(&x, &b).ok_or_else(|| {
+                    schema_error(k, ptr, "multipleOf is out of the exactly checkable range")
+                })?;
+                if k == NOT_MULTIPLE {
+                    !ok
+                } else {
+                    ok
+                }
+            }
+            "minLength" | "maxLength" => {
+                let Value::String(s) = v else { return Ok(true) };
+                let n = s.chars().count() as u64;
+                let b = count(kv).unwrap_or(0);
+                if k == "minLength" {
+                    n >= b
+                } else {
+                    n <= b
+                }
+            }
+            "pattern" | NOT_PATTERN => {
+                let Value::String(s) = v else { return Ok(true) };
+                let pats: Vec<&Value> = match kv {
+                    Value::Array(a) => a.iter().collect(),
+                    p => vec![p],
+                };
+                let mut any = false;
+                for p in pats {
+                    let p = p
+                        .as_str()
+                        .ok_or_else(|| schema_error(k, ptr, "pattern must be a string"))?;
+                    let t = translate_ecma(p)
+                        .map_err(|e| schema_error("pattern", ptr, format!("{p:?}: {e}")))?;
+                    let h = crate::regex::parse(&t, 250)
+                        .map_err(|e| schema_error("pattern", ptr, format!("{p:?}: {e}")))?;
+                    if full_match(&search_form(&h), s)? {
+                        any = true;
+                    } else if k == "pattern" {
+                        return Ok(false);
+                    }
+                }
+                if k == NOT_PATTERN {
+                    !any
+                } else {
+                    true
+                }
+            }
+            "format" => {
+                let Value::String(s) = v else { return Ok(true) };
+                if self.opts.formats != Formats::Assert {
+                    return Ok(true);
+                }
+                match kv.as_str().and_then(format_regex) {
+                    None => true,
+                    Some(re) => {
+                        let h = crate::regex::parse(re, 250).expect("built-in format regex");
+                        full_match(&h, s)?
+                    }
+                }
+            }
+            "minItems" | "maxItems" => {
+                let Value::Array(a) = v else { return Ok(true) };
+                let b = count(kv).unwrap_or(0);
+                if k == "minItems" {
+                    a.len() as u64 >= b
+                } else {
+                    a.len() as u64 <= b
+                }
+            }
+            "prefixItems" | "items" | "additionalItems" => {
+                let Value::Array(a) = v else { return Ok(true) };
+                let (start, sch): (usize, Option<&Value>) = match (k, kv) {
+                    ("prefixItems", Value::Array(p)) | ("items", Value::Array(p)) => {
+                        for (x, s) in a.iter().zip(p) {
+                            if !self.validates(x, s, ptr, d)? {
+                                return Ok(false);
+                            }
+                        }
+                        return Ok(true);
+                    }
+                    ("items", s) => (
+                        match m.get("prefixItems") {
+                            Some(Value::Array(p)) => p.len(),
+                            _ => 0,
+                        },
+                        Some(s),
+                    ),
+                    ("additionalItems", s) => match m.get("items") {
+                        Some(Value::Array(p)) => (p.len(), Some(s)),
+                        _ => (0, None),
+                    },
+                    _ => (0, None),
+                };
+                if let Some(s) = sch {
+                    for x in a.iter().skip(start) {
+                        if !self.validates(x, s, ptr, d)? {
+                            return Ok(false);
+                        }
+                    }
+                }
+                true
+            }
+            "uniqueItems" => {
+                let Value::Array(a) = v else { return Ok(true) };
+                if kv != &Value::Bool(true) {
+                    return Ok(true);
+                }
+                for i in 0..a.len() {
+                    for j in i + 1..a.len() {
+                        if json_eq(&a[i], &a[j]) {
+                            return Ok(false);
+                        }
+                    }
+                }
+                true
+            }
+            "contains" => {
+                let Value::Array(a) = v else { return Ok(true) };
+                let from = m.get(CONTAINS_FROM).and_then(count).unwrap_or(0) as usize;
+                let lo = m.get("minContains").and_then(count).unwrap_or(1);
+                let hi = m.get("maxContains").and_then(count);
+                let mut n = 0u64;
+                for x in a.iter().skip(from) {
+                    if self.validates(x, kv, ptr, d)? {
+                        n += 1;
+                    }
+                }
+                n >= lo && hi.is_none_or(|h| n <= h)
+            }
+            "minContains" | "maxContains" | CONTAINS_FROM => true,
+            "required" => {
+                let Value::Object(o) = v else { return Ok(true) };
+                kv.as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .all(|r| o.contains_key(r))
+            }
+            "minProperties" | "maxProperties" => {
+                let Value::Object(o) = v else { return Ok(true) };
+                let b = count(kv).unwrap_or(0);
+                if k == "minProperties" {
+                    o.len() as u64 >= b
+                } else {
+                    o.len() as u64 <= b
+                }
+            }
+            "properties" => {
+                let Value::Object(o) = v else { return Ok(true) };
+                for (name, s) in kv.as_object().into_iter().flatten() {
+                    if let Some(x) = o.get(name) {
+                        if !self.validates(x, s, ptr, d)? {
+                            return Ok(false);
+                        }
+                    }
+                }
+                true
+            }
+            "additionalProperties" => {
+                let Value::Object(o) = v else { return Ok(true) };
+                if m.contains_key("patternProperties") {
+                    return Err(schema_error(
+                        "patternProperties",
+                        ptr,
+                        "checking const/enum values against patternProperties is not supported",
+                    ));
+                }
+                let declared = m.get("properties").and_then(Value::as_object);
+                for (name, x) in o {
+                    if declared.is_some_and(|p| p.contains_key(name)) {
+                        continue;
+                    }
+                    if !self.validates(x, kv, ptr, d)? {
+                        return Ok(false);
+                    }
+                }
+                true
+            }
+            "dependentRequired" | "dependentSchemas" | "dependencies" => {
+                let Value::Object(o) = v else { return Ok(true) };
+                for (name, dep) in kv.as_object().into_iter().flatten() {
+                    if !o.contains_key(name) {
+                        continue;
+                    }
+                    let ok = match dep {
+                        Value::Array(list) => list
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .all(|r| o.contains_key(r)),
+                        s => self.validates(v, s, ptr, d)?,
+                    };
+                    if !ok {
+                        return Ok(false);
+                    }
+                }
+                true
+            }
+            SOME_EXTRA => {
+                let Value::Object(o) = v else { return Ok(true) };
+                let names: Vec<&str> = kv
+                    .get("names")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                if kv.get("patterns").is_some() {
+                    return Err(schema_error(
+                        "patternProperties",
+                        ptr,
+                        "checking const/enum values against patternProperties is not supported",
+                    ));
+                }
+                let s = kv.get("schema").cloned().unwrap_or(Value::Bool(true));
+                for (name, x) in o {
+                    if !names.contains(&name.as_str()) && self.validates(x, &s, ptr, d)? {
+                        return Ok(true);
+                    }
+                }
+                false
+            }
+            "$defs" | "definitions" => true,
+            "unevaluatedProperties" | "unevaluatedItems" if kv == &Value::Bool(true) => true,
+            _ if !Self::is_validity(k) => true,
+            _ => {
+                return Err(schema_error(
+                    k,
+                    ptr,
+                    format!("`{k}` together with const/enum is not supported"),
+                ))
+            }
+        })
+    }
+}
