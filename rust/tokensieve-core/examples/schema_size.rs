@@ -19,7 +19,11 @@ fn main() {
             return;
         }
     };
-    println!("schema → HIR: {:?}", t.elapsed());
+    println!(
+        "schema → HIR: {:?}, weight {}",
+        t.elapsed(),
+        tokensieve_core::json_schema::hir_weight(&c.hir)
+    );
     let t = Instant::now();
     match LazyDfa::from_hir("schema", &c.hir, &RegexOptions::default()) {
         Ok(d) => println!(

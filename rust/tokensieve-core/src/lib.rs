@@ -17,6 +17,7 @@ pub mod index;
 pub mod json_schema;
 pub mod kernel;
 pub mod matcher;
+mod nfa_build;
 pub mod regex;
 pub mod serialize;
 pub mod trie;

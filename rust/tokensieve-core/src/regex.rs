@@ -221,19 +221,25 @@ impl LazyDfa {
 
     /// Compile an already parsed pattern. `pattern` is kept for messages only.
     pub fn from_hir(pattern: &str, hir: &Hir, opts: &RegexOptions) -> Result<LazyDfa> {
-        let nfa = thompson::Compiler::new()
-            .configure(
-                thompson::Config::new()
-                    .which_captures(thompson::WhichCaptures::None)
-                    .nfa_size_limit(Some(opts.max_nfa_bytes)),
-            )
-            .build_from_hir(hir)
-            .map_err(|e| {
-                Error::Budget(format!(
-                    "the regex automaton is too large ({e}); large counted repetitions such as \
-                     {{1000}} multiply the automaton size — lower the bounds or raise max_nfa_bytes"
-                ))
-            })?;
+        let nfa = if crate::nfa_build::has_marks(hir) {
+            // schema automata with shared list items (see `nfa_build`)
+            crate::nfa_build::build(hir, opts.max_nfa_bytes)?
+        } else {
+            thompson::Compiler::new()
+                .configure(
+                    thompson::Config::new()
+                        .which_captures(thompson::WhichCaptures::None)
+                        .nfa_size_limit(Some(opts.max_nfa_bytes)),
+                )
+                .build_from_hir(hir)
+                .map_err(|e| {
+                    Error::Budget(format!(
+                        "the regex automaton is too large ({e}); large counted repetitions such \
+                         as {{1000}} multiply the automaton size — lower the bounds or raise \
+                         max_nfa_bytes"
+                    ))
+                })?
+        };
         let bc = nfa.byte_classes();
         let mut classes = [0u8; 256];
         let mut reps = Vec::new();

@@ -394,6 +394,11 @@ impl<'a> Compiler<'a> {
         if b == Some(0) {
             return Hir::empty();
         }
+        if b.is_none() && a <= 1 {
+            // one copy of the item in the automaton (see `nfa_build`)
+            let core = crate::nfa_build::sep_list(item, self.comma());
+            return if a == 0 { opt(core) } else { core };
+        }
         let more = rep(
             concat(vec![self.comma(), item.clone()]),
             a.saturating_sub(1) as u32,

@@ -105,3 +105,8 @@ pub(crate) mod test_util {
 
 #[cfg(test)]
 mod tests;
+
+/// The size measure the compiler's budgets use (about one unit per HIR node or literal byte).
+pub fn hir_weight(h: &Hir) -> u64 {
+    hirs::weight(h)
+}

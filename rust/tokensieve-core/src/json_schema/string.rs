@@ -112,9 +112,57 @@ pub(crate) fn spell_class(ranges: &[(u32, u32)]) -> Hir {
     alt(parts)
 }
 
-/// All spellings of any one character.
+/// All spellings of any one character: the same language as `spell_class` over every
+/// character, written compactly (it occurs in every unconstrained string).
 pub(crate) fn any_char() -> Hir {
-    spell_class(&[(0, 0xD7FF), (0xE000, 0x10FFFF)])
+    let hex = class(&[('0', '9'), ('A', 'F'), ('a', 'f')]);
+    let hex_n = |n: u32| rep(hex.clone(), n, Some(n));
+    let d = class(&[('D', 'D'), ('d', 'd')]);
+    alt(vec![
+        // raw: everything but '"', '\\' and controls
+        class(&[
+            (' ', '!'),
+            ('#', '['),
+            (']', '\u{D7FF}'),
+            ('\u{E000}', '\u{10FFFF}'),
+        ]),
+        concat(vec![
+            lit("\\"),
+            alt(vec![
+                class(&[
+                    ('"', '"'),
+                    ('\\', '\\'),
+                    ('/', '/'),
+                    ('b', 'b'),
+                    ('f', 'f'),
+                    ('n', 'n'),
+                    ('r', 'r'),
+                    ('t', 't'),
+                ]),
+                concat(vec![
+                    lit("u"),
+                    alt(vec![
+                        // BMP outside the surrogates
+                        concat(vec![
+                            class(&[('0', '9'), ('A', 'C'), ('E', 'F'), ('a', 'c'), ('e', 'f')]),
+                            hex_n(3),
+                        ]),
+                        concat(vec![d.clone(), class(&[('0', '7')]), hex_n(2)]),
+                        // a surrogate pair
+                        concat(vec![
+                            d.clone(),
+                            class(&[('8', '9'), ('A', 'B'), ('a', 'b')]),
+                            hex_n(2),
+                            lit("\\u"),
+                            d,
+                            class(&[('C', 'F'), ('c', 'f')]),
+                            hex_n(2),
+                        ]),
+                    ]),
+                ]),
+            ]),
+        ]),
+    ])
 }
 
 /// All spellings of the string `s` (JSON string content, without the quotes).

@@ -514,7 +514,7 @@ fn unknown_keywords_beside_enum_are_ignored() {
 #[test]
 fn deep_any_values_fail_with_a_budget_error() {
     let o = JsonSchemaOptions {
-        max_nesting_depth: 12,
+        max_nesting_depth: 20,
         ..Default::default()
     };
     match compile(&json!({"type": "object"}), &o) {
@@ -631,4 +631,56 @@ fn unevaluated() {
         &["{}", r#"{"a": 1}"#],
         &[r#"{"a": 1, "b": 2}"#, r#"{"b": 1}"#],
     );
+}
+#[test]
+fn any_char_matches_spell_class() {
+    use super::string::{any_char, spell_class};
+    use super::test_util::Re;
+    let a = Re::new(&any_char());
+    let b = Re::new(&spell_class(&[(0, 0xD7FF), (0xE000, 0x10FFFF)]));
+    let mut samples: Vec<String> = Vec::new();
+    for c in [
+        0u32, 0x1f, 0x20, 0x21, 0x22, 0x5c, 0x2f, 0x7f, 0xe9, 0xd7ff, 0xe000, 0xfffd, 0x1f600,
+        0x10ffff,
+    ] {
+        if let Some(ch) = char::from_u32(c) {
+            samples.push(ch.to_string());
+        }
+        samples.push(format!("\\u{c:04x}"));
+        samples.push(format!("\\u{c:04X}"));
+    }
+    for e in [
+        "\\\"",
+        "\\\\",
+        "\\/",
+        "\\b",
+        "\\f",
+        "\\n",
+        "\\r",
+        "\\t",
+        "\\a",
+        "\\ud800",
+        "\\udc00",
+        "\\ud83d\\ude00",
+        "\\uD83D\\uDE00",
+        "\\ud83d\\u0041",
+        "\\ue000",
+        "\\uDbFf\\udFfF",
+        "\\u12",
+        "\"",
+    ] {
+        samples.push(e.to_string());
+    }
+    for c in 0..=0xFFFFu32 {
+        samples.push(format!("\\u{c:04x}"));
+        samples.push(format!("\\u{c:04X}"));
+    }
+    for c in (0..=0x10FFFFu32).step_by(97) {
+        if let Some(ch) = char::from_u32(c) {
+            samples.push(ch.to_string());
+        }
+    }
+    for s in &samples {
+        assert_eq!(a.is_match(s), b.is_match(s), "{s:?}");
+    }
 }
