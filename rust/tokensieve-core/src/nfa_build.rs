@@ -34,6 +34,62 @@ pub(crate) fn sep_list(item: Hir, sep: Hir) -> Hir {
     mark(LIST, Hir::concat(vec![mark(ITEM, item), mark(SEP, sep)]))
 }
 
+const SEQ: &str = "\u{0}tokensieve:seq";
+const REQ: &str = "\u{0}tokensieve:req";
+const OPT: &str = "\u{0}tokensieve:opt";
+const TAIL: &str = "\u{0}tokensieve:tail";
+
+/// The members of an object: `items` (each `(member, required)`) in order, separated by `sep`
+/// where two are present, then any number of `tail` members (also separated). Compiled with
+/// one copy of each member; as a plain regex every optional member before the first required
+/// one would repeat all that follows it.
+pub(crate) fn member_seq(items: Vec<(Hir, bool)>, sep: Hir, tail: Option<Hir>) -> Hir {
+    let mut parts: Vec<Hir> = items
+        .into_iter()
+        .map(|(h, req)| mark(if req { REQ } else { OPT }, h))
+        .collect();
+    parts.push(mark(SEP, sep));
+    parts.push(mark(TAIL, tail.unwrap_or_else(Hir::fail)));
+    mark(SEQ, Hir::concat(parts))
+}
+
+/// The parts of a member-sequence mark: members, separator, tail (`None` when absent).
+#[allow(clippy::type_complexity)]
+fn as_seq(h: &Hir) -> Option<(Vec<(&Hir, bool)>, &Hir, Option<&Hir>)> {
+    let HirKind::Capture(c) = h.kind() else {
+        return None;
+    };
+    if c.name.as_deref() != Some(SEQ) {
+        return None;
+    }
+    let xs: Vec<&Hir> = match c.sub.kind() {
+        HirKind::Concat(xs) => xs.iter().collect(),
+        _ => vec![&*c.sub],
+    };
+    let mut items = Vec::new();
+    let mut sep = None;
+    let mut tail = None;
+    for x in xs {
+        let HirKind::Capture(m) = x.kind() else {
+            return None;
+        };
+        match m.name.as_deref() {
+            Some(REQ) => items.push((&*m.sub, true)),
+            Some(OPT) => items.push((&*m.sub, false)),
+            Some(SEP) => sep = Some(&*m.sub),
+            Some(TAIL) => {
+                tail = match m.sub.kind() {
+                    HirKind::Class(Class::Bytes(b)) if b.ranges().is_empty() => None,
+                    HirKind::Class(Class::Unicode(u)) if u.ranges().is_empty() => None,
+                    _ => Some(&*m.sub),
+                }
+            }
+            _ => return None,
+        }
+    }
+    Some((items, sep?, tail))
+}
+
 /// The item and separator of a list mark.
 pub(crate) fn as_list(h: &Hir) -> Option<(&Hir, &Hir)> {
     let HirKind::Capture(c) = h.kind() else {
@@ -56,7 +112,9 @@ pub(crate) fn as_list(h: &Hir) -> Option<(&Hir, &Hir)> {
 /// Whether `h` holds a list mark.
 pub(crate) fn has_marks(h: &Hir) -> bool {
     match h.kind() {
-        HirKind::Capture(c) => c.name.as_deref() == Some(LIST) || has_marks(&c.sub),
+        HirKind::Capture(c) => {
+            matches!(c.name.as_deref(), Some(LIST) | Some(SEQ)) || has_marks(&c.sub)
+        }
         HirKind::Repetition(r) => has_marks(&r.sub),
         HirKind::Concat(xs) | HirKind::Alternation(xs) => xs.iter().any(has_marks),
         _ => false,
@@ -100,6 +158,68 @@ impl Compiler {
                 .map_err(budget)?;
         }
         Ok(next)
+    }
+
+    /// Members in order: `none` is "nothing written yet", `some` "something written" (the
+    /// next member needs a separator). Each member is compiled once and entered from both.
+    fn seq(&mut self, items: &[(&Hir, bool)], sep: &Hir, tail: Option<&Hir>) -> Result<Frag> {
+        let entry = self.empty()?;
+        let mut none = Some(entry);
+        let mut some: Option<StateID> = None;
+        for &(item, req) in items {
+            let (is, ie) = self.c(item)?;
+            let next_some = self.empty()?;
+            self.patch(ie, next_some)?;
+            let mut next_none = None;
+            if let Some(n) = none {
+                if req {
+                    self.patch(n, is)?;
+                } else {
+                    let skip = self.empty()?;
+                    let u = self.union(vec![is, skip])?;
+                    self.patch(n, u)?;
+                    next_none = Some(skip);
+                }
+            }
+            if let Some(s) = some {
+                let (ss, se) = self.c(sep)?;
+                self.patch(se, is)?;
+                if req {
+                    self.patch(s, ss)?;
+                } else {
+                    let u = self.union(vec![ss, next_some])?;
+                    self.patch(s, u)?;
+                }
+            }
+            none = next_none;
+            some = Some(next_some);
+        }
+        let end = self.empty()?;
+        match tail {
+            None => {
+                for st in [none, some].into_iter().flatten() {
+                    self.patch(st, end)?;
+                }
+            }
+            Some(t) => {
+                // `after` loops: separator + tail member, or the end
+                let (ts, te) = self.c(t)?;
+                let after = match some {
+                    Some(s) => s,
+                    None => self.empty()?,
+                };
+                let (ss, se) = self.c(sep)?;
+                self.patch(se, ts)?;
+                let u = self.union(vec![ss, end])?;
+                self.patch(after, u)?;
+                self.patch(te, after)?;
+                if let Some(n) = none {
+                    let u = self.union(vec![ts, end])?;
+                    self.patch(n, u)?;
+                }
+            }
+        }
+        Ok((entry, end))
     }
 
     fn c(&mut self, h: &Hir) -> Result<Frag> {
@@ -161,6 +281,10 @@ impl Compiler {
                 self.patch(ie, u)?;
                 self.patch(se, is)?;
                 Ok((is, end))
+            }
+            HirKind::Capture(_) if as_seq(h).is_some() => {
+                let (items, sep, tail) = as_seq(h).expect("checked");
+                self.seq(&items, sep, tail)
             }
             HirKind::Capture(c) => self.c(&c.sub),
             HirKind::Concat(xs) => {

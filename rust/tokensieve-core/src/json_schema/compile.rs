@@ -1555,11 +1555,15 @@ impl<'a> Compiler<'a> {
         // linear, but each leading optional property starts its own alternative holding a copy
         // of everything after it, so a property is copied once per optional property before it
         // (up to the first required one).
+        // With no bounds on the extras the members compile into one shared sequence
+        // (`nfa_build::member_seq`), linear in the members.
+        let shared = extra_bounds == (0, None);
         let mut estimate = 0u64;
         let mut leading_optional = 0u64;
         let mut all_optional = true;
         for (kv, req) in &items {
-            estimate = estimate.saturating_add(weight(kv).saturating_mul(1 + leading_optional));
+            let copies = if shared { 1 } else { 1 + leading_optional };
+            estimate = estimate.saturating_add(weight(kv).saturating_mul(copies));
             if *req {
                 all_optional = false;
             } else if all_optional {
@@ -1567,7 +1571,8 @@ impl<'a> Compiler<'a> {
             }
         }
         if let Some(kv) = &extra_kv {
-            estimate = estimate.saturating_add(weight(kv).saturating_mul(2 + leading_optional));
+            let copies = if shared { 1 } else { 2 + leading_optional };
+            estimate = estimate.saturating_add(weight(kv).saturating_mul(copies));
         }
         self.built = self.built.saturating_add(estimate);
         if estimate > MAX_WEIGHT || self.built > MAX_BUILT {
@@ -1578,7 +1583,11 @@ impl<'a> Compiler<'a> {
                  mark properties required, or use additional_properties=\"forbid\""
             )));
         }
-        let body = self.props_from(&items, 0, true, extra_kv.as_ref(), extra_bounds);
+        let body = if shared {
+            crate::nfa_build::member_seq(items, self.comma(), extra_kv)
+        } else {
+            self.props_from(&items, 0, true, extra_kv.as_ref(), extra_bounds)
+        };
         Ok(Some(self.wrap("{", body, "}")))
     }
 

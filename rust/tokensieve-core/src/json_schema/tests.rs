@@ -684,3 +684,53 @@ fn any_char_matches_spell_class() {
         assert_eq!(a.is_match(s), b.is_match(s), "{s:?}");
     }
 }
+
+/// Objects compile into a shared member sequence: every subset of the declared properties in
+/// schema order (required ones present), then extras, each separated by exactly one comma.
+#[test]
+fn member_sequences_match_brute_force() {
+    let names = ["a", "b", "c", "d"];
+    for req_mask in 0u32..16 {
+        for extras in [false, true] {
+            let props: serde_json::Map<String, Value> = names
+                .iter()
+                .map(|n| (n.to_string(), json!({"const": 1})))
+                .collect();
+            let required: Vec<&str> = names
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| req_mask & (1 << i) != 0)
+                .map(|(_, n)| *n)
+                .collect();
+            let schema = json!({"type": "object", "properties": props, "required": required,
+                                "additionalProperties": if extras { json!({"const": 2}) } else { json!(false) }});
+            let r = lang(schema.clone());
+            for subset in 0u32..16 {
+                for n_extra in 0..3 {
+                    let mut members: Vec<String> = names
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| subset & (1 << i) != 0)
+                        .map(|(_, n)| format!("\"{n}\": 1"))
+                        .collect();
+                    for k in 0..n_extra {
+                        members.push(format!("\"x{k}\": 2"));
+                    }
+                    let text = format!("{{{}}}", members.join(", "));
+                    let ok = subset & req_mask == req_mask && (extras || n_extra == 0);
+                    assert_eq!(r.is_match(&text), ok, "{schema} on {text}");
+                    // a leading, trailing, doubled or missing comma is never accepted
+                    if !members.is_empty() {
+                        let inner = members.join(", ");
+                        assert!(!r.is_match(&format!("{{, {inner}}}")), "{text}");
+                        assert!(!r.is_match(&format!("{{{inner}, }}")), "{text}");
+                    }
+                    if members.len() >= 2 {
+                        assert!(!r.is_match(&text.replacen(", ", ", , ", 1)), "{text}");
+                        assert!(!r.is_match(&text.replacen(", ", " ", 1)), "{text}");
+                    }
+                }
+            }
+        }
+    }
+}
