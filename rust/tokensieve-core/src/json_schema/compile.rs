@@ -1946,6 +1946,16 @@ fn merge(
                     ))
                 }
             },
+            NOT_IN | NOT_PATTERN => {
+                // both exclusions apply
+                let mut r = va.as_array().cloned().unwrap_or_default();
+                for x in vb.as_array().cloned().unwrap_or_default() {
+                    if !r.contains(&x) {
+                        r.push(x);
+                    }
+                }
+                Value::Array(r)
+            }
             "$defs" | "definitions" => va,
             _ if json_eq(&va, &vb) => va,
             _ => {
