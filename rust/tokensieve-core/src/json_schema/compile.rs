@@ -1036,21 +1036,31 @@ impl<'a> Compiler<'a> {
     }
 
     fn number(&mut self, m: &Map<String, Value>, ptr: &str, integer: bool) -> Result<Option<Hir>> {
-        if m.contains_key(NOT_MULTIPLE) {
-            self.unsupported("multipleOf", ptr, "`not` of multipleOf is not supported")?;
-        }
-        if let Some(d) = self.num(m, "multipleOf", ptr)? {
-            let one = Dec::parse("1").expect("literal");
-            if !(integer && d == one) {
+        let (lo, hi) = self.bounds(m, ptr)?;
+        let mul = self.num(m, "multipleOf", ptr)?;
+        let not_mul = self.num(m, NOT_MULTIPLE, ptr)?;
+        let one = Dec::parse("1").expect("literal");
+        let mul = mul.filter(|d| !(integer && *d == one));
+        let (div, negate) = match (mul, not_mul) {
+            (None, None) => return Ok(number_range(lo.as_ref(), hi.as_ref(), integer)),
+            (Some(d), None) => (d, false),
+            (None, Some(d)) => (d, true),
+            (Some(_), Some(_)) => {
                 self.unsupported(
                     "multipleOf",
                     ptr,
-                    "multipleOf is supported only as multipleOf: 1 on integers in this version",
+                    "multipleOf together with a negated multipleOf is not supported",
                 )?;
+                return Ok(number_range(lo.as_ref(), hi.as_ref(), integer));
+            }
+        };
+        match super::multiple::multiple_of(&div, lo.as_ref(), hi.as_ref(), integer, negate) {
+            Ok(h) => Ok(h),
+            Err(e) => {
+                self.unsupported("multipleOf", ptr, &e)?;
+                Ok(number_range(lo.as_ref(), hi.as_ref(), integer))
             }
         }
-        let (lo, hi) = self.bounds(m, ptr)?;
-        Ok(number_range(lo.as_ref(), hi.as_ref(), integer))
     }
 
     fn count(&self, m: &Map<String, Value>, k: &str, ptr: &str) -> Result<Option<u64>> {
@@ -1781,6 +1791,44 @@ pub(super) fn normalize(m: &mut Map<String, Value>) {
     }
 }
 
+/// The least common multiple of two positive decimals, as JSON number text.
+fn lcm_dec(x: &Dec, y: &Dec) -> Option<String> {
+    if x.neg || y.neg || x.is_zero() || y.is_zero() {
+        return None;
+    }
+    let k = x.frac.len().max(y.frac.len());
+    let scaled = |d: &Dec| -> Option<u128> {
+        let mut n: u128 = 0;
+        for dig in d.int.iter().chain(d.frac.iter()) {
+            n = n.checked_mul(10)?.checked_add(u128::from(*dig))?;
+        }
+        for _ in d.frac.len()..k {
+            n = n.checked_mul(10)?;
+        }
+        Some(n)
+    };
+    let (a, b) = (scaled(x)?, scaled(y)?);
+    let gcd = |mut a: u128, mut b: u128| {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    };
+    let l = (a / gcd(a, b)).checked_mul(b)?;
+    let digits = l.to_string();
+    Some(if k == 0 {
+        digits
+    } else if digits.len() > k {
+        format!(
+            "{}.{}",
+            &digits[..digits.len() - k],
+            &digits[digits.len() - k..]
+        )
+    } else {
+        format!("0.{}{}", "0".repeat(k - digits.len()), digits)
+    })
+}
+
 fn dec_of(v: &Value) -> Option<Dec> {
     v.as_number().map(Dec::from_json)
 }
@@ -1845,129 +1893,144 @@ fn merge(
             out.insert(k, vb);
             continue;
         };
-        let merged = match k.as_str() {
-            "type" => {
-                let bits = |v: &Value| -> u8 {
-                    match v {
-                        Value::String(t) => type_bits(t).unwrap_or(T_ALL),
-                        Value::Array(ts) => ts
-                            .iter()
-                            .map(|t| t.as_str().and_then(type_bits).unwrap_or(T_ALL))
-                            .fold(0, |x, y| x | y),
-                        _ => T_ALL,
-                    }
-                };
-                bits_to_types(bits(&va) & bits(&vb))
-            }
-            "properties" => {
-                let (Value::Object(mut pa), Value::Object(pb)) = (va, vb) else {
-                    return Err(schema_error(
-                        "properties",
-                        ptr,
-                        "properties must be an object",
-                    ));
-                };
-                // in place: the first schema's property order is kept
-                for (pk, pv) in pb {
-                    match pa.get_mut(&pk) {
-                        Some(x) => *x = all_of(x.take(), pv),
-                        None => {
-                            pa.insert(pk, pv);
+        let merged =
+            match k.as_str() {
+                "type" => {
+                    let bits = |v: &Value| -> u8 {
+                        match v {
+                            Value::String(t) => type_bits(t).unwrap_or(T_ALL),
+                            Value::Array(ts) => ts
+                                .iter()
+                                .map(|t| t.as_str().and_then(type_bits).unwrap_or(T_ALL))
+                                .fold(0, |x, y| x | y),
+                            _ => T_ALL,
+                        }
+                    };
+                    bits_to_types(bits(&va) & bits(&vb))
+                }
+                "properties" => {
+                    let (Value::Object(mut pa), Value::Object(pb)) = (va, vb) else {
+                        return Err(schema_error(
+                            "properties",
+                            ptr,
+                            "properties must be an object",
+                        ));
+                    };
+                    // in place: the first schema's property order is kept
+                    for (pk, pv) in pb {
+                        match pa.get_mut(&pk) {
+                            Some(x) => *x = all_of(x.take(), pv),
+                            None => {
+                                pa.insert(pk, pv);
+                            }
                         }
                     }
+                    Value::Object(pa)
                 }
-                Value::Object(pa)
-            }
-            "required" => {
-                let mut r = va.as_array().cloned().unwrap_or_default();
-                for x in vb.as_array().cloned().unwrap_or_default() {
-                    if !r.contains(&x) {
-                        r.push(x);
-                    }
-                }
-                Value::Array(r)
-            }
-            "minimum" | "exclusiveMinimum" | "minLength" | "minItems" | "minProperties" => {
-                match (dec_of(&va), dec_of(&vb)) {
-                    (Some(x), Some(y)) => {
-                        if y > x {
-                            vb
-                        } else {
-                            va
+                "required" => {
+                    let mut r = va.as_array().cloned().unwrap_or_default();
+                    for x in vb.as_array().cloned().unwrap_or_default() {
+                        if !r.contains(&x) {
+                            r.push(x);
                         }
                     }
-                    _ => return Err(schema_error(&k, ptr, format!("{k} must be a number"))),
+                    Value::Array(r)
                 }
-            }
-            "maximum" | "exclusiveMaximum" | "maxLength" | "maxItems" | "maxProperties" => {
-                match (dec_of(&va), dec_of(&vb)) {
-                    (Some(x), Some(y)) => {
-                        if y < x {
-                            vb
-                        } else {
-                            va
+                "minimum" | "exclusiveMinimum" | "minLength" | "minItems" | "minProperties" => {
+                    match (dec_of(&va), dec_of(&vb)) {
+                        (Some(x), Some(y)) => {
+                            if y > x {
+                                vb
+                            } else {
+                                va
+                            }
+                        }
+                        _ => return Err(schema_error(&k, ptr, format!("{k} must be a number"))),
+                    }
+                }
+                "maximum" | "exclusiveMaximum" | "maxLength" | "maxItems" | "maxProperties" => {
+                    match (dec_of(&va), dec_of(&vb)) {
+                        (Some(x), Some(y)) => {
+                            if y < x {
+                                vb
+                            } else {
+                                va
+                            }
+                        }
+                        _ => return Err(schema_error(&k, ptr, format!("{k} must be a number"))),
+                    }
+                }
+                "enum" => {
+                    let ea = va.as_array().cloned().unwrap_or_default();
+                    let eb = vb.as_array().cloned().unwrap_or_default();
+                    Value::Array(
+                        ea.into_iter()
+                            .filter(|x| eb.iter().any(|y| json_eq(x, y)))
+                            .collect(),
+                    )
+                }
+                "const" => {
+                    if json_eq(&va, &vb) {
+                        va
+                    } else {
+                        out.insert("enum".into(), Value::Array(vec![]));
+                        va
+                    }
+                }
+                "items" | "additionalItems" | "additionalProperties"
+                    if !va.is_array() && !vb.is_array() =>
+                {
+                    all_of(va, vb)
+                }
+                // Both lists were extended to the same length above.
+                "prefixItems" => match (va, vb) {
+                    (Value::Array(pa), Value::Array(pb)) if pa.len() == pb.len() => {
+                        Value::Array(pa.into_iter().zip(pb).map(|(x, y)| all_of(x, y)).collect())
+                    }
+                    _ => {
+                        return Err(schema_error(
+                            "prefixItems",
+                            ptr,
+                            "allOf: prefixItems of different forms cannot be merged",
+                        ))
+                    }
+                },
+                "multipleOf" => match (dec_of(&va), dec_of(&vb)) {
+                    (Some(x), Some(y)) => match lcm_dec(&x, &y) {
+                        Some(l) => Value::Number(
+                            l.parse::<serde_json::Number>()
+                                .map_err(|_| schema_error(&k, ptr, "multipleOf out of range"))?,
+                        ),
+                        None => return Err(schema_error(
+                            &k,
+                            ptr,
+                            "allOf: these multipleOf values have no representable common multiple",
+                        )),
+                    },
+                    _ => return Err(schema_error(&k, ptr, "multipleOf must be a number")),
+                },
+                NOT_IN | NOT_PATTERN => {
+                    // both exclusions apply
+                    let mut r = va.as_array().cloned().unwrap_or_default();
+                    for x in vb.as_array().cloned().unwrap_or_default() {
+                        if !r.contains(&x) {
+                            r.push(x);
                         }
                     }
-                    _ => return Err(schema_error(&k, ptr, format!("{k} must be a number"))),
+                    Value::Array(r)
                 }
-            }
-            "enum" => {
-                let ea = va.as_array().cloned().unwrap_or_default();
-                let eb = vb.as_array().cloned().unwrap_or_default();
-                Value::Array(
-                    ea.into_iter()
-                        .filter(|x| eb.iter().any(|y| json_eq(x, y)))
-                        .collect(),
-                )
-            }
-            "const" => {
-                if json_eq(&va, &vb) {
-                    va
-                } else {
-                    out.insert("enum".into(), Value::Array(vec![]));
-                    va
-                }
-            }
-            "items" | "additionalItems" | "additionalProperties"
-                if !va.is_array() && !vb.is_array() =>
-            {
-                all_of(va, vb)
-            }
-            // Both lists were extended to the same length above.
-            "prefixItems" => match (va, vb) {
-                (Value::Array(pa), Value::Array(pb)) if pa.len() == pb.len() => {
-                    Value::Array(pa.into_iter().zip(pb).map(|(x, y)| all_of(x, y)).collect())
-                }
+                "$defs" | "definitions" => va,
+                _ if json_eq(&va, &vb) => va,
                 _ => {
                     return Err(schema_error(
-                        "prefixItems",
+                        &k,
                         ptr,
-                        "allOf: prefixItems of different forms cannot be merged",
+                        format!(
+                            "allOf: two different values of `{k}` cannot be merged in this version"
+                        ),
                     ))
                 }
-            },
-            NOT_IN | NOT_PATTERN => {
-                // both exclusions apply
-                let mut r = va.as_array().cloned().unwrap_or_default();
-                for x in vb.as_array().cloned().unwrap_or_default() {
-                    if !r.contains(&x) {
-                        r.push(x);
-                    }
-                }
-                Value::Array(r)
-            }
-            "$defs" | "definitions" => va,
-            _ if json_eq(&va, &vb) => va,
-            _ => {
-                return Err(schema_error(
-                    &k,
-                    ptr,
-                    format!(
-                        "allOf: two different values of `{k}` cannot be merged in this version"
-                    ),
-                ))
-            }
-        };
+            };
         out.insert(k, merged);
     }
     // Properties one side declares are "additional" for the other side.

@@ -15,6 +15,7 @@
 mod algebra;
 mod compile;
 mod hirs;
+mod multiple;
 mod number;
 pub mod options;
 mod string;

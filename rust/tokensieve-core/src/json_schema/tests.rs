@@ -288,8 +288,29 @@ fn numbers() {
         &["0.5", "1", "1.999", "2", "2.000"],
         &["0.49", "2.001", "-1", "1e0"],
     );
-    let (k, _) = schema_err(
+    check(
         json!({"type": "number", "multipleOf": 3}),
+        &["0", "3", "-9", "3.0", "300"],
+        &["1", "3.5", "3e0", "10"],
+    );
+    check(
+        json!({"type": "number", "multipleOf": 0.25, "minimum": 0, "maximum": 1}),
+        &["0", "0.25", "0.5", "0.750", "1"],
+        &["0.1", "1.25", "-0.25"],
+    );
+    // allOf: the least common multiple; not: the other numbers
+    check(
+        json!({"type": "integer", "allOf": [{"multipleOf": 4}, {"multipleOf": 6}]}),
+        &["12", "24", "0"],
+        &["4", "6", "8"],
+    );
+    check(
+        json!({"type": "integer", "not": {"multipleOf": 2}}),
+        &["1", "-3", "7"],
+        &["0", "2", "-4"],
+    );
+    let (k, _) = schema_err(
+        json!({"type": "number", "multipleOf": 1234567.89}),
         &JsonSchemaOptions::default(),
     );
     assert_eq!(k, "multipleOf");
