@@ -346,3 +346,17 @@ def test_index_directory_and_vllm_cache_use_precompiled_files(tmp_path: Path) ->
         assert not cache.get(vc.Constraint.make("regex", "ab"), v).stats()["precomputed"]
     finally:
         vc.set_index_directory(None)
+
+
+def test_cli_registry(tmp_path: Path, tokenizer_json: Path) -> None:
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps({"$ref": "https://example.com/d.json#/$defs/x"}))
+    base = ["compile", "--json-schema", str(schema), "--tokenizer", str(tokenizer_json)]
+    r = cli(*base, "-o", str(tmp_path / "a.tsidx"))
+    assert r.returncode == 1 and "registry" in r.stderr
+    reg = tmp_path / "reg.json"
+    reg.write_text(json.dumps({"https://example.com/d.json": {"$defs": {"x": {"const": "ab"}}}}))
+    r = cli(*base, "--registry", str(reg), "-o", str(tmp_path / "b.tsidx"))
+    assert r.returncode == 0, r.stderr
+    r = cli(*base, "--registry", str(tmp_path / "missing.json"), "-o", str(tmp_path / "c.tsidx"))
+    assert r.returncode == 2 and "--registry" in r.stderr

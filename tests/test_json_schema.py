@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import tokensieve as ts
+from tokensieve.constraints import canonical_key
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -416,3 +417,50 @@ def test_random_walks_validate(
         assert m.is_finished(), f"walk did not finish: {out[:200]!r}"
         value = json.loads(out.decode())
         assert validator.is_valid(value), (out, list(validator.iter_errors(value)))
+
+
+def test_references_and_registry(
+    vocab: ts.Vocabulary, lookup: tuple[dict[bytes, int], int]
+) -> None:
+    # $id-relative references and anchors within one document
+    schema = {
+        "$id": "https://example.com/root.json",
+        "type": "object",
+        "properties": {"a": {"$ref": "item.json"}, "b": {"$ref": "#name"}},
+        "additionalProperties": False,
+        "$defs": {
+            "i": {"$id": "item.json", "type": "integer"},
+            "n": {"$anchor": "name", "type": "string"},
+        },
+    }
+    g = ts.Grammar.from_json_schema(schema, vocab)
+    assert accepts(g, '{"a": 1, "b": "x"}', lookup)
+    assert not accepts(g, '{"a": "x"}', lookup)
+    # another document: only through the registry, never fetched
+    remote = {"$ref": "https://example.com/defs.json#/$defs/pos"}
+    with pytest.raises(ts.SchemaError, match="registry") as e:
+        ts.Grammar.from_json_schema(remote, vocab)
+    assert e.value.keyword == "$ref"
+    defs = {"$defs": {"pos": {"type": "integer", "minimum": 1}}}
+    g = ts.Grammar.from_json_schema(remote, vocab, registry={"https://example.com/defs.json": defs})
+    assert accepts(g, "5", lookup) and not accepts(g, "0", lookup)
+    # a JSON text works as well; the registry is part of the cache key
+    g2 = ts.Grammar.from_json_schema(
+        remote, vocab, registry={"https://example.com/defs.json": json.dumps(defs)}
+    )
+    assert accepts(g2, "5", lookup)
+    key = lambda reg: canonical_key("json_schema", remote, {"registry": reg}, vocab)  # noqa: E731
+    assert key({"https://example.com/defs.json": defs}) != key({})
+    with pytest.raises(ValueError, match="registry"):
+        ts.Grammar.from_json_schema(remote, vocab, registry=["not", "a", "mapping"])
+    with pytest.raises(ValueError, match="not a schema"):
+        ts.Grammar.from_json_schema(remote, vocab, registry={"https://example.com/d.json": 3})
+    # drafts up to 7: siblings of $ref are ignored
+    d7 = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "definitions": {"n": {"type": "integer"}},
+        "$ref": "#/definitions/n",
+        "maximum": 3,
+    }
+    g = ts.Grammar.from_json_schema(d7, vocab)
+    assert accepts(g, "5", lookup)

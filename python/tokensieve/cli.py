@@ -61,13 +61,19 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--max-nesting-depth", type=int)
     g.add_argument("--truncate-recursion", action="store_true", default=None)
     g.add_argument("--lenient", action="store_true", default=None)
+    g.add_argument(
+        "--registry",
+        metavar="FILE",
+        help="a JSON file mapping URIs to schemas, for $refs to other documents "
+        "(nothing is fetched from the network)",
+    )
     i = sub.add_parser("inspect", help="print what an index file holds")
     i.add_argument("file")
     i.add_argument("--json", action="store_true", help="machine-readable output")
     return p
 
 
-# Every option the CLI exposes (`registry` has no command-line form).
+# Every option the CLI exposes as a plain flag (`--registry` takes a file, read below).
 OPTION_NAMES = tuple(o for o in ENGINE_OPTIONS + SCHEMA_OPTIONS if o != "registry")
 
 
@@ -125,6 +131,14 @@ def _compile(args: argparse.Namespace) -> int:
     except (OSError, TypeError) as e:
         raise UsageError(f"--tokenizer: {e}") from e
     options = {k: getattr(args, k) for k in OPTION_NAMES if getattr(args, k, None) is not None}
+    if getattr(args, "registry", None):
+        try:
+            registry = json.loads(Path(args.registry).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise UsageError(f"--registry {args.registry}: {e}") from None
+        if not isinstance(registry, dict):
+            raise UsageError(f"--registry {args.registry}: not a JSON object")
+        options["registry"] = registry
     out = Path(args.output)
     several = len(jobs) > 1
     if several:

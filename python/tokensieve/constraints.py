@@ -86,5 +86,8 @@ def canonical_key(kind: str, value: Any, options: Mapping[str, Any], vocab: Voca
     if isinstance(value, type):  # pydantic model class
         value = value.model_json_schema()  # type: ignore[attr-defined]
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    options = dict(options)
+    if isinstance(options.get("registry"), Mapping):  # URI order does not matter
+        options["registry"] = dict(sorted(options["registry"].items()))
     opts = json.dumps(dict(sorted(options.items())), separators=(",", ":"), default=str)
     return f"{kind}\x00{text}\x00{opts}\x00{vocab.fingerprint}"

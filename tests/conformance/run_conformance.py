@@ -26,9 +26,16 @@ exponents), ``nesting/recursion bound`` (accepted when recompiled with larger
 the siblings of ``$ref``, which those drafts ignore, are dropped), ``lone surrogate`` (the
 instance holds a lone surrogate, which the engine never produces), else ``unexplained``.
 
-``refRemote.json`` groups need a registry mapping ``http://localhost:1234/...`` to the files of
-``remotes/``. The runner passes ``registry={uri: document}`` when ``Grammar.from_json_schema``
-takes a ``registry`` keyword; without it those groups are ``unsupported`` with the error text.
+Remote references (``refRemote.json`` and others) need a registry mapping
+``http://localhost:1234/...`` to the files of ``remotes/``, as the suite prescribes. The runner
+passes ``registry={uri: document}`` to every group when ``Grammar.from_json_schema`` takes a
+``registry`` keyword; without it ``refRemote.json`` groups are ``unsupported`` with the error
+text.
+
+The draft is implied by the directory: a draft 7 or draft 4 schema without ``$schema`` gets the
+``$schema`` of its draft (``http://json-schema.org/draft-07/schema#`` /
+``http://json-schema.org/draft-04/schema#``), so that the compiler applies that draft's rules
+(siblings of ``$ref`` ignored, ``id`` instead of ``$id`` in draft 4).
 
 Usage::
 
@@ -163,6 +170,19 @@ def suite_files(
     return keys
 
 
+DRAFT_SCHEMA = {
+    "draft7": "http://json-schema.org/draft-07/schema#",
+    "draft4": "http://json-schema.org/draft-04/schema#",
+}
+
+
+def with_draft(schema: Any, draft: str) -> Any:
+    """The schema with the ``$schema`` its directory implies (draft 7/4), if it has none."""
+    if isinstance(schema, dict) and "$schema" not in schema and draft in DRAFT_SCHEMA:
+        return {"$schema": DRAFT_SCHEMA[draft], **schema}
+    return schema
+
+
 def load_registry(suite: Path = SUITE_DIR) -> dict[str, Any]:
     """``http://localhost:1234/<path>`` → the JSON document ``remotes/<path>``."""
     remotes = suite / "remotes"
@@ -183,10 +203,11 @@ def make_tasks(keys: list[str], suite: Path = SUITE_DIR, classify: bool = True) 
                     "file": key,
                     "group": gi,
                     "draft": key.split("/")[0],
-                    "schema": group["schema"],
+                    "schema": with_draft(group["schema"], key.split("/")[0]),
                     "tests": group["tests"],
                     "options": compile_options(kind),
                     "needs_registry": key.endswith("/refRemote.json"),
+                    "wants_registry": True,
                     "classify": classify,
                 }
             )
@@ -432,13 +453,14 @@ def run_group(eng: _Engine, task: dict, timeout: float) -> dict[str, Any]:
     options = dict(task["options"])
     options["max_compile_seconds"] = timeout
     n = len(task["tests"])
-    if task["needs_registry"]:
+    if task["needs_registry"] or task.get("wants_registry"):
         registry, why = eng.registry()
-        if registry is None:
+        if registry is None and task["needs_registry"]:
             out.update(compile="unsupported", error=why, error_type="registry", keyword=None)
             out["tests"] = [{"outcome": "unsupported"} for _ in range(n)]
             return out
-        options["registry"] = registry
+        if registry is not None:
+            options["registry"] = registry
     try:
         grammar = eng.compile(task["schema"], options)
     except ts.TokensieveError as e:
@@ -755,7 +777,8 @@ def write_report(
         "tokenized with the Llama 3 tokenizer and fed token by token; accepted iff every token is "
         'accepted and EOS is allowed at the end. Options: required tests `formats="annotate"`; '
         '`optional/format/*` `formats="assert"`; other `optional/*` the engine defaults '
-        "(formats asserted). `refRemote.json` needs `registry=` (see below). "
+        "(formats asserted). Every group gets `registry=` with the suite's `remotes/` "
+        "(`http://localhost:1234/...`); draft 7/4 schemas without `$schema` get their draft's. "
         f"Per-group cap {timeout:g} s (compile + instances, worker killed), "
         f"{jobs} worker processes, wall time of this run {elapsed:.0f} s.\n"
     )

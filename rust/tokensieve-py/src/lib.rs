@@ -327,6 +327,23 @@ fn split_options(
                 "max_nfa_bytes" => max_nfa_bytes = Some(v.extract()?),
                 "mask_cache_bytes" => mask_cache_bytes = Some(v.extract()?),
                 "max_compile_seconds" => max_secs = Some(v.extract()?),
+                "registry" if !v.is_instance_of::<pyo3::types::PyString>() => {
+                    // a mapping URI → schema (dict, JSON text, or a pydantic model class)
+                    let d = v.downcast::<PyDict>().map_err(|_| {
+                        PyValueError::new_err("registry must be a mapping of URIs to schemas")
+                    })?;
+                    let json = py.import("json")?;
+                    let out = PyDict::new(py);
+                    for (uri, doc) in d.iter() {
+                        let uri: String = uri.extract().map_err(|_| {
+                            PyValueError::new_err("registry keys must be URI strings")
+                        })?;
+                        let text = schema_text(py, &doc)?;
+                        out.set_item(uri, json.call_method1("loads", (text,))?)?;
+                    }
+                    let text: String = json.call_method1("dumps", (out,))?.extract()?;
+                    so.set("registry", &text).py(py)?;
+                }
                 _ => {
                     let text = if let Ok(b) = v.extract::<bool>() {
                         b.to_string()

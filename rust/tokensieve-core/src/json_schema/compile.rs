@@ -146,24 +146,6 @@ pub(super) fn child(ptr: &str, key: &str) -> String {
     format!("{ptr}/{}", escape_token(key))
 }
 
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 // Type bits: a value's JSON type, integers and non-integral numbers apart.
 pub(super) const T_NULL: u8 = 1;
 pub(super) const T_BOOL: u8 = 2;
@@ -244,7 +226,10 @@ pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
 }
 
 pub(crate) struct Compiler<'a> {
+    /// The root document (`docs[0]`).
     root: &'a Value,
+    /// The root and the registry documents, `$ref`s rewritten (see `resolve`).
+    docs: &'a [Value],
     pub(super) opts: &'a JsonSchemaOptions,
     /// After `:` and `,`.
     sep: Hir,
@@ -286,7 +271,8 @@ fn ws_chars_only(h: &Hir) -> bool {
 }
 
 impl<'a> Compiler<'a> {
-    pub fn new(root: &'a Value, opts: &'a JsonSchemaOptions) -> Result<Compiler<'a>> {
+    pub fn new(docs: &'a [Value], opts: &'a JsonSchemaOptions) -> Result<Compiler<'a>> {
+        let root = &docs[0];
         let ws_class = class(&[('\t', '\n'), ('\r', '\r'), (' ', ' ')]);
         let (sep, inner) = match &opts.whitespace {
             Whitespace::Default => (opt(lit(" ")), Hir::empty()),
@@ -311,6 +297,7 @@ impl<'a> Compiler<'a> {
         let any_string = concat(vec![lit("\""), star(any_char()), lit("\"")]);
         Ok(Compiler {
             root,
+            docs,
             opts,
             sep,
             inner,
@@ -634,30 +621,45 @@ impl<'a> Compiler<'a> {
         self.schema(&v, ptr)
     }
 
+    /// Look up a `$ref` in the internal form `resolve::prepare` wrote: `#/pointer` into the
+    /// root, `tsdoc:N#/pointer` into registry document `N`. Returns the target and a key
+    /// naming it (for the recursion limit and messages).
     pub(super) fn resolve(&self, r: &str, ptr: &str) -> Result<(&'a Value, String)> {
-        let root = self.root;
-        if r == "#" {
-            return Ok((root, String::new()));
+        let docs = self.docs;
+        if let Some(why) = r.strip_prefix(super::resolve::UNRESOLVED) {
+            return Err(schema_error("$ref", ptr, why));
         }
-        if let Some(p) = r.strip_prefix("#/") {
-            let p = format!("/{}", percent_decode(p));
-            return match root.pointer(&p) {
-                Some(v) => Ok((v, p)),
-                None => Err(schema_error(
-                    "$ref",
-                    ptr,
-                    format!("$ref {r:?} points at nothing in this document"),
-                )),
-            };
+        let (doc, p) = if let Some(rest) = r.strip_prefix("tsdoc:") {
+            let (n, p) = rest.split_once('#').unwrap_or((rest, ""));
+            let n: usize = n.parse().unwrap_or(usize::MAX);
+            (n, p)
+        } else if let Some(p) = r.strip_prefix('#') {
+            (0, p)
+        } else {
+            return Err(schema_error(
+                "$ref",
+                ptr,
+                format!("$ref {r:?} could not be resolved"),
+            ));
+        };
+        let target = docs
+            .get(doc)
+            .and_then(|d| if p.is_empty() { Some(d) } else { d.pointer(p) });
+        match target {
+            Some(v) => Ok((
+                v,
+                if doc == 0 {
+                    p.to_string()
+                } else {
+                    r.to_string()
+                },
+            )),
+            None => Err(schema_error(
+                "$ref",
+                ptr,
+                format!("$ref {r:?} points at nothing"),
+            )),
         }
-        Err(schema_error(
-            "$ref",
-            ptr,
-            format!(
-                "$ref {r:?} is not supported: only JSON pointers into the same document \
-                 (\"#/...\") are"
-            ),
-        ))
     }
 
     fn reference(&mut self, r: &str, ptr: &str) -> Result<Option<Hir>> {

@@ -18,6 +18,7 @@ mod hirs;
 mod multiple;
 mod number;
 pub mod options;
+pub(crate) mod resolve;
 mod string;
 mod validate;
 
@@ -41,7 +42,17 @@ pub struct CompiledSchema {
 /// clear error rather than exhausting the caller's stack.
 pub fn compile(schema: &Value, opts: &JsonSchemaOptions) -> Result<CompiledSchema> {
     let run = || -> Result<CompiledSchema> {
-        let mut c = compile::Compiler::new(schema, opts)?;
+        let registry = opts
+            .registry
+            .iter()
+            .map(|(u, t)| {
+                serde_json::from_str(t)
+                    .map(|v| (u.clone(), v))
+                    .map_err(|e| crate::error::Error::InvalidArgument(format!("registry {u}: {e}")))
+            })
+            .collect::<Result<Vec<(String, Value)>>>()?;
+        let prepared = resolve::prepare(schema, &registry)?;
+        let mut c = compile::Compiler::new(&prepared.docs, opts)?;
         let hir = c.compile_root()?;
         Ok(CompiledSchema {
             hir,
@@ -65,8 +76,8 @@ pub fn compile(schema: &Value, opts: &JsonSchemaOptions) -> Result<CompiledSchem
 
 /// Any JSON object (values nest up to `max_nesting_depth` levels), with the whitespace policy.
 pub fn any_object(opts: &JsonSchemaOptions) -> Result<CompiledSchema> {
-    let root = Value::Bool(true);
-    let mut c = compile::Compiler::new(&root, opts)?;
+    let docs = [Value::Bool(true)];
+    let mut c = compile::Compiler::new(&docs, opts)?;
     Ok(CompiledSchema {
         hir: c.any_object()?,
         warnings: vec![],

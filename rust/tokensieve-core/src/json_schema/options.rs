@@ -62,6 +62,9 @@ pub struct JsonSchemaOptions {
     pub truncate_recursion: bool,
     /// Unsupported keywords become warnings (the grammar then accepts a superset).
     pub lenient: bool,
+    /// Documents `$ref` may name by URI: (absolute URI, schema as canonical JSON text), sorted
+    /// by URI. Nothing is ever fetched.
+    pub registry: Vec<(String, String)>,
 }
 
 impl Default for JsonSchemaOptions {
@@ -76,6 +79,7 @@ impl Default for JsonSchemaOptions {
             max_nesting_depth: 3,
             truncate_recursion: false,
             lenient: false,
+            registry: Vec::new(),
         }
     }
 }
@@ -136,9 +140,32 @@ impl JsonSchemaOptions {
             "max_nesting_depth" => self.max_nesting_depth = int(value)?,
             "truncate_recursion" => self.truncate_recursion = boolean(value)?,
             "lenient" => self.lenient = boolean(value)?,
+            "registry" => {
+                let v: serde_json::Value = serde_json::from_str(value).map_err(|e| {
+                    Error::InvalidArgument(format!(
+                        "registry must be a JSON object mapping URIs to schemas: {e}"
+                    ))
+                })?;
+                let serde_json::Value::Object(m) = v else {
+                    return Err(Error::InvalidArgument(
+                        "registry must be a JSON object mapping URIs to schemas".into(),
+                    ));
+                };
+                let mut reg = Vec::new();
+                for (uri, doc) in m {
+                    if !(doc.is_object() || doc.is_boolean()) {
+                        return Err(Error::InvalidArgument(format!(
+                            "registry entry {uri:?} is not a schema (an object or a boolean)"
+                        )));
+                    }
+                    reg.push((uri, doc.to_string()));
+                }
+                reg.sort();
+                self.registry = reg;
+            }
             _ => {
                 return Err(Error::InvalidArgument(format!(
-                    "unknown JSON Schema option {name:?}; options are: {}",
+                    "unknown JSON Schema option {name:?}; options are: {}, registry",
                     Self::NAMES.join(", ")
                 )))
             }
@@ -181,6 +208,15 @@ impl JsonSchemaOptions {
         let mut map = serde_json::Map::new();
         for (k, v) in Self::NAMES.iter().zip(values) {
             map.insert((*k).to_string(), serde_json::Value::String(v));
+        }
+        // only when given, so that keys without a registry stay as they were
+        if !self.registry.is_empty() {
+            let mut reg = serde_json::Map::new();
+            for (uri, text) in &self.registry {
+                let v = serde_json::from_str(text).unwrap_or(serde_json::Value::Null);
+                reg.insert(uri.clone(), v);
+            }
+            map.insert("registry".into(), serde_json::Value::Object(reg));
         }
         serde_json::Value::Object(map).to_string()
     }
