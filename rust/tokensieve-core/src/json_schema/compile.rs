@@ -485,13 +485,7 @@ impl<'a> Compiler<'a> {
         for (k, v) in m {
             let k = k.as_str();
             if SUPPORTED.contains(&k) || ANNOTATIONS.contains(&k) {
-                if k == "uniqueItems" && v == &Value::Bool(true) {
-                    self.unsupported(
-                        k,
-                        ptr,
-                        "uniqueItems: true is not supported (not a regular constraint in general)",
-                    )?;
-                }
+                let _ = v; // uniqueItems: decided where arrays are compiled
                 continue;
             }
             if UNSUPPORTED.contains(&k) {
@@ -1215,6 +1209,17 @@ impl<'a> Compiler<'a> {
                 }
                 (None, items) => (&[], "items", items, "items"),
             };
+        if m.get("uniqueItems") == Some(&Value::Bool(true)) {
+            match self.unique_array(prefix, rest, (min, max), ptr)? {
+                Some(h) => return Ok(h),
+                None => self.unsupported(
+                    "uniqueItems",
+                    ptr,
+                    "uniqueItems: true is supported only when every item comes from a small \
+                     finite set of values (enum, const, boolean, null) and the length is bounded",
+                )?,
+            }
+        }
         if let Some(c) = m.get("contains") {
             let lo = self.count(m, "minContains", ptr)?.unwrap_or(1);
             let hi = self.count(m, "maxContains", ptr)?;
@@ -1233,6 +1238,130 @@ impl<'a> Compiler<'a> {
         };
         let body = self.array_tail(&pre, rest_h.as_ref(), 0, min, max);
         Ok(body.map(|b| self.wrap("[", b, "]")))
+    }
+
+    /// The finite set of values a schema allows, when it names one (`enum`, `const`, only
+    /// `boolean`/`null` types, `false`); `None` when it may be infinite.
+    fn finite_values(&mut self, s: &Value, ptr: &str) -> Result<Option<Vec<Value>>> {
+        let t = self.deref(s, ptr)?;
+        let cands = match t {
+            Value::Bool(false) => return Ok(Some(vec![])),
+            Value::Object(m) => match literal_values(m) {
+                Some(vs) => Some(vs),
+                None if m.contains_key("type") => {
+                    let bits = self.type_bits_of(m, ptr)?;
+                    if bits & !(T_NULL | T_BOOL) == 0 {
+                        let mut v = Vec::new();
+                        if bits & T_NULL != 0 {
+                            v.push(Value::Null);
+                        }
+                        if bits & T_BOOL != 0 {
+                            v.extend([Value::Bool(true), Value::Bool(false)]);
+                        }
+                        Some(v)
+                    } else {
+                        None
+                    }
+                }
+                None => None,
+            },
+            _ => None,
+        };
+        let Some(cands) = cands else { return Ok(None) };
+        let mut out: Vec<Value> = Vec::new();
+        for v in cands {
+            if self.validates(&v, s, ptr, 0)? && !out.iter().any(|o| json_eq(o, &v)) {
+                out.push(v);
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// `uniqueItems: true` over finite item domains: every array of distinct values, listed.
+    fn unique_array(
+        &mut self,
+        prefix: &[Value],
+        rest: Option<&Value>,
+        len: (u64, Option<u64>),
+        ptr: &str,
+    ) -> Result<Option<Option<Hir>>> {
+        const MAX_ARRAYS: usize = 4096;
+        let mut doms: Vec<Vec<Value>> = Vec::new();
+        for s in prefix {
+            match self.finite_values(s, ptr)? {
+                Some(d) => doms.push(d),
+                None => return Ok(None),
+            }
+        }
+        let rest_dom = match rest {
+            None => None,
+            Some(s) => self.finite_values(s, ptr)?,
+        };
+        // longest possible array: the bound, else the prefix plus every distinct rest value
+        let cap = match (&rest_dom, len.1) {
+            (_, Some(mx)) => mx,
+            (Some(d), None) => (prefix.len() + d.len()) as u64,
+            (None, None) => return Ok(None),
+        };
+        let cap =
+            cap.min((prefix.len() + rest_dom.as_ref().map_or(usize::MAX / 2, Vec::len)) as u64);
+        if rest_dom.is_none() && cap > prefix.len() as u64 {
+            return Ok(None);
+        }
+        let mut out: Vec<Hir> = Vec::new();
+        let mut seq: Vec<Value> = Vec::new();
+        #[allow(clippy::too_many_arguments)]
+        fn go(
+            c: &Compiler<'_>,
+            doms: &[Vec<Value>],
+            rest: &Option<Vec<Value>>,
+            len: (u64, u64),
+            seq: &mut Vec<Value>,
+            out: &mut Vec<Hir>,
+            limit: usize,
+        ) -> bool {
+            let i = seq.len();
+            if i as u64 >= len.0 {
+                if out.len() >= limit {
+                    return false;
+                }
+                out.push(c.literal(&Value::Array(seq.clone())));
+            }
+            if i as u64 >= len.1 {
+                return true;
+            }
+            let dom = match doms.get(i) {
+                Some(d) => d,
+                None => match rest {
+                    Some(d) => d,
+                    None => return true,
+                },
+            };
+            for v in dom {
+                if seq.iter().any(|x| json_eq(x, v)) {
+                    continue;
+                }
+                seq.push(v.clone());
+                let ok = go(c, doms, rest, len, seq, out, limit);
+                seq.pop();
+                if !ok {
+                    return false;
+                }
+            }
+            true
+        }
+        if !go(
+            self,
+            &doms,
+            &rest_dom,
+            (len.0, cap),
+            &mut seq,
+            &mut out,
+            MAX_ARRAYS,
+        ) {
+            return Ok(None);
+        }
+        Ok(Some(if out.is_empty() { None } else { Some(alt(out)) }))
     }
 
     /// Arrays with a `contains` count: every item is either a match (item schema ∧ contains)

@@ -755,3 +755,23 @@ fn member_sequences_match_brute_force() {
         }
     }
 }
+
+#[test]
+fn unique_items_over_finite_domains() {
+    check(
+        json!({"type": "array", "items": {"type": "boolean"}, "uniqueItems": true}),
+        &["[]", "[true]", "[false, true]"],
+        &["[true, true]", "[false, true, false]"],
+    );
+    check(
+        json!({"prefixItems": [{"enum": [1, 2]}, {"enum": [1, 2, 3]}], "items": false, "uniqueItems": true}),
+        &["[1]", "[1, 2]", "[2, 3]", "[1.0, 3]"],
+        &["[1, 1]", "[2, 2.0]", "[1, 2, 3]"],
+    );
+    // an unbounded domain is refused
+    let (k, _) = schema_err(
+        json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true}),
+        &JsonSchemaOptions::default(),
+    );
+    assert_eq!(k, "uniqueItems");
+}
