@@ -483,33 +483,33 @@ impl<'a> Compiler<'a> {
         if let Some(u) = m.get("unevaluatedProperties") {
             if u != &Value::Bool(true) {
                 let pos: Vec<&Part> = t.iter().filter(|p| p.eval).collect();
-                if pos.iter().any(|p| p.map.contains_key("patternProperties")) {
-                    self.unsupported(
-                        "unevaluatedProperties",
-                        ptr,
-                        "unevaluatedProperties next to patternProperties is not supported",
-                    )?;
-                    return Ok(());
-                }
+                let _ = ptr;
                 let all = pos
                     .iter()
                     .any(|p| p.map.contains_key("additionalProperties"));
                 if !all {
                     let mut names = Map::new();
+                    let mut pats = Map::new();
                     for p in &pos {
                         if let Some(Value::Object(props)) = p.map.get("properties") {
                             for k in props.keys() {
                                 names.insert(k.clone(), Value::Bool(true));
                             }
                         }
+                        if let Some(Value::Object(pp)) = p.map.get("patternProperties") {
+                            for k in pp.keys() {
+                                pats.insert(k.clone(), Value::Bool(true));
+                            }
+                        }
                     }
-                    t.push(part(
-                        obj(vec![
-                            ("properties", Value::Object(names)),
-                            ("additionalProperties", u.clone()),
-                        ]),
-                        true,
-                    ));
+                    let mut u_part = vec![
+                        ("properties", Value::Object(names)),
+                        ("additionalProperties", u.clone()),
+                    ];
+                    if !pats.is_empty() {
+                        u_part.push(("patternProperties", Value::Object(pats)));
+                    }
+                    t.push(part(obj(u_part), true));
                 }
             }
         }

@@ -51,6 +51,8 @@ const SUPPORTED: &[&str] = &[
     "contains",
     "minContains",
     "maxContains",
+    "patternProperties",
+    "propertyNames",
     "not",
     "if",
     "then",
@@ -62,6 +64,7 @@ const SUPPORTED: &[&str] = &[
     "unevaluatedItems",
     NOT_IN,
     NOT_PATTERN,
+    ALL_PATTERNS,
     NOT_MULTIPLE,
     CONTAINS_FROM,
     SOME_EXTRA,
@@ -72,6 +75,8 @@ const SUPPORTED: &[&str] = &[
 pub(super) const FRACTION: &str = "x-ts-fraction";
 /// Strings other than the listed ones.
 pub(super) const NOT_IN: &str = "x-ts-notIn";
+/// Further ECMA patterns a string must match (from merging `allOf` branches).
+pub(super) const ALL_PATTERNS: &str = "x-ts-allPatterns";
 /// Strings matching none of the listed ECMA patterns.
 pub(super) const NOT_PATTERN: &str = "x-ts-notPattern";
 /// Numbers that are not a multiple of the value.
@@ -109,12 +114,7 @@ const ANNOTATIONS: &[&str] = &[
 ];
 
 /// Validity keywords this version does not compile.
-const UNSUPPORTED: &[&str] = &[
-    "patternProperties",
-    "propertyNames",
-    "$dynamicRef",
-    "$recursiveRef",
-];
+const UNSUPPORTED: &[&str] = &["$dynamicRef", "$recursiveRef"];
 
 /// Rough upper bound on the HIR size of one schema (see `hirs::weight`). A HIR node costs on
 /// the order of 100 bytes, and the NFA built from it more, so this keeps a compile well below a
@@ -1087,26 +1087,38 @@ impl<'a> Compiler<'a> {
         Ok(())
     }
 
+    /// The decoded-string language of an ECMA pattern (search semantics).
+    pub(super) fn pattern_hir(&self, p: &Value, kw: &str, ptr: &str) -> Result<Hir> {
+        let p = p
+            .as_str()
+            .ok_or_else(|| schema_error(kw, ptr, "pattern must be a string"))?;
+        let t =
+            translate_ecma(p).map_err(|e| schema_error("pattern", ptr, format!("{p:?}: {e}")))?;
+        let h = crate::regex::parse(&t, 250)
+            .map_err(|e| schema_error("pattern", ptr, format!("{p:?}: {e}")))?;
+        Ok(search_form(&h))
+    }
+
     fn string(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
-        if m.contains_key(NOT_IN) || m.contains_key(NOT_PATTERN) {
-            return self.string_algebra(m, ptr);
-        }
         let min = self.count(m, "minLength", ptr)?.unwrap_or(0);
         let max = self.count(m, "maxLength", ptr)?;
         self.big("minLength", ptr, min)?;
         if let Some(mx) = max {
             self.big("maxLength", ptr, mx)?;
         }
-        let mut decoded: Option<(Hir, &str)> = None;
+        // decoded-string languages that must hold (pos) and must not (neg)
+        let mut pos: Vec<(Hir, &str)> = Vec::new();
+        let mut neg: Vec<Hir> = Vec::new();
         if let Some(p) = m.get("pattern") {
-            let p = p
-                .as_str()
-                .ok_or_else(|| schema_error("pattern", ptr, "pattern must be a string"))?;
-            let t = translate_ecma(p)
-                .map_err(|e| schema_error("pattern", ptr, format!("{p:?}: {e}")))?;
-            let h = crate::regex::parse(&t, 250)
-                .map_err(|e| schema_error("pattern", ptr, format!("{p:?}: {e}")))?;
-            decoded = Some((search_form(&h), "pattern"));
+            pos.push((self.pattern_hir(p, "pattern", ptr)?, "pattern"));
+        }
+        for p in m
+            .get(ALL_PATTERNS)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            pos.push((self.pattern_hir(p, "pattern", ptr)?, "pattern"));
         }
         if let Some(f) = m.get("format") {
             let f = f
@@ -1114,63 +1126,18 @@ impl<'a> Compiler<'a> {
                 .ok_or_else(|| schema_error("format", ptr, "format must be a string"))?;
             if self.opts.formats == Formats::Assert {
                 if let Some(re) = format_regex(f) {
-                    if decoded.is_some() {
-                        self.unsupported(
-                            "format",
-                            ptr,
-                            "format together with pattern is not supported (their \
-                             intersection is not built); use formats=\"annotate\" or drop one",
-                        )?;
-                    } else {
-                        let h = crate::regex::parse(re, 250).expect("built-in format regex");
-                        decoded = Some((h, "format"));
-                    }
+                    let h = crate::regex::parse(re, 250).expect("built-in format regex");
+                    pos.push((h, "format"));
                 }
             }
         }
-        let content = match decoded {
-            None => Some(rep(any_char(), min as u32, max.map(|x| x as u32))),
-            Some((h, what)) => {
-                let (lo, hi) = char_len(&h);
-                let fits = lo >= min && max.is_none_or(|mx| hi.is_some_and(|h| h <= mx));
-                let disjoint = hi.is_some_and(|h| h < min) || max.is_some_and(|mx| lo > mx);
-                if fits {
-                    Some(encode(&h).map_err(|e| schema_error(what, ptr, e))?)
-                } else if disjoint {
-                    None
-                } else if let Some(h2) = narrow_repetition(&h, min, max) {
-                    Some(encode(&h2).map_err(|e| schema_error(what, ptr, e))?)
-                } else {
-                    let kw = if max.is_some() {
-                        "maxLength"
-                    } else {
-                        "minLength"
-                    };
-                    self.unsupported(
-                        kw,
-                        ptr,
-                        &format!(
-                            "length bounds together with a {what} are supported only when the \
-                             {what} fixes the length or is one repeated character class"
-                        ),
-                    )?;
-                    Some(encode(&h).map_err(|e| schema_error(what, ptr, e))?)
-                }
-            }
-        };
-        Ok(content.map(|c| concat(vec![lit("\""), c, lit("\"")])))
-    }
-
-    /// Strings under negated constraints (`not: {enum: [...]}`, `not: {pattern: ...}`).
-    fn string_algebra(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
-        let others = ["pattern", "format", "minLength", "maxLength", NOT_PATTERN];
-        if others.iter().any(|k| m.contains_key(*k)) {
-            self.unsupported(
-                "not",
-                ptr,
-                "a negated string constraint together with other string constraints is not \
-                 supported in this version",
-            )?;
+        for p in m
+            .get(NOT_PATTERN)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            neg.push(self.pattern_hir(p, NOT_PATTERN, ptr)?);
         }
         let names: Vec<Vec<char>> = m
             .get(NOT_IN)
@@ -1180,8 +1147,60 @@ impl<'a> Compiler<'a> {
             .filter_map(Value::as_str)
             .map(|s| s.chars().collect())
             .collect();
-        let body = encode(&not_in(&names)).expect("character classes only");
-        Ok(Some(concat(vec![lit("\""), body, lit("\"")])))
+        let content = if pos.is_empty() && neg.is_empty() && names.is_empty() {
+            Some(rep(any_char(), min as u32, max.map(|x| x as u32)))
+        } else if pos.is_empty() && neg.is_empty() && min == 0 && max.is_none() {
+            Some(encode(&not_in(&names)).expect("character classes only"))
+        } else {
+            // a single pattern or format whose lengths fit (or are one repeated class)
+            let mut fast = None;
+            if pos.len() == 1 && neg.is_empty() && names.is_empty() {
+                let (h, what) = &pos[0];
+                let (lo, hi) = char_len(h);
+                let fits = lo >= min && max.is_none_or(|mx| hi.is_some_and(|h| h <= mx));
+                let disjoint = hi.is_some_and(|h| h < min) || max.is_some_and(|mx| lo > mx);
+                if fits {
+                    fast = Some(Some(encode(h).map_err(|e| schema_error(what, ptr, e))?));
+                } else if disjoint {
+                    fast = Some(None);
+                } else if let Some(h2) = narrow_repetition(h, min, max) {
+                    fast = Some(Some(encode(&h2).map_err(|e| schema_error(what, ptr, e))?));
+                }
+            }
+            match fast {
+                Some(c) => c,
+                None => {
+                    // the general case: intersect and subtract the decoded languages
+                    let mut p: Vec<Hir> = pos.into_iter().map(|(h, _)| h).collect();
+                    if min > 0 || max.is_some() {
+                        p.push(rep(
+                            class(&[('\0', '\u{10FFFF}')]),
+                            min as u32,
+                            max.map(|x| x as u32),
+                        ));
+                    }
+                    for n in &names {
+                        neg.push(Hir::literal(n.iter().collect::<String>().into_bytes()));
+                    }
+                    match super::strlang::combine(&p, &neg) {
+                        Ok(Some(h)) => {
+                            Some(encode(&h).map_err(|e| schema_error("pattern", ptr, e))?)
+                        }
+                        Ok(None) => None,
+                        Err(e) => {
+                            let kw = if m.contains_key("pattern") {
+                                "pattern"
+                            } else {
+                                "format"
+                            };
+                            self.unsupported(kw, ptr, &e)?;
+                            Some(star(any_char()))
+                        }
+                    }
+                }
+            }
+        };
+        Ok(content.map(|c| concat(vec![lit("\""), c, lit("\"")])))
     }
 
     fn array(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
@@ -1594,6 +1613,27 @@ impl<'a> Compiler<'a> {
             },
             Some(s) => self.schema(s, &child(ptr, "additionalProperties"))?,
         };
+        // patternProperties: (decoded key language, value schema)
+        let mut patterns: Vec<(Hir, Value)> = Vec::new();
+        if let Some(pp) = m.get("patternProperties") {
+            let pp = pp.as_object().ok_or_else(|| {
+                schema_error(
+                    "patternProperties",
+                    ptr,
+                    "patternProperties must be an object",
+                )
+            })?;
+            for (p, sch) in pp {
+                let h = self.pattern_hir(&Value::from(p.as_str()), "patternProperties", ptr)?;
+                patterns.push((h, sch.clone()));
+            }
+        }
+        // propertyNames: the decoded language every key must be in
+        let names_schema = m.get("propertyNames").filter(|v| **v != Value::Bool(true));
+        let key_lang: Option<Vec<Hir>> = match names_schema {
+            None => None,
+            Some(pn) => Some(self.key_language(pn, &child(ptr, "propertyNames"))?),
+        };
         // Declared properties in schema order, then required names the properties lack.
         let mut names: Vec<String> = props.keys().cloned().collect();
         let mut items: Vec<(Hir, bool)> = Vec::new();
@@ -1611,13 +1651,37 @@ impl<'a> Compiler<'a> {
             let is_req = required.contains(&name.as_str());
             let pptr = child(&child(ptr, "properties"), &name);
             let before = self.cuts;
-            let v = match s {
-                Some(s) => self.schema(s, &pptr)?,
-                None => {
-                    if !names.contains(&name) {
-                        names.push(name.clone());
+            if !names.contains(&name) {
+                names.push(name.clone());
+            }
+            // the patternProperties this name matches apply to it as well
+            let mut matching: Vec<Value> = Vec::new();
+            for (h, sch) in &patterns {
+                if super::validate::full_match(h, &name)? {
+                    matching.push(sch.clone());
+                }
+            }
+            let name_ok = match names_schema {
+                Some(pn) => self.validates(&Value::from(name.as_str()), pn, ptr, 0)?,
+                None => true,
+            };
+            let v = if !name_ok {
+                None
+            } else {
+                match (s, matching.is_empty()) {
+                    (Some(s), true) => self.schema(s, &pptr)?,
+                    (Some(s), false) => {
+                        matching.insert(0, s.clone());
+                        let mut o = Map::new();
+                        o.insert("allOf".into(), Value::Array(matching));
+                        self.schema(&Value::Object(o), &pptr)?
                     }
-                    extra.clone()
+                    (None, true) => extra.clone(),
+                    (None, false) => {
+                        let mut o = Map::new();
+                        o.insert("allOf".into(), Value::Array(matching));
+                        self.schema(&Value::Object(o), &pptr)?
+                    }
                 }
             };
             match v {
@@ -1650,6 +1714,7 @@ impl<'a> Compiler<'a> {
                 None => {}
             }
         }
+        let extra_kv = self.extra_members(&names, &patterns, key_lang.as_deref(), extra, ptr)?;
         let n_req = items.iter().filter(|x| x.1).count() as u64;
         let n_opt = items.len() as u64 - n_req;
         let minp = self.count(m, "minProperties", ptr)?;
@@ -1659,12 +1724,12 @@ impl<'a> Compiler<'a> {
         if minp.is_some() || maxp.is_some() {
             let lo = minp.unwrap_or(0);
             let trivially =
-                lo <= n_req && maxp.is_none_or(|mx| extra.is_none() && mx >= n_req + n_opt);
-            if maxp.is_some_and(|mx| mx < n_req) || (extra.is_none() && lo > n_req + n_opt) {
+                lo <= n_req && maxp.is_none_or(|mx| extra_kv.is_none() && mx >= n_req + n_opt);
+            if maxp.is_some_and(|mx| mx < n_req) || (extra_kv.is_none() && lo > n_req + n_opt) {
                 return Ok(None);
             }
             if !trivially {
-                if n_opt == 0 && extra.is_some() {
+                if n_opt == 0 && extra_kv.is_some() {
                     extra_bounds = (lo.saturating_sub(n_req), maxp.map(|mx| mx - n_req));
                 } else {
                     let kw = if minp.is_some_and(|l| l > n_req) {
@@ -1682,16 +1747,6 @@ impl<'a> Compiler<'a> {
                 }
             }
         }
-        let extra_kv = extra.map(|v| {
-            let key = not_in(
-                &names
-                    .iter()
-                    .map(|s| s.chars().collect())
-                    .collect::<Vec<Vec<char>>>(),
-            );
-            let key = encode(&key).expect("character classes only");
-            concat(vec![lit("\""), key, lit("\""), self.colon(), v])
-        });
         // Size of the body before building it: the tail after the first present property is
         // linear, but each leading optional property starts its own alternative holding a copy
         // of everything after it, so a property is copied once per optional property before it
@@ -1730,6 +1785,146 @@ impl<'a> Compiler<'a> {
             self.props_from(&items, 0, true, extra_kv.as_ref(), extra_bounds)
         };
         Ok(Some(self.wrap("{", body, "}")))
+    }
+
+    /// The decoded language of keys allowed by a `propertyNames` schema (`pos` HIRs that must
+    /// all match; an empty list for `false` is returned as one empty class).
+    fn key_language(&mut self, pn: &Value, ptr: &str) -> Result<Vec<Hir>> {
+        let pn = self.deref(pn, ptr)?;
+        let m = match pn {
+            Value::Bool(false) => return Ok(vec![Hir::fail()]),
+            Value::Bool(true) => return Ok(vec![]),
+            Value::Object(m) => m,
+            _ => {
+                return Err(schema_error(
+                    "propertyNames",
+                    ptr,
+                    "a schema must be an object",
+                ))
+            }
+        };
+        let mut pos = Vec::new();
+        for (k, v) in m {
+            match k.as_str() {
+                "pattern" => pos.push(self.pattern_hir(v, "pattern", ptr)?),
+                "minLength" | "maxLength" => {
+                    let n = self.count(m, k, ptr)?.unwrap_or(0);
+                    self.big(k, ptr, n)?;
+                    let any = class(&[('\0', '\u{10FFFF}')]);
+                    pos.push(if k == "minLength" {
+                        rep(any, n as u32, None)
+                    } else {
+                        rep(any, 0, Some(n as u32))
+                    });
+                }
+                "const" | "enum" => {
+                    let vals = literal_values(m).unwrap_or_default();
+                    let strs: Vec<Hir> = vals
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(|s| Hir::literal(s.as_bytes()))
+                        .collect();
+                    pos.push(alt(strs));
+                }
+                "format" => {
+                    if self.opts.formats == Formats::Assert {
+                        if let Some(re) = v.as_str().and_then(format_regex) {
+                            pos.push(crate::regex::parse(re, 250).expect("built-in format regex"));
+                        }
+                    }
+                }
+                "type" => {
+                    // keys are strings: a type without string allows no key
+                    if self.type_bits_of(m, ptr)? & T_STRING == 0 {
+                        pos.push(Hir::fail());
+                    }
+                }
+                k if !Self::is_validity(k) => {}
+                k => self.unsupported(
+                    "propertyNames",
+                    ptr,
+                    &format!("`{k}` inside propertyNames is not supported"),
+                )?,
+            }
+        }
+        Ok(pos)
+    }
+
+    /// Members for undeclared keys: each combination of matched `patternProperties` gets its
+    /// key language (matching exactly those patterns, not a declared name, inside
+    /// `propertyNames`) and its value schema (those patterns' schemas, or
+    /// `additionalProperties` when none matches).
+    fn extra_members(
+        &mut self,
+        names: &[String],
+        patterns: &[(Hir, Value)],
+        key_lang: Option<&[Hir]>,
+        extra: Option<Hir>,
+        ptr: &str,
+    ) -> Result<Option<Hir>> {
+        if patterns.is_empty() && key_lang.is_none() {
+            return Ok(extra.map(|v| {
+                let key = not_in(
+                    &names
+                        .iter()
+                        .map(|s| s.chars().collect())
+                        .collect::<Vec<Vec<char>>>(),
+                );
+                let key = encode(&key).expect("character classes only");
+                concat(vec![lit("\""), key, lit("\""), self.colon(), v])
+            }));
+        }
+        if patterns.len() > 6 {
+            self.unsupported(
+                "patternProperties",
+                ptr,
+                "more than 6 patternProperties in one object are not supported",
+            )?;
+            return Ok(extra.map(|v| concat(vec![self.any_string.clone(), self.colon(), v])));
+        }
+        let declared: Vec<Hir> = names.iter().map(|n| Hir::literal(n.as_bytes())).collect();
+        let mut alts = Vec::new();
+        for mask in 0u32..(1 << patterns.len()) {
+            let mut pos: Vec<Hir> = key_lang.map(<[Hir]>::to_vec).unwrap_or_default();
+            let mut neg = declared.clone();
+            let mut schemas = Vec::new();
+            for (i, (h, sch)) in patterns.iter().enumerate() {
+                if mask & (1 << i) != 0 {
+                    pos.push(h.clone());
+                    schemas.push(sch.clone());
+                } else {
+                    neg.push(h.clone());
+                }
+            }
+            let value = if schemas.is_empty() {
+                match &extra {
+                    Some(v) => v.clone(),
+                    None => continue,
+                }
+            } else {
+                let mut o = Map::new();
+                o.insert("allOf".into(), Value::Array(schemas));
+                match self.schema(&Value::Object(o), &child(ptr, "patternProperties"))? {
+                    Some(v) => v,
+                    None => continue,
+                }
+            };
+            let key = match super::strlang::combine(&pos, &neg) {
+                Ok(Some(k)) => k,
+                Ok(None) => continue,
+                Err(e) => {
+                    self.unsupported("patternProperties", ptr, &e)?;
+                    continue;
+                }
+            };
+            let key = encode(&key).map_err(|e| schema_error("patternProperties", ptr, e))?;
+            alts.push(concat(vec![lit("\""), key, lit("\""), self.colon(), value]));
+        }
+        Ok(if alts.is_empty() {
+            None
+        } else {
+            Some(alt(alts))
+        })
     }
 
     fn props_from(
@@ -1862,7 +2057,9 @@ pub(super) fn applies_to(k: &str) -> u8 {
         | SOME_EXTRA => T_OBJECT,
         "items" | "prefixItems" | "additionalItems" | "minItems" | "maxItems" | "uniqueItems"
         | "contains" | "minContains" | "maxContains" | CONTAINS_FROM => T_ARRAY,
-        "pattern" | "format" | "minLength" | "maxLength" | NOT_IN | NOT_PATTERN => T_STRING,
+        "pattern" | "format" | "minLength" | "maxLength" | NOT_IN | NOT_PATTERN | ALL_PATTERNS => {
+            T_STRING
+        }
         "multipleOf" | "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum"
         | NOT_MULTIPLE => T_INT | T_FRAC,
         _ => T_ALL,
@@ -2019,6 +2216,27 @@ fn merge(
     };
     let a_extra = out.get("additionalProperties").cloned();
     let b_extra = b.get("additionalProperties").cloned();
+    let pattern_keys = |m: &Map<String, Value>| -> Vec<String> {
+        match m.get("patternProperties") {
+            Some(Value::Object(p)) => p.keys().cloned().collect(),
+            _ => vec![],
+        }
+    };
+    let (a_pats, b_pats) = (pattern_keys(&out), pattern_keys(&b));
+    // One side's additionalProperties would have to apply to keys matching only the other
+    // side's patterns: one merged map cannot say that.
+    for (extra, mine, theirs) in [(&a_extra, &a_pats, &b_pats), (&b_extra, &b_pats, &a_pats)] {
+        if extra.as_ref().is_some_and(|x| x != &Value::Bool(true))
+            && theirs.iter().any(|p| !mine.contains(p))
+        {
+            return Err(schema_error(
+                "patternProperties",
+                ptr,
+                "allOf: additionalProperties of one branch together with patternProperties of \
+                 another is not supported",
+            ));
+        }
+    }
     for (k, vb) in b {
         let Some(va) = out.get(&k).cloned() else {
             out.insert(k, vb);
@@ -2126,6 +2344,21 @@ fn merge(
                         ))
                     }
                 },
+                "patternProperties" => {
+                    let (Value::Object(mut pa), Value::Object(pb)) = (va, vb) else {
+                        return Err(schema_error(&k, ptr, "patternProperties must be an object"));
+                    };
+                    for (pk, pv) in pb {
+                        match pa.get_mut(&pk) {
+                            Some(x) => *x = all_of(x.take(), pv),
+                            None => {
+                                pa.insert(pk, pv);
+                            }
+                        }
+                    }
+                    Value::Object(pa)
+                }
+                "propertyNames" => all_of(va, vb),
                 "multipleOf" => match (dec_of(&va), dec_of(&vb)) {
                     (Some(x), Some(y)) => match lcm_dec(&x, &y) {
                         Some(l) => Value::Number(
@@ -2140,7 +2373,20 @@ fn merge(
                     },
                     _ => return Err(schema_error(&k, ptr, "multipleOf must be a number")),
                 },
-                NOT_IN | NOT_PATTERN => {
+                "pattern" => {
+                    // both must match: keep one, list the other
+                    let mut extra = out
+                        .get(ALL_PATTERNS)
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default();
+                    if !extra.contains(&vb) {
+                        extra.push(vb);
+                    }
+                    out.insert(ALL_PATTERNS.into(), Value::Array(extra));
+                    va
+                }
+                NOT_IN | NOT_PATTERN | ALL_PATTERNS => {
                     // both exclusions apply
                     let mut r = va.as_array().cloned().unwrap_or_default();
                     for x in vb.as_array().cloned().unwrap_or_default() {
@@ -2171,7 +2417,25 @@ fn merge(
             (&b_extra, &a_props, &b_props),
         ] {
             if let Some(x) = extra {
-                for p in others.iter().filter(|p| !mine.contains(p)) {
+                let own_patterns = if std::ptr::eq(mine, &a_props) {
+                    &a_pats
+                } else {
+                    &b_pats
+                };
+                let matches_own = |name: &str| -> bool {
+                    own_patterns.iter().any(|p| {
+                        translate_ecma(p)
+                            .ok()
+                            .and_then(|t| crate::regex::parse(&t, 250).ok())
+                            .is_some_and(|h| {
+                                super::validate::full_match(&search_form(&h), name).unwrap_or(false)
+                            })
+                    })
+                };
+                for p in others
+                    .iter()
+                    .filter(|p| !mine.contains(p) && !matches_own(p))
+                {
                     if let Some(v) = props.get_mut(p) {
                         *v = all_of(v.take(), x.clone());
                     }

@@ -20,6 +20,7 @@ mod number;
 pub mod options;
 pub(crate) mod resolve;
 mod string;
+mod strlang;
 mod validate;
 
 use regex_syntax::hir::Hir;

@@ -409,15 +409,18 @@ fn refs_and_recursion() {
 
 #[test]
 fn unsupported_and_lenient() {
-    let s = json!({"type": "object", "properties": {"a": {"type": "object", "propertyNames": {"maxLength": 3}}}});
+    let s = json!({"type": "object", "properties": {"a": {"type": "array", "items": {"$dynamicRef": "#x"}}}});
     let (k, p) = schema_err(s.clone(), &JsonSchemaOptions::default());
-    assert_eq!((k.as_str(), p.as_str()), ("propertyNames", "/properties/a"));
+    assert_eq!(
+        (k.as_str(), p.as_str()),
+        ("$dynamicRef", "/properties/a/items")
+    );
     let o = JsonSchemaOptions {
         lenient: true,
         ..Default::default()
     };
     let c = compile(&s, &o).unwrap();
-    assert!(c.warnings.iter().any(|w| w.contains("propertyNames")));
+    assert!(c.warnings.iter().any(|w| w.contains("$dynamicRef")));
     // annotations are ignored
     compile(&json!({"title": "t", "description": "d", "examples": [1], "type": "integer", "$comment": "c"}), &JsonSchemaOptions::default()).unwrap();
 }
@@ -774,4 +777,81 @@ fn unique_items_over_finite_domains() {
         &JsonSchemaOptions::default(),
     );
     assert_eq!(k, "uniqueItems");
+}
+
+#[test]
+fn string_constraints_combined() {
+    // pattern with length bounds the pattern does not fix
+    check(
+        json!({"type": "string", "pattern": "^a[0-9]*$", "maxLength": 3}),
+        &[r#""a""#, r#""a12""#],
+        &[r#""a123""#, r#""b1""#],
+    );
+    // two patterns (allOf), and a format with a pattern
+    check(
+        json!({"allOf": [{"type": "string", "pattern": "^[a-z]+$"}, {"pattern": "x"}]}),
+        &[r#""axb""#, r#""x""#],
+        &[r#""ab""#, r#""aXb""#],
+    );
+    check(
+        json!({"type": "string", "format": "date", "pattern": "^2024-"}),
+        &[r#""2024-02-29""#],
+        &[r#""2023-02-28""#, r#""2024-02-30""#],
+    );
+    // negated pattern and negated names together with other constraints
+    check(
+        json!({"type": "string", "minLength": 2, "not": {"pattern": "^x"}}),
+        &[r#""ab""#, r#""yx""#],
+        &[r#""xa""#, r#""a""#],
+    );
+    check(
+        json!({"type": "string", "maxLength": 2, "not": {"enum": ["ab", "c"]}}),
+        &[r#""a""#, r#""ba""#, r#""""#],
+        &[r#""ab""#, r#""c""#, r#""abc""#, r#""\u0063""#],
+    );
+}
+
+#[test]
+fn pattern_properties_and_property_names() {
+    let s = json!({"type": "object", "properties": {"id": {"type": "integer"}},
+                   "patternProperties": {"^x-": {"type": "string"}, "n$": {"type": "boolean"}},
+                   "additionalProperties": false});
+    check(
+        s,
+        &[
+            r#"{"id": 1}"#,
+            r#"{"id": 1, "x-a": "s"}"#,
+            r#"{"on": true}"#,
+        ],
+        // "x-n" matches both patterns: string and boolean at once is impossible
+        &[
+            r#"{"x-a": 1}"#,
+            r#"{"other": 1}"#,
+            r#"{"on": "s"}"#,
+            r#"{"x-n": true}"#,
+            r#"{"x-n": "a"}"#,
+        ],
+    );
+    // a declared property that matches a pattern must satisfy both
+    check(
+        json!({"properties": {"x-y": {"minLength": 2}}, "patternProperties": {"^x-": {"type": "string"}}}),
+        &[r#"{"x-y": "ab"}"#],
+        &[r#"{"x-y": "a"}"#, r#"{"x-y": 12}"#],
+    );
+    check(
+        json!({"type": "object", "propertyNames": {"pattern": "^[a-z]+$", "maxLength": 3}}),
+        &["{}", r#"{"ab": 1}"#, r#"{"abc": [1]}"#],
+        &[r#"{"abcd": 1}"#, r#"{"A": 1}"#],
+    );
+    check(
+        json!({"propertyNames": false}),
+        &["{}", "1"],
+        &[r#"{"a": 1}"#],
+    );
+    // unevaluatedProperties sees patternProperties
+    check(
+        json!({"patternProperties": {"^a": true}, "unevaluatedProperties": false}),
+        &[r#"{"ab": 1}"#],
+        &[r#"{"b": 1}"#],
+    );
 }

@@ -5,14 +5,14 @@
 use serde_json::{Map, Value};
 
 use super::compile::{json_eq, schema_error, type_bits, value_bits, Compiler};
-use super::compile::{CONTAINS_FROM, NOT_IN, NOT_MULTIPLE, NOT_PATTERN, SOME_EXTRA};
+use super::compile::{ALL_PATTERNS, CONTAINS_FROM, NOT_IN, NOT_MULTIPLE, NOT_PATTERN, SOME_EXTRA};
 use super::number::Dec;
 use super::options::Formats;
 use super::string::{format_regex, search_form, translate_ecma};
 use crate::error::Result;
 use crate::regex::{LazyDfa, RegexOptions, DEAD};
 
-fn full_match(h: &regex_syntax::hir::Hir, s: &str) -> Result<bool> {
+pub(super) fn full_match(h: &regex_syntax::hir::Hir, s: &str) -> Result<bool> {
     let d = LazyDfa::from_hir("value check", h, &RegexOptions::default())?;
     let st = d.walk(d.start(), s.as_bytes())?;
     Ok(st != DEAD && d.is_accepting(st))
@@ -203,7 +203,7 @@ impl<'a> Compiler<'a> {
                     n <= b
                 }
             }
-            "pattern" | NOT_PATTERN => {
+            "pattern" | NOT_PATTERN | ALL_PATTERNS => {
                 let Value::String(s) = v else { return Ok(true) };
                 let pats: Vec<&Value> = match kv {
                     Value::Array(a) => a.iter().collect(),
@@ -220,7 +220,7 @@ impl<'a> Compiler<'a> {
                         .map_err(|e| schema_error("pattern", ptr, format!("{p:?}: {e}")))?;
                     if full_match(&search_form(&h), s)? {
                         any = true;
-                    } else if k == "pattern" {
+                    } else if k != NOT_PATTERN {
                         return Ok(false);
                     }
                 }
@@ -341,21 +341,45 @@ impl<'a> Compiler<'a> {
                 }
                 true
             }
-            "additionalProperties" => {
+            "additionalProperties" | "patternProperties" => {
                 let Value::Object(o) = v else { return Ok(true) };
-                if m.contains_key("patternProperties") {
-                    return Err(schema_error(
-                        "patternProperties",
-                        ptr,
-                        "checking const/enum values against patternProperties is not supported",
+                let declared = m.get("properties").and_then(Value::as_object);
+                let mut pats = Vec::new();
+                for (p, sch) in m
+                    .get("patternProperties")
+                    .and_then(Value::as_object)
+                    .into_iter()
+                    .flatten()
+                {
+                    pats.push((
+                        self.pattern_hir(&Value::from(p.as_str()), "patternProperties", ptr)?,
+                        sch,
                     ));
                 }
-                let declared = m.get("properties").and_then(Value::as_object);
                 for (name, x) in o {
-                    if declared.is_some_and(|p| p.contains_key(name)) {
-                        continue;
+                    let mut matched = false;
+                    for (h, sch) in &pats {
+                        if full_match(h, name)? {
+                            matched = true;
+                            if k == "patternProperties" && !self.validates(x, sch, ptr, d)? {
+                                return Ok(false);
+                            }
+                        }
                     }
-                    if !self.validates(x, kv, ptr, d)? {
+                    if k == "additionalProperties"
+                        && !matched
+                        && !declared.is_some_and(|p| p.contains_key(name))
+                        && !self.validates(x, kv, ptr, d)?
+                    {
+                        return Ok(false);
+                    }
+                }
+                true
+            }
+            "propertyNames" => {
+                let Value::Object(o) = v else { return Ok(true) };
+                for name in o.keys() {
+                    if !self.validates(&Value::from(name.as_str()), kv, ptr, d)? {
                         return Ok(false);
                     }
                 }
