@@ -206,6 +206,53 @@ CASES: list[tuple[dict[str, Any] | bool, Any, bool]] = [
         {"n": 0},
         False,
     ),
+    # negation, conditionals, dependencies
+    ({"not": {"type": "string"}}, 1, True),
+    ({"not": {"type": "string"}}, "a", False),
+    ({"type": "integer", "not": {"enum": [1, 2]}}, 3, True),
+    ({"type": "integer", "not": {"enum": [1, 2]}}, 2, False),
+    ({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, 1, True),
+    ({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, 3, False),
+    ({"if": {"type": "integer"}, "then": {"minimum": 0}, "else": {"type": "string"}}, 5, True),
+    ({"if": {"type": "integer"}, "then": {"minimum": 0}, "else": {"type": "string"}}, -5, False),
+    ({"if": {"type": "integer"}, "then": {"minimum": 0}, "else": {"type": "string"}}, "x", True),
+    ({"if": {"type": "integer"}, "then": {"minimum": 0}, "else": {"type": "string"}}, None, False),
+    ({"dependentRequired": {"a": ["b"]}}, {"a": 1, "b": 2}, True),
+    ({"dependentRequired": {"a": ["b"]}}, {"a": 1}, False),
+    ({"dependentSchemas": {"a": {"required": ["b"]}}}, {"b": 1}, True),
+    ({"dependentSchemas": {"a": {"required": ["b"]}}}, {"a": 1}, False),
+    # arrays: contains, uniqueItems over finite domains
+    ({"contains": {"type": "string"}, "minContains": 2}, [1, "a", "b"], True),
+    ({"contains": {"type": "string"}, "minContains": 2}, [1, "a"], False),
+    ({"contains": {"const": 0}, "maxContains": 1}, [0, 1, 0], False),
+    ({"items": {"enum": ["x", "y"]}, "uniqueItems": True}, ["y", "x"], True),
+    ({"items": {"enum": ["x", "y"]}, "uniqueItems": True}, ["x", "x"], False),
+    # numbers
+    ({"type": "number", "multipleOf": 0.5}, 2.5, True),
+    ({"type": "number", "multipleOf": 0.5}, 2.25, False),
+    ({"type": "integer", "multipleOf": 7, "maximum": 30}, 28, True),
+    ({"type": "integer", "multipleOf": 7, "maximum": 30}, 35, False),
+    # objects: patterns, names, unevaluated
+    ({"patternProperties": {"^n_": {"type": "integer"}}}, {"n_a": 1, "s": "x"}, True),
+    ({"patternProperties": {"^n_": {"type": "integer"}}}, {"n_a": "x"}, False),
+    ({"propertyNames": {"maxLength": 2}}, {"ab": 1}, True),
+    ({"propertyNames": {"maxLength": 2}}, {"abc": 1}, False),
+    ({"properties": {"a": {}}, "unevaluatedProperties": False}, {"a": 1}, True),
+    ({"properties": {"a": {}}, "unevaluatedProperties": False}, {"a": 1, "b": 2}, False),
+    ({"prefixItems": [{"type": "integer"}], "unevaluatedItems": False}, [1], True),
+    ({"prefixItems": [{"type": "integer"}], "unevaluatedItems": False}, [1, 2], False),
+    # strings: pattern with lengths, two patterns
+    ({"type": "string", "pattern": "^[a-z]+$", "minLength": 2, "maxLength": 3}, "abc", True),
+    ({"type": "string", "pattern": "^[a-z]+$", "minLength": 2, "maxLength": 3}, "abcd", False),
+    ({"allOf": [{"pattern": "a"}, {"pattern": "b"}]}, "xbxa", True),
+    ({"allOf": [{"pattern": "a"}, {"pattern": "b"}]}, "xa", False),
+    # references by $id and anchor
+    (
+        {"$id": "http://e.test/r", "$ref": "d", "$defs": {"d": {"$id": "d", "type": "null"}}},
+        None,
+        True,
+    ),
+    ({"$ref": "#a", "$defs": {"d": {"$anchor": "a", "type": "null"}}}, 0, False),
 ]
 
 

@@ -1001,19 +1001,6 @@ impl<'a> Compiler<'a> {
     /// Non-integral numbers (from `not: {type: integer}`), spelled with a fraction part that is
     /// not all zeros and no exponent.
     fn fraction(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
-        let (lo, hi) = self.bounds(m, ptr)?;
-        if lo.is_some()
-            || hi.is_some()
-            || m.contains_key("multipleOf")
-            || m.contains_key(NOT_MULTIPLE)
-        {
-            self.unsupported(
-                "type",
-                ptr,
-                "non-integral numbers (a negated integer type) with bounds or multipleOf are \
-                 not supported",
-            )?;
-        }
         let int = alt(vec![
             lit("0"),
             concat(vec![
@@ -1021,14 +1008,34 @@ impl<'a> Compiler<'a> {
                 star(super::hirs::digits(0, 9)),
             ]),
         ]);
-        Ok(Some(concat(vec![
+        let frac = concat(vec![
             opt(lit("-")),
             int,
             lit("."),
             star(super::hirs::digits(0, 9)),
             super::hirs::digits(1, 9),
             star(super::hirs::digits(0, 9)),
-        ])))
+        ]);
+        let (lo, hi) = self.bounds(m, ptr)?;
+        if lo.is_none()
+            && hi.is_none()
+            && !m.contains_key("multipleOf")
+            && !m.contains_key(NOT_MULTIPLE)
+        {
+            return Ok(Some(frac));
+        }
+        // the bounded (or multipleOf-constrained) numbers, intersected with the fractions:
+        // number text is ASCII, so the character algebra applies directly
+        let Some(nums) = self.number(m, ptr, false)? else {
+            return Ok(None);
+        };
+        match super::strlang::combine(&[nums, frac], &[]) {
+            Ok(h) => Ok(h),
+            Err(e) => {
+                self.unsupported("type", ptr, &e)?;
+                self.number(m, ptr, false)
+            }
+        }
     }
 
     fn number(&mut self, m: &Map<String, Value>, ptr: &str, integer: bool) -> Result<Option<Hir>> {

@@ -855,3 +855,12 @@ fn pattern_properties_and_property_names() {
         &[r#"{"b": 1}"#],
     );
 }
+
+#[test]
+fn non_integers_with_bounds() {
+    check(
+        json!({"oneOf": [{"type": "integer"}, {"minimum": 2}]}),
+        &["1", "2.5", "-7"],
+        &["3", "2", "1.5"],
+    );
+}
