@@ -1979,7 +1979,7 @@ impl<'a> Compiler<'a> {
 
 /// Any decoded string except the given ones (a trie walk: leave the trie at the first character
 /// that no name continues with).
-fn not_in(names: &[Vec<char>]) -> Hir {
+pub(super) fn not_in(names: &[Vec<char>]) -> Hir {
     let any = class(&[('\0', '\u{10FFFF}')]);
     if names.is_empty() {
         return star(any);

@@ -13,6 +13,7 @@
 //! spellings, ECMA-262 patterns, formats).
 
 mod algebra;
+mod charlang;
 mod compile;
 mod hirs;
 mod multiple;
