@@ -82,6 +82,7 @@ class Grammar:
         max_nesting_depth: int = 3,
         truncate_recursion: bool = False,
         lenient: bool = False,
+        registry: Mapping[str, Any] | None = None,
         max_states: int | None = None,
         max_nfa_bytes: int | None = None,
         mask_cache_bytes: int | None = None,
