@@ -6,6 +6,10 @@
 //! shape, contiguity, device); this crate re-checks what it can (row widths, row indices) and
 //! never writes outside `rows × row_stride` words.
 
+/// The allocator for everything the extension allocates (see Cargo.toml).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::sync::Arc;
 use std::time::Duration;
 
