@@ -864,3 +864,25 @@ fn non_integers_with_bounds() {
         &["3", "2", "1.5"],
     );
 }
+
+/// Shallow schemas compile on the calling thread: 32 nested levels fit a 1 MiB stack.
+#[test]
+fn shallow_schemas_fit_small_stacks() {
+    let mut s = json!({"type": "integer"});
+    for _ in 0..15 {
+        s = json!({"type": "object", "properties": {"a": s}, "required": ["a"]});
+    }
+    let h = std::thread::Builder::new()
+        .stack_size(1 << 20)
+        .spawn(move || compile(&s, &JsonSchemaOptions::default()).map(|c| c.hir))
+        .unwrap()
+        .join()
+        .unwrap()
+        .unwrap();
+    let r = Re::new(&h);
+    let mut t = "1".to_string();
+    for _ in 0..15 {
+        t = format!("{{\"a\": {t}}}");
+    }
+    assert!(r.is_match(&t));
+}
