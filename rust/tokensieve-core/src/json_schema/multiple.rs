@@ -5,14 +5,15 @@
 //! zeros and its digits, read as an integer scaled by `10^k`, are divisible by `a`. That is a
 //! finite automaton over the number's characters (remainder mod `a`, fraction digits used); it
 //! is run in lockstep with the automaton of the numeric range (the product keeps the bounds),
-//! minimized, and turned back into a HIR by state elimination.
+//! then minimized and turned back into a HIR by `charlang`.
 
 use std::collections::HashMap;
 
 use regex_syntax::hir::Hir;
 
-use super::hirs::{alt, class, concat, star, weight};
+use super::charlang::{CharDfa, Lang, LangBudget};
 use super::number::{number_range, Bound, Dec};
+use super::strlang::lang_hir;
 use crate::regex::{LazyDfa, RegexOptions, DEAD};
 
 /// Largest `a` (divisor digits) handled; the automaton has about `2·a·(k+1)` states.
@@ -149,148 +150,25 @@ pub(super) fn multiple_of(
         .iter()
         .map(|&(rs, ar)| d.is_accepting(rs) && (div.is_multiple(ar) != negate))
         .collect();
-    let (start, accept, edges) = minimize(0, &accept, &edges);
-    eliminate(start, &accept, &edges)
-}
-
-/// Moore partition refinement; drops states that cannot reach acceptance.
-#[allow(clippy::type_complexity)]
-fn minimize(
-    start: usize,
-    accept: &[bool],
-    edges: &[Vec<(u8, usize)>],
-) -> (usize, Vec<bool>, Vec<Vec<(u8, usize)>>) {
-    let n = accept.len();
-    // live states: can reach an accepting state
-    let mut rev: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (i, es) in edges.iter().enumerate() {
-        for &(_, j) in es {
-            rev[j].push(i);
-        }
-    }
-    let mut live = accept.to_vec();
-    let mut stack: Vec<usize> = (0..n).filter(|&i| accept[i]).collect();
-    while let Some(j) = stack.pop() {
-        for &i in &rev[j] {
-            if !live[i] {
-                live[i] = true;
-                stack.push(i);
-            }
-        }
-    }
-    let mut block: Vec<usize> = (0..n).map(|i| usize::from(accept[i])).collect();
-    loop {
-        let mut sigs: HashMap<(usize, Vec<(u8, usize)>), usize> = HashMap::new();
-        let mut next = vec![0; n];
-        for i in 0..n {
-            let mut sig: Vec<(u8, usize)> = edges[i]
-                .iter()
-                .filter(|(_, j)| live[*j])
-                .map(|&(b, j)| (b, block[j]))
-                .collect();
-            sig.sort_unstable();
-            let k = sigs.len();
-            next[i] = *sigs.entry((block[i], sig)).or_insert(k);
-        }
-        let same = sigs.len() == block.iter().collect::<std::collections::HashSet<_>>().len();
-        block = next;
-        if same {
-            break;
-        }
-    }
-    let nb = block.iter().max().map_or(0, |m| m + 1);
-    let mut acc = vec![false; nb];
-    let mut out: Vec<Vec<(u8, usize)>> = vec![Vec::new(); nb];
-    let mut done = vec![false; nb];
-    for i in 0..n {
-        let b = block[i];
-        acc[b] = accept[i];
-        if !done[b] && live[i] {
-            done[b] = true;
-            out[b] = edges[i]
-                .iter()
-                .filter(|(_, j)| live[*j])
-                .map(|&(c, j)| (c, block[j]))
-                .collect();
-        }
-    }
-    (block[start], acc, out)
-}
-
-fn byte_class(bytes: &[u8]) -> Hir {
-    let ranges: Vec<(char, char)> = bytes.iter().map(|&b| (b as char, b as char)).collect();
-    class(&ranges)
-}
-
-/// State elimination: the language of the automaton as a HIR.
-fn eliminate(
-    start: usize,
-    accept: &[bool],
-    edges: &[Vec<(u8, usize)>],
-) -> Result<Option<Hir>, String> {
-    let n = accept.len();
-    // r[i][j]: label from i to j; states n (new start) and n+1 (new final)
-    let (s, f) = (n, n + 1);
-    let mut r: Vec<HashMap<usize, Hir>> = vec![HashMap::new(); n + 2];
-    for (i, es) in edges.iter().enumerate() {
-        let mut by_target: HashMap<usize, Vec<u8>> = HashMap::new();
-        for &(b, j) in es {
-            by_target.entry(j).or_default().push(b);
-        }
-        for (j, bs) in by_target {
-            r[i].insert(j, byte_class(&bs));
-        }
-    }
-    r[s].insert(start, Hir::empty());
-    for (i, &a) in accept.iter().enumerate() {
-        if a {
-            r[i].insert(f, Hir::empty());
-        }
-    }
-    let mut alive: Vec<bool> = vec![true; n];
-    for _ in 0..n {
-        // the state with the fewest in × out edges next
-        let mut best: Option<(usize, usize)> = None;
-        for k in (0..n).filter(|&k| alive[k]) {
-            let ins = (0..n + 2)
-                .filter(|&i| i != k && (i >= n || alive[i]) && r[i].contains_key(&k))
-                .count();
-            let outs = r[k].keys().filter(|&&j| j != k).count();
-            let cost = ins * outs;
-            if best.is_none_or(|(_, c)| cost < c) {
-                best = Some((k, cost));
-            }
-        }
-        let Some((k, _)) = best else { break };
-        alive[k] = false;
-        let self_loop = r[k].remove(&k).map(star);
-        let outs: Vec<(usize, Hir)> = r[k].drain().collect();
-        for i in 0..n + 2 {
-            if i == k || (i < n && !alive[i]) {
-                continue;
-            }
-            let Some(into) = r[i].remove(&k) else {
-                continue;
-            };
-            for (j, out) in &outs {
-                let mut parts = vec![into.clone()];
-                if let Some(l) = &self_loop {
-                    parts.push(l.clone());
-                }
-                parts.push(out.clone());
-                let path = concat(parts);
-                let merged = match r[i].remove(j) {
-                    Some(old) => alt(vec![old, path]),
-                    None => path,
-                };
-                if weight(&merged) > MAX_WEIGHT {
-                    return Err("multipleOf with these bounds makes too large an automaton".into());
-                }
-                r[i].insert(*j, merged);
-            }
-        }
-    }
-    Ok(r[s].remove(&f))
+    // minimized and turned back into a regex by the character-language algebra
+    let dfa = CharDfa {
+        start: 0,
+        accept,
+        edges: edges
+            .into_iter()
+            .map(|es| {
+                es.into_iter()
+                    .map(|(b, j)| (u32::from(b), u32::from(b), j))
+                    .collect()
+            })
+            .collect(),
+    };
+    let budget = LangBudget {
+        max_states: MAX_STATES,
+        max_weight: MAX_WEIGHT,
+        ..LangBudget::default()
+    };
+    lang_hir(&Lang::from_dfa(&dfa)?, &budget).map_err(|e| format!("multipleOf: {e}"))
 }
 
 #[cfg(test)]

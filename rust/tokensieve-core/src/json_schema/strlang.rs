@@ -15,6 +15,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use regex_syntax::hir::{Class, Hir, HirKind};
 
+use super::charlang::{Lang, LangBudget};
 use super::hirs::{alt, class, concat, star, weight};
 
 const MAX_NFA: usize = 20_000;
@@ -263,7 +264,6 @@ fn determinize(
 /// `Ok(None)` when the language is empty. Built with `charlang` (minimal automata and compact
 /// counted repetitions in the output); the direct product below is the cross-check in tests.
 pub(super) fn combine(pos: &[Hir], neg: &[Hir]) -> Result<Option<Hir>, String> {
-    use super::charlang::{Lang, LangBudget};
     let mut l = Lang::any();
     for h in pos {
         l = l.and(&Lang::from_hir(h)?);
@@ -271,11 +271,18 @@ pub(super) fn combine(pos: &[Hir], neg: &[Hir]) -> Result<Option<Hir>, String> {
     for h in neg {
         l = l.and(&Lang::from_hir(h)?.not());
     }
-    let b = LangBudget::default();
-    if l.is_empty(&b)? {
-        return Ok(None);
-    }
-    l.to_hir(&b).map(Some)
+    lang_hir(&l, &LangBudget::default())
+}
+
+/// The HIR of `l`, `None` when the language is empty (the automaton is built once).
+pub(super) fn lang_hir(l: &Lang, b: &LangBudget) -> Result<Option<Hir>, String> {
+    let h = l.to_hir(b)?;
+    let empty = match h.kind() {
+        HirKind::Class(Class::Bytes(c)) => c.ranges().is_empty(),
+        HirKind::Class(Class::Unicode(c)) => c.ranges().is_empty(),
+        _ => false,
+    };
+    Ok((!empty).then_some(h))
 }
 
 /// The same language by a direct product construction (no minimization of the operands).
