@@ -16,8 +16,8 @@
 
 use serde_json::{Map, Value};
 
-use super::compile::{child, normalize, schema_error, type_bits, Compiler, T_ALL, T_ARRAY};
-use super::compile::{T_BOOL, T_FRAC, T_INT, T_NULL, T_OBJECT, T_STRING};
+use super::compile::{bits_to_types, child, normalize, schema_error, Compiler, T_ALL, T_ARRAY};
+use super::compile::{T_FRAC, T_INT, T_OBJECT};
 use super::number::Dec;
 use super::options::{Formats, OneOf};
 use crate::error::{Error, Result};
@@ -104,28 +104,6 @@ fn no_eval(terms: Vec<Term>) -> Vec<Term> {
                 .collect()
         })
         .collect()
-}
-
-fn type_names(bits: u8) -> Value {
-    let mut v = Vec::new();
-    for (b, n) in [
-        (T_NULL, "null"),
-        (T_BOOL, "boolean"),
-        (T_STRING, "string"),
-        (T_ARRAY, "array"),
-        (T_OBJECT, "object"),
-    ] {
-        if bits & b != 0 {
-            v.push(Value::from(n));
-        }
-    }
-    match (bits & T_INT != 0, bits & T_FRAC != 0) {
-        (true, true) => v.push(Value::from("number")),
-        (true, false) => v.push(Value::from("integer")),
-        (false, true) => v.push(Value::from(super::compile::FRACTION)),
-        (false, false) => {}
-    }
-    Value::Array(v)
 }
 
 /// A union of terms as one schema value (used where a schema is needed, e.g. an array item).
@@ -307,7 +285,7 @@ impl<'a> Compiler<'a> {
         let mut terms = out?;
         if tracking {
             for t in &mut terms {
-                self.apply_unevaluated(t, m, ptr)?;
+                Self::apply_unevaluated(t, m);
             }
         }
         Ok(terms)
@@ -469,7 +447,7 @@ impl<'a> Compiler<'a> {
     }
 
     /// Add the `unevaluated*` constraints of `m` to one term of its expansion.
-    fn apply_unevaluated(&mut self, t: &mut Term, m: &Map<String, Value>, ptr: &str) -> Result<()> {
+    fn apply_unevaluated(t: &mut Term, m: &Map<String, Value>) {
         if m.get("unevaluatedProperties") == Some(&Value::Bool(true)) {
             // evaluates every property (seen by enclosing unevaluatedProperties)
             t.push(part(
@@ -483,7 +461,6 @@ impl<'a> Compiler<'a> {
         if let Some(u) = m.get("unevaluatedProperties") {
             if u != &Value::Bool(true) {
                 let pos: Vec<&Part> = t.iter().filter(|p| p.eval).collect();
-                let _ = ptr;
                 let all = pos
                     .iter()
                     .any(|p| p.map.contains_key("additionalProperties"));
@@ -549,7 +526,6 @@ impl<'a> Compiler<'a> {
                 }
             }
         }
-        Ok(())
     }
 
     /// The complement of `v` (among all JSON values) as a union of terms. No part of it
@@ -697,7 +673,7 @@ impl<'a> Compiler<'a> {
         };
         let bits = self.type_bits_of(m, ptr)?;
         if bits != T_ALL {
-            out.push(obj(vec![("type", type_names(T_ALL & !bits))]));
+            out.push(obj(vec![("type", bits_to_types(T_ALL & !bits))]));
         }
         // const / enum
         let values: Option<Vec<Value>> = match (m.get("const"), m.get("enum")) {
@@ -706,12 +682,11 @@ impl<'a> Compiler<'a> {
             (None, Some(_)) => return Err(schema_error("enum", ptr, "enum must be an array")),
             (None, None) => None,
         };
-        if let (Some(c), Some(Value::Array(e))) = (m.get("const"), m.get("enum")) {
+        if let (Some(_), Some(Value::Array(e))) = (m.get("const"), m.get("enum")) {
             // both: violating either one
             let mut o = Map::new();
             o.insert("enum".into(), Value::Array(e.clone()));
             out.extend(self.negate_core(&o, ptr)?);
-            let _ = c;
         }
         if let Some(vals) = values {
             let present = vals
@@ -724,7 +699,7 @@ impl<'a> Compiler<'a> {
                 other |= T_INT | T_FRAC;
             }
             if other != 0 {
-                out.push(obj(vec![("type", type_names(other))]));
+                out.push(obj(vec![("type", bits_to_types(other))]));
             }
             let strings: Vec<Value> = vals.iter().filter(|v| v.is_string()).cloned().collect();
             if !strings.is_empty() {
@@ -772,7 +747,7 @@ impl<'a> Compiler<'a> {
                     ptr,
                     &format!("`not` of a `{kw}` holding arrays or objects is not supported"),
                 )?;
-                out.push(obj(vec![("type", type_names(T_ARRAY | T_OBJECT))]));
+                out.push(obj(vec![("type", bits_to_types(T_ARRAY | T_OBJECT))]));
             }
         }
         for (k, v) in m {
@@ -876,26 +851,9 @@ impl<'a> Compiler<'a> {
                         ));
                     }
                 }
-                "prefixItems" => {
-                    for (i, s) in arr(v, "prefixItems", ptr)?.iter().enumerate() {
-                        let n = self.negate(s, &child(&child(ptr, k), &i.to_string()), 1)?;
-                        if n.is_empty() {
-                            continue;
-                        }
-                        let mut pre = vec![Value::Bool(true); i];
-                        pre.push(terms_to_value(n));
-                        out.push(typed(
-                            "array",
-                            vec![
-                                ("minItems", Value::from(i as u64 + 1)),
-                                ("prefixItems", Value::Array(pre)),
-                            ],
-                        ));
-                    }
-                }
-                "items" if v.is_array() => {
-                    // draft-4 tuple form
-                    for (i, s) in arr(v, "items", ptr)?.iter().enumerate() {
+                // 2020-12 prefixItems and the draft-4 tuple form of items
+                "prefixItems" | "items" if k == "prefixItems" || v.is_array() => {
+                    for (i, s) in arr(v, k, ptr)?.iter().enumerate() {
                         let n = self.negate(s, &child(&child(ptr, k), &i.to_string()), 1)?;
                         if n.is_empty() {
                             continue;
@@ -1004,11 +962,10 @@ impl<'a> Compiler<'a> {
                         ),
                     )?;
                     let t = super::compile::applies_to(k);
-                    out.push(obj(vec![("type", type_names(t))]));
+                    out.push(obj(vec![("type", bits_to_types(t))]));
                 }
             }
         }
-        let _ = type_bits;
         Ok(out)
     }
 

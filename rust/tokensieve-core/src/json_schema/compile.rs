@@ -187,7 +187,7 @@ pub(super) fn value_bits(v: &Value) -> u8 {
     }
 }
 
-fn bits_to_types(bits: u8) -> Value {
+pub(super) fn bits_to_types(bits: u8) -> Value {
     let mut v = Vec::new();
     for (b, n) in [
         (T_NULL, "null"),
