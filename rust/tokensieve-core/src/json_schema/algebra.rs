@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 use super::compile::{bits_to_types, child, normalize, schema_error, Compiler, T_ALL, T_ARRAY};
 use super::compile::{T_FRAC, T_INT, T_OBJECT};
 use super::number::Dec;
-use super::options::{Formats, OneOf};
+use super::options::OneOf;
 use crate::error::{Error, Result};
 
 /// One conjunct: an applicator-free keyword map, and whether it produces annotations.
@@ -809,9 +809,7 @@ impl<'a> Compiler<'a> {
                     vec![(super::compile::NOT_PATTERN, Value::Array(vec![v.clone()]))],
                 )),
                 "format" => {
-                    if self.opts.formats == Formats::Assert
-                        && v.as_str().and_then(super::string::format_regex).is_some()
-                    {
+                    if v.as_str().and_then(|f| self.asserted_format(f)).is_some() {
                         self.unsupported(
                             "format",
                             ptr,

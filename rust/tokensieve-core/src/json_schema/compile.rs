@@ -1094,16 +1094,21 @@ impl<'a> Compiler<'a> {
         Ok(())
     }
 
+    /// The decoded-string language of `format` when formats are asserted and it is a known
+    /// one; `None` when it constrains nothing.
+    pub(super) fn asserted_format(&self, name: &str) -> Option<Hir> {
+        if self.opts.formats != Formats::Assert {
+            return None;
+        }
+        format_regex(name).map(|re| crate::regex::parse(re, 250).expect("built-in format regex"))
+    }
+
     /// The decoded-string language of an ECMA pattern (search semantics).
     pub(super) fn pattern_hir(&self, p: &Value, kw: &str, ptr: &str) -> Result<Hir> {
         let p = p
             .as_str()
             .ok_or_else(|| schema_error(kw, ptr, "pattern must be a string"))?;
-        let t =
-            translate_ecma(p).map_err(|e| schema_error("pattern", ptr, format!("{p:?}: {e}")))?;
-        let h = crate::regex::parse(&t, 250)
-            .map_err(|e| schema_error("pattern", ptr, format!("{p:?}: {e}")))?;
-        Ok(search_form(&h))
+        pattern_language(p).map_err(|e| schema_error("pattern", ptr, e))
     }
 
     fn string(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
@@ -1131,11 +1136,8 @@ impl<'a> Compiler<'a> {
             let f = f
                 .as_str()
                 .ok_or_else(|| schema_error("format", ptr, "format must be a string"))?;
-            if self.opts.formats == Formats::Assert {
-                if let Some(re) = format_regex(f) {
-                    let h = crate::regex::parse(re, 250).expect("built-in format regex");
-                    pos.push((h, "format"));
-                }
+            if let Some(h) = self.asserted_format(f) {
+                pos.push((h, "format"));
             }
         }
         for p in m
@@ -1834,10 +1836,8 @@ impl<'a> Compiler<'a> {
                     pos.push(alt(strs));
                 }
                 "format" => {
-                    if self.opts.formats == Formats::Assert {
-                        if let Some(re) = v.as_str().and_then(format_regex) {
-                            pos.push(crate::regex::parse(re, 250).expect("built-in format regex"));
-                        }
+                    if let Some(h) = v.as_str().and_then(|f| self.asserted_format(f)) {
+                        pos.push(h);
                     }
                 }
                 "type" => {
@@ -1975,6 +1975,14 @@ impl<'a> Compiler<'a> {
             alt(vec![with, self.props_from(items, i + 1, true, extra, eb)])
         }
     }
+}
+
+/// The decoded-string language of an ECMA pattern (search semantics); the error names the
+/// pattern.
+fn pattern_language(p: &str) -> std::result::Result<Hir, String> {
+    let t = translate_ecma(p).map_err(|e| format!("{p:?}: {e}"))?;
+    let h = crate::regex::parse(&t, 250).map_err(|e| format!("{p:?}: {e}"))?;
+    Ok(search_form(&h))
 }
 
 /// Any decoded string except the given ones (a trie walk: leave the trie at the first character
@@ -2419,24 +2427,17 @@ fn merge(
     }
     // Properties one side declares are "additional" for the other side.
     if let Some(Value::Object(props)) = out.get_mut("properties") {
-        for (extra, others, mine) in [
-            (&a_extra, &b_props, &a_props),
-            (&b_extra, &a_props, &b_props),
+        for (extra, others, mine, own_patterns) in [
+            (&a_extra, &b_props, &a_props, &a_pats),
+            (&b_extra, &a_props, &b_props, &b_pats),
         ] {
             if let Some(x) = extra {
-                let own_patterns = if std::ptr::eq(mine, &a_props) {
-                    &a_pats
-                } else {
-                    &b_pats
-                };
+                // a name matching one of this side's patterns is not additional for it (an
+                // invalid pattern is reported when the merged schema is compiled)
                 let matches_own = |name: &str| -> bool {
                     own_patterns.iter().any(|p| {
-                        translate_ecma(p)
-                            .ok()
-                            .and_then(|t| crate::regex::parse(&t, 250).ok())
-                            .is_some_and(|h| {
-                                super::validate::full_match(&search_form(&h), name).unwrap_or(false)
-                            })
+                        pattern_language(p)
+                            .is_ok_and(|h| super::validate::full_match(&h, name).unwrap_or(false))
                     })
                 };
                 for p in others

@@ -7,8 +7,6 @@ use serde_json::{Map, Value};
 use super::compile::{json_eq, schema_error, type_bits, value_bits, Compiler};
 use super::compile::{ALL_PATTERNS, CONTAINS_FROM, NOT_IN, NOT_MULTIPLE, NOT_PATTERN, SOME_EXTRA};
 use super::number::Dec;
-use super::options::Formats;
-use super::string::{format_regex, search_form, translate_ecma};
 use crate::error::Result;
 use crate::regex::{LazyDfa, RegexOptions, DEAD};
 
@@ -211,14 +209,7 @@ impl<'a> Compiler<'a> {
                 };
                 let mut any = false;
                 for p in pats {
-                    let p = p
-                        .as_str()
-                        .ok_or_else(|| schema_error(k, ptr, "pattern must be a string"))?;
-                    let t = translate_ecma(p)
-                        .map_err(|e| schema_error("pattern", ptr, format!("{p:?}: {e}")))?;
-                    let h = crate::regex::parse(&t, 250)
-                        .map_err(|e| schema_error("pattern", ptr, format!("{p:?}: {e}")))?;
-                    if full_match(&search_form(&h), s)? {
+                    if full_match(&self.pattern_hir(p, k, ptr)?, s)? {
                         any = true;
                     } else if k != NOT_PATTERN {
                         return Ok(false);
@@ -232,15 +223,9 @@ impl<'a> Compiler<'a> {
             }
             "format" => {
                 let Value::String(s) = v else { return Ok(true) };
-                if self.opts.formats != Formats::Assert {
-                    return Ok(true);
-                }
-                match kv.as_str().and_then(format_regex) {
+                match kv.as_str().and_then(|f| self.asserted_format(f)) {
                     None => true,
-                    Some(re) => {
-                        let h = crate::regex::parse(re, 250).expect("built-in format regex");
-                        full_match(&h, s)?
-                    }
+                    Some(h) => full_match(&h, s)?,
                 }
             }
             "minItems" | "maxItems" => {
