@@ -2140,17 +2140,7 @@ fn lcm_dec(x: &Dec, y: &Dec) -> Option<String> {
         return None;
     }
     let k = x.frac.len().max(y.frac.len());
-    let scaled = |d: &Dec| -> Option<u128> {
-        let mut n: u128 = 0;
-        for dig in d.int.iter().chain(d.frac.iter()) {
-            n = n.checked_mul(10)?.checked_add(u128::from(*dig))?;
-        }
-        for _ in d.frac.len()..k {
-            n = n.checked_mul(10)?;
-        }
-        Some(n)
-    };
-    let (a, b) = (scaled(x)?, scaled(y)?);
+    let (a, b) = (x.scaled(k)?, y.scaled(k)?);
     let gcd = |mut a: u128, mut b: u128| {
         while b != 0 {
             (a, b) = (b, a % b);

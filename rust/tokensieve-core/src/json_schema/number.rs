@@ -87,6 +87,19 @@ impl Dec {
         Dec::parse(&n.to_string()).unwrap_or_else(Dec::zero)
     }
 
+    /// The magnitude times `10^k` as an integer (`k` at least the number of fraction digits);
+    /// `None` on overflow.
+    pub fn scaled(&self, k: usize) -> Option<u128> {
+        let mut n: u128 = 0;
+        for d in self.int.iter().chain(self.frac.iter()) {
+            n = n.checked_mul(10)?.checked_add(u128::from(*d))?;
+        }
+        for _ in self.frac.len()..k {
+            n = n.checked_mul(10)?;
+        }
+        Some(n)
+    }
+
     pub fn is_zero(&self) -> bool {
         self.int.is_empty() && self.frac.is_empty()
     }

@@ -22,22 +22,8 @@ pub(super) fn is_multiple(x: &Dec, d: &Dec) -> Option<bool> {
         return None;
     }
     // scale both to integers
-    let scale = x.frac.len().max(d.frac.len());
-    let to_int = |v: &Dec| -> Option<u128> {
-        let mut n: u128 = 0;
-        for (i, dig) in v
-            .int
-            .iter()
-            .chain(v.frac.iter())
-            .chain(std::iter::repeat_n(&0u8, scale - v.frac.len()))
-            .enumerate()
-        {
-            let _ = i;
-            n = n.checked_mul(10)?.checked_add(u128::from(*dig))?;
-        }
-        Some(n)
-    };
-    let (a, b) = (to_int(x)?, to_int(d)?);
+    let k = x.frac.len().max(d.frac.len());
+    let (a, b) = (x.scaled(k)?, d.scaled(k)?);
     Some(a % b == 0)
 }
 
