@@ -12,7 +12,7 @@ use super::hirs::{alt, alt_opt, class, concat, lit, opt, rep, star, weight};
 use super::number::{any_number, number_literal, number_range, Bound, Dec};
 use super::options::{AdditionalProperties, Formats, JsonSchemaOptions, OneOf, Whitespace};
 use super::string::{
-    any_char, char_len, encode, format_regex, search_form, spell_str, translate_ecma,
+    any_char, char_len, dot_all, encode, format_regex, search_form, spell_str, translate_ecma,
 };
 use crate::error::{Error, Result};
 
@@ -1182,11 +1182,7 @@ impl<'a> Compiler<'a> {
                     // the general case: intersect and subtract the decoded languages
                     let mut p: Vec<Hir> = pos.into_iter().map(|(h, _)| h).collect();
                     if min > 0 || max.is_some() {
-                        p.push(rep(
-                            class(&[('\0', '\u{10FFFF}')]),
-                            min as u32,
-                            max.map(|x| x as u32),
-                        ));
+                        p.push(rep(dot_all(), min as u32, max.map(|x| x as u32)));
                     }
                     for n in &names {
                         neg.push(Hir::literal(n.iter().collect::<String>().into_bytes()));
@@ -1819,7 +1815,7 @@ impl<'a> Compiler<'a> {
                 "minLength" | "maxLength" => {
                     let n = self.count(m, k, ptr)?.unwrap_or(0);
                     self.big(k, ptr, n)?;
-                    let any = class(&[('\0', '\u{10FFFF}')]);
+                    let any = dot_all();
                     pos.push(if k == "minLength" {
                         rep(any, n as u32, None)
                     } else {
@@ -1988,7 +1984,7 @@ fn pattern_language(p: &str) -> std::result::Result<Hir, String> {
 /// Any decoded string except the given ones (a trie walk: leave the trie at the first character
 /// that no name continues with).
 pub(super) fn not_in(names: &[Vec<char>]) -> Hir {
-    let any = class(&[('\0', '\u{10FFFF}')]);
+    let any = dot_all();
     if names.is_empty() {
         return star(any);
     }

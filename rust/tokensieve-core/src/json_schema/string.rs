@@ -225,8 +225,8 @@ pub(crate) fn encode(h: &Hir) -> Result<Hir, String> {
     })
 }
 
-/// Any decoded character (for search semantics).
-fn dot_all() -> Hir {
+/// Any decoded character (search semantics, length bounds, key languages).
+pub(crate) fn dot_all() -> Hir {
     class(&[('\0', '\u{10FFFF}')])
 }
 
