@@ -547,31 +547,23 @@ impl<'a> Compiler<'a> {
         let any = m.get("anyOf");
         let one = m.get("oneOf");
         if any.is_some() || one.is_some() {
-            let (kw, list) =
-                match (any, one) {
-                    (Some(_), Some(_)) => return Err(schema_error(
-                        "oneOf",
-                        ptr,
-                        "anyOf and oneOf in the same schema object are not supported; wrap one \
-                         of them in allOf",
-                    )),
-                    (Some(a), None) => ("anyOf", a),
-                    (None, Some(o)) => ("oneOf", o),
-                    _ => unreachable!(),
-                };
+            // Both together, and a oneOf whose branches may overlap (under the default
+            // one_of), were sent to the expansion by `needs_algebra`.
+            let (kw, list) = match (any, one) {
+                (Some(a), None) => ("anyOf", a),
+                (None, Some(o)) => ("oneOf", o),
+                _ => {
+                    let terms = self.expand(&Value::Object(m.clone()), ptr, 0)?;
+                    return self.compile_terms(terms, ptr);
+                }
+            };
             let branches = list
                 .as_array()
                 .ok_or_else(|| schema_error(kw, ptr, format!("{kw} must be an array")))?;
-            if kw == "oneOf" && !self.disjoint(branches)? {
-                let why = "the oneOf branches are not provably disjoint, so a value matching \
-                           two branches could be produced; set one_of=\"any_of\" to compile \
-                           oneOf as anyOf";
-                match self.opts.one_of {
-                    OneOf::AnyOf => self.warnings.push(format!(
-                        "#{ptr}: oneOf compiled as anyOf (branches not provably disjoint)"
-                    )),
-                    OneOf::Error => self.unsupported("oneOf", ptr, why)?,
-                }
+            if kw == "oneOf" && self.opts.one_of == OneOf::AnyOf && !self.disjoint(branches)? {
+                self.warnings.push(format!(
+                    "#{ptr}: oneOf compiled as anyOf (branches not provably disjoint)"
+                ));
             }
             let rest: Map<String, Value> = m
                 .iter()
