@@ -502,6 +502,14 @@ pub fn fill_next_token_bitmask_batch(
         }
         target[r] = Some(k);
     }
+    if requests.len() == 1 {
+        // One row: no thread pool round trip.
+        let r = &requests[0];
+        let at = rows[0] * row_words;
+        return r
+            .grammar
+            .fill_mask(r.state, r.finished, &mut bitmask[at..at + row_words]);
+    }
     bitmask
         .par_chunks_mut(row_words)
         .zip(target.par_iter())
