@@ -7,6 +7,15 @@
 //! masks are stored once; the cache has a memory budget, past which it is emptied and refilled
 //! on demand (the lazy path stays correct, only slower).
 //!
+//! String bodies: a state is *closed* when every character a JSON string may hold unescaped
+//! leads it back to itself (the inside of an unconstrained string). Before walking from `state`,
+//! each first byte `b` is checked: if the state after `b` is closed, every string-body token
+//! starting with `b` (see [`crate::trie`]) is allowed, so the trie's ready mask for `b` is taken
+//! and the walk below `b` skips every subtree holding only such tokens. The mask of an open
+//! string, or of a key position where extra property names are allowed, then costs a walk over
+//! the few tokens with quotes, backslashes, control characters or partial UTF-8 instead of the
+//! whole vocabulary.
+//!
 //! Advancing a state by a token runs the DFA over the token's bytes, so the index needs no
 //! per-token transition table. Eager mode ([`TokenIndex::precompute`]) determinizes the whole
 //! DFA, then walks every state reachable by tokens in parallel with rayon.
@@ -21,7 +30,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::error::{Error, Result};
 use crate::regex::{DfaView, LazyDfa, DEAD};
-use crate::trie::NO_TOKEN;
+use crate::trie::{ALL_STRING_BODY, NO_TOKEN};
 use crate::vocab::Vocabulary;
 
 const UNKNOWN: u32 = u32::MAX;
@@ -79,6 +88,147 @@ impl Step for &Frozen {
     }
 }
 
+/// UTF-8 encodings of the non-ASCII scalar values, as byte ranges per position.
+const UTF8_MULTI: &[&[(u8, u8)]] = &[
+    &[(0xC2, 0xDF), (0x80, 0xBF)],
+    &[(0xE0, 0xE0), (0xA0, 0xBF), (0x80, 0xBF)],
+    &[(0xE1, 0xEC), (0x80, 0xBF), (0x80, 0xBF)],
+    &[(0xED, 0xED), (0x80, 0x9F), (0x80, 0xBF)],
+    &[(0xEE, 0xEF), (0x80, 0xBF), (0x80, 0xBF)],
+    &[(0xF0, 0xF0), (0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF)],
+    &[(0xF1, 0xF3), (0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF)],
+    &[(0xF4, 0xF4), (0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)],
+];
+
+/// Whether every character a JSON string holds unescaped (any scalar value but `"`, `\` and
+/// U+0000–U+001F) leads `state` back to `state`. Then every string-body token is allowed there
+/// and leads back to it.
+fn string_body_closed<S: Step>(dfa: &mut S, state: u32) -> Result<bool> {
+    if state == DEAD {
+        return Ok(false);
+    }
+    let classes = *dfa.classes();
+    // Common letters first, so most states fail at once.
+    for b in [b'a', b' ', b'0'].into_iter().chain(0x20u8..0x80) {
+        if b == b'"' || b == b'\\' {
+            continue;
+        }
+        if dfa.step(state, classes[b as usize] as usize)? != state {
+            return Ok(false);
+        }
+    }
+    Ok(after_non_ascii(dfa, state)? == Some(state))
+}
+
+/// The state every non-ASCII character leads `state` to, if it is one and the same live state.
+fn after_non_ascii<S: Step>(dfa: &mut S, state: u32) -> Result<Option<u32>> {
+    fn rest<S: Step>(
+        dfa: &mut S,
+        classes: &[u8; 256],
+        at: u32,
+        seq: &[(u8, u8)],
+        end: &mut Option<u32>,
+    ) -> Result<bool> {
+        let Some((&(lo, hi), tail)) = seq.split_first() else {
+            return Ok(*end.get_or_insert(at) == at);
+        };
+        let mut done = [false; 256];
+        for b in lo..=hi {
+            let c = classes[b as usize] as usize;
+            if std::mem::replace(&mut done[c], true) {
+                continue;
+            }
+            let next = dfa.step(at, c)?;
+            if next == DEAD || !rest(dfa, classes, next, tail, end)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+    let classes = *dfa.classes();
+    let mut end = None;
+    for seq in UTF8_MULTI {
+        if !rest(dfa, &classes, state, seq, &mut end)? {
+            return Ok(None);
+        }
+    }
+    Ok(end)
+}
+
+/// Set the string-body tokens whose first byte leads `state` to a closed state (see the module
+/// docs) in `out`, which starts all zero. Returns, per first byte, the node flag whose subtrees
+/// the walk may skip below that byte.
+fn body_prefill<S: Step>(
+    vocab: &Vocabulary,
+    dfa: &mut S,
+    state: u32,
+    out: &mut [u32],
+    mut successors: Option<&mut FxHashSet<u32>>,
+) -> Result<[u8; 256]> {
+    let trie = vocab.trie();
+    let mut first_skip = [0u8; 256];
+    if trie.body_mask().is_empty() {
+        return Ok(first_skip);
+    }
+    let classes = *dfa.classes();
+    let mut memo: Vec<(u32, bool)> = Vec::new();
+    let mut closed = |dfa: &mut S, s: u32| -> Result<bool> {
+        if let Some(&(_, c)) = memo.iter().find(|&&(m, _)| m == s) {
+            return Ok(c);
+        }
+        let c = string_body_closed(dfa, s)?;
+        memo.push((s, c));
+        Ok(c)
+    };
+    // Slots whose tokens exist, and which of them lead to a closed state.
+    let mut used = Vec::new();
+    let mut taken = Vec::new();
+    for slot in 0..=128usize {
+        if trie.body_first_mask(slot).is_empty() {
+            continue;
+        }
+        used.push(slot);
+        let after = if slot < 128 {
+            dfa.step(state, classes[slot] as usize)?
+        } else {
+            // Every non-ASCII first character must lead to one closed state.
+            after_non_ascii(dfa, state)?.unwrap_or(DEAD)
+        };
+        if after != DEAD && closed(dfa, after)? {
+            taken.push(slot);
+            if let Some(s) = successors.as_deref_mut() {
+                s.insert(after);
+            }
+            if slot < 128 {
+                first_skip[slot] = ALL_STRING_BODY;
+            } else {
+                first_skip[0x80..].fill(ALL_STRING_BODY);
+            }
+        }
+    }
+    if taken.is_empty() {
+        return Ok(first_skip);
+    }
+    if taken.len() * 2 > used.len() {
+        // Fewer masks to take away than to add.
+        for (o, &w) in out.iter_mut().zip(trie.body_mask()) {
+            *o = w;
+        }
+        for &slot in used.iter().filter(|s| !taken.contains(s)) {
+            for (o, &w) in out.iter_mut().zip(trie.body_first_mask(slot)) {
+                *o &= !w;
+            }
+        }
+    } else {
+        for &slot in &taken {
+            for (o, &w) in out.iter_mut().zip(trie.body_first_mask(slot)) {
+                *o |= w;
+            }
+        }
+    }
+    Ok(first_skip)
+}
+
 /// Walk the trie from `state`, writing the allowed-token mask into `out` (fully overwritten).
 /// When `successors` is given, the states reached after each allowed token are added to it.
 fn walk<S: Step>(
@@ -95,9 +245,18 @@ fn walk<S: Step>(
     let mut stack = vec![DEAD; trie.max_depth() + 1];
     stack[0] = state;
     if state != DEAD {
+        let first_skip = body_prefill(vocab, dfa, state, out, successors.as_deref_mut())?;
+        let mut skip = 0u8;
         let mut i = 1usize;
         while i < nodes.len() {
             let n = nodes[i];
+            if n.depth == 1 {
+                skip = first_skip[n.byte as usize];
+            }
+            if n.flags & skip != 0 {
+                i += n.subtree as usize;
+                continue;
+            }
             let d = n.depth as usize;
             let next = dfa.step(stack[d - 1], classes[n.byte as usize] as usize)?;
             if next == DEAD {
@@ -428,6 +587,94 @@ mod tests {
         let m = idx.mask(&v, &dfa, dfa.start()).unwrap();
         // a, ab, c, abc, and EOS (empty string matches)
         assert_eq!(allowed(&m), vec![0, 2, 4, 6, 7]);
+    }
+
+    fn brute_force(v: &Vocabulary, dfa: &LazyDfa, state: u32) -> Vec<u32> {
+        let mut out = Vec::new();
+        for t in 0..v.vocab_size() as u32 {
+            if v.is_eos(t) {
+                if dfa.is_accepting(state) {
+                    out.push(t);
+                }
+            } else if let Some(b) = v.token_bytes(t) {
+                if !b.is_empty() && dfa.walk(state, b).unwrap() != DEAD {
+                    out.push(t);
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn string_body_walk_matches_brute_force() {
+        let toks = [
+            "a",
+            "ab",
+            "a\"",
+            "\"",
+            "\",",
+            "\\",
+            "\\n",
+            "é",
+            "日本",
+            "x\n",
+            " ",
+            "\u{1F600}",
+            "ab\"}",
+            "z",
+            "\"a",
+            "}",
+            "S",
+            "SO",
+            "SOURCE",
+            "SOURCE\"",
+            "Sx",
+            "éa",
+            "日",
+            "a\u{1F600}",
+        ];
+        let mut t: Vec<Vec<u8>> = toks.iter().map(|s| s.as_bytes().to_vec()).collect();
+        // partial UTF-8: the first byte of "é", a lone continuation byte, and a 4-byte prefix
+        t.push(vec![0xC3]);
+        t.push(vec![0xA9]);
+        t.push(vec![0xF0, 0x9F]);
+        t.push(b"<eos>".to_vec());
+        let eos = (t.len() - 1) as u32;
+        let v = Vocabulary::new(t, vec![eos], vec![], None).unwrap();
+        let pats = [
+            r#""([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"(,|\})"#,
+            r#""[^"\\\x00-\x1f]{0,3}""#,
+            r#""([^"\\\x00-\x1f]|\\n)*x""#,
+            r#""[^"\\\x00-\x1fé]*""#,
+            r#""(SOURCE|[^"S\\\x00-\x1f][^"\\\x00-\x1f]*|S[^"O\\\x00-\x1f][^"\\\x00-\x1f]*)":"#,
+            r#""(é|[^"\\\x00-\x1fé][^"\\\x00-\x1f]*)""#,
+            r#""(日[^"\\\x00-\x1f]*|[^"\\\x00-\x1f日]x*)""#,
+        ];
+        for pat in pats {
+            let dfa = LazyDfa::new(pat, &RegexOptions::default()).unwrap();
+            for prefix in ["\"", "\"a", "\"ab", "\"é"] {
+                let s = dfa.walk(dfa.start(), prefix.as_bytes()).unwrap();
+                if s == DEAD {
+                    continue;
+                }
+                let idx = TokenIndex::new(1 << 20);
+                let m = idx.mask(&v, &dfa, s).unwrap();
+                assert_eq!(
+                    allowed(&m),
+                    brute_force(&v, &dfa, s),
+                    "{pat} after {prefix}"
+                );
+            }
+        }
+        // The first pattern's open string is closed under string characters: the slice is used.
+        let dfa = LazyDfa::new(pats[0], &RegexOptions::default()).unwrap();
+        let s = dfa.walk(dfa.start(), b"\"").unwrap();
+        assert!(string_body_closed(&mut dfa.view(), s).unwrap());
+        let s2 = dfa.walk(dfa.start(), b"\"").unwrap();
+        let dfa2 = LazyDfa::new(pats[1], &RegexOptions::default()).unwrap();
+        let s3 = dfa2.walk(dfa2.start(), b"\"").unwrap();
+        assert!(!string_body_closed(&mut dfa2.view(), s3).unwrap());
+        assert_eq!(s, s2);
     }
 
     #[test]

@@ -7,6 +7,13 @@
 //! last one written at `depth - 1` (preorder guarantees the parent was visited last at that
 //! depth).
 //!
+//! String-body tokens: most tokens of a vocabulary are plain text that may stand anywhere inside
+//! a JSON string (complete UTF-8 without `"`, `\` or control characters). The trie keeps their
+//! ids as ready masks, one per first byte (all non-ASCII first bytes share one), and flags every
+//! node whose subtree holds only such tokens. A walk (see `crate::index`) takes the masks of the
+//! first bytes after which every string character leads back to the same state, and then visits
+//! only the paths towards the other tokens.
+//!
 //! Tokens whose byte strings are equal (an added token that spells the same bytes as a regular
 //! one) share a node; the extra ids are kept beside the array and copied after a walk.
 //!
@@ -20,7 +27,18 @@
 /// Sentinel for a node that ends no token.
 pub const NO_TOKEN: u32 = u32::MAX;
 
-/// One trie node. 12 bytes; the hot walk reads `byte`, `depth`, `subtree` and `token`.
+/// [`Node::flags`] bit: every token in the node's subtree is a string-body token.
+pub const ALL_STRING_BODY: u8 = 1;
+
+/// Whether `bytes` is non-empty, complete UTF-8, and free of `"`, `\` and U+0000–U+001F: a
+/// token that can stand anywhere inside a JSON string without an escape.
+pub fn is_string_body(bytes: &[u8]) -> bool {
+    !bytes.is_empty()
+        && std::str::from_utf8(bytes).is_ok()
+        && bytes.iter().all(|&b| b >= 0x20 && b != b'"' && b != b'\\')
+}
+
+/// One trie node. 12 bytes; the hot walk reads `byte`, `depth`, `subtree`, `token` and `flags`.
 #[derive(Debug, Clone, Copy)]
 #[repr(C)]
 pub struct Node {
@@ -30,6 +48,8 @@ pub struct Node {
     pub subtree: u32,
     /// The byte on the edge from the parent.
     pub byte: u8,
+    /// Bits such as [`ALL_STRING_BODY`].
+    pub flags: u8,
     /// Distance from the root (the root has depth 0).
     pub depth: u16,
 }
@@ -41,6 +61,18 @@ pub struct TokenTrie {
     /// (primary token, duplicate token) pairs: the duplicate spells the same bytes.
     duplicates: Vec<(u32, u32)>,
     max_depth: usize,
+    /// Packed masks (bit `id % 32` of word `id / 32`) of the string-body tokens by first byte:
+    /// slot `b` for an ASCII byte `b`, slot 128 for every non-ASCII first byte; empty when no
+    /// such token exists. All masks have the same length.
+    body_first: Vec<Vec<u32>>,
+    /// The union of `body_first`.
+    body_all: Vec<u32>,
+}
+
+/// Slot of [`TokenTrie::body_first_mask`] for a token's first byte.
+#[inline]
+pub fn body_slot(first: u8) -> usize {
+    (first as usize).min(128)
 }
 
 impl TokenTrie {
@@ -54,6 +86,7 @@ impl TokenTrie {
             token: NO_TOKEN,
             subtree: 1,
             byte: 0,
+            flags: 0,
             depth: 0,
         }];
         let mut duplicates = Vec::new();
@@ -61,6 +94,9 @@ impl TokenTrie {
         let mut path: Vec<usize> = vec![0];
         let mut prev: &[u8] = &[];
         let mut max_depth = 0;
+        let mut body: Vec<(u32, usize)> = Vec::new();
+        // Nodes that end a token which is not a string-body token.
+        let mut other: Vec<bool> = vec![false];
         for (id, bytes) in toks {
             let common = prev.iter().zip(bytes).take_while(|(a, b)| a == b).count();
             if common == bytes.len() && common == prev.len() {
@@ -79,22 +115,58 @@ impl TokenTrie {
                     token: NO_TOKEN,
                     subtree: 1,
                     byte: b,
+                    flags: 0,
                     depth: (d + 1) as u16,
                 });
                 path.push(nodes.len() - 1);
             }
             let last = *path.last().unwrap();
             nodes[last].token = id;
+            other.resize(nodes.len(), false);
+            if is_string_body(bytes) {
+                body.push((id, body_slot(bytes[0])));
+            } else {
+                other[last] = true;
+            }
             max_depth = max_depth.max(bytes.len());
             prev = bytes;
         }
         while let Some(idx) = path.pop() {
             nodes[idx].subtree = (nodes.len() - idx) as u32;
         }
+        // A subtree is all string body when no node in its preorder range ends another token.
+        other.resize(nodes.len(), false);
+        let mut before = Vec::with_capacity(nodes.len() + 1);
+        before.push(0u32);
+        for &o in &other {
+            before.push(before.last().unwrap() + o as u32);
+        }
+        for (i, n) in nodes.iter_mut().enumerate().skip(1) {
+            if before[i + n.subtree as usize] == before[i] {
+                n.flags |= ALL_STRING_BODY;
+            }
+        }
+        let words = body
+            .iter()
+            .map(|&(id, _)| id as usize / 32 + 1)
+            .max()
+            .unwrap_or(0);
+        let mut body_first = vec![Vec::new(); 129];
+        let mut body_all = vec![0u32; words];
+        for (id, slot) in body {
+            let m: &mut Vec<u32> = &mut body_first[slot];
+            if m.is_empty() {
+                m.resize(words, 0);
+            }
+            m[id as usize / 32] |= 1 << (id & 31);
+            body_all[id as usize / 32] |= 1 << (id & 31);
+        }
         TokenTrie {
             nodes,
             duplicates,
             max_depth,
+            body_first,
+            body_all,
         }
     }
 
@@ -112,6 +184,19 @@ impl TokenTrie {
     /// Length of the longest token in bytes.
     pub fn max_depth(&self) -> usize {
         self.max_depth
+    }
+
+    /// Packed mask of the string-body tokens whose first byte has slot `slot` (see
+    /// [`body_slot`]); empty when there are none. Duplicates are not included, and the mask may
+    /// be shorter than a vocabulary mask when the highest ids are not string-body tokens.
+    pub fn body_first_mask(&self, slot: usize) -> &[u32] {
+        &self.body_first[slot]
+    }
+
+    /// Packed mask of every string-body token (same conventions as
+    /// [`TokenTrie::body_first_mask`]).
+    pub fn body_mask(&self) -> &[u32] {
+        &self.body_all
     }
 
     /// Pairs (primary, duplicate) of tokens with equal bytes.
@@ -147,6 +232,32 @@ mod tests {
         assert_eq!(n[4].token, 4);
         assert_eq!(n[5].token, 2);
         assert_eq!(trie.max_depth(), 3);
+    }
+
+    #[test]
+    fn string_body_flags() {
+        let toks: Vec<&[u8]> = vec![b"ab", b"a\"", b"c", b"\xc3", b"\xc3\xa9", b"d\n"];
+        let trie = TokenTrie::new(toks.iter().enumerate().map(|(i, t)| (i as u32, *t)));
+        let body: Vec<u32> = (0..6)
+            .filter(|&t| trie.body_mask()[0] >> t & 1 == 1)
+            .collect();
+        assert_eq!(body, vec![0, 2, 4]);
+        assert_eq!(trie.body_first_mask(b'a' as usize), &[1]);
+        assert_eq!(trie.body_first_mask(b'c' as usize), &[4]);
+        assert_eq!(trie.body_first_mask(128), &[16]);
+        assert!(trie.body_first_mask(b'd' as usize).is_empty());
+        for n in &trie.nodes()[1..] {
+            let first = trie
+                .nodes()
+                .iter()
+                .position(|m| std::ptr::eq(m, n))
+                .unwrap();
+            let range = &trie.nodes()[first..first + n.subtree as usize];
+            let all = range
+                .iter()
+                .all(|m| m.token == NO_TOKEN || body.contains(&m.token));
+            assert_eq!(n.flags & ALL_STRING_BODY != 0, all);
+        }
     }
 
     #[test]
