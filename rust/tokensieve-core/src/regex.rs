@@ -32,6 +32,7 @@ use std::time::Instant;
 
 use regex_automata::nfa::thompson::{self, State, NFA};
 use regex_automata::util::look::Look;
+use regex_automata::util::primitives::StateID;
 use regex_syntax::ast;
 use regex_syntax::hir::{self, Hir, HirKind};
 use rustc_hash::FxHashMap;
@@ -580,46 +581,56 @@ fn thompson_id(s: u32) -> regex_automata::util::primitives::StateID {
 /// the input? (`\A` is then never satisfied, `\z` only when nothing but empty steps follow.)
 fn compute_can_match(nfa: &NFA) -> Vec<bool> {
     let n = nfa.states().len();
-    // Reverse edges, split into those usable before and after an end assertion.
-    let mut rev_any: Vec<Vec<u32>> = vec![Vec::new(); n];
-    let mut rev_eps_end: Vec<Vec<u32>> = vec![Vec::new(); n];
+    // Reverse edges as flat adjacency lists (one allocation each instead of one per state),
+    // split into those usable before and after an end assertion.
+    let mut edges: Vec<(u32, u32, bool, bool)> = Vec::with_capacity(n * 2);
     let mut seeds = Vec::new();
     for (i, st) in nfa.states().iter().enumerate() {
-        let i32_ = i as u32;
-        let mut add = |next: u32, eps: bool, any: bool| {
-            if any {
-                rev_any[next as usize].push(i32_);
-            }
-            if eps {
-                rev_eps_end[next as usize].push(i32_);
-            }
-        };
+        let from = i as u32;
+        let mut add =
+            |next: StateID, eps: bool, any: bool| edges.push((next.as_u32(), from, eps, any));
         match st {
-            State::ByteRange { trans } => add(trans.next.as_u32(), false, true),
-            State::Sparse(sp) => sp
-                .transitions
-                .iter()
-                .for_each(|t| add(t.next.as_u32(), false, true)),
-            State::Dense(d) => d
-                .transitions
-                .iter()
-                .for_each(|t| add(t.as_u32(), false, true)),
-            State::Union { alternates } => {
-                alternates.iter().for_each(|a| add(a.as_u32(), true, true))
+            State::ByteRange { trans } => add(trans.next, false, true),
+            State::Sparse(sp) => sp.transitions.iter().for_each(|t| add(t.next, false, true)),
+            State::Dense(d) => {
+                let mut last = None;
+                for &t in d.transitions.iter() {
+                    if last != Some(t) {
+                        add(t, false, true);
+                        last = Some(t);
+                    }
+                }
             }
+            State::Union { alternates } => alternates.iter().for_each(|&a| add(a, true, true)),
             State::BinaryUnion { alt1, alt2 } => {
-                add(alt1.as_u32(), true, true);
-                add(alt2.as_u32(), true, true);
+                add(*alt1, true, true);
+                add(*alt2, true, true);
             }
-            State::Capture { next, .. } => add(next.as_u32(), true, true),
+            State::Capture { next, .. } => add(*next, true, true),
             State::Look {
                 look: Look::End,
                 next,
-            } => add(next.as_u32(), true, false),
+            } => add(*next, true, false),
             State::Look { .. } | State::Fail => {}
-            State::Match { .. } => seeds.push(i32_),
+            State::Match { .. } => seeds.push(from),
         }
     }
+    // Counting sort by target: rev[off[t]..off[t + 1]] are the (source, eps, any) edges into t.
+    let mut off = vec![0u32; n + 1];
+    for e in &edges {
+        off[e.0 as usize + 1] += 1;
+    }
+    for i in 0..n {
+        off[i + 1] += off[i];
+    }
+    let mut fill = off.clone();
+    let mut rev: Vec<(u32, bool, bool)> = vec![(0, false, false); edges.len()];
+    for &(to, from, eps, any) in &edges {
+        let k = &mut fill[to as usize];
+        rev[*k as usize] = (from, eps, any);
+        *k += 1;
+    }
+    let into = |t: u32| &rev[off[t as usize] as usize..off[t as usize + 1] as usize];
     // eps_end: reaches Match through empty steps, end assertions allowed.
     let mut eps_end = vec![false; n];
     let mut stack = seeds.clone();
@@ -627,8 +638,8 @@ fn compute_can_match(nfa: &NFA) -> Vec<bool> {
         eps_end[s as usize] = true;
     }
     while let Some(s) = stack.pop() {
-        for &p in &rev_eps_end[s as usize] {
-            if !eps_end[p as usize] {
+        for &(p, eps, _) in into(s) {
+            if eps && !eps_end[p as usize] {
                 eps_end[p as usize] = true;
                 stack.push(p);
             }
@@ -637,8 +648,8 @@ fn compute_can_match(nfa: &NFA) -> Vec<bool> {
     let mut can = eps_end.clone();
     let mut stack: Vec<u32> = (0..n as u32).filter(|&s| eps_end[s as usize]).collect();
     while let Some(s) = stack.pop() {
-        for &p in &rev_any[s as usize] {
-            if !can[p as usize] {
+        for &(p, _, any) in into(s) {
+            if any && !can[p as usize] {
                 can[p as usize] = true;
                 stack.push(p);
             }
