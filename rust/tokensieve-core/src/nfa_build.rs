@@ -10,10 +10,13 @@
 //! the HIR into an NFA with the regex-automata builder, compiling each marked list with a single
 //! copy of its item. HIRs without marks keep using regex-automata's own compiler.
 
+use std::sync::{Arc, Mutex, OnceLock};
+
 use regex_automata::nfa::thompson::{Builder, Transition, NFA};
 use regex_automata::util::primitives::StateID;
 use regex_syntax::hir::{Capture, Class, Hir, HirKind};
 use regex_syntax::utf8::Utf8Sequences;
+use rustc_hash::FxHashMap;
 
 use crate::error::{Error, Result};
 
@@ -109,11 +112,119 @@ pub(crate) fn as_list(h: &Hir) -> Option<(&Hir, &Hir)> {
     }
 }
 
+const SHARED: &str = "\u{0}tokensieve:shared";
+const JUMP: &str = "\u{0}tokensieve:jump";
+
+/// `body` in which every [`jump`] leaf continues with one shared copy of `tail`: the language
+/// of `body`'s paths that end normally, plus each path to a jump followed by `tail`. As a plain
+/// regex the tail would be repeated at every jump.
+pub(crate) fn with_tail(body: Hir, tail: Hir) -> Hir {
+    mark(
+        SHARED,
+        Hir::concat(vec![mark(ITEM, body), mark(TAIL, tail)]),
+    )
+}
+
+/// A leaf of the innermost enclosing [`with_tail`] body: continue with its tail.
+pub(crate) fn jump() -> Hir {
+    mark(JUMP, Hir::empty())
+}
+
+/// The body and tail of a shared-tail mark.
+fn as_shared(h: &Hir) -> Option<(&Hir, &Hir)> {
+    let HirKind::Capture(c) = h.kind() else {
+        return None;
+    };
+    if c.name.as_deref() != Some(SHARED) {
+        return None;
+    }
+    let HirKind::Concat(xs) = c.sub.kind() else {
+        return None;
+    };
+    match (xs.first().map(Hir::kind), xs.get(1).map(Hir::kind)) {
+        (Some(HirKind::Capture(b)), Some(HirKind::Capture(t))) if xs.len() == 2 => {
+            Some((&b.sub, &t.sub))
+        }
+        _ => None,
+    }
+}
+
+fn is_jump(h: &Hir) -> bool {
+    matches!(h.kind(), HirKind::Capture(c) if c.name.as_deref() == Some(JUMP))
+}
+
+const PART: &str = "\u{0}tokensieve:part";
+
+/// Shared parts registered in this process, at most this many (each a few hundred kB at most).
+const MAX_PARTS: usize = 64;
+
+fn parts() -> &'static Mutex<FxHashMap<String, Arc<Fragment>>> {
+    static PARTS: OnceLock<Mutex<FxHashMap<String, Arc<Fragment>>>> = OnceLock::new();
+    PARTS.get_or_init(|| Mutex::new(FxHashMap::default()))
+}
+
+fn part_mark(key: &str, weight: u64) -> Hir {
+    Hir::capture(Capture {
+        index: weight.min(u64::from(u32::MAX)) as u32,
+        name: Some(PART.into()),
+        sub: Box::new(Hir::literal(key.as_bytes())),
+    })
+}
+
+/// A leaf standing for the part registered under `key`, if there is one. Parts are
+/// sub-automata that occur in many grammars (an unconstrained JSON value): compiled once per
+/// process, then copied state by state into each automaton that holds their mark, without
+/// building or compiling their HIR again. `key` must determine the part's language.
+pub(crate) fn shared_part(key: &str) -> Option<Hir> {
+    let reg = parts().lock().unwrap_or_else(|e| e.into_inner());
+    reg.get(key).map(|f| part_mark(key, f.weight))
+}
+
+/// Register `h` as the part `key` and return its mark; when the registry is full, `h` itself.
+pub(crate) fn share(key: &str, h: Hir) -> Result<Hir> {
+    if let Some(m) = shared_part(key) {
+        return Ok(m);
+    }
+    if parts().lock().unwrap_or_else(|e| e.into_inner()).len() >= MAX_PARTS {
+        return Ok(h);
+    }
+    let mut c = Compiler {
+        b: Builder::new(),
+        log: Some(Vec::new()),
+        tails: Vec::new(),
+    };
+    let (entry, exit) = c.c(&h)?;
+    let ops = c.log.take().unwrap_or_default();
+    let states = ops.iter().filter(|o| !matches!(o, Op::Patch(..))).count();
+    let weight = crate::json_schema::hir_weight(&h);
+    let f = Arc::new(Fragment {
+        ops,
+        states,
+        entry: entry.as_u32(),
+        exit: exit.as_u32(),
+        weight,
+    });
+    parts()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(key.to_string())
+        .or_insert(f);
+    Ok(part_mark(key, weight))
+}
+
+/// The weight recorded in a shared-part mark (see [`crate::json_schema::hir_weight`]).
+pub(crate) fn part_weight(c: &Capture) -> Option<u64> {
+    (c.name.as_deref() == Some(PART)).then_some(u64::from(c.index))
+}
+
 /// Whether `h` holds a list mark.
 pub(crate) fn has_marks(h: &Hir) -> bool {
     match h.kind() {
         HirKind::Capture(c) => {
-            matches!(c.name.as_deref(), Some(LIST) | Some(SEQ)) || has_marks(&c.sub)
+            matches!(
+                c.name.as_deref(),
+                Some(LIST) | Some(SEQ) | Some(SHARED) | Some(PART)
+            ) || has_marks(&c.sub)
         }
         HirKind::Repetition(r) => has_marks(&r.sub),
         HirKind::Concat(xs) | HirKind::Alternation(xs) => xs.iter().any(has_marks),
@@ -124,8 +235,34 @@ pub(crate) fn has_marks(h: &Hir) -> bool {
 /// A fragment: its entry state and an `Empty` exit state still to be patched.
 type Frag = (StateID, StateID);
 
+/// One builder call of a recorded fragment; state ids are the fragment's own, in creation order.
+#[derive(Debug)]
+enum Op {
+    Empty,
+    Fail,
+    Range(u8, u8, u32),
+    Sparse(Vec<(u8, u8, u32)>),
+    Union(Vec<u32>),
+    Patch(u32, u32),
+}
+
+/// The builder calls that compiled one shared part, to be replayed wherever the part occurs.
+#[derive(Debug)]
+struct Fragment {
+    ops: Vec<Op>,
+    states: usize,
+    entry: u32,
+    exit: u32,
+    /// The part's HIR weight, for the compiler's budgets.
+    weight: u64,
+}
+
 struct Compiler {
     b: Builder,
+    /// The builder calls made so far, when recording a fragment.
+    log: Option<Vec<Op>>,
+    /// Entry states of the tails of the enclosing shared-tail marks, innermost last.
+    tails: Vec<StateID>,
 }
 
 fn budget(e: impl std::fmt::Display) -> Error {
@@ -136,26 +273,95 @@ fn budget(e: impl std::fmt::Display) -> Error {
 }
 
 impl Compiler {
+    fn log(&mut self, op: Op) {
+        if let Some(l) = self.log.as_mut() {
+            l.push(op);
+        }
+    }
+
     fn empty(&mut self) -> Result<StateID> {
+        self.log(Op::Empty);
         self.b.add_empty().map_err(budget)
     }
 
+    fn fail(&mut self) -> Result<StateID> {
+        self.log(Op::Fail);
+        self.b.add_fail().map_err(budget)
+    }
+
+    fn sparse(&mut self, trans: Vec<Transition>) -> Result<StateID> {
+        self.log(Op::Sparse(
+            trans
+                .iter()
+                .map(|t| (t.start, t.end, t.next.as_u32()))
+                .collect(),
+        ));
+        self.b.add_sparse(trans).map_err(budget)
+    }
+
+    fn range(&mut self, start: u8, end: u8, next: StateID) -> Result<StateID> {
+        self.log(Op::Range(start, end, next.as_u32()));
+        self.b
+            .add_range(Transition { start, end, next })
+            .map_err(budget)
+    }
+
     fn patch(&mut self, from: StateID, to: StateID) -> Result<()> {
+        self.log(Op::Patch(from.as_u32(), to.as_u32()));
         self.b.patch(from, to).map_err(budget)
     }
 
     fn union(&mut self, alts: Vec<StateID>) -> Result<StateID> {
+        self.log(Op::Union(alts.iter().map(|a| a.as_u32()).collect()));
         self.b.add_union(alts).map_err(budget)
+    }
+
+    /// Add a recorded fragment's states again; returns its entry and exit.
+    fn replay(&mut self, f: &Fragment) -> Result<Frag> {
+        let mut map: Vec<StateID> = Vec::with_capacity(f.states);
+        for op in &f.ops {
+            match op {
+                Op::Empty => map.push(self.b.add_empty().map_err(budget)?),
+                Op::Fail => map.push(self.b.add_fail().map_err(budget)?),
+                Op::Range(start, end, next) => map.push(
+                    self.b
+                        .add_range(Transition {
+                            start: *start,
+                            end: *end,
+                            next: map[*next as usize],
+                        })
+                        .map_err(budget)?,
+                ),
+                Op::Sparse(ts) => {
+                    let trans = ts
+                        .iter()
+                        .map(|&(start, end, next)| Transition {
+                            start,
+                            end,
+                            next: map[next as usize],
+                        })
+                        .collect();
+                    map.push(self.b.add_sparse(trans).map_err(budget)?);
+                }
+                Op::Union(alts) => {
+                    let alts = alts.iter().map(|&a| map[a as usize]).collect();
+                    map.push(self.b.add_union(alts).map_err(budget)?);
+                }
+                Op::Patch(from, to) => {
+                    self.b
+                        .patch(map[*from as usize], map[*to as usize])
+                        .map_err(budget)?;
+                }
+            }
+        }
+        Ok((map[f.entry as usize], map[f.exit as usize]))
     }
 
     /// A chain of byte ranges ending in `next`; returns the first state.
     fn chain(&mut self, ranges: &[(u8, u8)], next: StateID) -> Result<StateID> {
         let mut next = next;
         for &(start, end) in ranges.iter().rev() {
-            next = self
-                .b
-                .add_range(Transition { start, end, next })
-                .map_err(budget)?;
+            next = self.range(start, end, next)?;
         }
         Ok(next)
     }
@@ -246,9 +452,9 @@ impl Compiler {
                     })
                     .collect();
                 let start = if trans.is_empty() {
-                    self.b.add_fail().map_err(budget)?
+                    self.fail()?
                 } else {
-                    self.b.add_sparse(trans).map_err(budget)?
+                    self.sparse(trans)?
                 };
                 Ok((start, end))
             }
@@ -263,7 +469,7 @@ impl Compiler {
                     }
                 }
                 let start = match alts.len() {
-                    0 => self.b.add_fail().map_err(budget)?,
+                    0 => self.fail()?,
                     1 => alts[0],
                     _ => self.union(alts)?,
                 };
@@ -281,6 +487,49 @@ impl Compiler {
                 self.patch(ie, u)?;
                 self.patch(se, is)?;
                 Ok((is, end))
+            }
+            HirKind::Capture(c) if c.name.as_deref() == Some(PART) => {
+                let HirKind::Literal(key) = c.sub.kind() else {
+                    return Err(Error::InvalidArgument(
+                        "a malformed shared-part mark".into(),
+                    ));
+                };
+                let key = std::str::from_utf8(&key.0).unwrap_or_default();
+                let part = parts()
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(key)
+                    .cloned();
+                let Some(part) = part else {
+                    return Err(Error::InvalidArgument(format!(
+                        "the shared part {key:?} is not registered"
+                    )));
+                };
+                self.replay(&part)
+            }
+            HirKind::Capture(_) if as_shared(h).is_some() => {
+                let (body, tail) = as_shared(h).expect("checked");
+                let (ts, te) = self.c(tail)?;
+                self.tails.push(ts);
+                let body = self.c(body);
+                self.tails.pop();
+                let (bs, be) = body?;
+                let end = self.empty()?;
+                self.patch(be, end)?;
+                self.patch(te, end)?;
+                Ok((bs, end))
+            }
+            HirKind::Capture(_) if is_jump(h) => {
+                let Some(&to) = self.tails.last() else {
+                    return Err(Error::InvalidArgument(
+                        "a jump outside a shared-tail mark".into(),
+                    ));
+                };
+                let e = self.empty()?;
+                self.patch(e, to)?;
+                // The fragment never ends normally: its exit is an unreachable empty state.
+                let never = self.empty()?;
+                Ok((e, never))
             }
             HirKind::Capture(_) if as_seq(h).is_some() => {
                 let (items, sep, tail) = as_seq(h).expect("checked");
@@ -350,7 +599,11 @@ impl Compiler {
 
 /// Compile `h` (which may hold list marks) into an anchored NFA.
 pub(crate) fn build(h: &Hir, max_nfa_bytes: usize) -> Result<NFA> {
-    let mut c = Compiler { b: Builder::new() };
+    let mut c = Compiler {
+        b: Builder::new(),
+        log: None,
+        tails: Vec::new(),
+    };
     c.b.set_size_limit(Some(max_nfa_bytes)).map_err(budget)?;
     c.b.start_pattern().map_err(budget)?;
     let (start, end) = c.c(h)?;

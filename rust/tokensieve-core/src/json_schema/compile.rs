@@ -12,7 +12,8 @@ use super::hirs::{alt, alt_opt, class, concat, lit, opt, rep, star, weight};
 use super::number::{any_number, number_literal, number_range, Bound, Dec};
 use super::options::{AdditionalProperties, Formats, JsonSchemaOptions, OneOf, Whitespace};
 use super::string::{
-    any_char, char_len, dot_all, encode, format_regex, search_form, spell_str, translate_ecma,
+    any_char, char_len, dot_all, encode, format_regex, search_form, spell_class, spell_not,
+    spell_str, translate_ecma,
 };
 use crate::error::{Error, Result};
 
@@ -400,7 +401,18 @@ impl<'a> Compiler<'a> {
     }
 
     /// Any JSON value with at most `depth` levels of nested containers.
+    /// Any JSON value nested at most `depth` levels: a shared part (see
+    /// [`crate::nfa_build::share`]), so its automaton is built once per process and options.
     pub fn any_value(&mut self, depth: u32) -> Result<Hir> {
+        let key = format!("any-value {depth} ({}) ({})", self.inner, self.sep);
+        if let Some(m) = crate::nfa_build::shared_part(&key) {
+            return Ok(m);
+        }
+        let h = self.any_value_hir(depth)?;
+        crate::nfa_build::share(&key, h)
+    }
+
+    fn any_value_hir(&mut self, depth: u32) -> Result<Hir> {
         while self.any_cache.len() <= depth as usize {
             let d = self.any_cache.len();
             let mut parts = vec![
@@ -1151,7 +1163,7 @@ impl<'a> Compiler<'a> {
         let content = if pos.is_empty() && neg.is_empty() && names.is_empty() {
             Some(rep(any_char(), min as u32, max.map(|x| x as u32)))
         } else if pos.is_empty() && neg.is_empty() && min == 0 && max.is_none() {
-            Some(encode(&not_in(&names)).expect("character classes only"))
+            Some(spelled_not_in(&names))
         } else {
             // a single pattern or format whose lengths fit (or are one repeated class)
             let mut fast = None;
@@ -1859,13 +1871,12 @@ impl<'a> Compiler<'a> {
     ) -> Result<Option<Hir>> {
         if patterns.is_empty() && key_lang.is_none() {
             return Ok(extra.map(|v| {
-                let key = not_in(
+                let key = spelled_not_in(
                     &names
                         .iter()
                         .map(|s| s.chars().collect())
                         .collect::<Vec<Vec<char>>>(),
                 );
-                let key = encode(&key).expect("character classes only");
                 concat(vec![lit("\""), key, lit("\""), self.colon(), v])
             }));
         }
@@ -1975,6 +1986,7 @@ fn pattern_language(p: &str) -> std::result::Result<Hir, String> {
 
 /// Any decoded string except the given ones (a trie walk: leave the trie at the first character
 /// that no name continues with).
+#[cfg(test)]
 pub(super) fn not_in(names: &[Vec<char>]) -> Hir {
     let any = dot_all();
     if names.is_empty() {
@@ -2014,6 +2026,40 @@ pub(super) fn not_in(names: &[Vec<char>]) -> Hir {
     alt(parts)
 }
 
+/// The JSON spellings of every string but `names` (decoded characters), ready to stand between
+/// quotes: the same language as `encode(&not_in(names))`, built with one shared copy of the
+/// "any characters" tail instead of one per position in the names (see
+/// [`crate::nfa_build::with_tail`]).
+pub(super) fn spelled_not_in(names: &[Vec<char>]) -> Hir {
+    fn node(names: &[Vec<char>]) -> Hir {
+        let mut parts = Vec::new();
+        if !names.iter().any(|n| n.is_empty()) {
+            parts.push(Hir::empty());
+        }
+        let mut firsts: Vec<char> = names.iter().filter_map(|n| n.first().copied()).collect();
+        firsts.sort_unstable();
+        firsts.dedup();
+        for &c in &firsts {
+            let tails: Vec<Vec<char>> = names
+                .iter()
+                .filter(|n| n.first() == Some(&c))
+                .map(|n| n[1..].to_vec())
+                .collect();
+            parts.push(concat(vec![
+                spell_class(&[(c as u32, c as u32)]),
+                node(&tails),
+            ]));
+        }
+        parts.push(concat(vec![spell_not(&firsts), crate::nfa_build::jump()]));
+        alt(parts)
+    }
+    if names.is_empty() {
+        return star(any_char());
+    }
+    crate::nfa_build::with_tail(node(names), star(any_char()))
+}
+
+#[cfg(test)]
 fn push_range(out: &mut Vec<(char, char)>, a: u32, b: u32) {
     // skip the surrogate block, which holds no characters
     for (x, y) in [(a, b.min(0xD7FF)), (a.max(0xE000), b)] {

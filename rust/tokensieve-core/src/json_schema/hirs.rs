@@ -73,7 +73,8 @@ pub(crate) fn weight(h: &Hir) -> u64 {
             let k = u64::from(r.max.unwrap_or(r.min).max(1));
             k.saturating_mul(weight(&r.sub)).saturating_add(1)
         }
-        Capture(c) => weight(&c.sub), // a list mark: item and separator once each
+        // a shared part counts what it stands for; a list mark its item and separator once each
+        Capture(c) => crate::nfa_build::part_weight(c).unwrap_or_else(|| weight(&c.sub)),
         Concat(xs) | Alternation(xs) => {
             xs.iter().fold(1u64, |acc, x| acc.saturating_add(weight(x)))
         }

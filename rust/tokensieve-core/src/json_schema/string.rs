@@ -165,6 +165,178 @@ pub(crate) fn any_char() -> Hir {
     ])
 }
 
+/// Hex digits (either case) with values in `digits` (a 16-bit set).
+fn hex_digits(digits: u16) -> Hir {
+    let mut ranges = Vec::new();
+    for d in 0..16u32 {
+        if digits >> d & 1 == 1 {
+            if d < 10 {
+                let c = char::from_u32('0' as u32 + d).expect("digit");
+                ranges.push((c, c));
+            } else {
+                for base in ['a', 'A'] {
+                    let c = char::from_u32(base as u32 + d - 10).expect("letter");
+                    ranges.push((c, c));
+                }
+            }
+        }
+    }
+    class(&ranges)
+}
+
+/// The four hex digits of `\uXXXX` for every BMP character outside the surrogates and outside
+/// `codes` (sorted). `prefix` holds the `depth` digits written so far.
+fn hex_not_in(codes: &[u32], depth: u32, prefix: u32) -> Hir {
+    if depth == 4 {
+        // only reached with the code itself in `codes`
+        return Hir::fail();
+    }
+    let shift = 4 * (3 - depth);
+    let allowed: u16 = if depth == 1 && prefix == 0xD {
+        0x00FF
+    } else {
+        0xFFFF
+    };
+    let mut used: u16 = 0;
+    for &c in codes {
+        used |= 1 << ((c >> shift) & 15);
+    }
+    let mut parts = Vec::new();
+    // digits no code continues with: any valid rest
+    let mut free = allowed & !used;
+    if depth == 0 && free >> 0xD & 1 == 1 {
+        free &= !(1 << 0xD);
+        parts.push(concat(vec![
+            hex_digits(1 << 0xD),
+            hex_digits(0x00FF),
+            rep(hex_digits(0xFFFF), 2, Some(2)),
+        ]));
+    }
+    if free != 0 {
+        parts.push(concat(vec![
+            hex_digits(free),
+            rep(hex_digits(0xFFFF), 3 - depth, Some(3 - depth)),
+        ]));
+    }
+    for d in 0..16u32 {
+        if used >> d & 1 == 1 {
+            let sub: Vec<u32> = codes
+                .iter()
+                .copied()
+                .filter(|&c| (c >> shift) & 15 == d)
+                .collect();
+            parts.push(concat(vec![
+                hex_digits(1 << d),
+                hex_not_in(&sub, depth + 1, prefix << 4 | d),
+            ]));
+        }
+    }
+    alt(parts)
+}
+
+/// All spellings of one character other than `except`: the language of `spell_class` over the
+/// complement of `except`, built without splitting the `\uXXXX` ranges around every excluded
+/// character (a trie over the excluded characters' hex digits instead).
+pub(crate) fn spell_not(except: &[char]) -> Hir {
+    let mut codes: Vec<u32> = except.iter().map(|&c| c as u32).collect();
+    codes.sort_unstable();
+    codes.dedup();
+    // Key languages ask for the same small sets over and over (one per position in a name).
+    thread_local! {
+        static CACHE: std::cell::RefCell<rustc_hash::FxHashMap<Vec<u32>, Hir>> =
+            std::cell::RefCell::new(rustc_hash::FxHashMap::default());
+    }
+    if let Some(h) = CACHE.with(|c| c.borrow().get(&codes).cloned()) {
+        return h;
+    }
+    let h = spell_not_codes(&codes);
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() >= 4096 {
+            c.clear();
+        }
+        c.insert(codes, h.clone());
+    });
+    h
+}
+
+fn spell_not_codes(codes: &[u32]) -> Hir {
+    if codes.iter().any(|&c| c > 0xFFFF) {
+        // Excluded characters outside the BMP: split the ranges, surrogate pairs included.
+        let mut ranges = Vec::new();
+        let mut next = 0u32;
+        for &c in codes {
+            for (x, y) in [(next, c.min(0xD800)), (next.max(0xE000), c)] {
+                if x < y {
+                    ranges.push((x, y - 1));
+                }
+            }
+            next = c + 1;
+        }
+        for (x, y) in [(next, 0xD7FF), (next.max(0xE000), 0x10FFFF)] {
+            if x <= y {
+                ranges.push((x, y));
+            }
+        }
+        return spell_class(&ranges);
+    }
+    // raw characters
+    let mut raw: Vec<(char, char)> = Vec::new();
+    let mut next = 0x20u32;
+    let mut cut: Vec<u32> = codes.to_vec();
+    cut.extend([0x22, 0x5C]);
+    cut.sort_unstable();
+    cut.dedup();
+    for c in cut.into_iter().filter(|&c| c >= 0x20) {
+        for (x, y) in [(next, c.min(0xD800)), (next.max(0xE000), c)] {
+            if x < y {
+                raw.push((
+                    char::from_u32(x).expect("scalar"),
+                    char::from_u32(y - 1).expect("scalar"),
+                ));
+            }
+        }
+        next = c + 1;
+    }
+    for (x, y) in [(next, 0xD7FF), (next.max(0xE000), 0x10FFFF)] {
+        if x <= y {
+            raw.push((
+                char::from_u32(x).expect("scalar"),
+                char::from_u32(y).expect("scalar"),
+            ));
+        }
+    }
+    let shorts: Vec<(char, char)> = SHORT_ESCAPES
+        .iter()
+        .filter(|(c, _)| !codes.contains(c))
+        .map(|&(_, e)| (e, e))
+        .collect();
+    let hex = hex_digits(0xFFFF);
+    let pair = concat(vec![
+        hex_digits(1 << 0xD),
+        hex_digits(0x0F00),
+        rep(hex.clone(), 2, Some(2)),
+        lit("\\u"),
+        hex_digits(1 << 0xD),
+        hex_digits(0xF000),
+        rep(hex, 2, Some(2)),
+    ]);
+    let mut escapes = Vec::new();
+    if !shorts.is_empty() {
+        escapes.push(class(&shorts));
+    }
+    escapes.push(concat(vec![
+        lit("u"),
+        alt(vec![hex_not_in(codes, 0, 0), pair]),
+    ]));
+    let mut parts = Vec::new();
+    if !raw.is_empty() {
+        parts.push(class(&raw));
+    }
+    parts.push(concat(vec![lit("\\"), alt(escapes)]));
+    alt(parts)
+}
+
 /// All spellings of the string `s` (JSON string content, without the quotes).
 pub(crate) fn spell_str(s: &str) -> Hir {
     concat(

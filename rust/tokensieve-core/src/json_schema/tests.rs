@@ -886,3 +886,95 @@ fn shallow_schemas_fit_small_stacks() {
     }
     assert!(r.is_match(&t));
 }
+
+#[test]
+fn spell_not_equals_the_spelled_complement() {
+    use super::string::{spell_class, spell_not};
+    let mut samples: Vec<String> = Vec::new();
+    for v in 0..=0xFFFFu32 {
+        samples.push(format!("\\u{v:04x}"));
+        samples.push(format!("\\u{v:04X}"));
+    }
+    for c in (0u32..0x200).chain([0xD7FF, 0xE000, 0xFFFF, 0x1F600]) {
+        if let Some(ch) = char::from_u32(c) {
+            samples.push(ch.to_string());
+        }
+    }
+    for e in [
+        "\\\"", "\\\\", "\\/", "\\b", "\\f", "\\n", "\\r", "\\t", "\\x", "\\",
+    ] {
+        samples.push(e.to_string());
+    }
+    for p in [
+        "\\ud83d\\ude00",
+        "\\uD800\\uDC00",
+        "\\udbff\\udfff",
+        "\\ud800",
+        "\\udc00\\ud800",
+        "\\ud800\\u0041",
+    ] {
+        samples.push(p.to_string());
+    }
+    let sets: Vec<Vec<char>> = vec![
+        vec![],
+        vec!['a'],
+        vec!['S', 'T'],
+        vec!['"', '\\', '\n', '/'],
+        vec!['\u{D000}', '\u{D7FF}', '\u{E000}', '\u{FFFF}', '\u{0}'],
+        vec!['a', '\u{1F600}'],
+    ];
+    for set in sets {
+        let mut ranges = Vec::new();
+        let mut next = 0u32;
+        let mut codes: Vec<u32> = set.iter().map(|&c| c as u32).collect();
+        codes.sort_unstable();
+        for c in codes.into_iter().chain([0x110000]) {
+            for (x, y) in [(next, c.min(0xD800)), (next.max(0xE000), c)] {
+                if x < y {
+                    ranges.push((x, y - 1));
+                }
+            }
+            next = c + 1;
+        }
+        let fast = Re::new(&spell_not(&set));
+        let slow = Re::new(&spell_class(&ranges));
+        for s in &samples {
+            assert_eq!(fast.is_match(s), slow.is_match(s), "{set:?}: {s:?}");
+        }
+    }
+}
+
+#[test]
+fn spelled_not_in_equals_the_encoded_complement() {
+    use super::compile::{not_in, spelled_not_in};
+    use super::string::encode;
+    let pieces = [
+        "a", "b", "x", "é", "\\u0061", "\\u00E9", "\\u00e9", "\\\"", "\"",
+    ];
+    let mut samples = vec![String::new()];
+    let mut layer = vec![String::new()];
+    for _ in 0..3 {
+        let mut next = Vec::new();
+        for s in &layer {
+            for p in pieces {
+                next.push(format!("{s}{p}"));
+            }
+        }
+        samples.extend(next.iter().cloned());
+        layer = next;
+    }
+    let name_sets: Vec<Vec<&str>> = vec![
+        vec!["ab", "a", "bé"],
+        vec![""],
+        vec!["x"],
+        vec!["", "aa", "ab"],
+    ];
+    for names in name_sets {
+        let chars: Vec<Vec<char>> = names.iter().map(|n| n.chars().collect()).collect();
+        let fast = Re::new(&spelled_not_in(&chars));
+        let slow = Re::new(&encode(&not_in(&chars)).unwrap());
+        for s in &samples {
+            assert_eq!(fast.is_match(s), slow.is_match(s), "{names:?}: {s:?}");
+        }
+    }
+}
