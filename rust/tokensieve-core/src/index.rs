@@ -30,7 +30,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::error::{Error, Result};
 use crate::regex::{DfaView, LazyDfa, DEAD};
-use crate::trie::{ALL_STRING_BODY, NO_TOKEN};
+use crate::trie::{ALL_STRING_BODY, BODY_LEN_MASKS, NO_TOKEN};
 use crate::vocab::Vocabulary;
 
 const UNKNOWN: u32 = u32::MAX;
@@ -120,7 +120,8 @@ fn string_body_closed<S: Step>(dfa: &mut S, state: u32) -> Result<bool> {
     Ok(after_non_ascii(dfa, state)? == Some(state))
 }
 
-/// The state every non-ASCII character leads `state` to, if it is one and the same live state.
+/// The state every non-ASCII character leads `state` to, if it is one and the same (possibly
+/// dead) state.
 fn after_non_ascii<S: Step>(dfa: &mut S, state: u32) -> Result<Option<u32>> {
     fn rest<S: Step>(
         dfa: &mut S,
@@ -139,7 +140,12 @@ fn after_non_ascii<S: Step>(dfa: &mut S, state: u32) -> Result<Option<u32>> {
                 continue;
             }
             let next = dfa.step(at, c)?;
-            if next == DEAD || !rest(dfa, classes, next, tail, end)? {
+            let same = if next == DEAD {
+                *end.get_or_insert(DEAD) == DEAD
+            } else {
+                rest(dfa, classes, next, tail, end)?
+            };
+            if !same {
                 return Ok(false);
             }
         }
@@ -155,20 +161,86 @@ fn after_non_ascii<S: Step>(dfa: &mut S, state: u32) -> Result<Option<u32>> {
     Ok(end)
 }
 
+/// The state every character a JSON string holds unescaped leads `state` to, if it is one and
+/// the same (possibly dead) state.
+fn uniform_next<S: Step>(dfa: &mut S, state: u32) -> Result<Option<u32>> {
+    let classes = *dfa.classes();
+    let mut done = [false; 256];
+    let mut target = None;
+    for b in 0x20u8..0x80 {
+        let c = classes[b as usize] as usize;
+        if b == b'"' || b == b'\\' || std::mem::replace(&mut done[c], true) {
+            continue;
+        }
+        let t = dfa.step(state, c)?;
+        if *target.get_or_insert(t) != t {
+            return Ok(None);
+        }
+    }
+    let rest = after_non_ascii(dfa, state)?;
+    Ok(if rest.is_some() && rest == target {
+        rest
+    } else {
+        None
+    })
+}
+
+/// How long a run of string characters `state` takes, and where each length leads, when every
+/// string character leads each state of the run to one and the same next state (the inside of
+/// a string with a length bound, or with none): `(limit, states)` where every run of at most
+/// `limit` characters (`usize::MAX`: any) stays live. `None` when the first step already
+/// depends on the character or dies.
+fn body_run<S: Step>(dfa: &mut S, state: u32) -> Result<Option<(usize, Vec<u32>)>> {
+    let mut states = Vec::new();
+    let mut at = state;
+    for k in 1..=BODY_LEN_MASKS {
+        match uniform_next(dfa, at)? {
+            Some(t) if t == at => {
+                states.push(at);
+                return Ok(Some((usize::MAX, states)));
+            }
+            Some(t) if t != DEAD => {
+                states.push(t);
+                at = t;
+            }
+            _ => return Ok((k > 1).then_some((k - 1, states))),
+        }
+    }
+    Ok(Some((BODY_LEN_MASKS, states)))
+}
+
 /// Set the string-body tokens whose first byte leads `state` to a closed state (see the module
-/// docs) in `out`, which starts all zero. Returns, per first byte, the node flag whose subtrees
-/// the walk may skip below that byte.
+/// docs) in `out`, which starts all zero. Returns, per first byte, the length in characters up
+/// to which the walk may skip subtrees of string-body tokens below that byte (0: none, 127:
+/// any), and whether every string-body token of up to `BODY_LEN_MASKS` characters is set, so
+/// that only the trie's other tokens are left to walk.
 fn body_prefill<S: Step>(
     vocab: &Vocabulary,
     dfa: &mut S,
     state: u32,
     out: &mut [u32],
     mut successors: Option<&mut FxHashSet<u32>>,
-) -> Result<[u8; 256]> {
+) -> Result<([u8; 256], bool)> {
     let trie = vocab.trie();
     let mut first_skip = [0u8; 256];
     if trie.body_mask().is_empty() {
-        return Ok(first_skip);
+        return Ok((first_skip, false));
+    }
+    // Every string character leads to one next state: the body tokens up to the run's length.
+    if let Some((limit, states)) = body_run(dfa, state)? {
+        let (mask, skip) = if limit == usize::MAX {
+            (trie.body_mask(), 127)
+        } else {
+            (trie.body_upto_mask(limit), limit as u8)
+        };
+        for (o, &w) in out.iter_mut().zip(mask) {
+            *o = w;
+        }
+        if let Some(s) = successors.as_deref_mut() {
+            s.extend(states);
+        }
+        first_skip.fill(skip);
+        return Ok((first_skip, limit >= BODY_LEN_MASKS));
     }
     let classes = *dfa.classes();
     let mut memo: Vec<(u32, bool)> = Vec::new();
@@ -200,14 +272,14 @@ fn body_prefill<S: Step>(
                 s.insert(after);
             }
             if slot < 128 {
-                first_skip[slot] = ALL_STRING_BODY;
+                first_skip[slot] = 127;
             } else {
-                first_skip[0x80..].fill(ALL_STRING_BODY);
+                first_skip[0x80..].fill(127);
             }
         }
     }
     if taken.is_empty() {
-        return Ok(first_skip);
+        return Ok((first_skip, false));
     }
     if taken.len() * 2 > used.len() {
         // Fewer masks to take away than to add.
@@ -226,7 +298,7 @@ fn body_prefill<S: Step>(
             }
         }
     }
-    Ok(first_skip)
+    Ok((first_skip, false))
 }
 
 /// Walk the trie from `state`, writing the allowed-token mask into `out` (fully overwritten).
@@ -245,7 +317,14 @@ fn walk<S: Step>(
     let mut stack = vec![DEAD; trie.max_depth() + 1];
     stack[0] = state;
     if state != DEAD {
-        let first_skip = body_prefill(vocab, dfa, state, out, successors.as_deref_mut())?;
+        let (first_skip, rest_only) =
+            body_prefill(vocab, dfa, state, out, successors.as_deref_mut())?;
+        // Every string-body token up to the masks' length is in: only the others are left.
+        let (nodes, first_skip) = if rest_only {
+            (trie.rest_nodes(), [0u8; 256])
+        } else {
+            (nodes, first_skip)
+        };
         let mut skip = 0u8;
         let mut i = 1usize;
         while i < nodes.len() {
@@ -253,7 +332,8 @@ fn walk<S: Step>(
             if n.depth == 1 {
                 skip = first_skip[n.byte as usize];
             }
-            if n.flags & skip != 0 {
+            // a subtree of string-body tokens no longer than the first byte allows
+            if n.flags & ALL_STRING_BODY != 0 && n.flags >> 1 <= skip {
                 i += n.subtree as usize;
                 continue;
             }
@@ -649,6 +729,9 @@ mod tests {
             r#""(SOURCE|[^"S\\\x00-\x1f][^"\\\x00-\x1f]*|S[^"O\\\x00-\x1f][^"\\\x00-\x1f]*)":"#,
             r#""(é|[^"\\\x00-\x1fé][^"\\\x00-\x1f]*)""#,
             r#""(日[^"\\\x00-\x1f]*|[^"\\\x00-\x1f日]x*)""#,
+            r#""[^"\\\x00-\x1f]{0,30}""#,
+            r#""[^"\\\x00-\x1f]{2,5}x?"\}"#,
+            r#""[^"\\\x00-\x1f]{0,2}[^"\\\x00-\x1f]*""#,
         ];
         for pat in pats {
             let dfa = LazyDfa::new(pat, &RegexOptions::default()).unwrap();

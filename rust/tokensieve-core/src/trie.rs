@@ -27,8 +27,12 @@
 /// Sentinel for a node that ends no token.
 pub const NO_TOKEN: u32 = u32::MAX;
 
-/// [`Node::flags`] bit: every token in the node's subtree is a string-body token.
+/// [`Node::flags`] bit: every token in the node's subtree is a string-body token. The seven
+/// bits above it then hold the longest such token's length in characters (saturating at 127).
 pub const ALL_STRING_BODY: u8 = 1;
+
+/// Cumulative masks of string-body tokens by length are kept for lengths 1 to this.
+pub const BODY_LEN_MASKS: usize = 16;
 
 /// Whether `bytes` is non-empty, complete UTF-8, and free of `"`, `\` and U+0000–U+001F: a
 /// token that can stand anywhere inside a JSON string without an escape.
@@ -67,6 +71,49 @@ pub struct TokenTrie {
     body_first: Vec<Vec<u32>>,
     /// The union of `body_first`.
     body_all: Vec<u32>,
+    /// `body_upto[k - 1]`: the string-body tokens of at most `k` characters.
+    body_upto: Vec<Vec<u32>>,
+    /// A second, small trie of the other tokens: those that are not string-body tokens or
+    /// longer than `BODY_LEN_MASKS` characters. Walked instead of the whole trie when the ready
+    /// masks already hold every string-body token up to that length; being small and
+    /// contiguous, it stays cheap even when the CPU caches are cold.
+    rest: Vec<Node>,
+}
+
+/// Flat preorder nodes of sorted, distinct, non-empty byte strings (no flags).
+fn flat_nodes(toks: &[(u32, &[u8])]) -> Vec<Node> {
+    let mut nodes = vec![Node {
+        token: NO_TOKEN,
+        subtree: 1,
+        byte: 0,
+        flags: 0,
+        depth: 0,
+    }];
+    let mut path: Vec<usize> = vec![0];
+    let mut prev: &[u8] = &[];
+    for &(id, bytes) in toks {
+        let common = prev.iter().zip(bytes).take_while(|(a, b)| a == b).count();
+        while path.len() > common + 1 {
+            let idx = path.pop().unwrap();
+            nodes[idx].subtree = (nodes.len() - idx) as u32;
+        }
+        for (d, &b) in bytes.iter().enumerate().skip(common) {
+            nodes.push(Node {
+                token: NO_TOKEN,
+                subtree: 1,
+                byte: b,
+                flags: 0,
+                depth: (d + 1) as u16,
+            });
+            path.push(nodes.len() - 1);
+        }
+        nodes[*path.last().unwrap()].token = id;
+        prev = bytes;
+    }
+    while let Some(idx) = path.pop() {
+        nodes[idx].subtree = (nodes.len() - idx) as u32;
+    }
+    nodes
 }
 
 /// Slot of [`TokenTrie::body_first_mask`] for a token's first byte.
@@ -94,9 +141,13 @@ impl TokenTrie {
         let mut path: Vec<usize> = vec![0];
         let mut prev: &[u8] = &[];
         let mut max_depth = 0;
-        let mut body: Vec<(u32, usize)> = Vec::new();
+        let mut body: Vec<(u32, usize, usize)> = Vec::new();
+        let mut rest: Vec<(u32, &[u8])> = Vec::new();
         // Nodes that end a token which is not a string-body token.
         let mut other: Vec<bool> = vec![false];
+        // Parent of each node, and the length in characters of the body token ending there.
+        let mut parent: Vec<u32> = vec![0];
+        let mut chars: Vec<u8> = vec![0];
         for (id, bytes) in toks {
             let common = prev.iter().zip(bytes).take_while(|(a, b)| a == b).count();
             if common == bytes.len() && common == prev.len() {
@@ -111,6 +162,8 @@ impl TokenTrie {
                 nodes[idx].subtree = (nodes.len() - idx) as u32;
             }
             for (d, &b) in bytes.iter().enumerate().skip(common) {
+                parent.push(*path.last().unwrap() as u32);
+                chars.push(0);
                 nodes.push(Node {
                     token: NO_TOKEN,
                     subtree: 1,
@@ -124,9 +177,15 @@ impl TokenTrie {
             nodes[last].token = id;
             other.resize(nodes.len(), false);
             if is_string_body(bytes) {
-                body.push((id, body_slot(bytes[0])));
+                let n = std::str::from_utf8(bytes).map_or(0, |t| t.chars().count());
+                chars[last] = n.min(127) as u8;
+                body.push((id, body_slot(bytes[0]), n));
+                if n > BODY_LEN_MASKS {
+                    rest.push((id, bytes));
+                }
             } else {
                 other[last] = true;
+                rest.push((id, bytes));
             }
             max_depth = max_depth.max(bytes.len());
             prev = bytes;
@@ -141,19 +200,30 @@ impl TokenTrie {
         for &o in &other {
             before.push(before.last().unwrap() + o as u32);
         }
+        // Longest body token per subtree: children come after their parent in preorder.
+        for i in (1..nodes.len()).rev() {
+            let p = parent[i] as usize;
+            chars[p] = chars[p].max(chars[i]);
+        }
         for (i, n) in nodes.iter_mut().enumerate().skip(1) {
             if before[i + n.subtree as usize] == before[i] {
-                n.flags |= ALL_STRING_BODY;
+                n.flags |= ALL_STRING_BODY | chars[i] << 1;
             }
         }
         let words = body
             .iter()
-            .map(|&(id, _)| id as usize / 32 + 1)
+            .map(|&(id, _, _)| id as usize / 32 + 1)
             .max()
             .unwrap_or(0);
         let mut body_first = vec![Vec::new(); 129];
         let mut body_all = vec![0u32; words];
-        for (id, slot) in body {
+        let mut body_upto = vec![vec![0u32; words]; BODY_LEN_MASKS];
+        for &(id, _, n) in &body {
+            for m in body_upto.iter_mut().skip(n.max(1) - 1) {
+                m[id as usize / 32] |= 1 << (id & 31);
+            }
+        }
+        for (id, slot, _) in body {
             let m: &mut Vec<u32> = &mut body_first[slot];
             if m.is_empty() {
                 m.resize(words, 0);
@@ -161,12 +231,15 @@ impl TokenTrie {
             m[id as usize / 32] |= 1 << (id & 31);
             body_all[id as usize / 32] |= 1 << (id & 31);
         }
+        let rest = flat_nodes(&rest);
         TokenTrie {
             nodes,
             duplicates,
             max_depth,
             body_first,
             body_all,
+            body_upto,
+            rest,
         }
     }
 
@@ -174,6 +247,13 @@ impl TokenTrie {
     #[inline]
     pub fn nodes(&self) -> &[Node] {
         &self.nodes
+    }
+
+    /// The trie of the tokens outside the length-bounded string-body masks (see the field
+    /// docs): preorder nodes, root first, without flags.
+    #[inline]
+    pub fn rest_nodes(&self) -> &[Node] {
+        &self.rest
     }
 
     /// Number of nodes, the root included.
@@ -191,6 +271,12 @@ impl TokenTrie {
     /// be shorter than a vocabulary mask when the highest ids are not string-body tokens.
     pub fn body_first_mask(&self, slot: usize) -> &[u32] {
         &self.body_first[slot]
+    }
+
+    /// Packed mask of the string-body tokens of at most `k` characters, for `k` in
+    /// `1..=BODY_LEN_MASKS` (same conventions as [`TokenTrie::body_first_mask`]).
+    pub fn body_upto_mask(&self, k: usize) -> &[u32] {
+        &self.body_upto[k - 1]
     }
 
     /// Packed mask of every string-body token (same conventions as
@@ -246,6 +332,20 @@ mod tests {
         assert_eq!(trie.body_first_mask(b'c' as usize), &[4]);
         assert_eq!(trie.body_first_mask(128), &[16]);
         assert!(trie.body_first_mask(b'd' as usize).is_empty());
+        // "ab" and "c" have at most 2 characters, "é" 1
+        assert_eq!(trie.body_upto_mask(1), &[4 | 16]);
+        assert_eq!(trie.body_upto_mask(2), &[1 | 4 | 16]);
+        // the subtree of "a" holds "a\"" (not body); that of "c" only "c", one character
+        let c = trie.nodes().iter().find(|n| n.byte == b'c').unwrap();
+        assert_eq!(c.flags, ALL_STRING_BODY | 1 << 1);
+        // the other trie: "a\"", "\xc3", "d\n" (sorted by bytes)
+        let rest: Vec<u32> = trie
+            .rest_nodes()
+            .iter()
+            .filter(|n| n.token != NO_TOKEN)
+            .map(|n| n.token)
+            .collect();
+        assert_eq!(rest, vec![1, 5, 3]);
         for n in &trie.nodes()[1..] {
             let first = trie
                 .nodes()
