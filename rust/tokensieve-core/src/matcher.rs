@@ -205,7 +205,7 @@ impl Grammar {
         opts: &GrammarOptions,
     ) -> Result<Grammar> {
         let c = crate::json_schema::compile(schema, schema_opts)?;
-        let mut g = Grammar::from_hir(&c.hir.to_string(), &c.hir, vocab, opts)?;
+        let mut g = Grammar::from_hir(&schema_label(&c.hir), &c.hir, vocab, opts)?;
         g.warnings = c.warnings;
         g.source = ConstraintSource::json_schema(schema, schema_opts);
         Ok(g)
@@ -218,7 +218,7 @@ impl Grammar {
         opts: &GrammarOptions,
     ) -> Result<Grammar> {
         let c = crate::json_schema::any_object(schema_opts)?;
-        let mut g = Grammar::from_hir(&c.hir.to_string(), &c.hir, vocab, opts)?;
+        let mut g = Grammar::from_hir(&schema_label(&c.hir), &c.hir, vocab, opts)?;
         g.source = ConstraintSource::json_object(schema_opts);
         Ok(g)
     }
@@ -260,7 +260,8 @@ impl Grammar {
         &self.dfa
     }
 
-    /// The source regex.
+    /// The source regex; for a JSON Schema grammar, the compiled language written as a regex
+    /// for inspection (shared parts appear as named groups), or only its size when large.
     pub fn pattern(&self) -> &str {
         self.dfa.pattern()
     }
@@ -521,6 +522,18 @@ pub fn fill_next_token_bitmask_batch(
             }
             None => Ok(()),
         })
+}
+
+/// A compiled schema's language as regex text for [`Grammar::pattern`]; above a few thousand
+/// nodes only its size (writing out a large automaton costs more than the rest of a compile
+/// and helps nobody).
+fn schema_label(h: &regex_syntax::hir::Hir) -> String {
+    let w = crate::json_schema::hir_weight(h);
+    if w <= 4096 {
+        h.to_string()
+    } else {
+        format!("(a JSON Schema automaton of weight {w}; regex text omitted)")
+    }
 }
 
 #[cfg(test)]

@@ -316,22 +316,18 @@ impl Compiler {
         self.b.add_union(alts).map_err(budget)
     }
 
-    /// Add a recorded fragment's states again; returns its entry and exit.
+    /// Add a recorded fragment's states again (logged too, when recording); returns its entry
+    /// and exit.
     fn replay(&mut self, f: &Fragment) -> Result<Frag> {
         let mut map: Vec<StateID> = Vec::with_capacity(f.states);
         for op in &f.ops {
             match op {
-                Op::Empty => map.push(self.b.add_empty().map_err(budget)?),
-                Op::Fail => map.push(self.b.add_fail().map_err(budget)?),
-                Op::Range(start, end, next) => map.push(
-                    self.b
-                        .add_range(Transition {
-                            start: *start,
-                            end: *end,
-                            next: map[*next as usize],
-                        })
-                        .map_err(budget)?,
-                ),
+                Op::Empty => map.push(self.empty()?),
+                Op::Fail => map.push(self.fail()?),
+                Op::Range(start, end, next) => {
+                    let id = self.range(*start, *end, map[*next as usize])?;
+                    map.push(id);
+                }
                 Op::Sparse(ts) => {
                     let trans = ts
                         .iter()
@@ -341,17 +337,13 @@ impl Compiler {
                             next: map[next as usize],
                         })
                         .collect();
-                    map.push(self.b.add_sparse(trans).map_err(budget)?);
+                    map.push(self.sparse(trans)?);
                 }
                 Op::Union(alts) => {
                     let alts = alts.iter().map(|&a| map[a as usize]).collect();
-                    map.push(self.b.add_union(alts).map_err(budget)?);
+                    map.push(self.union(alts)?);
                 }
-                Op::Patch(from, to) => {
-                    self.b
-                        .patch(map[*from as usize], map[*to as usize])
-                        .map_err(budget)?;
-                }
+                Op::Patch(from, to) => self.patch(map[*from as usize], map[*to as usize])?,
             }
         }
         Ok((map[f.entry as usize], map[f.exit as usize]))

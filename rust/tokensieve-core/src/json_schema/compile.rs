@@ -245,8 +245,8 @@ pub(crate) struct Compiler<'a> {
     depth: u32,
     any_cache: Vec<Hir>,
     any_string: Hir,
-    /// Total weight of every sub-schema HIR built so far (copies included): bounds the
-    /// memory spent while compiling, before the final size check.
+    /// Total weight of the reference expansions and object member lists built so far (copies
+    /// included): bounds the memory spent while compiling, before the final size check.
     built: u64,
 }
 
@@ -466,8 +466,14 @@ impl<'a> Compiler<'a> {
         self.depth += 1;
         let h = self.schema_unchecked(s, ptr);
         self.depth -= 1;
-        let h = h?;
-        if let Some(h) = &h {
+        h
+    }
+
+    /// Add a reference expansion's weight to the running total. Copies of a sub-schema only
+    /// multiply through references (recursion unrolled level by level), so counting there
+    /// stops a runaway expansion early without weighing every sub-schema at every level.
+    fn count_built(&mut self, h: &Option<Hir>, ptr: &str) -> Result<()> {
+        if let Some(h) = h {
             self.built = self.built.saturating_add(weight(h));
             if self.built > MAX_BUILT {
                 return Err(Error::Budget(format!(
@@ -477,7 +483,7 @@ impl<'a> Compiler<'a> {
                 )));
             }
         }
-        Ok(h)
+        Ok(())
     }
 
     fn schema_unchecked(&mut self, s: &Value, ptr: &str) -> Result<Option<Hir>> {
@@ -670,7 +676,9 @@ impl<'a> Compiler<'a> {
         self.stack.push(tptr.clone());
         let out = self.schema(target, &tptr);
         self.stack.pop();
-        out
+        let out = out?;
+        self.count_built(&out, &tptr)?;
+        Ok(out)
     }
 
     // ---- allOf merging -----------------------------------------------------------------
