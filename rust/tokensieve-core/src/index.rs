@@ -301,6 +301,54 @@ fn body_prefill<S: Step>(
     Ok((first_skip, false))
 }
 
+/// Walk the subtrees of `nodes` (a preorder trie) below the first bytes in `first`, from the
+/// state in `stack[0]`: set each token the DFA survives. Below first byte `b`, subtrees of
+/// string-body tokens of at most `skip[b]` characters are skipped (already set).
+#[allow(clippy::too_many_arguments)]
+fn walk_nodes<S: Step>(
+    nodes: &[crate::trie::Node],
+    first: &[bool; 256],
+    skip_len: &[u8; 256],
+    dfa: &mut S,
+    stack: &mut [u32],
+    out: &mut [u32],
+    successors: &mut Option<&mut FxHashSet<u32>>,
+) -> Result<()> {
+    let classes = *dfa.classes();
+    let mut skip = 0u8;
+    let mut i = 1usize;
+    while i < nodes.len() {
+        let n = nodes[i];
+        if n.depth == 1 {
+            if !first[n.byte as usize] {
+                i += n.subtree as usize;
+                continue;
+            }
+            skip = skip_len[n.byte as usize];
+        }
+        // a subtree of string-body tokens no longer than the first byte allows
+        if n.flags & ALL_STRING_BODY != 0 && n.flags >> 1 <= skip {
+            i += n.subtree as usize;
+            continue;
+        }
+        let d = n.depth as usize;
+        let next = dfa.step(stack[d - 1], classes[n.byte as usize] as usize)?;
+        if next == DEAD {
+            i += n.subtree as usize;
+            continue;
+        }
+        stack[d] = next;
+        if n.token != NO_TOKEN {
+            out[(n.token >> 5) as usize] |= 1 << (n.token & 31);
+            if let Some(s) = successors.as_deref_mut() {
+                s.insert(next);
+            }
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
 /// Walk the trie from `state`, writing the allowed-token mask into `out` (fully overwritten).
 /// When `successors` is given, the states reached after each allowed token are added to it.
 fn walk<S: Step>(
@@ -313,44 +361,45 @@ fn walk<S: Step>(
     out.fill(0);
     let trie = vocab.trie();
     let nodes = trie.nodes();
-    let classes = *dfa.classes();
     let mut stack = vec![DEAD; trie.max_depth() + 1];
     stack[0] = state;
     if state != DEAD {
         let (first_skip, rest_only) =
             body_prefill(vocab, dfa, state, out, successors.as_deref_mut())?;
-        // Every string-body token up to the masks' length is in: only the others are left.
-        let (nodes, first_skip) = if rest_only {
-            (trie.rest_nodes(), [0u8; 256])
-        } else {
-            (nodes, first_skip)
-        };
-        let mut skip = 0u8;
-        let mut i = 1usize;
-        while i < nodes.len() {
-            let n = nodes[i];
-            if n.depth == 1 {
-                skip = first_skip[n.byte as usize];
+        // First bytes below which every string-body token is set already: only the small trie
+        // of the other tokens is left to walk there.
+        let mut in_rest = [rest_only; 256];
+        if !rest_only {
+            for (r, &k) in in_rest.iter_mut().zip(&first_skip) {
+                *r = k == 127;
             }
-            // a subtree of string-body tokens no longer than the first byte allows
-            if n.flags & ALL_STRING_BODY != 0 && n.flags >> 1 <= skip {
-                i += n.subtree as usize;
-                continue;
+        }
+        if in_rest.iter().any(|&r| r) {
+            let none = [0u8; 256];
+            walk_nodes(
+                trie.rest_nodes(),
+                &in_rest,
+                &none,
+                dfa,
+                &mut stack,
+                out,
+                &mut successors,
+            )?;
+        }
+        if !rest_only {
+            let mut others = in_rest;
+            others.iter_mut().for_each(|r| *r = !*r);
+            if others.iter().any(|&r| r) {
+                walk_nodes(
+                    nodes,
+                    &others,
+                    &first_skip,
+                    dfa,
+                    &mut stack,
+                    out,
+                    &mut successors,
+                )?;
             }
-            let d = n.depth as usize;
-            let next = dfa.step(stack[d - 1], classes[n.byte as usize] as usize)?;
-            if next == DEAD {
-                i += n.subtree as usize;
-                continue;
-            }
-            stack[d] = next;
-            if n.token != NO_TOKEN {
-                out[(n.token >> 5) as usize] |= 1 << (n.token & 31);
-                if let Some(s) = successors.as_deref_mut() {
-                    s.insert(next);
-                }
-            }
-            i += 1;
         }
         for &(primary, dup) in trie.duplicates() {
             if out[(primary >> 5) as usize] >> (primary & 31) & 1 == 1 {
