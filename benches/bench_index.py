@@ -63,12 +63,14 @@ def _peak_mib(base: int) -> float:
 
 def tokensieve_worker(tokenizer: str, schema: Any, q: Any) -> None:
     import tokensieve as ts
+    from tokensieve.cli import AOT_MAX_STATES
 
     try:
         vocab = ts.Vocabulary.from_pretrained(tokenizer)
         base = _rss_base()
         t0 = time.perf_counter()
-        g = ts.Grammar.from_json_schema(schema, vocab)
+        # the state budget `tokensieve compile` uses for ahead-of-time builds
+        g = ts.Grammar.from_json_schema(schema, vocab, max_states=AOT_MAX_STATES)
         stats = g.precompute()
         compile_s = time.perf_counter() - t0
         peak = _peak_mib(base)
@@ -100,6 +102,7 @@ def tokensieve_worker(tokenizer: str, schema: Any, q: Any) -> None:
 def tokensieve_regex_worker(tokenizer: str, schema: Any, q: Any) -> None:
     """tokensieve's eager build of outlines-core's regex for the schema: the same language."""
     import tokensieve as ts
+    from tokensieve.cli import AOT_MAX_STATES
 
     try:
         from outlines_core.json_schema import build_regex_from_schema
@@ -112,7 +115,7 @@ def tokensieve_regex_worker(tokenizer: str, schema: Any, q: Any) -> None:
         vocab = ts.Vocabulary.from_pretrained(tokenizer)
         base = _rss_base()
         t0 = time.perf_counter()
-        g = ts.Grammar.from_regex(regex, vocab)
+        g = ts.Grammar.from_regex(regex, vocab, max_states=AOT_MAX_STATES)
         g.precompute()
         q.put({"ok": True, "compile_s": time.perf_counter() - t0, "peak_mib": _peak_mib(base)})
     except Exception as e:  # noqa: BLE001

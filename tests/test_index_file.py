@@ -360,3 +360,25 @@ def test_cli_registry(tmp_path: Path, tokenizer_json: Path) -> None:
     assert r.returncode == 0, r.stderr
     r = cli(*base, "--registry", str(tmp_path / "missing.json"), "-o", str(tmp_path / "c.tsidx"))
     assert r.returncode == 2 and "--registry" in r.stderr
+
+
+def test_cli_ahead_of_time_state_budget(tmp_path: Path, tokenizer_json: Path) -> None:
+    # "an a 17 symbols from the end": a complete DFA of 2^18 states, above a lazy grammar's
+    # default budget (100,000) and within the ahead-of-time default (1,000,000)
+    pattern = "(a|b)*a(a|b){17}"
+    out = tmp_path / "big.tsidx"
+    r = cli("compile", "--regex", pattern, "--tokenizer", str(tokenizer_json), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout.split(": ")[1].split(" states")[0]) > 2**18 - 1
+    r = cli(
+        "compile",
+        "--regex",
+        pattern,
+        "--tokenizer",
+        str(tokenizer_json),
+        "-o",
+        str(out),
+        "--max-states",
+        "100000",
+    )
+    assert r.returncode == 1 and "max_states" in r.stderr + r.stdout
