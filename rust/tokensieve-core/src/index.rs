@@ -307,6 +307,7 @@ fn body_prefill<S: Step>(
 #[allow(clippy::too_many_arguments)]
 fn walk_nodes<S: Step>(
     nodes: &[crate::trie::Node],
+    roots: &[(u8, u32)],
     first: &[bool; 256],
     skip_len: &[u8; 256],
     dfa: &mut S,
@@ -315,36 +316,36 @@ fn walk_nodes<S: Step>(
     successors: &mut Option<&mut FxHashSet<u32>>,
 ) -> Result<()> {
     let classes = *dfa.classes();
-    let mut skip = 0u8;
-    let mut i = 1usize;
-    while i < nodes.len() {
-        let n = nodes[i];
-        if n.depth == 1 {
-            if !first[n.byte as usize] {
+    for &(b, at) in roots {
+        if !first[b as usize] || dfa.step(stack[0], classes[b as usize] as usize)? == DEAD {
+            continue;
+        }
+        // The first byte's subtree, in preorder.
+        let skip = skip_len[b as usize];
+        let mut i = at as usize;
+        let end = i + nodes[i].subtree as usize;
+        while i < end {
+            let n = nodes[i];
+            // a subtree of string-body tokens no longer than the first byte allows
+            if n.flags & ALL_STRING_BODY != 0 && n.flags >> 1 <= skip {
                 i += n.subtree as usize;
                 continue;
             }
-            skip = skip_len[n.byte as usize];
-        }
-        // a subtree of string-body tokens no longer than the first byte allows
-        if n.flags & ALL_STRING_BODY != 0 && n.flags >> 1 <= skip {
-            i += n.subtree as usize;
-            continue;
-        }
-        let d = n.depth as usize;
-        let next = dfa.step(stack[d - 1], classes[n.byte as usize] as usize)?;
-        if next == DEAD {
-            i += n.subtree as usize;
-            continue;
-        }
-        stack[d] = next;
-        if n.token != NO_TOKEN {
-            out[(n.token >> 5) as usize] |= 1 << (n.token & 31);
-            if let Some(s) = successors.as_deref_mut() {
-                s.insert(next);
+            let d = n.depth as usize;
+            let next = dfa.step(stack[d - 1], classes[n.byte as usize] as usize)?;
+            if next == DEAD {
+                i += n.subtree as usize;
+                continue;
             }
+            stack[d] = next;
+            if n.token != NO_TOKEN {
+                out[(n.token >> 5) as usize] |= 1 << (n.token & 31);
+                if let Some(s) = successors.as_deref_mut() {
+                    s.insert(next);
+                }
+            }
+            i += 1;
         }
-        i += 1;
     }
     Ok(())
 }
@@ -378,6 +379,7 @@ fn walk<S: Step>(
             let none = [0u8; 256];
             walk_nodes(
                 trie.rest_nodes(),
+                trie.rest_roots(),
                 &in_rest,
                 &none,
                 dfa,
@@ -392,6 +394,7 @@ fn walk<S: Step>(
             if others.iter().any(|&r| r) {
                 walk_nodes(
                     nodes,
+                    trie.roots(),
                     &others,
                     &first_skip,
                     dfa,

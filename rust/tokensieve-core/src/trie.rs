@@ -78,6 +78,20 @@ pub struct TokenTrie {
     /// masks already hold every string-body token up to that length; being small and
     /// contiguous, it stays cheap even when the CPU caches are cold.
     rest: Vec<Node>,
+    /// `(first byte, node index)` of the root's children, in `nodes` and in `rest`.
+    roots: Vec<(u8, u32)>,
+    rest_roots: Vec<(u8, u32)>,
+}
+
+/// The root's children of a preorder trie, found by hopping over subtrees.
+fn root_children(nodes: &[Node]) -> Vec<(u8, u32)> {
+    let mut out = Vec::new();
+    let mut i = 1usize;
+    while i < nodes.len() {
+        out.push((nodes[i].byte, i as u32));
+        i += nodes[i].subtree as usize;
+    }
+    out
 }
 
 /// Flat preorder nodes of sorted, distinct, non-empty byte strings (no flags).
@@ -232,7 +246,11 @@ impl TokenTrie {
             body_all[id as usize / 32] |= 1 << (id & 31);
         }
         let rest = flat_nodes(&rest);
+        let roots = root_children(&nodes);
+        let rest_roots = root_children(&rest);
         TokenTrie {
+            roots,
+            rest_roots,
             nodes,
             duplicates,
             max_depth,
@@ -254,6 +272,18 @@ impl TokenTrie {
     #[inline]
     pub fn rest_nodes(&self) -> &[Node] {
         &self.rest
+    }
+
+    /// `(first byte, node index)` of the root's children in [`TokenTrie::nodes`].
+    #[inline]
+    pub fn roots(&self) -> &[(u8, u32)] {
+        &self.roots
+    }
+
+    /// `(first byte, node index)` of the root's children in [`TokenTrie::rest_nodes`].
+    #[inline]
+    pub fn rest_roots(&self) -> &[(u8, u32)] {
+        &self.rest_roots
     }
 
     /// Number of nodes, the root included.
