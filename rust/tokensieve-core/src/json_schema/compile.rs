@@ -12,7 +12,7 @@ use super::hirs::{alt, alt_opt, class, concat, lit, opt, rep, star, weight};
 use super::number::{any_number, number_literal, number_range, Bound, Dec};
 use super::options::{AdditionalProperties, Formats, JsonSchemaOptions, OneOf, Whitespace};
 use super::string::{
-    any_char, char_len, dot_all, encode, format_regex, search_form, spell_class, spell_not,
+    any_char, char_len, dot_all, encode, format_regex, search_form, spell_char, spell_not,
     spell_str, translate_ecma,
 };
 use crate::error::{Error, Result};
@@ -2053,10 +2053,7 @@ pub(super) fn spelled_not_in(names: &[Vec<char>]) -> Hir {
                 .filter(|n| n.first() == Some(&c))
                 .map(|n| n[1..].to_vec())
                 .collect();
-            parts.push(concat(vec![
-                spell_class(&[(c as u32, c as u32)]),
-                node(&tails),
-            ]));
+            parts.push(concat(vec![spell_char(c), node(&tails)]));
         }
         parts.push(concat(vec![spell_not(&firsts), crate::nfa_build::jump()]));
         alt(parts)

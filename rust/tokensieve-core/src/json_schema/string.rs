@@ -339,11 +339,20 @@ fn spell_not_codes(codes: &[u32]) -> Hir {
 
 /// All spellings of the string `s` (JSON string content, without the quotes).
 pub(crate) fn spell_str(s: &str) -> Hir {
-    concat(
-        s.chars()
-            .map(|c| spell_class(&[(c as u32, c as u32)]))
-            .collect(),
-    )
+    concat(s.chars().map(spell_char).collect())
+}
+
+/// All JSON spellings of one character (ASCII ones built once per thread: property names and
+/// enum strings are spelled character by character).
+pub(crate) fn spell_char(c: char) -> Hir {
+    thread_local! {
+        static ASCII: Vec<Hir> = (0u32..128).map(|c| spell_class(&[(c, c)])).collect();
+    }
+    if c.is_ascii() {
+        ASCII.with(|a| a[c as usize].clone())
+    } else {
+        spell_class(&[(c as u32, c as u32)])
+    }
 }
 
 fn class_ranges(c: &Class) -> Result<Vec<(u32, u32)>, String> {
