@@ -153,6 +153,71 @@ fn is_jump(h: &Hir) -> bool {
     matches!(h.kind(), HirKind::Capture(c) if c.name.as_deref() == Some(JUMP))
 }
 
+const KEYS: &str = "\u{0}tokensieve:keys";
+
+/// Ends each name in the literal of a [`ascii_names_excluded`] mark (never an ASCII byte).
+const NAME_END: u8 = 0xFF;
+
+/// The JSON string contents (the text between the quotes, in every spelling JSON allows:
+/// raw, short escapes, `\uXXXX` in either case, surrogate pairs) whose decoded value is none
+/// of `names`; `None` unless every name is ASCII. The language of
+/// `encode(not_in(names))`, compiled straight into automaton states (see
+/// `Compiler::names_excluded`): a trie over the names whose nodes read one character in any
+/// spelling, and one shared "any characters" loop for every character that leaves the trie.
+/// The same language built from a HIR costs several times the states and the time, and
+/// undeclared keys of an object with extra properties allowed take this path in almost
+/// every schema.
+pub(crate) fn ascii_names_excluded(names: &[Vec<char>]) -> Option<Hir> {
+    if !names.iter().all(|n| n.iter().all(char::is_ascii)) {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    for n in names {
+        bytes.extend(n.iter().map(|&c| c as u8));
+        bytes.push(NAME_END);
+    }
+    // about the states it compiles to, for the compiler's budgets
+    let weight = 64 + 12 * bytes.len() as u64;
+    Some(Hir::capture(Capture {
+        index: weight.min(u64::from(u32::MAX)) as u32,
+        name: Some(KEYS.into()),
+        sub: Box::new(Hir::literal(bytes)),
+    }))
+}
+
+/// The states a character read in any spelling continues through, all ending in `to`: the
+/// last one to three hex digits of a `\uXXXX` escape, the rest of a surrogate pair, the
+/// continuation bytes of a raw UTF-8 character.
+struct CharTails {
+    to: StateID,
+    hex: [StateID; 3],
+    /// after `\u` and `d`: `[0-7]` and two more digits, or a high surrogate's rest and its low
+    /// surrogate
+    d: StateID,
+    cont: [StateID; 3],
+    e0: StateID,
+    ed: StateID,
+    f0: StateID,
+    f4: StateID,
+}
+
+/// Whether `h` is [`crate::json_schema::any_char`]'s HIR.
+fn is_any_char(h: &Hir) -> bool {
+    thread_local! {
+        static ANY: Hir = crate::json_schema::any_char();
+    }
+    matches!(h.kind(), HirKind::Alternation(xs) if xs.len() == 2) && ANY.with(|a| a == h)
+}
+
+fn hex_digit_bytes(d: u8) -> impl Iterator<Item = u8> {
+    let (a, b) = if d < 10 {
+        (b'0' + d, b'0' + d)
+    } else {
+        (b'a' + d - 10, b'A' + d - 10)
+    };
+    [a, b].into_iter()
+}
+
 const PART: &str = "\u{0}tokensieve:part";
 
 /// Shared parts registered in this process, at most this many (each a few hundred kB at most).
@@ -212,9 +277,10 @@ pub(crate) fn share(key: &str, h: Hir) -> Result<Hir> {
     Ok(part_mark(key, weight))
 }
 
-/// The weight recorded in a shared-part mark (see [`crate::json_schema::hir_weight`]).
+/// The weight recorded in a shared-part or excluded-names mark (see
+/// [`crate::json_schema::hir_weight`]).
 pub(crate) fn part_weight(c: &Capture) -> Option<u64> {
-    (c.name.as_deref() == Some(PART)).then_some(u64::from(c.index))
+    matches!(c.name.as_deref(), Some(PART) | Some(KEYS)).then_some(u64::from(c.index))
 }
 
 /// Whether `h` holds a list mark.
@@ -223,7 +289,7 @@ pub(crate) fn has_marks(h: &Hir) -> bool {
         HirKind::Capture(c) => {
             matches!(
                 c.name.as_deref(),
-                Some(LIST) | Some(SEQ) | Some(SHARED) | Some(PART)
+                Some(LIST) | Some(SEQ) | Some(SHARED) | Some(PART) | Some(KEYS)
             ) || has_marks(&c.sub)
         }
         HirKind::Repetition(r) => has_marks(&r.sub),
@@ -356,6 +422,211 @@ impl Compiler {
             next = self.range(start, end, next)?;
         }
         Ok(next)
+    }
+
+    /// A state whose byte transitions are `t` (bytes mapped to `None` have none).
+    fn table(&mut self, t: &[Option<StateID>; 256]) -> Result<StateID> {
+        let mut trans = Vec::new();
+        let mut b = 0usize;
+        while b < 256 {
+            let Some(next) = t[b] else {
+                b += 1;
+                continue;
+            };
+            let mut e = b;
+            while e + 1 < 256 && t[e + 1] == Some(next) {
+                e += 1;
+            }
+            trans.push(Transition {
+                start: b as u8,
+                end: e as u8,
+                next,
+            });
+            b = e + 1;
+        }
+        if trans.is_empty() {
+            self.fail()
+        } else {
+            self.sparse(trans)
+        }
+    }
+
+    /// A state reading the bytes in `ranges` into `next`.
+    fn on(&mut self, ranges: &[(u8, u8)], next: StateID) -> Result<StateID> {
+        let mut t = [None; 256];
+        for &(a, b) in ranges {
+            for x in a..=b {
+                t[x as usize] = Some(next);
+            }
+        }
+        self.table(&t)
+    }
+
+    fn char_tails(&mut self, to: StateID) -> Result<CharTails> {
+        const HEX: [(u8, u8); 3] = [(b'0', b'9'), (b'A', b'F'), (b'a', b'f')];
+        let h1 = self.on(&HEX, to)?;
+        let h2 = self.on(&HEX, h1)?;
+        let h3 = self.on(&HEX, h2)?;
+        // a high surrogate's last three digits, then `\u` and a low surrogate
+        let low = self.on(&[(b'C', b'F'), (b'c', b'f')], h2)?;
+        let low = self.on(&[(b'D', b'D'), (b'd', b'd')], low)?;
+        let low = self.on(&[(b'u', b'u')], low)?;
+        let low = self.on(&[(b'\\', b'\\')], low)?;
+        let high = self.on(&HEX, low)?;
+        let high = self.on(&HEX, high)?;
+        let mut t = [None; 256];
+        for x in b'0'..=b'7' {
+            t[x as usize] = Some(h2);
+        }
+        for x in [b'8', b'9', b'a', b'b', b'A', b'B'] {
+            t[x as usize] = Some(high);
+        }
+        let d = self.table(&t)?;
+        let c1 = self.on(&[(0x80, 0xBF)], to)?;
+        let c2 = self.on(&[(0x80, 0xBF)], c1)?;
+        let c3 = self.on(&[(0x80, 0xBF)], c2)?;
+        let e0 = self.on(&[(0xA0, 0xBF)], c1)?;
+        let ed = self.on(&[(0x80, 0x9F)], c1)?;
+        let f0 = self.on(&[(0x90, 0xBF)], c2)?;
+        let f4 = self.on(&[(0x80, 0x8F)], c2)?;
+        Ok(CharTails {
+            to,
+            hex: [h1, h2, h3],
+            d,
+            cont: [c1, c2, c3],
+            e0,
+            ed,
+            f0,
+            f4,
+        })
+    }
+
+    /// A state reading one character in any JSON string spelling: the ASCII characters of
+    /// `kids` continue in their own states, every other character in `t.to`.
+    fn one_char(&mut self, kids: &[(u8, StateID)], t: &CharTails) -> Result<StateID> {
+        let kid = |c: u8| kids.iter().find(|k| k.0 == c).map(|k| k.1);
+        // `\u` and four hex digits: a trie over the kids' codes (`00XY`)
+        let mut u = [None; 256];
+        for d in 0..16u8 {
+            for b in hex_digit_bytes(d) {
+                u[b as usize] = Some(if d == 0xD { t.d } else { t.hex[2] });
+            }
+        }
+        if !kids.is_empty() {
+            let mut third = [None; 256];
+            for d in 0..16u8 {
+                for b in hex_digit_bytes(d) {
+                    third[b as usize] = Some(t.hex[0]);
+                }
+            }
+            let mut highs: Vec<u8> = kids.iter().map(|k| k.0 >> 4).collect();
+            highs.dedup();
+            for h in highs {
+                let mut fourth = [None; 256];
+                for d in 0..16u8 {
+                    let next = kid(h << 4 | d).unwrap_or(t.to);
+                    for b in hex_digit_bytes(d) {
+                        fourth[b as usize] = Some(next);
+                    }
+                }
+                let s = self.table(&fourth)?;
+                for b in hex_digit_bytes(h) {
+                    third[b as usize] = Some(s);
+                }
+            }
+            let third = self.table(&third)?;
+            let mut second = [None; 256];
+            for d in 0..16u8 {
+                for b in hex_digit_bytes(d) {
+                    second[b as usize] = Some(if d == 0 { third } else { t.hex[1] });
+                }
+            }
+            let second = self.table(&second)?;
+            u[b'0' as usize] = Some(second);
+        }
+        let u = self.table(&u)?;
+        let mut esc = [None; 256];
+        for (code, e) in [
+            (b'"', b'"'),
+            (b'\\', b'\\'),
+            (b'/', b'/'),
+            (0x08, b'b'),
+            (0x0C, b'f'),
+            (0x0A, b'n'),
+            (0x0D, b'r'),
+            (0x09, b't'),
+        ] {
+            esc[e as usize] = Some(kid(code).unwrap_or(t.to));
+        }
+        esc[b'u' as usize] = Some(u);
+        let esc = self.table(&esc)?;
+        let mut raw = [None; 256];
+        for c in 0x20..0x80u8 {
+            raw[c as usize] = Some(kid(c).unwrap_or(t.to));
+        }
+        raw[b'"' as usize] = None;
+        raw[b'\\' as usize] = Some(esc);
+        for (a, b, next) in [
+            (0xC2, 0xDF, t.cont[0]),
+            (0xE0, 0xE0, t.e0),
+            (0xE1, 0xEC, t.cont[1]),
+            (0xED, 0xED, t.ed),
+            (0xEE, 0xEF, t.cont[1]),
+            (0xF0, 0xF0, t.f0),
+            (0xF1, 0xF3, t.cont[2]),
+            (0xF4, 0xF4, t.f4),
+        ] {
+            for x in a..=b {
+                raw[x as usize] = Some(next);
+            }
+        }
+        self.table(&raw)
+    }
+
+    /// The trie node after reading some prefix of the names: `names` are what is left of the
+    /// names with that prefix. The string may end here unless a name does.
+    fn name_node(&mut self, names: &[&[u8]], t: &CharTails, end: StateID) -> Result<StateID> {
+        let mut firsts: Vec<u8> = names.iter().filter_map(|n| n.first().copied()).collect();
+        firsts.sort_unstable();
+        firsts.dedup();
+        let mut kids = Vec::with_capacity(firsts.len());
+        for c in firsts {
+            let rest: Vec<&[u8]> = names
+                .iter()
+                .filter(|n| n.first() == Some(&c))
+                .map(|n| &n[1..])
+                .collect();
+            kids.push((c, self.name_node(&rest, t, end)?));
+        }
+        let read = self.one_char(&kids, t)?;
+        if names.iter().any(|n| n.is_empty()) {
+            Ok(read)
+        } else {
+            self.union(vec![read, end])
+        }
+    }
+
+    /// See [`ascii_names_excluded`]; `enc` is its literal.
+    fn names_excluded(&mut self, enc: &[u8]) -> Result<Frag> {
+        let mut names: Vec<&[u8]> = enc.split(|&b| b == NAME_END).collect();
+        // the piece after the last name's end
+        names.pop();
+        let (head, end, t) = self.any_chars()?;
+        let entry = self.name_node(&names, &t, end)?;
+        let _ = head;
+        Ok((entry, end))
+    }
+
+    /// Any characters in any spelling (`any_char()*`): the loop's head and exit, and the tails
+    /// leading back to the head.
+    fn any_chars(&mut self) -> Result<(StateID, StateID, CharTails)> {
+        let end = self.empty()?;
+        let head = self.empty()?;
+        let t = self.char_tails(head)?;
+        let any = self.one_char(&[], &t)?;
+        let u = self.union(vec![any, end])?;
+        self.patch(head, u)?;
+        Ok((head, end, t))
     }
 
     /// Members in order: `none` is "nothing written yet", `some` "something written" (the
@@ -499,6 +770,14 @@ impl Compiler {
                 };
                 self.replay(&part)
             }
+            HirKind::Capture(c) if c.name.as_deref() == Some(KEYS) => {
+                let HirKind::Literal(enc) = c.sub.kind() else {
+                    return Err(Error::InvalidArgument(
+                        "a malformed excluded-names mark".into(),
+                    ));
+                };
+                self.names_excluded(&enc.0)
+            }
             HirKind::Capture(_) if as_shared(h).is_some() => {
                 let (body, tail) = as_shared(h).expect("checked");
                 let (ts, te) = self.c(tail)?;
@@ -552,6 +831,11 @@ impl Compiler {
                 }
                 let start = self.union(starts)?;
                 Ok((start, end))
+            }
+            HirKind::Repetition(r) if r.min == 0 && r.max.is_none() && is_any_char(&r.sub) => {
+                // an unconstrained string's content: about a third of the states of the HIR's
+                let (head, end, _) = self.any_chars()?;
+                Ok((head, end))
             }
             HirKind::Repetition(r) => {
                 let (min, max) = (r.min, r.max);

@@ -2061,6 +2061,9 @@ pub(super) fn spelled_not_in(names: &[Vec<char>]) -> Hir {
     if names.is_empty() {
         return star(any_char());
     }
+    if let Some(h) = crate::nfa_build::ascii_names_excluded(names) {
+        return h;
+    }
     crate::nfa_build::with_tail(node(names), star(any_char()))
 }
 

@@ -31,6 +31,7 @@ use serde_json::Value;
 
 use crate::error::Result;
 pub use options::{AdditionalProperties, Formats, JsonSchemaOptions, OneOf, Whitespace};
+pub(crate) use string::any_char;
 
 /// A compiled schema: the language as a HIR, and the warnings collected on the way.
 #[derive(Debug, Clone)]
@@ -191,6 +192,36 @@ pub(crate) mod test_util {
         pub fn is_match(&self, s: &str) -> bool {
             let st = self.0.walk(self.0.start(), s.as_bytes()).unwrap();
             st != DEAD && self.0.is_accepting(st)
+        }
+    }
+
+    /// Panics unless `a` and `b` have the same language over bytes: a walk over every pair of
+    /// states the two automata reach on the same input, all 256 bytes at each step.
+    pub fn assert_same_language(a: &Hir, b: &Hir) {
+        let (ra, rb) = (Re::new(a), Re::new(b));
+        let start = (ra.0.start(), rb.0.start());
+        let mut seen = std::collections::HashSet::from([start]);
+        let mut todo = vec![(start, Vec::<u8>::new())];
+        while let Some(((x, y), path)) = todo.pop() {
+            let acc = |r: &Re, s: u32| s != DEAD && r.0.is_accepting(s);
+            assert_eq!(acc(&ra, x), acc(&rb, y), "the languages differ on {path:?}");
+            for byte in 0..=255u8 {
+                let nx = if x == DEAD {
+                    DEAD
+                } else {
+                    ra.0.walk(x, &[byte]).unwrap()
+                };
+                let ny = if y == DEAD {
+                    DEAD
+                } else {
+                    rb.0.walk(y, &[byte]).unwrap()
+                };
+                if seen.insert((nx, ny)) {
+                    let mut p = path.clone();
+                    p.push(byte);
+                    todo.push(((nx, ny), p));
+                }
+            }
         }
     }
 }

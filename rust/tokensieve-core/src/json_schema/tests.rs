@@ -949,7 +949,33 @@ fn spelled_not_in_equals_the_encoded_complement() {
     use super::compile::{not_in, spelled_not_in};
     use super::string::encode;
     let pieces = [
-        "a", "b", "x", "é", "\\u0061", "\\u00E9", "\\u00e9", "\\\"", "\"",
+        "a",
+        "b",
+        "x",
+        "é",
+        "\\u0061",
+        "\\u00E9",
+        "\\u00e9",
+        "\\\"",
+        "\"",
+        "A",
+        "/",
+        "\\/",
+        "\\\\",
+        "\\n",
+        "\\u000a",
+        "\\u000A",
+        "\\u0041",
+        "\u{7f}",
+        "\\u007F",
+        "\\ud83d\\ude00",
+        "\\ud83d",
+        "\\uD7FF",
+        "😀",
+        "\\u1041",
+        "\\u0141",
+        "\\u0040",
+        "\\",
     ];
     let mut samples = vec![String::new()];
     let mut layer = vec![String::new()];
@@ -968,13 +994,48 @@ fn spelled_not_in_equals_the_encoded_complement() {
         vec![""],
         vec!["x"],
         vec!["", "aa", "ab"],
+        vec!["ab", "a", "b"],
+        vec!["A", "a/", "\\", "\n\"", "\u{7f}"],
+        vec!["/", "AA"],
     ];
     for names in name_sets {
         let chars: Vec<Vec<char>> = names.iter().map(|n| n.chars().collect()).collect();
+        // all-ASCII name sets compile straight into states, others through the HIR
         let fast = Re::new(&spelled_not_in(&chars));
         let slow = Re::new(&encode(&not_in(&chars)).unwrap());
         for s in &samples {
             assert_eq!(fast.is_match(s), slow.is_match(s), "{names:?}: {s:?}");
         }
+        super::test_util::assert_same_language(
+            &spelled_not_in(&chars),
+            &encode(&not_in(&chars)).unwrap(),
+        );
     }
+}
+
+#[test]
+fn any_string_content_compiles_to_the_same_language() {
+    use super::string::any_char;
+    use regex_syntax::hir::Hir;
+    // The marked path builds `any_char()*` straight into states; regex-automata's compiler
+    // builds it from the HIR.
+    let body = Hir::repetition(regex_syntax::hir::Repetition {
+        min: 0,
+        max: None,
+        greedy: true,
+        sub: Box::new(any_char()),
+    });
+    let quoted = Hir::concat(vec![Hir::literal(*b"\""), body, Hir::literal(*b"\"")]);
+    let marked = crate::nfa_build::sep_list(quoted.clone(), Hir::literal(*b","));
+    let plain = Hir::concat(vec![
+        quoted.clone(),
+        Hir::repetition(regex_syntax::hir::Repetition {
+            min: 0,
+            max: None,
+            greedy: true,
+            sub: Box::new(Hir::concat(vec![Hir::literal(*b","), quoted])),
+        }),
+    ]);
+    assert!(crate::nfa_build::has_marks(&marked) && !crate::nfa_build::has_marks(&plain));
+    super::test_util::assert_same_language(&marked, &plain);
 }
