@@ -213,6 +213,46 @@ CASES: list[tuple[dict[str, Any] | bool, Any, bool]] = [
     ({"type": "integer", "not": {"enum": [1, 2]}}, 2, False),
     ({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, 1, True),
     ({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, 3, False),
+    # a required discriminator separates objects only: other values match both branches
+    (
+        {
+            "oneOf": [
+                {"required": ["k"], "properties": {"k": {"const": 1}}},
+                {"required": ["k"], "properties": {"k": {"const": 2}}},
+            ]
+        },
+        5,
+        False,
+    ),
+    (
+        {
+            "oneOf": [
+                {"required": ["k"], "properties": {"k": {"const": 1}}},
+                {"required": ["k"], "properties": {"k": {"const": 2}}},
+            ]
+        },
+        {"k": 2},
+        True,
+    ),
+    # the discriminator may be required by the schema holding the oneOf
+    (
+        {
+            "type": "object",
+            "required": ["k"],
+            "oneOf": [{"properties": {"k": {"const": 1}}}, {"properties": {"k": {"const": 2}}}],
+        },
+        {"k": 1},
+        True,
+    ),
+    (
+        {
+            "type": "object",
+            "required": ["k"],
+            "oneOf": [{"properties": {"k": {"const": 1}}}, {"properties": {"k": {"const": 2}}}],
+        },
+        {"k": 3},
+        False,
+    ),
     ({"if": {"type": "integer"}, "then": {"minimum": 0}, "else": {"type": "string"}}, 5, True),
     ({"if": {"type": "integer"}, "then": {"minimum": 0}, "else": {"type": "string"}}, -5, False),
     ({"if": {"type": "integer"}, "then": {"minimum": 0}, "else": {"type": "string"}}, "x", True),

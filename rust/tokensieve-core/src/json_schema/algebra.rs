@@ -142,7 +142,7 @@ impl<'a> Compiler<'a> {
         }
         if let Some(one) = m.get("oneOf") {
             let branches = arr(one, "oneOf", ptr)?;
-            if self.opts.one_of == OneOf::Error && !self.disjoint(branches)? {
+            if self.opts.one_of == OneOf::Error && !self.disjoint(branches, m)? {
                 return Ok(true);
             }
         }
@@ -343,7 +343,7 @@ impl<'a> Compiler<'a> {
         }
         if let Some(one) = m.get("oneOf") {
             let branches = arr(one, "oneOf", ptr)?;
-            let exclusive = !self.disjoint(branches)?;
+            let exclusive = !self.disjoint(branches, m)?;
             if exclusive && self.opts.one_of == OneOf::AnyOf {
                 self.warnings.push(format!(
                     "#{ptr}: oneOf compiled as anyOf (branches not provably disjoint)"

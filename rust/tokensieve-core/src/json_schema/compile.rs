@@ -578,7 +578,7 @@ impl<'a> Compiler<'a> {
             let branches = list
                 .as_array()
                 .ok_or_else(|| schema_error(kw, ptr, format!("{kw} must be an array")))?;
-            if kw == "oneOf" && self.opts.one_of == OneOf::AnyOf && !self.disjoint(branches)? {
+            if kw == "oneOf" && self.opts.one_of == OneOf::AnyOf && !self.disjoint(branches, m)? {
                 self.warnings.push(format!(
                     "#{ptr}: oneOf compiled as anyOf (branches not provably disjoint)"
                 ));
@@ -762,12 +762,14 @@ impl<'a> Compiler<'a> {
         Ok(v)
     }
 
-    /// (type bits, finite value set, const/enum discriminators of required properties)
+    /// (type bits, finite value set, const/enum discriminators of required properties — the
+    /// branch's own `required` and `also_required`, the parent's)
     #[allow(clippy::type_complexity)]
     fn branch_info(
         &self,
         b: &Value,
         ptr: &str,
+        also_required: &[&str],
     ) -> Result<(u8, Option<Vec<Value>>, Vec<(String, Vec<Value>)>)> {
         let b = self.deref(b, ptr)?;
         let m = match b {
@@ -791,10 +793,16 @@ impl<'a> Compiler<'a> {
             bits &= vs.iter().fold(0, |a, v| a | value_bits(v));
         }
         let mut discr = Vec::new();
-        if let (Some(Value::Array(req)), Some(Value::Object(props))) =
-            (m.get("required"), m.get("properties"))
-        {
-            for r in req.iter().filter_map(Value::as_str) {
+        if let Some(Value::Object(props)) = m.get("properties") {
+            let own = match m.get("required") {
+                Some(Value::Array(req)) => req.iter().filter_map(Value::as_str).collect(),
+                _ => vec![],
+            };
+            let mut required: Vec<&str> = own;
+            required.extend(also_required.iter().copied());
+            required.sort_unstable();
+            required.dedup();
+            for r in required {
                 if let Some(p) = props.get(r) {
                     if let Value::Object(pm) = self.deref(p, ptr)? {
                         if let Some(vs) = literal_values(pm) {
@@ -807,21 +815,34 @@ impl<'a> Compiler<'a> {
         Ok((bits, values, discr))
     }
 
-    pub(super) fn disjoint(&self, branches: &[Value]) -> Result<bool> {
+    /// Whether no instance that `parent` (the schema holding the `oneOf`, its other keywords)
+    /// allows can match two of `branches`.
+    pub(super) fn disjoint(&self, branches: &[Value], parent: &Map<String, Value>) -> Result<bool> {
+        let parent_bits = self.type_bits_of(parent, "").unwrap_or(T_ALL);
+        let parent_required: Vec<&str> = match parent.get("required") {
+            Some(Value::Array(r)) => r.iter().filter_map(Value::as_str).collect(),
+            _ => vec![],
+        };
         let infos = branches
             .iter()
-            .map(|b| self.branch_info(b, ""))
+            .map(|b| self.branch_info(b, "", &parent_required))
             .collect::<Result<Vec<_>>>()?;
         for i in 0..infos.len() {
             for j in i + 1..infos.len() {
                 let (a, b) = (&infos[i], &infos[j]);
-                if a.0 & b.0 == 0 {
+                let common = a.0 & b.0 & parent_bits;
+                if common == 0 {
                     continue;
                 }
                 if let (Some(x), Some(y)) = (&a.1, &b.1) {
                     if !x.iter().any(|p| y.iter().any(|q| json_eq(p, q))) {
                         continue;
                     }
+                }
+                // Required properties with disjoint values separate objects only: any other
+                // value both branches allow matches both.
+                if common & !T_OBJECT != 0 {
+                    return Ok(false);
                 }
                 let discr = a.2.iter().any(|(k, xs)| {
                     b.2.iter().any(|(l, ys)| {

@@ -336,6 +336,15 @@ fn combinators() {
         &[r#"{"kind": "a", "x": 1}"#, r#"{"kind": "b"}"#],
         &[r#"{"kind": "b", "x": 1}"#],
     );
+    // required discriminators separate objects only: a number matches both branches
+    check(
+        json!({"oneOf": [
+            {"required": ["k"], "properties": {"k": {"const": 1}}},
+            {"required": ["k"], "properties": {"k": {"const": 2}}}
+        ]}),
+        &[r#"{"k": 1}"#, r#"{"k": 2}"#],
+        &["5", r#""x""#, r#"{"k": 3}"#],
+    );
     // overlapping branches: exactly one must match (integers match both)
     check(
         json!({"oneOf": [{"type": "integer"}, {"type": "number"}]}),
