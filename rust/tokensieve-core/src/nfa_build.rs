@@ -611,9 +611,8 @@ impl Compiler {
         let mut names: Vec<&[u8]> = enc.split(|&b| b == NAME_END).collect();
         // the piece after the last name's end
         names.pop();
-        let (head, end, t) = self.any_chars()?;
+        let (_, end, t) = self.any_chars()?;
         let entry = self.name_node(&names, &t, end)?;
-        let _ = head;
         Ok((entry, end))
     }
 

@@ -43,6 +43,27 @@ fn u_escape(lo: u32, hi: u32) -> Hir {
 /// All JSON spellings of one character out of `ranges` (inclusive code point ranges, sorted,
 /// non-overlapping, no surrogates).
 pub(crate) fn spell_class(ranges: &[(u32, u32)]) -> Hir {
+    // Languages from the string algebra repeat the same classes many times over, and a wide
+    // class's `\uXXXX` ranges are costly to spell out.
+    thread_local! {
+        static CACHE: std::cell::RefCell<rustc_hash::FxHashMap<Vec<(u32, u32)>, Hir>> =
+            std::cell::RefCell::new(rustc_hash::FxHashMap::default());
+    }
+    if let Some(h) = CACHE.with(|c| c.borrow().get(ranges).cloned()) {
+        return h;
+    }
+    let h = spell_class_uncached(ranges);
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() >= 1024 {
+            c.clear();
+        }
+        c.insert(ranges.to_vec(), h.clone());
+    });
+    h
+}
+
+fn spell_class_uncached(ranges: &[(u32, u32)]) -> Hir {
     let mut parts = Vec::new();
     // raw characters: everything but '"', '\\' and controls
     let mut raw: Vec<(char, char)> = Vec::new();
@@ -388,6 +409,9 @@ pub(crate) fn encode(h: &Hir) -> Result<Hir, String> {
             let r = class_ranges(c)?;
             if r.is_empty() {
                 Hir::fail()
+            } else if r == [(0, 0x10FFFF)] || r == [(0, 0xD7FF), (0xE000, 0x10FFFF)] {
+                // the same language, in the form the automaton builder recognizes
+                any_char()
             } else {
                 spell_class(&r)
             }

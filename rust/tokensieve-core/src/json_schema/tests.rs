@@ -716,6 +716,16 @@ fn any_char_matches_spell_class() {
     for s in &samples {
         assert_eq!(a.is_match(s), b.is_match(s), "{s:?}");
     }
+    // exactly, over all bytes; `encode` spells a class of every character as `any_char()`
+    let all = spell_class(&[(0, 0xD7FF), (0xE000, 0x10FFFF)]);
+    super::test_util::assert_same_language(&any_char(), &all);
+    let dot = regex_syntax::hir::Hir::class(regex_syntax::hir::Class::Unicode(
+        regex_syntax::hir::ClassUnicode::new([regex_syntax::hir::ClassUnicodeRange::new(
+            '\0',
+            '\u{10FFFF}',
+        )]),
+    ));
+    super::test_util::assert_same_language(&super::string::encode(&dot).unwrap(), &all);
 }
 
 /// Objects compile into a shared member sequence: every subset of the declared properties in
