@@ -1809,12 +1809,27 @@ impl<'a> Compiler<'a> {
             estimate = estimate.saturating_add(weight(kv).saturating_mul(copies));
         }
         self.built = self.built.saturating_add(estimate);
-        if estimate > MAX_WEIGHT || self.built > MAX_BUILT {
+        if estimate > MAX_WEIGHT {
+            let why = if shared || leading_optional == 0 {
+                String::new()
+            } else {
+                format!(
+                    "; with minProperties/maxProperties counting extra properties, each of the \
+                     {leading_optional} optional properties before the first required one \
+                     repeats what follows"
+                )
+            };
             return Err(Error::Budget(format!(
                 "the object at #{ptr} expands to about {estimate} automaton nodes (limit \
-                 {MAX_WEIGHT}; {leading_optional} optional properties before the first required \
-                 one each repeat what follows): lower max_nesting_depth / max_recursion_depth, \
-                 mark properties required, or use additional_properties=\"forbid\""
+                 {MAX_WEIGHT}{why}): lower max_nesting_depth / max_recursion_depth, mark \
+                 properties required, or use additional_properties=\"forbid\""
+            )));
+        }
+        if self.built > MAX_BUILT {
+            return Err(Error::Budget(format!(
+                "the schema expands to more than {MAX_BUILT} automaton nodes while compiling \
+                 (the object at #{ptr} adds about {estimate}): lower max_nesting_depth / \
+                 max_recursion_depth, or use additional_properties=\"forbid\""
             )));
         }
         let body = if shared {
