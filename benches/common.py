@@ -285,7 +285,17 @@ def machine_info(packages: Sequence[str]) -> dict[str, Any]:
             check=True,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+            [
+                "git",
+                "-C",
+                str(REPO),
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                ".",
+                ":(exclude)benches/results",  # results do not change what is measured
+            ],
             capture_output=True,
             text=True,
             check=True,
