@@ -20,6 +20,8 @@ load; a build is reported with its own measured time, which can therefore exceed
 
     python benches/bench_index.py [--count 50] [--timeout 60] [--tokenizer PATH] [--quick]
     python benches/bench_index.py --render   # rewrite the .md from the saved .json
+    python benches/bench_index.py --rerun-errors   # run again the builds that failed (not
+                                                   # timeouts), e.g. after a fix; noted in the .md
 """
 
 from __future__ import annotations
@@ -67,14 +69,16 @@ def _peak_mib(base: int) -> float:
 
 def tokensieve_worker(tokenizer: str, schema: Any, q: Any) -> None:
     import tokensieve as ts
-    from tokensieve.cli import AOT_MAX_STATES
+    from tokensieve.cli import AOT_MAX_NFA_BYTES, AOT_MAX_STATES
 
     try:
         vocab = ts.Vocabulary.from_pretrained(tokenizer)
         base = _rss_base()
         t0 = time.perf_counter()
-        # the state budget `tokensieve compile` uses for ahead-of-time builds
-        g = ts.Grammar.from_json_schema(schema, vocab, max_states=AOT_MAX_STATES)
+        # the budgets `tokensieve compile` uses for ahead-of-time builds
+        g = ts.Grammar.from_json_schema(
+            schema, vocab, max_states=AOT_MAX_STATES, max_nfa_bytes=AOT_MAX_NFA_BYTES
+        )
         stats = g.precompute()
         compile_s = time.perf_counter() - t0
         peak = _peak_mib(base)
@@ -106,7 +110,7 @@ def tokensieve_worker(tokenizer: str, schema: Any, q: Any) -> None:
 def tokensieve_regex_worker(tokenizer: str, schema: Any, q: Any) -> None:
     """tokensieve's eager build of outlines-core's regex for the schema: the same language."""
     import tokensieve as ts
-    from tokensieve.cli import AOT_MAX_STATES
+    from tokensieve.cli import AOT_MAX_NFA_BYTES, AOT_MAX_STATES
 
     try:
         from outlines_core.json_schema import build_regex_from_schema
@@ -119,7 +123,9 @@ def tokensieve_regex_worker(tokenizer: str, schema: Any, q: Any) -> None:
         vocab = ts.Vocabulary.from_pretrained(tokenizer)
         base = _rss_base()
         t0 = time.perf_counter()
-        g = ts.Grammar.from_regex(regex, vocab, max_states=AOT_MAX_STATES)
+        g = ts.Grammar.from_regex(
+            regex, vocab, max_states=AOT_MAX_STATES, max_nfa_bytes=AOT_MAX_NFA_BYTES
+        )
         g.precompute()
         q.put({"ok": True, "compile_s": time.perf_counter() - t0, "peak_mib": _peak_mib(base)})
     except Exception as e:  # noqa: BLE001
@@ -158,15 +164,18 @@ def run(target: Any, args: tuple[Any, ...], timeout: float) -> dict[str, Any]:
         _ = t0
 
 
+def iter_dev_schemas() -> Any:
+    with gzip.open(DEV, "rt", encoding="utf-8") as f:
+        for line in f:
+            d = json.loads(line)
+            yield d["id"], d["schema"]
+
+
 def select(tokenizer: str, count: int) -> list[tuple[str, Any]]:
     """The `count` largest dev schemas that tokensieve compiles (compile only, no index)."""
     import tokensieve as ts
 
-    rows = []
-    with gzip.open(DEV, "rt", encoding="utf-8") as f:
-        for line in f:
-            d = json.loads(line)
-            rows.append((len(json.dumps(d["schema"])), d["id"], d["schema"]))
+    rows = [(len(json.dumps(schema)), sid, schema) for sid, schema in iter_dev_schemas()]
     rows.sort(key=lambda r: -r[0])
     vocab = ts.Vocabulary.from_pretrained(tokenizer)
     out = []
@@ -190,15 +199,22 @@ def main() -> int:
     ap.add_argument(
         "--render", action="store_true", help="rewrite the .md table from the saved .json"
     )
+    ap.add_argument(
+        "--rerun-errors",
+        action="store_true",
+        help="run again the failed builds (not the timeouts) of the saved .json, keep the rest",
+    )
     args = ap.parse_args()
     if args.quick:
         args.count, args.timeout = 5, 20.0
-    if args.render:
+    if args.render or args.rerun_errors:
         name = "index_llama3" + ("_quick" if args.quick else "")
         saved = json.loads((RESULTS / f"{name}.json").read_text())
         for k, v in saved["args"].items():
-            setattr(args, k, v)
-        args.render = True
+            if k not in ("render", "rerun_errors"):
+                setattr(args, k, v)
+        if args.rerun_errors:
+            rerun_errors(args, saved)
         return report(args, saved["results"], saved["machine"])
     if not DEV.is_file() or not Path(args.tokenizer).exists():
         print(f"skipped: needs {DEV} and {args.tokenizer} (the shared data folder)")
@@ -227,6 +243,32 @@ def main() -> int:
             flush=True,
         )
     return report(args, results, None)
+
+
+def rerun_errors(args: argparse.Namespace, saved: dict[str, Any]) -> None:
+    """Run the failed (non-timeout) builds again with the current build; record which."""
+    workers = {
+        "tokensieve": tokensieve_worker,
+        "outlines_core": outlines_worker,
+        "tokensieve_same_regex": tokensieve_regex_worker,
+    }
+    by_id = dict(iter_dev_schemas())
+    redone = []
+    for r in saved["results"]:
+        for key, worker in workers.items():
+            if r[key]["ok"] or r[key].get("timeout"):
+                continue
+            r[key] = run(worker, (args.tokenizer, by_id[r["id"]]), args.timeout)
+            redone.append(f"{r['id']} {key}")
+            print(
+                f"{r['id']} {key}: {num(r[key].get('compile_s')) if r[key]['ok'] else r[key]['error'][:80]}"
+            )
+    info = machine_info(["tokensieve", "outlines-core", "numpy"])
+    saved["machine"].setdefault("reruns", []).append(
+        {"date": info.get("date"), "git": info.get("git"), "builds": redone}
+    )
+    name = "index_llama3" + ("_quick" if args.quick else "")
+    (RESULTS / f"{name}.json").write_text(json.dumps(saved, indent=1))
 
 
 def report(args: argparse.Namespace, results: list[dict[str, Any]], info: Any) -> int:
@@ -322,6 +364,11 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], info: Any) -
         "",
         "Targets: compile ≥ 10× faster than outlines-core, load ≥ 20× faster than compiling.",
         "",
+        *[
+            f"Rerun with `--rerun-errors` on {x['date']} at {x['git']}: {len(x['builds'])} "
+            f"build(s) that had failed ({'; '.join(x['builds'])}).\n"
+            for x in info.get("reruns", [])
+        ],
         md_table(["summary", "value"], summary),
         "",
         md_table(header, rows),

@@ -382,3 +382,18 @@ def test_cli_ahead_of_time_state_budget(tmp_path: Path, tokenizer_json: Path) ->
         "100000",
     )
     assert r.returncode == 1 and "max_states" in r.stderr + r.stdout
+
+
+def test_cli_ahead_of_time_automaton_memory_budget(tmp_path: Path, tokenizer_json: Path) -> None:
+    # 4,000 copies of Unicode \w: more than a lazy grammar's 64 MiB of automaton while building,
+    # within the ahead-of-time default (1 GiB). A small state budget then stops the build quickly,
+    # so the error says which budget was reached first.
+    pattern = r"\w{4000}"
+    with pytest.raises(ts.BudgetError, match="max_nfa_bytes"):
+        ts.Grammar.from_regex(pattern, ts.Vocabulary.from_pretrained(tokenizer_json))
+    out = tmp_path / "wide.tsidx"
+    args = ["compile", "--regex", pattern, "--tokenizer", str(tokenizer_json), "-o", str(out)]
+    r = cli(*args, "--max-states", "1000")
+    assert r.returncode == 1 and "(max_states)" in r.stderr + r.stdout, r.stderr
+    r = cli(*args, "--max-states", "1000", "--max-nfa-bytes", str(64 << 20))
+    assert r.returncode == 1 and "max_nfa_bytes" in r.stderr + r.stdout, r.stderr

@@ -25,6 +25,9 @@ from tokensieve.constraints import ENGINE_OPTIONS, SCHEMA_OPTIONS, compile_const
 # Ahead-of-time builds determinize the whole automaton: the largest Kubernetes schemas of the
 # dev set need up to about 170,000 states (some 60 MB of transitions).
 AOT_MAX_STATES = 1_000_000
+# ... and a regex that spells such a schema out (e.g. another engine's 3.6 MB regex for a
+# Kubernetes schema) needs a few hundred MB of automaton while it is built.
+AOT_MAX_NFA_BYTES = 1 << 30
 
 EXIT_OK, EXIT_COMPILE, EXIT_USAGE = 0, 1, 2
 
@@ -59,8 +62,14 @@ def _parser() -> argparse.ArgumentParser:
         help=f"DFA state budget (default {AOT_MAX_STATES:,} here: an index holds the complete "
         "automaton, which for large schemas needs more than a lazy grammar's 100,000)",
     )
-    for opt in ("max_nfa_bytes", "mask_cache_bytes"):
-        c.add_argument("--" + opt.replace("_", "-"), type=int, dest=opt)
+    c.add_argument(
+        "--max-nfa-bytes",
+        type=int,
+        dest="max_nfa_bytes",
+        help=f"automaton memory budget while building (default {AOT_MAX_NFA_BYTES >> 20} MiB "
+        "here; 64 MiB for a lazy grammar)",
+    )
+    c.add_argument("--mask-cache-bytes", type=int, dest="mask_cache_bytes")
     c.add_argument("--max-compile-seconds", type=float, dest="max_compile_seconds")
     g = c.add_argument_group("JSON options (see the README's options table)")
     g.add_argument("--additional-properties", choices=["allow", "forbid"])
@@ -143,6 +152,7 @@ def _compile(args: argparse.Namespace) -> int:
         raise UsageError(f"--tokenizer: {e}") from e
     options = {k: getattr(args, k) for k in OPTION_NAMES if getattr(args, k, None) is not None}
     options.setdefault("max_states", AOT_MAX_STATES)
+    options.setdefault("max_nfa_bytes", AOT_MAX_NFA_BYTES)
     if getattr(args, "registry", None):
         try:
             registry = json.loads(Path(args.registry).read_text(encoding="utf-8"))
