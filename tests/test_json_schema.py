@@ -253,6 +253,36 @@ CASES: list[tuple[dict[str, Any] | bool, Any, bool]] = [
         {"k": 3},
         False,
     ),
+    # closed branches: each requires a property the other does not allow, so they are
+    # disjoint objects and exactly one matches
+    *[
+        (
+            {
+                "type": "object",
+                "oneOf": [
+                    {
+                        "additionalProperties": False,
+                        "properties": {"path": {"type": "string"}, "kind": {"enum": ["a", "b"]}},
+                        "required": ["kind", "path"],
+                    },
+                    {
+                        "additionalProperties": False,
+                        "properties": {"family": {"type": "string"}, "style": {"type": "string"}},
+                        "required": ["style"],
+                    },
+                ],
+            },
+            instance,
+            ok,
+        )
+        for instance, ok in [
+            ({"path": "/p", "kind": "a"}, True),
+            ({"family": "Arial", "style": "bold"}, True),
+            ({"path": "/p", "kind": "a", "family": "Arial"}, False),
+            ({"path": "/p", "kind": "a", "extra": 1}, False),
+            ({"family": "Arial"}, False),
+        ]
+    ],
     ({"if": {"type": "integer"}, "then": {"minimum": 0}, "else": {"type": "string"}}, 5, True),
     ({"if": {"type": "integer"}, "then": {"minimum": 0}, "else": {"type": "string"}}, -5, False),
     ({"if": {"type": "integer"}, "then": {"minimum": 0}, "else": {"type": "string"}}, "x", True),

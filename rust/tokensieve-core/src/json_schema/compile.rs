@@ -762,20 +762,13 @@ impl<'a> Compiler<'a> {
         Ok(v)
     }
 
-    /// (type bits, finite value set, const/enum discriminators of required properties — the
-    /// branch's own `required` and `also_required`, the parent's)
-    #[allow(clippy::type_complexity)]
-    fn branch_info(
-        &self,
-        b: &Value,
-        ptr: &str,
-        also_required: &[&str],
-    ) -> Result<(u8, Option<Vec<Value>>, Vec<(String, Vec<Value>)>)> {
+    /// What `disjoint` knows of one `oneOf` branch.
+    fn branch_info(&self, b: &Value, ptr: &str, also_required: &[&str]) -> Result<BranchInfo> {
         let b = self.deref(b, ptr)?;
         let m = match b {
-            Value::Bool(false) => return Ok((0, None, vec![])),
+            Value::Bool(false) => return Ok(BranchInfo::nothing()),
             Value::Object(m) => m,
-            _ => return Ok((T_ALL, None, vec![])),
+            _ => return Ok(BranchInfo::anything()),
         };
         let mut bits = match m.get("type") {
             Some(Value::String(t)) => type_bits(t).unwrap_or(T_ALL),
@@ -792,27 +785,55 @@ impl<'a> Compiler<'a> {
         if let Some(vs) = &values {
             bits &= vs.iter().fold(0, |a, v| a | value_bits(v));
         }
+        let mut required: Vec<String> = match m.get("required") {
+            Some(Value::Array(req)) => req
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect(),
+            _ => vec![],
+        };
+        required.extend(also_required.iter().map(|s| s.to_string()));
+        required.sort_unstable();
+        required.dedup();
+        let props = match m.get("properties") {
+            Some(Value::Object(p)) => Some(p),
+            _ => None,
+        };
         let mut discr = Vec::new();
-        if let Some(Value::Object(props)) = m.get("properties") {
-            let own = match m.get("required") {
-                Some(Value::Array(req)) => req.iter().filter_map(Value::as_str).collect(),
-                _ => vec![],
-            };
-            let mut required: Vec<&str> = own;
-            required.extend(also_required.iter().copied());
-            required.sort_unstable();
-            required.dedup();
-            for r in required {
+        let mut forbidden = Vec::new();
+        if let Some(props) = props {
+            for r in &required {
                 if let Some(p) = props.get(r) {
                     if let Value::Object(pm) = self.deref(p, ptr)? {
                         if let Some(vs) = literal_values(pm) {
-                            discr.push((r.to_string(), vs));
+                            discr.push((r.clone(), vs));
                         }
                     }
                 }
             }
+            for (k, p) in props {
+                if matches!(self.deref(p, ptr)?, Value::Bool(false)) {
+                    forbidden.push(k.clone());
+                }
+            }
         }
-        Ok((bits, values, discr))
+        // `additionalProperties: false` without `patternProperties`: only the declared names.
+        let closed = (m.get("additionalProperties") == Some(&Value::Bool(false))
+            && !m.contains_key("patternProperties"))
+        .then(|| {
+            props
+                .map(|p| p.keys().cloned().collect())
+                .unwrap_or_default()
+        });
+        Ok(BranchInfo {
+            bits,
+            values,
+            discr,
+            required,
+            closed,
+            forbidden,
+        })
     }
 
     /// Whether no instance that `parent` (the schema holding the `oneOf`, its other keywords)
@@ -830,26 +851,28 @@ impl<'a> Compiler<'a> {
         for i in 0..infos.len() {
             for j in i + 1..infos.len() {
                 let (a, b) = (&infos[i], &infos[j]);
-                let common = a.0 & b.0 & parent_bits;
+                let common = a.bits & b.bits & parent_bits;
                 if common == 0 {
                     continue;
                 }
-                if let (Some(x), Some(y)) = (&a.1, &b.1) {
+                if let (Some(x), Some(y)) = (&a.values, &b.values) {
                     if !x.iter().any(|p| y.iter().any(|q| json_eq(p, q))) {
                         continue;
                     }
                 }
-                // Required properties with disjoint values separate objects only: any other
-                // value both branches allow matches both.
+                // What follows separates objects only: any other value both branches allow
+                // matches both.
                 if common & !T_OBJECT != 0 {
                     return Ok(false);
                 }
-                let discr = a.2.iter().any(|(k, xs)| {
-                    b.2.iter().any(|(l, ys)| {
+                // A required property with disjoint const/enum values in the two branches.
+                let discr = a.discr.iter().any(|(k, xs)| {
+                    b.discr.iter().any(|(l, ys)| {
                         k == l && !xs.iter().any(|p| ys.iter().any(|q| json_eq(p, q)))
                     })
                 });
-                if discr {
+                // A property one branch requires and the other forbids.
+                if discr || a.excludes_required_of(b) || b.excludes_required_of(a) {
                     continue;
                 }
                 return Ok(false);
@@ -2520,4 +2543,49 @@ fn merge(
         }
     }
     Ok(out)
+}
+
+/// A `oneOf` branch as `Compiler::disjoint` sees it (after following `$ref`; the branch's
+/// other keywords only narrow it, so ignoring some keeps the verdict safe).
+struct BranchInfo {
+    /// JSON types it allows.
+    bits: u8,
+    /// Its finite value set (`const`/`enum`), if any.
+    values: Option<Vec<Value>>,
+    /// Required properties (its own and the parent's) whose values are a finite set.
+    discr: Vec<(String, Vec<Value>)>,
+    /// Required properties: its own and the parent's.
+    required: Vec<String>,
+    /// The only property names an object may have (`additionalProperties: false` without
+    /// `patternProperties`), if it is closed.
+    closed: Option<Vec<String>>,
+    /// Properties whose schema is `false`.
+    forbidden: Vec<String>,
+}
+
+impl BranchInfo {
+    fn nothing() -> Self {
+        BranchInfo {
+            bits: 0,
+            values: None,
+            discr: vec![],
+            required: vec![],
+            closed: None,
+            forbidden: vec![],
+        }
+    }
+
+    fn anything() -> Self {
+        BranchInfo {
+            bits: T_ALL,
+            ..BranchInfo::nothing()
+        }
+    }
+
+    /// Whether no object has a property that `other` requires and `self` still allows.
+    fn excludes_required_of(&self, other: &BranchInfo) -> bool {
+        other.required.iter().any(|k| {
+            self.forbidden.contains(k) || self.closed.as_ref().is_some_and(|c| !c.contains(k))
+        })
+    }
 }

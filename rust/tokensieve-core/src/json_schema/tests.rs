@@ -1058,3 +1058,69 @@ fn any_string_content_compiles_to_the_same_language() {
     assert!(crate::nfa_build::has_marks(&marked) && !crate::nfa_build::has_marks(&plain));
     super::test_util::assert_same_language(&marked, &plain);
 }
+
+#[test]
+fn one_of_branches_separated_by_closed_objects() {
+    // With `one_of = AnyOf`, a warning says the branches were not provably disjoint.
+    let proven = |schema: Value| {
+        let o = JsonSchemaOptions {
+            one_of: OneOf::AnyOf,
+            ..Default::default()
+        };
+        let w = compile(&schema, &o).unwrap().warnings;
+        !w.iter().any(|w| w.contains("not provably disjoint"))
+    };
+    let closed = |props: Value, required: Value| json!({"properties": props, "required": required, "additionalProperties": false});
+    let a = closed(
+        json!({"path": {"type": "string"}, "kind": {"enum": ["asset", "file"]}}),
+        json!(["kind", "path"]),
+    );
+    let b = closed(
+        json!({"family": {"type": "string"}, "style": {"type": "string"}}),
+        json!(["style"]),
+    );
+    // each branch requires a property the other does not allow
+    assert!(proven(json!({"type": "object", "oneOf": [a, b]})));
+    // one such property is enough; the other branch may be open
+    assert!(proven(
+        json!({"type": "object", "oneOf": [a, {"required": ["style"]}]})
+    ));
+    // or forbid it with a `false` property schema
+    assert!(proven(json!({"type": "object", "oneOf": [
+        {"required": ["x"]}, {"properties": {"x": false}}
+    ]})));
+    // a required property of the schema holding the oneOf counts for every branch
+    assert!(proven(
+        json!({"type": "object", "required": ["style"], "oneOf": [
+            a, {"properties": {"style": {}}}
+        ]})
+    ));
+    // not proven: non-objects match both, the other branch declares the name, it is open,
+    // or patternProperties might admit the name
+    assert!(!proven(json!({"oneOf": [a, {"required": ["style"]}]})));
+    assert!(!proven(json!({"type": "object", "oneOf": [
+        a, closed(json!({"kind": {}, "path": {}, "style": {}}), json!([]))
+    ]})));
+    assert!(!proven(json!({"type": "object", "oneOf": [
+        {"required": ["x"]}, {"required": ["y"]}
+    ]})));
+    assert!(!proven(json!({"type": "object", "oneOf": [
+        {"required": ["x"]},
+        {"additionalProperties": false, "patternProperties": {"^y": {}}}
+    ]})));
+    // the language: exactly one branch (here: either closed object, nothing mixed)
+    check(
+        json!({"type": "object", "oneOf": [a, b]}),
+        &[
+            r#"{"path": "/x", "kind": "file"}"#,
+            r#"{"family": "Arial", "style": "bold"}"#,
+            r#"{"style": "bold"}"#,
+        ],
+        &[
+            r#"{"path": "/x", "kind": "file", "family": "Arial"}"#,
+            r#"{"path": "/x", "kind": "file", "extra": 1}"#,
+            r#"{"family": "Arial"}"#,
+            "5",
+        ],
+    );
+}
