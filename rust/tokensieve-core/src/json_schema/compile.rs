@@ -8,6 +8,7 @@
 use regex_syntax::hir::Hir;
 use serde_json::{Map, Value};
 
+use super::charlang::{Lang, LangBudget};
 use super::hirs::{alt, alt_opt, class, concat, lit, opt, rep, star, weight};
 use super::number::{any_number, number_literal, number_range, Bound, Dec};
 use super::options::{AdditionalProperties, Formats, JsonSchemaOptions, OneOf, Whitespace};
@@ -801,7 +802,7 @@ impl<'a> Compiler<'a> {
             _ => None,
         };
         let mut discr = Vec::new();
-        let mut forbidden = Vec::new();
+        let mut forbidden: Option<Lang> = None;
         if let Some(props) = props {
             for r in &required {
                 if let Some(p) = props.get(r) {
@@ -814,18 +815,47 @@ impl<'a> Compiler<'a> {
             }
             for (k, p) in props {
                 if matches!(self.deref(p, ptr)?, Value::Bool(false)) {
-                    forbidden.push(k.clone());
+                    forbidden = Some(or_lang(forbidden, Lang::literal(k)));
                 }
             }
         }
-        // `additionalProperties: false` without `patternProperties`: only the declared names.
-        let closed = (m.get("additionalProperties") == Some(&Value::Bool(false))
-            && !m.contains_key("patternProperties"))
-        .then(|| {
-            props
-                .map(|p| p.keys().cloned().collect())
-                .unwrap_or_default()
-        });
+        // Key languages of patternProperties; a pattern the compiler cannot read leaves the
+        // branch's key set unknown (no verdict relies on it).
+        let mut patterns: Option<Lang> = None;
+        let mut readable = true;
+        for (p, sch) in m
+            .get("patternProperties")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            match pattern_language(p)
+                .ok()
+                .and_then(|h| Lang::from_hir(&h).ok())
+            {
+                Some(l) => {
+                    if matches!(self.deref(sch, ptr)?, Value::Bool(false)) {
+                        forbidden = Some(or_lang(forbidden, l.clone()));
+                    }
+                    patterns = Some(or_lang(patterns, l));
+                }
+                None => readable = false,
+            }
+        }
+        // `additionalProperties: false`: only the declared names and the patterns' keys.
+        let closed =
+            (m.get("additionalProperties") == Some(&Value::Bool(false)) && readable).then(|| {
+                let names = props
+                    .into_iter()
+                    .flatten()
+                    .fold(None, |acc, (k, _)| Some(or_lang(acc, Lang::literal(k))));
+                match (names, patterns) {
+                    (Some(a), Some(b)) => a.or(&b),
+                    (Some(a), None) | (None, Some(a)) => a,
+                    (None, None) => Lang::nothing(),
+                }
+            });
+        let min_properties = m.get("minProperties").and_then(Value::as_u64).unwrap_or(0);
         Ok(BranchInfo {
             bits,
             values,
@@ -833,6 +863,7 @@ impl<'a> Compiler<'a> {
             required,
             closed,
             forbidden,
+            min_properties,
         })
     }
 
@@ -844,6 +875,10 @@ impl<'a> Compiler<'a> {
             Some(Value::Array(r)) => r.iter().filter_map(Value::as_str).collect(),
             _ => vec![],
         };
+        let parent_min = parent
+            .get("minProperties")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
         let infos = branches
             .iter()
             .map(|b| self.branch_info(b, "", &parent_required))
@@ -874,6 +909,18 @@ impl<'a> Compiler<'a> {
                 // A property one branch requires and the other forbids.
                 if discr || a.excludes_required_of(b) || b.excludes_required_of(a) {
                     continue;
+                }
+                // Both closed, no name allowed by both, and `{}` excluded.
+                let nonempty = parent_min > 0
+                    || [a, b]
+                        .iter()
+                        .any(|x| x.min_properties > 0 || !x.required.is_empty());
+                if nonempty {
+                    if let (Some(x), Some(y)) = (&a.closed, &b.closed) {
+                        if x.and(y).is_empty(&LangBudget::default()) == Ok(true) {
+                            continue;
+                        }
+                    }
                 }
                 return Ok(false);
             }
@@ -2556,11 +2603,12 @@ struct BranchInfo {
     discr: Vec<(String, Vec<Value>)>,
     /// Required properties: its own and the parent's.
     required: Vec<String>,
-    /// The only property names an object may have (`additionalProperties: false` without
-    /// `patternProperties`), if it is closed.
-    closed: Option<Vec<String>>,
-    /// Properties whose schema is `false`.
-    forbidden: Vec<String>,
+    /// The property names an object may have, if `additionalProperties: false` closes it.
+    closed: Option<Lang>,
+    /// Names whose schema is `false` (in `properties` or `patternProperties`).
+    forbidden: Option<Lang>,
+    /// Its `minProperties`.
+    min_properties: u64,
 }
 
 impl BranchInfo {
@@ -2571,7 +2619,8 @@ impl BranchInfo {
             discr: vec![],
             required: vec![],
             closed: None,
-            forbidden: vec![],
+            forbidden: None,
+            min_properties: 0,
         }
     }
 
@@ -2585,7 +2634,15 @@ impl BranchInfo {
     /// Whether no object has a property that `other` requires and `self` still allows.
     fn excludes_required_of(&self, other: &BranchInfo) -> bool {
         other.required.iter().any(|k| {
-            self.forbidden.contains(k) || self.closed.as_ref().is_some_and(|c| !c.contains(k))
+            self.forbidden.as_ref().is_some_and(|f| f.matches(k))
+                || self.closed.as_ref().is_some_and(|c| !c.matches(k))
         })
+    }
+}
+
+fn or_lang(acc: Option<Lang>, l: Lang) -> Lang {
+    match acc {
+        Some(a) => a.or(&l),
+        None => l,
     }
 }

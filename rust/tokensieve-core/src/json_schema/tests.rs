@@ -1096,7 +1096,7 @@ fn one_of_branches_separated_by_closed_objects() {
         ]})
     ));
     // not proven: non-objects match both, the other branch declares the name, it is open,
-    // or patternProperties might admit the name
+    // or one of its patterns admits the name
     assert!(!proven(json!({"oneOf": [a, {"required": ["style"]}]})));
     assert!(!proven(json!({"type": "object", "oneOf": [
         a, closed(json!({"kind": {}, "path": {}, "style": {}}), json!([]))
@@ -1106,8 +1106,61 @@ fn one_of_branches_separated_by_closed_objects() {
     ]})));
     assert!(!proven(json!({"type": "object", "oneOf": [
         {"required": ["x"]},
+        {"additionalProperties": false, "patternProperties": {"x": {}}}
+    ]})));
+    assert!(proven(json!({"type": "object", "oneOf": [
+        {"required": ["x"]},
         {"additionalProperties": false, "patternProperties": {"^y": {}}}
     ]})));
+    // closed by patternProperties: a required name no pattern matches is not allowed ...
+    let scale = json!({"type": "object", "patternProperties": {"^[0-9]+x$": {}},
+        "additionalProperties": false, "minProperties": 1});
+    let locale = json!({"type": "object", "patternProperties": {"^[a-z]{2,3}$": {}},
+        "additionalProperties": false, "minProperties": 1});
+    let platform = closed(json!({"ios": {}, "android": {}}), json!(["ios", "android"]));
+    assert!(proven(json!({"oneOf": [platform, scale]})));
+    // ... but "ios" is a locale key, and "android" is not: still separated
+    assert!(proven(json!({"oneOf": [platform, locale]})));
+    assert!(!proven(json!({"oneOf": [
+        closed(json!({"ios": {}}), json!(["ios"])), locale
+    ]})));
+    // two closed branches whose key languages do not meet, and `{}` excluded
+    assert!(proven(json!({"oneOf": [scale, locale]})));
+    let open_min = |v: &Value| {
+        let mut v = v.clone();
+        v.as_object_mut().unwrap().remove("minProperties");
+        v
+    };
+    assert!(!proven(
+        json!({"oneOf": [open_min(&scale), open_min(&locale)]})
+    ));
+    assert!(proven(
+        json!({"minProperties": 1, "oneOf": [open_min(&scale), open_min(&locale)]})
+    ));
+    // key languages that meet ("ab")
+    assert!(!proven(json!({"type": "object", "oneOf": [
+        {"patternProperties": {"^a": {}}, "additionalProperties": false, "minProperties": 1},
+        {"patternProperties": {"b$": {}}, "additionalProperties": false, "minProperties": 1}
+    ]})));
+    // a name forbidden through a `false` pattern schema
+    assert!(proven(json!({"type": "object", "oneOf": [
+        {"required": ["ios"]}, {"patternProperties": {"^i": false}}
+    ]})));
+    check(
+        json!({"oneOf": [platform, scale, locale]}),
+        &[
+            r#"{"ios": 1, "android": 2}"#,
+            r#"{"2x": 1}"#,
+            r#"{"en": 1, "fr": 2}"#,
+            r#"{"ios": 1}"#,
+        ],
+        &[
+            r#"{}"#,
+            r#"{"2x": 1, "en": 2}"#,
+            r#"{"android": 1}"#,
+            r#"{"ios": 1, "android": 2, "en": 3}"#,
+        ],
+    );
     // the language: exactly one branch (here: either closed object, nothing mixed)
     check(
         json!({"type": "object", "oneOf": [a, b]}),
