@@ -253,6 +253,13 @@ CASES: list[tuple[dict[str, Any] | bool, Any, bool]] = [
         {"k": 3},
         False,
     ),
+    # a format with a length bound (a DFA of thousands of states, built straight into states)
+    ({"type": "string", "format": "email", "maxLength": 64}, "ann@example.com", True),
+    ({"type": "string", "format": "email", "maxLength": 64}, "a@" + "b." * 30 + "co", True),
+    ({"type": "string", "format": "email", "maxLength": 64}, "ab@" + "b." * 30 + "co", False),
+    ({"type": "string", "format": "email", "maxLength": 64}, "ann@", False),
+    ({"type": "string", "format": "hostname", "minLength": 5, "maxLength": 30}, "a.com", True),
+    ({"type": "string", "format": "hostname", "minLength": 5, "maxLength": 30}, "a.co", False),
     # closed branches: each requires a property the other does not allow, so they are
     # disjoint objects and exactly one matches
     *[

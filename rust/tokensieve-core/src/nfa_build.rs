@@ -185,6 +185,104 @@ pub(crate) fn ascii_names_excluded(names: &[Vec<char>]) -> Option<Hir> {
     }))
 }
 
+const CHAR_DFA: &str = "\u{0}tokensieve:dfa";
+
+const FIRST_NON_ASCII: u32 = 0x80;
+
+/// The JSON string contents whose decoded value is in the language of `d` (a DFA over
+/// characters, see [`crate::json_schema::charlang::CharDfa`], without dead states), compiled
+/// straight into automaton states (see `Compiler::char_dfa`): one state per DFA state reading
+/// one character in any spelling. The same language as `encode` of the DFA's regular
+/// expression, without the expression: state elimination can grow exponentially (a format
+/// with a length bound). `None` unless every state sends either all non-ASCII characters to
+/// one state or none of them (what formats and most patterns do).
+pub(crate) fn char_dfa_mark(d: &crate::json_schema::CharDfa) -> Option<Hir> {
+    let n = d.accept.len();
+    if d.start >= n || d.edges.len() != n {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    let put = |bytes: &mut Vec<u8>, x: u32| bytes.extend_from_slice(&x.to_le_bytes());
+    put(&mut bytes, n as u32);
+    put(&mut bytes, d.start as u32);
+    let mut weight: u64 = 16;
+    for (s, edges) in d.edges.iter().enumerate() {
+        let mut ascii: Vec<(u32, u32, usize)> = Vec::new();
+        let mut rest: Option<usize> = None;
+        let mut covered: u64 = 0;
+        for &(lo, hi, t) in edges {
+            if t >= n || lo > hi {
+                return None;
+            }
+            if lo < FIRST_NON_ASCII {
+                ascii.push((lo, hi.min(FIRST_NON_ASCII - 1), t));
+            }
+            if hi >= FIRST_NON_ASCII {
+                if rest.is_some_and(|r| r != t) {
+                    return None;
+                }
+                rest = Some(t);
+                covered += non_ascii_chars(lo.max(FIRST_NON_ASCII), hi);
+            }
+        }
+        if rest.is_some() && covered != non_ascii_chars(FIRST_NON_ASCII, 0x10FFFF) {
+            return None;
+        }
+        bytes.push(u8::from(d.accept[s]));
+        put(&mut bytes, rest.map_or(u32::MAX, |r| r as u32));
+        put(&mut bytes, ascii.len() as u32);
+        for (lo, hi, t) in ascii {
+            bytes.push(lo as u8);
+            bytes.push(hi as u8);
+            put(&mut bytes, t as u32);
+        }
+        weight += 12 + if rest.is_some() { 24 } else { 0 };
+    }
+    Some(Hir::capture(Capture {
+        index: weight.min(u64::from(u32::MAX)) as u32,
+        name: Some(CHAR_DFA.into()),
+        sub: Box::new(Hir::literal(bytes)),
+    }))
+}
+
+/// Characters in `lo..=hi`, not counting surrogates.
+fn non_ascii_chars(lo: u32, hi: u32) -> u64 {
+    let all = u64::from(hi) + 1 - u64::from(lo);
+    let (a, b) = (lo.max(0xD800), hi.min(0xDFFF));
+    all - if a <= b { u64::from(b - a) + 1 } else { 0 }
+}
+
+/// A decoded [`char_dfa_mark`]: per state (accepting, non-ASCII target, ASCII ranges).
+#[allow(clippy::type_complexity)]
+fn decode_char_dfa(
+    enc: &[u8],
+) -> Option<(usize, Vec<(bool, Option<usize>, Vec<(u8, u8, usize)>)>)> {
+    let mut at = 0usize;
+    let u32_at = |enc: &[u8], at: &mut usize| -> Option<u32> {
+        let b = enc.get(*at..*at + 4)?;
+        *at += 4;
+        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let n = u32_at(enc, &mut at)? as usize;
+    let start = u32_at(enc, &mut at)? as usize;
+    let mut states = Vec::with_capacity(n);
+    for _ in 0..n {
+        let accept = *enc.get(at)? == 1;
+        at += 1;
+        let rest = u32_at(enc, &mut at)?;
+        let rest = (rest != u32::MAX).then_some(rest as usize);
+        let m = u32_at(enc, &mut at)? as usize;
+        let mut ascii = Vec::with_capacity(m);
+        for _ in 0..m {
+            let (lo, hi) = (*enc.get(at)?, *enc.get(at + 1)?);
+            at += 2;
+            ascii.push((lo, hi, u32_at(enc, &mut at)? as usize));
+        }
+        states.push((accept, rest, ascii));
+    }
+    (at == enc.len() && start < n).then_some((start, states))
+}
+
 /// The states a character read in any spelling continues through, all ending in `to`: the
 /// last one to three hex digits of a `\uXXXX` escape, the rest of a surrogate pair, the
 /// continuation bytes of a raw UTF-8 character.
@@ -280,7 +378,8 @@ pub(crate) fn share(key: &str, h: Hir) -> Result<Hir> {
 /// The weight recorded in a shared-part or excluded-names mark (see
 /// [`crate::json_schema::hir_weight`]).
 pub(crate) fn part_weight(c: &Capture) -> Option<u64> {
-    matches!(c.name.as_deref(), Some(PART) | Some(KEYS)).then_some(u64::from(c.index))
+    matches!(c.name.as_deref(), Some(PART) | Some(KEYS) | Some(CHAR_DFA))
+        .then_some(u64::from(c.index))
 }
 
 /// Whether `h` holds a list mark.
@@ -289,7 +388,7 @@ pub(crate) fn has_marks(h: &Hir) -> bool {
         HirKind::Capture(c) => {
             matches!(
                 c.name.as_deref(),
-                Some(LIST) | Some(SEQ) | Some(SHARED) | Some(PART) | Some(KEYS)
+                Some(LIST) | Some(SEQ) | Some(SHARED) | Some(PART) | Some(KEYS) | Some(CHAR_DFA)
             ) || has_marks(&c.sub)
         }
         HirKind::Repetition(r) => has_marks(&r.sub),
@@ -616,6 +715,137 @@ impl Compiler {
         Ok((entry, end))
     }
 
+    /// See [`char_dfa_mark`]; `enc` is its literal.
+    fn char_dfa(&mut self, enc: &[u8]) -> Result<Frag> {
+        let Some((start, states)) = decode_char_dfa(enc) else {
+            return Err(Error::InvalidArgument("a malformed DFA mark".into()));
+        };
+        let end = self.empty()?;
+        let heads = (0..states.len())
+            .map(|_| self.empty())
+            .collect::<Result<Vec<_>>>()?;
+        let mut tails: FxHashMap<usize, CharTails> = FxHashMap::default();
+        for (s, (accept, rest, ascii)) in states.iter().enumerate() {
+            let mut to = [None; 128];
+            for &(lo, hi, t) in ascii {
+                for c in lo..=hi {
+                    to[c as usize] = Some(heads[t]);
+                }
+            }
+            if let Some(r) = *rest {
+                if let std::collections::hash_map::Entry::Vacant(e) = tails.entry(r) {
+                    e.insert(self.char_tails(heads[r])?);
+                }
+            }
+            let read = self.one_char_of(&to, rest.and_then(|r| tails.get(&r)))?;
+            let node = if *accept {
+                self.union(vec![read, end])?
+            } else {
+                read
+            };
+            self.patch(heads[s], node)?;
+        }
+        Ok((heads[start], end))
+    }
+
+    /// A state reading one character in any JSON string spelling: an ASCII character `c`
+    /// continues in `to[c]` (none: not allowed), every other character in `rest.to` (none:
+    /// not allowed).
+    fn one_char_of(
+        &mut self,
+        to: &[Option<StateID>; 128],
+        rest: Option<&CharTails>,
+    ) -> Result<StateID> {
+        // `\u` and four hex digits: `00` and an ASCII code, or (rest) any other code
+        let mut third = [None; 256];
+        for h in 0..8u8 {
+            let mut fourth = [None; 256];
+            for d in 0..16u8 {
+                if let Some(next) = to[usize::from(h << 4 | d)] {
+                    for b in hex_digit_bytes(d) {
+                        fourth[b as usize] = Some(next);
+                    }
+                }
+            }
+            if fourth.iter().any(Option::is_some) {
+                let s = self.table(&fourth)?;
+                for b in hex_digit_bytes(h) {
+                    third[b as usize] = Some(s);
+                }
+            }
+        }
+        if let Some(t) = rest {
+            for h in 8..16u8 {
+                for b in hex_digit_bytes(h) {
+                    third[b as usize] = Some(t.hex[0]);
+                }
+            }
+        }
+        let third = self.table(&third)?;
+        let mut second = [None; 256];
+        for b in hex_digit_bytes(0) {
+            second[b as usize] = Some(third);
+        }
+        if let Some(t) = rest {
+            for d in 1..16u8 {
+                for b in hex_digit_bytes(d) {
+                    second[b as usize] = Some(t.hex[1]);
+                }
+            }
+        }
+        let second = self.table(&second)?;
+        let mut u = [None; 256];
+        for b in hex_digit_bytes(0) {
+            u[b as usize] = Some(second);
+        }
+        if let Some(t) = rest {
+            for d in 1..16u8 {
+                for b in hex_digit_bytes(d) {
+                    u[b as usize] = Some(if d == 0xD { t.d } else { t.hex[2] });
+                }
+            }
+        }
+        let u = self.table(&u)?;
+        let mut esc = [None; 256];
+        for (code, e) in [
+            (b'"', b'"'),
+            (b'\\', b'\\'),
+            (b'/', b'/'),
+            (0x08, b'b'),
+            (0x0C, b'f'),
+            (0x0A, b'n'),
+            (0x0D, b'r'),
+            (0x09, b't'),
+        ] {
+            esc[e as usize] = to[code as usize];
+        }
+        esc[b'u' as usize] = Some(u);
+        let esc = self.table(&esc)?;
+        let mut raw = [None; 256];
+        for c in 0x20..0x80u8 {
+            raw[c as usize] = to[c as usize];
+        }
+        raw[b'"' as usize] = None;
+        raw[b'\\' as usize] = Some(esc);
+        if let Some(t) = rest {
+            for (a, b, next) in [
+                (0xC2, 0xDF, t.cont[0]),
+                (0xE0, 0xE0, t.e0),
+                (0xE1, 0xEC, t.cont[1]),
+                (0xED, 0xED, t.ed),
+                (0xEE, 0xEF, t.cont[1]),
+                (0xF0, 0xF0, t.f0),
+                (0xF1, 0xF3, t.cont[2]),
+                (0xF4, 0xF4, t.f4),
+            ] {
+                for x in a..=b {
+                    raw[x as usize] = Some(next);
+                }
+            }
+        }
+        self.table(&raw)
+    }
+
     /// Any characters in any spelling (`any_char()*`): the loop's head and exit, and the tails
     /// leading back to the head.
     fn any_chars(&mut self) -> Result<(StateID, StateID, CharTails)> {
@@ -768,6 +998,12 @@ impl Compiler {
                     )));
                 };
                 self.replay(&part)
+            }
+            HirKind::Capture(c) if c.name.as_deref() == Some(CHAR_DFA) => {
+                let HirKind::Literal(enc) = c.sub.kind() else {
+                    return Err(Error::InvalidArgument("a malformed DFA mark".into()));
+                };
+                self.char_dfa(&enc.0)
             }
             HirKind::Capture(c) if c.name.as_deref() == Some(KEYS) => {
                 let HirKind::Literal(enc) = c.sub.kind() else {

@@ -259,6 +259,77 @@ impl Lang {
     }
 }
 
+impl Lang {
+    /// The minimal DFA of the language, without states that cannot reach acceptance (so a
+    /// character with no edge ends every match); `None` when the language is empty. Edges of a
+    /// state are sorted and disjoint.
+    pub fn to_char_dfa(&self, b: &LangBudget) -> Result<Option<CharDfa>, String> {
+        let d = Ctx::build(self, b)?;
+        let (dfa, alpha) = (&d.dfa, &d.alpha);
+        let n = dfa.n();
+        let mut rev: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for s in 0..n {
+            for c in 0..dfa.k {
+                rev[dfa.next(s, c)].push(s as u32);
+            }
+        }
+        let mut live = dfa.accept.clone();
+        let mut stack: Vec<usize> = (0..n).filter(|&s| live[s]).collect();
+        while let Some(t) = stack.pop() {
+            for &s in &rev[t] {
+                if !live[s as usize] {
+                    live[s as usize] = true;
+                    stack.push(s as usize);
+                }
+            }
+        }
+        if !live[0] {
+            return Ok(None);
+        }
+        let mut id = vec![usize::MAX; n];
+        let mut order = Vec::new();
+        for s in (0..n).filter(|&s| live[s]) {
+            id[s] = order.len();
+            order.push(s);
+        }
+        let mut edges = Vec::with_capacity(order.len());
+        for &s in &order {
+            let mut e: Vec<(u32, u32, usize)> = Vec::new();
+            for c in 0..dfa.k {
+                let t = dfa.next(s, c);
+                if live[t] {
+                    e.extend(
+                        alpha.class_ranges[c]
+                            .iter()
+                            .map(|&(lo, hi)| (lo, hi, id[t])),
+                    );
+                }
+            }
+            e.sort_unstable();
+            // join adjacent ranges into the same state
+            let mut joined: Vec<(u32, u32, usize)> = Vec::with_capacity(e.len());
+            for (lo, hi, t) in e {
+                match joined.last_mut() {
+                    Some(l)
+                        if l.2 == t
+                            && (l.1 + 1 == lo
+                                || (l.1 + 1 == SURROGATE_LO && lo == SURROGATE_HI + 1)) =>
+                    {
+                        l.1 = hi
+                    }
+                    _ => joined.push((lo, hi, t)),
+                }
+            }
+            edges.push(joined);
+        }
+        Ok(Some(CharDfa {
+            start: id[0],
+            accept: order.iter().map(|&s| dfa.accept[s]).collect(),
+            edges,
+        }))
+    }
+}
+
 /// The HIR (over decoded characters) of the language of an explicit character DFA, minimized
 /// first. Errors when the budget is exceeded or the DFA is malformed.
 pub(crate) fn dfa_to_hir(d: &CharDfa, b: &LangBudget) -> Result<Hir, String> {

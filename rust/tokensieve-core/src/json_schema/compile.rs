@@ -1290,17 +1290,32 @@ impl<'a> Compiler<'a> {
                     for n in &names {
                         neg.push(Hir::literal(n.iter().collect::<String>().into_bytes()));
                     }
+                    // The minimal DFA, built straight into automaton states when it can be
+                    // (its regular expression can be exponentially larger); else the
+                    // expression.
+                    let kw = if m.contains_key("pattern") {
+                        "pattern"
+                    } else {
+                        "format"
+                    };
+                    match super::strlang::combined_dfa(&p, &neg) {
+                        Ok(None) => return Ok(None),
+                        Ok(Some(d)) => {
+                            if let Some(c) = crate::nfa_build::char_dfa_mark(&d) {
+                                return Ok(Some(concat(vec![lit("\""), c, lit("\"")])));
+                            }
+                        }
+                        Err(e) => {
+                            self.unsupported(kw, ptr, &e)?;
+                            return Ok(Some(concat(vec![lit("\""), star(any_char()), lit("\"")])));
+                        }
+                    }
                     match super::strlang::combine(&p, &neg) {
                         Ok(Some(h)) => {
                             Some(encode(&h).map_err(|e| schema_error("pattern", ptr, e))?)
                         }
                         Ok(None) => None,
                         Err(e) => {
-                            let kw = if m.contains_key("pattern") {
-                                "pattern"
-                            } else {
-                                "format"
-                            };
                             self.unsupported(kw, ptr, &e)?;
                             Some(star(any_char()))
                         }
@@ -2092,7 +2107,7 @@ impl<'a> Compiler<'a> {
 
 /// The decoded-string language of an ECMA pattern (search semantics); the error names the
 /// pattern.
-fn pattern_language(p: &str) -> std::result::Result<Hir, String> {
+pub(super) fn pattern_language(p: &str) -> std::result::Result<Hir, String> {
     let t = translate_ecma(p).map_err(|e| format!("{p:?}: {e}"))?;
     let h = crate::regex::parse(&t, 250).map_err(|e| format!("{p:?}: {e}"))?;
     Ok(search_form(&h))

@@ -30,6 +30,7 @@ use regex_syntax::hir::Hir;
 use serde_json::Value;
 
 use crate::error::Result;
+pub(crate) use charlang::CharDfa;
 pub use options::{AdditionalProperties, Formats, JsonSchemaOptions, OneOf, Whitespace};
 pub(crate) use string::any_char;
 

@@ -15,7 +15,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use regex_syntax::hir::{Class, Hir, HirKind};
 
-use super::charlang::{Lang, LangBudget};
+use super::charlang::{CharDfa, Lang, LangBudget};
 use super::hirs::{alt, class, concat, star, weight};
 
 const MAX_NFA: usize = 20_000;
@@ -272,6 +272,25 @@ pub(super) fn combine(pos: &[Hir], neg: &[Hir]) -> Result<Option<Hir>, String> {
         l = l.and(&Lang::from_hir(h)?.not());
     }
     lang_hir(&l, &LangBudget::default())
+}
+
+/// Budget of [`combined_dfa`]: its automaton is built into the grammar's states directly, so
+/// it may be larger than one turned back into an expression.
+const DIRECT_DFA_STATES: usize = 1 << 17;
+
+/// The minimal DFA of `pos₁ ∩ … ∩ ¬neg₁ ∩ …` without dead states, `None` when empty.
+pub(super) fn combined_dfa(pos: &[Hir], neg: &[Hir]) -> Result<Option<CharDfa>, String> {
+    let mut l = Lang::any();
+    for h in pos {
+        l = l.and(&Lang::from_hir(h)?);
+    }
+    for h in neg {
+        l = l.and(&Lang::from_hir(h)?.not());
+    }
+    l.to_char_dfa(&LangBudget {
+        max_states: DIRECT_DFA_STATES,
+        ..LangBudget::default()
+    })
 }
 
 /// The HIR of `l`, `None` when the language is empty (the automaton is built once).

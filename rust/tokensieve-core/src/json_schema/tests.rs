@@ -1177,3 +1177,74 @@ fn one_of_branches_separated_by_closed_objects() {
         ],
     );
 }
+
+#[test]
+fn string_dfas_compile_to_the_same_language_as_their_expressions() {
+    use super::compile::pattern_language;
+    use super::hirs::{concat, lit, rep};
+    use super::string::{dot_all, encode};
+    use super::strlang::{combine, combined_dfa};
+    let quoted = |h: Hir| concat(vec![lit("\""), h, lit("\"")]);
+    // (patterns that must match, length bounds, patterns that must not)
+    type Case<'a> = (&'a [&'a str], (u32, Option<u32>), &'a [&'a str]);
+    let cases: &[Case] = &[
+        (&["^[a-c]+$"], (2, Some(4)), &[]),
+        (&["^[a-z]+@[a-z]+\\.(com|org)$"], (0, Some(10)), &[]),
+        // every non-ASCII character to one state (and control characters, escapes)
+        (&["x"], (0, Some(3)), &[]),
+        (&["^[^\"\\\\]*$"], (1, Some(3)), &["^ab$"]),
+        (&["^[\\n\\t\"/\\\\]{1,2}$"], (0, None), &[]),
+        (&["^\\d{2}-\\d{2}$", "1"], (0, None), &["00"]),
+    ];
+    for (pats, (min, max), negs) in cases {
+        let mut pos: Vec<Hir> = pats.iter().map(|p| pattern_language(p).unwrap()).collect();
+        pos.push(rep(dot_all(), *min, *max));
+        let neg: Vec<Hir> = negs.iter().map(|p| pattern_language(p).unwrap()).collect();
+        let d = combined_dfa(&pos, &neg).unwrap().expect("not empty");
+        let mark = crate::nfa_build::char_dfa_mark(&d).expect("uniform non-ASCII edges");
+        assert!(crate::nfa_build::has_marks(&mark));
+        let expr = encode(&combine(&pos, &neg).unwrap().unwrap()).unwrap();
+        super::test_util::assert_same_language(&quoted(mark), &quoted(expr));
+    }
+    // some non-ASCII characters but not all: no mark (the expression is used)
+    let d = combined_dfa(&[pattern_language("^[a-zé]+$").unwrap()], &[])
+        .unwrap()
+        .unwrap();
+    assert!(crate::nfa_build::char_dfa_mark(&d).is_none());
+    // an empty combination
+    let pos = [
+        pattern_language("^a+$").unwrap(),
+        pattern_language("^b+$").unwrap(),
+    ];
+    assert!(combined_dfa(&pos, &[]).unwrap().is_none());
+}
+
+#[test]
+fn formats_with_length_bounds_compile() {
+    // a format's own bounds (hostname labels) times a length bound: too large as an
+    // expression, built as a DFA
+    for (fmt, ok, bad) in [
+        ("email", r#""ab@example.com""#, r#""@example.com""#),
+        ("hostname", r#""a.example.com""#, r#""-a.com""#),
+    ] {
+        for max in [16u32, 64, 254] {
+            let r = lang(json!({"type": "string", "format": fmt, "maxLength": max}));
+            assert!(r.is_match(ok), "{fmt} {max}");
+            assert!(!r.is_match(bad), "{fmt} {max}");
+            // an address of exactly `n` characters: short labels
+            let of_len = |n: usize| {
+                let body: String = "bbbbbbbbb."
+                    .repeat(n / 10 + 1)
+                    .chars()
+                    .take(n - 6)
+                    .collect();
+                format!("\"a@{body}x.co\"")
+            };
+            let (long, fits) = (of_len(max as usize + 1), of_len(max as usize));
+            if fmt == "email" {
+                assert!(!r.is_match(&long), "{fmt} {max}: {} chars", max + 1);
+                assert!(r.is_match(&fits), "{fmt} {max}: {max} chars");
+            }
+        }
+    }
+}
