@@ -1290,31 +1290,13 @@ impl<'a> Compiler<'a> {
                     for n in &names {
                         neg.push(Hir::literal(n.iter().collect::<String>().into_bytes()));
                     }
-                    // The minimal DFA, built straight into automaton states when it can be
-                    // (its regular expression can be exponentially larger); else the
-                    // expression.
                     let kw = if m.contains_key("pattern") {
                         "pattern"
                     } else {
                         "format"
                     };
-                    match super::strlang::combined_dfa(&p, &neg) {
-                        Ok(None) => return Ok(None),
-                        Ok(Some(d)) => {
-                            if let Some(c) = crate::nfa_build::char_dfa_mark(&d) {
-                                return Ok(Some(concat(vec![lit("\""), c, lit("\"")])));
-                            }
-                        }
-                        Err(e) => {
-                            self.unsupported(kw, ptr, &e)?;
-                            return Ok(Some(concat(vec![lit("\""), star(any_char()), lit("\"")])));
-                        }
-                    }
-                    match super::strlang::combine(&p, &neg) {
-                        Ok(Some(h)) => {
-                            Some(encode(&h).map_err(|e| schema_error("pattern", ptr, e))?)
-                        }
-                        Ok(None) => None,
+                    match spelled_combination(&p, &neg) {
+                        Ok(c) => c,
                         Err(e) => {
                             self.unsupported(kw, ptr, &e)?;
                             Some(star(any_char()))
@@ -2044,7 +2026,7 @@ impl<'a> Compiler<'a> {
                     None => continue,
                 }
             };
-            let key = match super::strlang::combine(&pos, &neg) {
+            let key = match spelled_combination(&pos, &neg) {
                 Ok(Some(k)) => k,
                 Ok(None) => continue,
                 Err(e) => {
@@ -2052,7 +2034,6 @@ impl<'a> Compiler<'a> {
                     continue;
                 }
             };
-            let key = encode(&key).map_err(|e| schema_error("patternProperties", ptr, e))?;
             alts.push(concat(vec![lit("\""), key, lit("\""), self.colon(), value]));
         }
         Ok(if alts.is_empty() {
@@ -2102,6 +2083,23 @@ impl<'a> Compiler<'a> {
         } else {
             alt(vec![with, self.props_from(items, i + 1, true, extra, eb)])
         }
+    }
+}
+
+/// JSON string content (every spelling) whose decoded value is in `pos₁ ∩ … ∩ ¬neg₁ ∩ …`;
+/// `None` when no string is. The minimal DFA is built straight into automaton states when it
+/// can be (its regular expression can be exponentially larger, e.g. a format with a length
+/// bound); otherwise it is turned back into an expression and spelled.
+fn spelled_combination(pos: &[Hir], neg: &[Hir]) -> std::result::Result<Option<Hir>, String> {
+    match super::strlang::combined_dfa(pos, neg)? {
+        None => Ok(None),
+        Some(d) => match crate::nfa_build::char_dfa_mark(&d) {
+            Some(mark) => Ok(Some(mark)),
+            None => match super::strlang::combine(pos, neg)? {
+                Some(h) => encode(&h).map(Some),
+                None => Ok(None),
+            },
+        },
     }
 }
 
