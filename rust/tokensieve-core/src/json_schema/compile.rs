@@ -9,7 +9,7 @@ use regex_syntax::hir::Hir;
 use serde_json::{Map, Value};
 
 use super::charlang::{Lang, LangBudget};
-use super::hirs::{alt, alt_opt, class, concat, lit, opt, rep, star, weight};
+use super::hirs::{alt, alt_opt, class, concat, lit, nodes, opt, rep, star, weight};
 use super::number::{any_number, number_literal, number_range, Bound, Dec};
 use super::options::{AdditionalProperties, Formats, JsonSchemaOptions, OneOf, Whitespace};
 use super::string::{
@@ -123,7 +123,9 @@ const UNSUPPORTED: &[&str] = &["$dynamicRef", "$recursiveRef"];
 /// gigabyte; the NFA's own byte limit applies after it.
 const MAX_WEIGHT: u64 = 2_000_000;
 
-/// Upper bound on the summed weight of all sub-schema HIRs built during one compile.
+/// Upper bound on the summed size (`hirs::nodes`, copies included) of the sub-schema HIRs
+/// built during one compile: the memory they take (the automaton they become is bounded by
+/// `MAX_WEIGHT` per schema and by the NFA's byte limit).
 const MAX_BUILT: u64 = 8_000_000;
 
 /// Deepest nesting of sub-schema compiles (each level uses a few kilobytes of stack).
@@ -246,8 +248,9 @@ pub(crate) struct Compiler<'a> {
     depth: u32,
     any_cache: Vec<Hir>,
     any_string: Hir,
-    /// Total weight of the reference expansions and object member lists built so far (copies
-    /// included): bounds the memory spent while compiling, before the final size check.
+    /// Total size (`hirs::nodes`) of the reference expansions and object member lists built so
+    /// far (copies included): bounds the memory spent while compiling, before the final size
+    /// check.
     built: u64,
 }
 
@@ -470,15 +473,15 @@ impl<'a> Compiler<'a> {
         h
     }
 
-    /// Add a reference expansion's weight to the running total. Copies of a sub-schema only
+    /// Add a reference expansion's size to the running total. Copies of a sub-schema only
     /// multiply through references (recursion unrolled level by level), so counting there
     /// stops a runaway expansion early without weighing every sub-schema at every level.
     fn count_built(&mut self, h: &Option<Hir>, ptr: &str) -> Result<()> {
         if let Some(h) = h {
-            self.built = self.built.saturating_add(weight(h));
+            self.built = self.built.saturating_add(nodes(h));
             if self.built > MAX_BUILT {
                 return Err(Error::Budget(format!(
-                    "the schema expands to more than {MAX_BUILT} automaton nodes while compiling \
+                    "the schema expands to more than {MAX_BUILT} expression nodes while compiling \
                      (at #{ptr}): lower max_nesting_depth / max_recursion_depth, count bounds, \
                      or use additional_properties=\"forbid\""
                 )));
@@ -1860,11 +1863,13 @@ impl<'a> Compiler<'a> {
         // (`nfa_build::member_seq`), linear in the members.
         let shared = extra_bounds == (0, None);
         let mut estimate = 0u64;
+        let mut held = 0u64;
         let mut leading_optional = 0u64;
         let mut all_optional = true;
         for (kv, req) in &items {
             let copies = if shared { 1 } else { 1 + leading_optional };
             estimate = estimate.saturating_add(weight(kv).saturating_mul(copies));
+            held = held.saturating_add(nodes(kv).saturating_mul(copies));
             if *req {
                 all_optional = false;
             } else if all_optional {
@@ -1874,8 +1879,9 @@ impl<'a> Compiler<'a> {
         if let Some(kv) = &extra_kv {
             let copies = if shared { 1 } else { 2 + leading_optional };
             estimate = estimate.saturating_add(weight(kv).saturating_mul(copies));
+            held = held.saturating_add(nodes(kv).saturating_mul(copies));
         }
-        self.built = self.built.saturating_add(estimate);
+        self.built = self.built.saturating_add(held);
         if estimate > MAX_WEIGHT {
             let why = if shared || leading_optional == 0 {
                 String::new()
@@ -1894,8 +1900,8 @@ impl<'a> Compiler<'a> {
         }
         if self.built > MAX_BUILT {
             return Err(Error::Budget(format!(
-                "the schema expands to more than {MAX_BUILT} automaton nodes while compiling \
-                 (the object at #{ptr} adds about {estimate}): lower max_nesting_depth / \
+                "the schema expands to more than {MAX_BUILT} expression nodes while compiling \
+                 (the object at #{ptr} adds about {held}): lower max_nesting_depth / \
                  max_recursion_depth, or use additional_properties=\"forbid\""
             )));
         }

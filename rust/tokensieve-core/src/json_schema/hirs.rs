@@ -61,6 +61,25 @@ pub(crate) fn alt_opt(items: Vec<Option<Hir>>) -> Option<Hir> {
     }
 }
 
+/// Nodes of `h` as held in memory: a repetition counts its sub-expression once, a mark its
+/// own small literal (unlike [`weight`], which estimates the automaton the HIR becomes).
+pub(crate) fn nodes(h: &Hir) -> u64 {
+    use regex_syntax::hir::HirKind::*;
+    match h.kind() {
+        Empty | Look(_) => 1,
+        Literal(l) => 1 + l.0.len() as u64 / 16,
+        Class(c) => {
+            1 + match c {
+                regex_syntax::hir::Class::Unicode(u) => u.ranges().len() as u64 / 8,
+                regex_syntax::hir::Class::Bytes(b) => b.ranges().len() as u64 / 8,
+            }
+        }
+        Repetition(r) => 1 + nodes(&r.sub),
+        Capture(c) => 1 + nodes(&c.sub),
+        Concat(xs) | Alternation(xs) => xs.iter().fold(1u64, |acc, x| acc.saturating_add(nodes(x))),
+    }
+}
+
 /// A rough size of a HIR (number of nodes, repetitions counted by their bound), used for the
 /// schema size budget before the NFA is built.
 pub(crate) fn weight(h: &Hir) -> u64 {
