@@ -253,6 +253,21 @@ CASES: list[tuple[dict[str, Any] | bool, Any, bool]] = [
         {"k": 3},
         False,
     ),
+    # a lower bound above the upper bound leaves nothing of that type
+    ({"type": ["string", "null"], "minLength": 2, "maxLength": 0}, "", False),
+    ({"type": ["string", "null"], "minLength": 3, "maxLength": 1}, "abc", False),
+    ({"type": ["string", "null"], "minLength": 3, "maxLength": 1}, None, True),
+    ({"type": ["object", "null"], "minProperties": 3, "maxProperties": 1}, {"a": 1}, False),
+    ({"type": ["object", "null"], "minProperties": 2, "maxProperties": 0}, {}, False),
+    (
+        {
+            "type": ["array", "null"],
+            "items": {"type": "string", "minLength": 2},
+            "contains": {"type": "string", "maxLength": 0},
+        },
+        [""],
+        False,
+    ),
     # a format with a length bound (a DFA of thousands of states, built straight into states)
     ({"type": "string", "format": "email", "maxLength": 64}, "ann@example.com", True),
     ({"type": "string", "format": "email", "maxLength": 64}, "a@" + "b." * 30 + "co", True),

@@ -1220,6 +1220,9 @@ impl<'a> Compiler<'a> {
     fn string(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
         let min = self.count(m, "minLength", ptr)?.unwrap_or(0);
         let max = self.count(m, "maxLength", ptr)?;
+        if max.is_some_and(|mx| mx < min) {
+            return Ok(None);
+        }
         self.big("minLength", ptr, min)?;
         if let Some(mx) = max {
             self.big("maxLength", ptr, mx)?;
@@ -1831,6 +1834,9 @@ impl<'a> Compiler<'a> {
         let mut extra_bounds: (u64, Option<u64>) = (0, None);
         if minp.is_some() || maxp.is_some() {
             let lo = minp.unwrap_or(0);
+            if maxp.is_some_and(|mx| mx < lo) {
+                return Ok(None);
+            }
             let trivially =
                 lo <= n_req && maxp.is_none_or(|mx| extra_kv.is_none() && mx >= n_req + n_opt);
             if maxp.is_some_and(|mx| mx < n_req) || (extra_kv.is_none() && lo > n_req + n_opt) {

@@ -1248,3 +1248,30 @@ fn formats_with_length_bounds_compile() {
         }
     }
 }
+
+#[test]
+fn lower_bounds_above_upper_bounds_allow_nothing() {
+    let o = JsonSchemaOptions::default();
+    for schema in [
+        json!({"type": "string", "minLength": 2, "maxLength": 0}),
+        json!({"type": "string", "minLength": 3, "maxLength": 1}),
+        json!({"type": "string", "pattern": "^a+$", "minLength": 3, "maxLength": 1}),
+        json!({"type": "object", "minProperties": 3, "maxProperties": 1}),
+        json!({"type": "object", "minProperties": 2, "maxProperties": 0}),
+        json!({"type": "array", "items": {"type": "string", "minLength": 2},
+               "contains": {"type": "string", "maxLength": 0}}),
+    ] {
+        assert_eq!(schema_err(schema, &o).0, "", "no value satisfies it");
+    }
+    // where other types remain, only the bounded type is empty
+    check(
+        json!({"type": ["string", "integer"], "minLength": 3, "maxLength": 1}),
+        &["1"],
+        &[r#""""#, r#""abc""#, r#""a""#],
+    );
+    check(
+        json!({"type": ["object", "null"], "minProperties": 2, "maxProperties": 1}),
+        &["null"],
+        &["{}", r#"{"a": 1}"#, r#"{"a": 1, "b": 2}"#],
+    );
+}
