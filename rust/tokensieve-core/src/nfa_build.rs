@@ -299,6 +299,38 @@ struct CharTails {
     f4: StateID,
 }
 
+/// The characters with a short JSON escape, and the letter after the backslash.
+const SHORT_ESCAPES: [(u8, u8); 8] = [
+    (b'"', b'"'),
+    (b'\\', b'\\'),
+    (b'/', b'/'),
+    (0x08, b'b'),
+    (0x0C, b'f'),
+    (0x0A, b'n'),
+    (0x0D, b'r'),
+    (0x09, b't'),
+];
+
+impl CharTails {
+    /// Sends the lead byte of every raw multi-byte UTF-8 character to its continuation.
+    fn utf8_leads(&self, raw: &mut [Option<StateID>; 256]) {
+        for (a, b, next) in [
+            (0xC2, 0xDF, self.cont[0]),
+            (0xE0, 0xE0, self.e0),
+            (0xE1, 0xEC, self.cont[1]),
+            (0xED, 0xED, self.ed),
+            (0xEE, 0xEF, self.cont[1]),
+            (0xF0, 0xF0, self.f0),
+            (0xF1, 0xF3, self.cont[2]),
+            (0xF4, 0xF4, self.f4),
+        ] {
+            for x in a..=b {
+                raw[x as usize] = Some(next);
+            }
+        }
+    }
+}
+
 /// Whether `h` is [`crate::json_schema::any_char`]'s HIR.
 fn is_any_char(h: &Hir) -> bool {
     thread_local! {
@@ -645,16 +677,7 @@ impl Compiler {
         }
         let u = self.table(&u)?;
         let mut esc = [None; 256];
-        for (code, e) in [
-            (b'"', b'"'),
-            (b'\\', b'\\'),
-            (b'/', b'/'),
-            (0x08, b'b'),
-            (0x0C, b'f'),
-            (0x0A, b'n'),
-            (0x0D, b'r'),
-            (0x09, b't'),
-        ] {
+        for (code, e) in SHORT_ESCAPES {
             esc[e as usize] = Some(kid(code).unwrap_or(t.to));
         }
         esc[b'u' as usize] = Some(u);
@@ -665,20 +688,7 @@ impl Compiler {
         }
         raw[b'"' as usize] = None;
         raw[b'\\' as usize] = Some(esc);
-        for (a, b, next) in [
-            (0xC2, 0xDF, t.cont[0]),
-            (0xE0, 0xE0, t.e0),
-            (0xE1, 0xEC, t.cont[1]),
-            (0xED, 0xED, t.ed),
-            (0xEE, 0xEF, t.cont[1]),
-            (0xF0, 0xF0, t.f0),
-            (0xF1, 0xF3, t.cont[2]),
-            (0xF4, 0xF4, t.f4),
-        ] {
-            for x in a..=b {
-                raw[x as usize] = Some(next);
-            }
-        }
+        t.utf8_leads(&mut raw);
         self.table(&raw)
     }
 
@@ -807,16 +817,7 @@ impl Compiler {
         }
         let u = self.table(&u)?;
         let mut esc = [None; 256];
-        for (code, e) in [
-            (b'"', b'"'),
-            (b'\\', b'\\'),
-            (b'/', b'/'),
-            (0x08, b'b'),
-            (0x0C, b'f'),
-            (0x0A, b'n'),
-            (0x0D, b'r'),
-            (0x09, b't'),
-        ] {
+        for (code, e) in SHORT_ESCAPES {
             esc[e as usize] = to[code as usize];
         }
         esc[b'u' as usize] = Some(u);
@@ -828,20 +829,7 @@ impl Compiler {
         raw[b'"' as usize] = None;
         raw[b'\\' as usize] = Some(esc);
         if let Some(t) = rest {
-            for (a, b, next) in [
-                (0xC2, 0xDF, t.cont[0]),
-                (0xE0, 0xE0, t.e0),
-                (0xE1, 0xEC, t.cont[1]),
-                (0xED, 0xED, t.ed),
-                (0xEE, 0xEF, t.cont[1]),
-                (0xF0, 0xF0, t.f0),
-                (0xF1, 0xF3, t.cont[2]),
-                (0xF4, 0xF4, t.f4),
-            ] {
-                for x in a..=b {
-                    raw[x as usize] = Some(next);
-                }
-            }
+            t.utf8_leads(&mut raw);
         }
         self.table(&raw)
     }

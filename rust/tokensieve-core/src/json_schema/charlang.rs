@@ -267,22 +267,7 @@ impl Lang {
         let d = Ctx::build(self, b)?;
         let (dfa, alpha) = (&d.dfa, &d.alpha);
         let n = dfa.n();
-        let mut rev: Vec<Vec<u32>> = vec![Vec::new(); n];
-        for s in 0..n {
-            for c in 0..dfa.k {
-                rev[dfa.next(s, c)].push(s as u32);
-            }
-        }
-        let mut live = dfa.accept.clone();
-        let mut stack: Vec<usize> = (0..n).filter(|&s| live[s]).collect();
-        while let Some(t) = stack.pop() {
-            for &s in &rev[t] {
-                if !live[s as usize] {
-                    live[s as usize] = true;
-                    stack.push(s as usize);
-                }
-            }
-        }
+        let live = live_states(dfa);
         if !live[0] {
             return Ok(None);
         }
@@ -1468,14 +1453,12 @@ fn too_deep(b: &LangBudget) -> String {
     )
 }
 
-/// State elimination on the live part of a minimal DFA.
-fn dfa_hir(d: &Dfa, alpha: &Alphabet, b: &LangBudget) -> Result<Hir, String> {
+/// The states of `d` from which an accepting state can be reached.
+fn live_states(d: &Dfa) -> Vec<bool> {
     let n = d.n();
-    let k = d.k;
-    // live: can reach acceptance (all states are reachable from 0)
     let mut rev: Vec<Vec<u32>> = vec![Vec::new(); n];
     for s in 0..n {
-        for c in 0..k {
+        for c in 0..d.k {
             rev[d.next(s, c)].push(s as u32);
         }
     }
@@ -1489,7 +1472,15 @@ fn dfa_hir(d: &Dfa, alpha: &Alphabet, b: &LangBudget) -> Result<Hir, String> {
             }
         }
     }
-    drop(rev);
+    live
+}
+
+/// State elimination on the live part of a minimal DFA.
+fn dfa_hir(d: &Dfa, alpha: &Alphabet, b: &LangBudget) -> Result<Hir, String> {
+    let n = d.n();
+    let k = d.k;
+    // live: can reach acceptance (all states are reachable from 0)
+    let live = live_states(d);
     if !live[0] {
         return Ok(hirs::alt(vec![]));
     }

@@ -264,6 +264,11 @@ fn determinize(
 /// `Ok(None)` when the language is empty. Built with `charlang` (minimal automata and compact
 /// counted repetitions in the output); the direct product below is the cross-check in tests.
 pub(super) fn combine(pos: &[Hir], neg: &[Hir]) -> Result<Option<Hir>, String> {
+    lang_hir(&conjunction(pos, neg)?, &LangBudget::default())
+}
+
+/// `pos₁ ∩ … ∩ ¬neg₁ ∩ …` as a language expression (nothing built yet).
+fn conjunction(pos: &[Hir], neg: &[Hir]) -> Result<Lang, String> {
     let mut l = Lang::any();
     for h in pos {
         l = l.and(&Lang::from_hir(h)?);
@@ -271,7 +276,7 @@ pub(super) fn combine(pos: &[Hir], neg: &[Hir]) -> Result<Option<Hir>, String> {
     for h in neg {
         l = l.and(&Lang::from_hir(h)?.not());
     }
-    lang_hir(&l, &LangBudget::default())
+    Ok(l)
 }
 
 /// Budget of [`combined_dfa`]: its automaton is built into the grammar's states directly, so
@@ -280,14 +285,7 @@ const DIRECT_DFA_STATES: usize = 1 << 17;
 
 /// The minimal DFA of `pos₁ ∩ … ∩ ¬neg₁ ∩ …` without dead states, `None` when empty.
 pub(super) fn combined_dfa(pos: &[Hir], neg: &[Hir]) -> Result<Option<CharDfa>, String> {
-    let mut l = Lang::any();
-    for h in pos {
-        l = l.and(&Lang::from_hir(h)?);
-    }
-    for h in neg {
-        l = l.and(&Lang::from_hir(h)?.not());
-    }
-    l.to_char_dfa(&LangBudget {
+    conjunction(pos, neg)?.to_char_dfa(&LangBudget {
         max_states: DIRECT_DFA_STATES,
         ..LangBudget::default()
     })
