@@ -16,8 +16,8 @@
 
 use serde_json::{Map, Value};
 
-use super::compile::{bits_to_types, child, normalize, schema_error, Compiler, T_ALL, T_ARRAY};
-use super::compile::{T_FRAC, T_INT, T_OBJECT};
+use super::compile::{child, normalize, schema_error, Compiler};
+use super::keywords::{bits_to_types, T_ALL, T_ARRAY, T_FRAC, T_INT, T_OBJECT};
 use super::number::Dec;
 use super::options::OneOf;
 use crate::error::{Error, Result};
@@ -691,7 +691,7 @@ impl<'a> Compiler<'a> {
         if let Some(vals) = values {
             let present = vals
                 .iter()
-                .fold(0u8, |a, v| a | super::compile::value_bits(v));
+                .fold(0u8, |a, v| a | super::keywords::value_bits(v));
             let missing = T_ALL & !present & !(T_INT | T_FRAC);
             let has_num = present & (T_INT | T_FRAC) != 0;
             let mut other = missing;
@@ -705,7 +705,7 @@ impl<'a> Compiler<'a> {
             if !strings.is_empty() {
                 out.push(typed(
                     "string",
-                    vec![(super::compile::NOT_IN, Value::Array(strings))],
+                    vec![(super::keywords::NOT_IN, Value::Array(strings))],
                 ));
             }
             let bools: Vec<bool> = vals.iter().filter_map(Value::as_bool).collect();
@@ -779,7 +779,7 @@ impl<'a> Compiler<'a> {
                 "exclusiveMaximum" => out.push(typed("number", vec![("minimum", num_v()?)])),
                 "multipleOf" => out.push(typed(
                     "number",
-                    vec![(super::compile::NOT_MULTIPLE, num_v()?)],
+                    vec![(super::keywords::NOT_MULTIPLE, num_v()?)],
                 )),
                 "minLength" => {
                     if let Some(n) = count(-1)? {
@@ -806,7 +806,7 @@ impl<'a> Compiler<'a> {
                 )),
                 "pattern" => out.push(typed(
                     "string",
-                    vec![(super::compile::NOT_PATTERN, Value::Array(vec![v.clone()]))],
+                    vec![(super::keywords::NOT_PATTERN, Value::Array(vec![v.clone()]))],
                 )),
                 "format" => {
                     if v.as_str().and_then(|f| self.asserted_format(f)).is_some() {
@@ -884,7 +884,7 @@ impl<'a> Compiler<'a> {
                         "array",
                         vec![
                             ("contains", terms_to_value(n)),
-                            (super::compile::CONTAINS_FROM, Value::from(start as u64)),
+                            (super::keywords::CONTAINS_FROM, Value::from(start as u64)),
                         ],
                     ));
                 }
@@ -936,7 +936,7 @@ impl<'a> Compiler<'a> {
                     some.insert("schema".into(), terms_to_value(n));
                     out.push(typed(
                         "object",
-                        vec![(super::compile::SOME_EXTRA, Value::Object(some))],
+                        vec![(super::keywords::SOME_EXTRA, Value::Object(some))],
                     ));
                 }
                 k if k.starts_with("x-ts-") || !Self::is_validity(k) => {
@@ -959,7 +959,7 @@ impl<'a> Compiler<'a> {
                             "`{k}` inside `not` (or a negated if/oneOf branch) is not supported"
                         ),
                     )?;
-                    let t = super::compile::applies_to(k);
+                    let t = super::keywords::applies_to(k);
                     out.push(obj(vec![("type", bits_to_types(t))]));
                 }
             }

@@ -8,14 +8,17 @@
 //! `docs/json-schema.md` states the language exactly; unsupported validity keywords are a
 //! [`crate::Error::Schema`] naming the keyword and the JSON pointer (warnings when `lenient`).
 //!
-//! Submodules: [`options`] (the option table), `compile` (the schema walker, `allOf` merging,
-//! `oneOf` disjointness), `number` (exact numeric-range regexes), `string` (JSON string
-//! spellings, ECMA-262 patterns, formats).
+//! Submodules: [`options`] (the option table), `compile` (the schema walker, split by keyword
+//! family: `refs` for `$ref` and `allOf` merging, `one_of` for `oneOf` disjointness, `scalars`,
+//! `arrays`, `objects`), `keywords` (the keyword tables and the internal `x-ts-*` keywords),
+//! `number` (exact numeric-range regexes), `string` (JSON string spellings, ECMA-262 patterns,
+//! formats).
 
 mod algebra;
 mod charlang;
 mod compile;
 mod hirs;
+mod keywords;
 mod multiple;
 mod number;
 pub mod options;

@@ -4,8 +4,9 @@
 
 use serde_json::{Map, Value};
 
-use super::compile::{json_eq, schema_error, type_bits, value_bits, Compiler};
-use super::compile::{ALL_PATTERNS, CONTAINS_FROM, NOT_IN, NOT_MULTIPLE, NOT_PATTERN, SOME_EXTRA};
+use super::compile::{json_eq, schema_error, Compiler};
+use super::keywords::{type_bits, value_bits};
+use super::keywords::{ALL_PATTERNS, CONTAINS_FROM, NOT_IN, NOT_MULTIPLE, NOT_PATTERN, SOME_EXTRA};
 use super::number::Dec;
 use crate::error::Result;
 use crate::regex::{LazyDfa, RegexOptions, DEAD};

@@ -1,0 +1,381 @@
+//! Arrays: items, prefixItems, counts, uniqueItems and contains.
+
+use regex_syntax::hir::Hir;
+use serde_json::{Map, Value};
+
+use super::{child, json_eq, literal_values, schema_error, Compiler};
+use crate::error::Result;
+use crate::json_schema::hirs::{alt, alt_opt, concat, opt, rep, star};
+use crate::json_schema::keywords::{CONTAINS_FROM, T_BOOL, T_NULL};
+
+impl<'a> Compiler<'a> {
+    pub(super) fn array(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
+        let min = self.count(m, "minItems", ptr)?.unwrap_or(0);
+        let max = self.count(m, "maxItems", ptr)?;
+        self.big("minItems", ptr, min)?;
+        if let Some(mx) = max {
+            self.big("maxItems", ptr, mx)?;
+            if mx < min {
+                return Ok(None);
+            }
+        }
+        let (prefix, prefix_kw, rest, rest_kw): (&[Value], &str, Option<&Value>, &str) =
+            match (m.get("prefixItems"), m.get("items")) {
+                (Some(Value::Array(p)), items) => (p, "prefixItems", items, "items"),
+                (Some(_), _) => {
+                    return Err(schema_error(
+                        "prefixItems",
+                        ptr,
+                        "prefixItems must be an array",
+                    ))
+                }
+                (None, Some(Value::Array(p))) => {
+                    (p, "items", m.get("additionalItems"), "additionalItems")
+                }
+                (None, items) => (&[], "items", items, "items"),
+            };
+        if m.get("uniqueItems") == Some(&Value::Bool(true)) {
+            match self.unique_array(prefix, rest, (min, max), ptr)? {
+                Some(h) => return Ok(h),
+                None => self.unsupported(
+                    "uniqueItems",
+                    ptr,
+                    "uniqueItems: true is supported only when every item comes from a small \
+                     finite set of values (enum, const, boolean, null) and the length is bounded",
+                )?,
+            }
+        }
+        if let Some(c) = m.get("contains") {
+            let lo = self.count(m, "minContains", ptr)?.unwrap_or(1);
+            let hi = self.count(m, "maxContains", ptr)?;
+            if lo > 0 || hi.is_some() {
+                let from = self.count(m, CONTAINS_FROM, ptr)?.unwrap_or(0);
+                return self.array_contains(prefix, rest, c, (lo, hi), from, (min, max), ptr);
+            }
+        }
+        let mut pre = Vec::new();
+        for (i, s) in prefix.iter().enumerate() {
+            pre.push(self.schema(s, &child(&child(ptr, prefix_kw), &i.to_string()))?);
+        }
+        let rest_h = match rest {
+            None => Some(self.any_value(self.opts.max_nesting_depth)?),
+            Some(s) => self.schema(s, &child(ptr, rest_kw))?,
+        };
+        let body = self.array_tail(&pre, rest_h.as_ref(), 0, min, max);
+        Ok(body.map(|b| self.wrap("[", b, "]")))
+    }
+
+    /// The finite set of values a schema allows, when it names one (`enum`, `const`, only
+    /// `boolean`/`null` types, `false`); `None` when it may be infinite.
+    pub(super) fn finite_values(&mut self, s: &Value, ptr: &str) -> Result<Option<Vec<Value>>> {
+        let t = self.deref(s, ptr)?;
+        let cands = match t {
+            Value::Bool(false) => return Ok(Some(vec![])),
+            Value::Object(m) => match literal_values(m) {
+                Some(vs) => Some(vs),
+                None if m.contains_key("type") => {
+                    let bits = self.type_bits_of(m, ptr)?;
+                    if bits & !(T_NULL | T_BOOL) == 0 {
+                        let mut v = Vec::new();
+                        if bits & T_NULL != 0 {
+                            v.push(Value::Null);
+                        }
+                        if bits & T_BOOL != 0 {
+                            v.extend([Value::Bool(true), Value::Bool(false)]);
+                        }
+                        Some(v)
+                    } else {
+                        None
+                    }
+                }
+                None => None,
+            },
+            _ => None,
+        };
+        let Some(cands) = cands else { return Ok(None) };
+        let mut out: Vec<Value> = Vec::new();
+        for v in cands {
+            if self.validates(&v, s, ptr, 0)? && !out.iter().any(|o| json_eq(o, &v)) {
+                out.push(v);
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// `uniqueItems: true` over finite item domains: every array of distinct values, listed.
+    pub(super) fn unique_array(
+        &mut self,
+        prefix: &[Value],
+        rest: Option<&Value>,
+        len: (u64, Option<u64>),
+        ptr: &str,
+    ) -> Result<Option<Option<Hir>>> {
+        const MAX_ARRAYS: usize = 4096;
+        let mut doms: Vec<Vec<Value>> = Vec::new();
+        for s in prefix {
+            match self.finite_values(s, ptr)? {
+                Some(d) => doms.push(d),
+                None => return Ok(None),
+            }
+        }
+        let rest_dom = match rest {
+            None => None,
+            Some(s) => self.finite_values(s, ptr)?,
+        };
+        // longest possible array: the bound, else the prefix plus every distinct rest value
+        let cap = match (&rest_dom, len.1) {
+            (_, Some(mx)) => mx,
+            (Some(d), None) => (prefix.len() + d.len()) as u64,
+            (None, None) => return Ok(None),
+        };
+        let cap =
+            cap.min((prefix.len() + rest_dom.as_ref().map_or(usize::MAX / 2, Vec::len)) as u64);
+        if rest_dom.is_none() && cap > prefix.len() as u64 {
+            return Ok(None);
+        }
+        let mut out: Vec<Hir> = Vec::new();
+        let mut seq: Vec<Value> = Vec::new();
+        #[allow(clippy::too_many_arguments)]
+        fn go(
+            c: &Compiler<'_>,
+            doms: &[Vec<Value>],
+            rest: &Option<Vec<Value>>,
+            len: (u64, u64),
+            seq: &mut Vec<Value>,
+            out: &mut Vec<Hir>,
+            limit: usize,
+        ) -> bool {
+            let i = seq.len();
+            if i as u64 >= len.0 {
+                if out.len() >= limit {
+                    return false;
+                }
+                out.push(c.literal(&Value::Array(seq.clone())));
+            }
+            if i as u64 >= len.1 {
+                return true;
+            }
+            let dom = match doms.get(i) {
+                Some(d) => d,
+                None => match rest {
+                    Some(d) => d,
+                    None => return true,
+                },
+            };
+            for v in dom {
+                if seq.iter().any(|x| json_eq(x, v)) {
+                    continue;
+                }
+                seq.push(v.clone());
+                let ok = go(c, doms, rest, len, seq, out, limit);
+                seq.pop();
+                if !ok {
+                    return false;
+                }
+            }
+            true
+        }
+        if !go(
+            self,
+            &doms,
+            &rest_dom,
+            (len.0, cap),
+            &mut seq,
+            &mut out,
+            MAX_ARRAYS,
+        ) {
+            return Ok(None);
+        }
+        Ok(Some(if out.is_empty() { None } else { Some(alt(out)) }))
+    }
+
+    /// Arrays with a `contains` count: every item is either a match (item schema ∧ contains)
+    /// or not (item schema ∧ ¬contains), and the matches are counted. Positions before `from`
+    /// are not counted.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn array_contains(
+        &mut self,
+        prefix: &[Value],
+        rest: Option<&Value>,
+        c: &Value,
+        counts: (u64, Option<u64>),
+        from: u64,
+        len: (u64, Option<u64>),
+        ptr: &str,
+    ) -> Result<Option<Hir>> {
+        let cptr = child(ptr, "contains");
+        let both = |s: &Value, extra: Value| {
+            let mut o = Map::new();
+            o.insert("allOf".into(), Value::Array(vec![s.clone(), extra]));
+            Value::Object(o)
+        };
+        let mut not_c = Map::new();
+        not_c.insert("not".into(), c.clone());
+        let not_c = Value::Object(not_c);
+        let any = Value::Bool(true);
+        // (non-matching, matching) item languages per prefix position, then for the rest
+        let mut pairs: Vec<(Option<Hir>, Option<Hir>)> = Vec::new();
+        for (i, s) in prefix.iter().enumerate() {
+            if (i as u64) < from {
+                pairs.push((self.schema(s, &cptr)?, None));
+            } else {
+                let x = self.schema(&both(s, not_c.clone()), &cptr)?;
+                let y = self.schema(&both(s, c.clone()), &cptr)?;
+                pairs.push((x, y));
+            }
+        }
+        let r = rest.unwrap_or(&any);
+        let rest_pair = (
+            self.schema(&both(r, not_c.clone()), &cptr)?,
+            self.schema(&both(r, c.clone()), &cptr)?,
+        );
+        if from > prefix.len() as u64 {
+            // uncounted positions of the rest: unroll them as plain prefix positions
+            let plain = self.schema(r, &cptr)?;
+            while (pairs.len() as u64) < from {
+                pairs.push((plain.clone(), None));
+            }
+        }
+        let mut budget = 0u64;
+        let body = self.contains_seq(&pairs, &rest_pair, 0, 0, counts, len, &mut budget, ptr)?;
+        Ok(body.map(|b| self.wrap("[", b, "]")))
+    }
+
+    /// Items from position `i` on, `c` matches so far.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn contains_seq(
+        &self,
+        pairs: &[(Option<Hir>, Option<Hir>)],
+        rest: &(Option<Hir>, Option<Hir>),
+        i: u64,
+        c: u64,
+        counts: (u64, Option<u64>),
+        len: (u64, Option<u64>),
+        budget: &mut u64,
+        ptr: &str,
+    ) -> Result<Option<Hir>> {
+        *budget += 1;
+        if *budget > 4096 {
+            return Err(schema_error(
+                "contains",
+                ptr,
+                "contains with these item counts unrolls into too many cases",
+            ));
+        }
+        let (lo, hi) = counts;
+        let (min, max) = len;
+        let item = |h: &Hir| {
+            if i > 0 {
+                concat(vec![self.comma(), h.clone()])
+            } else {
+                h.clone()
+            }
+        };
+        let in_prefix = (i as usize) < pairs.len();
+        // Closed form once past the prefix, past the first item and free of length bounds.
+        if !in_prefix && i > 0 && min <= i && max.is_none() {
+            let a = lo.saturating_sub(c);
+            let b = hi.map(|h| h - c);
+            if b.is_some_and(|b| b < a) {
+                return Ok(None);
+            }
+            let xs = rest.0.as_ref().map(|x| star(item(x)));
+            let yx = rest.1.as_ref().map(|y| {
+                let mut v = vec![item(y)];
+                if let Some(x) = &xs {
+                    v.push(x.clone());
+                }
+                concat(v)
+            });
+            let mut parts = Vec::new();
+            if let Some(x) = &xs {
+                parts.push(x.clone());
+            }
+            match yx {
+                Some(yx) => parts.push(rep(yx, a as u32, b.map(|b| b as u32))),
+                None if a > 0 => return Ok(None),
+                None => {}
+            }
+            return Ok(Some(concat(parts)));
+        }
+        let mut alts: Vec<Option<Hir>> = Vec::new();
+        if i >= min && c >= lo {
+            alts.push(Some(Hir::empty()));
+        }
+        if max.is_none_or(|m| i < m) {
+            if !in_prefix && min.saturating_sub(i) > 64 {
+                return Err(schema_error(
+                    "contains",
+                    ptr,
+                    "contains together with a large minItems is not supported",
+                ));
+            }
+            let (x, y) = if in_prefix {
+                pairs[i as usize].clone()
+            } else {
+                rest.clone()
+            };
+            if let Some(x) = x {
+                if let Some(t) =
+                    self.contains_seq(pairs, rest, i + 1, c, counts, len, budget, ptr)?
+                {
+                    alts.push(Some(concat(vec![item(&x), t])));
+                }
+            }
+            if let Some(y) = y {
+                if hi.is_none_or(|h| c < h) {
+                    let c2 = if hi.is_none() { (c + 1).min(lo) } else { c + 1 };
+                    if let Some(t) =
+                        self.contains_seq(pairs, rest, i + 1, c2, counts, len, budget, ptr)?
+                    {
+                        alts.push(Some(concat(vec![item(&y), t])));
+                    }
+                }
+            }
+        }
+        Ok(alt_opt(alts))
+    }
+
+    pub(super) fn array_tail(
+        &self,
+        pre: &[Option<Hir>],
+        rest: Option<&Hir>,
+        i: u64,
+        min: u64,
+        max: Option<u64>,
+    ) -> Option<Hir> {
+        if max.is_some_and(|mx| i >= mx) {
+            return Some(Hir::empty());
+        }
+        let k = pre.len() as u64;
+        if i < k {
+            let e = pre[i as usize].as_ref();
+            let body = e.and_then(|e| {
+                let tail = self.array_tail(pre, rest, i + 1, min, max)?;
+                let mut v = Vec::new();
+                if i > 0 {
+                    v.push(self.comma());
+                }
+                v.push(e.clone());
+                v.push(tail);
+                Some(concat(v))
+            });
+            return if i >= min {
+                Some(body.map(opt).unwrap_or_else(Hir::empty))
+            } else {
+                body
+            };
+        }
+        let a = min.saturating_sub(i);
+        let b = max.map(|mx| mx - i);
+        match rest {
+            None => (a == 0).then(Hir::empty),
+            Some(r) if i > 0 => Some(rep(
+                concat(vec![self.comma(), r.clone()]),
+                a as u32,
+                b.map(|b| b as u32),
+            )),
+            Some(r) => Some(self.list(r.clone(), a, b)),
+        }
+    }
+}

@@ -1,0 +1,486 @@
+//! The schema walker: JSON Schema (a `serde_json::Value`) → HIR over JSON text.
+//!
+//! Every function returns `Ok(None)` for an empty language (no JSON value satisfies that part:
+//! `false`, an empty interval, or a `$ref` cut at the recursion limit) so that optional
+//! properties, `anyOf` branches and array tails can be dropped exactly, and a required
+//! property that was cut by the recursion limit can be reported instead of silently lost.
+
+mod arrays;
+mod objects;
+mod one_of;
+mod refs;
+mod scalars;
+
+pub(super) use refs::normalize;
+#[cfg(test)]
+pub(super) use scalars::{not_in, pattern_language, spelled_not_in};
+
+use regex_syntax::hir::Hir;
+use serde_json::{Map, Value};
+
+use super::hirs::{alt, alt_opt, class, concat, lit, nodes, opt, rep, star, weight};
+use super::keywords::{ANNOTATIONS, SUPPORTED, UNSUPPORTED};
+use super::number::{any_number, Dec};
+use super::options::{JsonSchemaOptions, OneOf, Whitespace};
+use super::string::any_char;
+use crate::error::{Error, Result};
+
+/// Rough upper bound on the HIR size of one schema (see `hirs::weight`). A HIR node costs on
+/// the order of 100 bytes, and the NFA built from it more, so this keeps a compile well below a
+/// gigabyte; the NFA's own byte limit applies after it.
+const MAX_WEIGHT: u64 = 2_000_000;
+
+/// Upper bound on the summed size (`hirs::nodes`, copies included) of the sub-schema HIRs
+/// built during one compile: the memory they take (the automaton they become is bounded by
+/// `MAX_WEIGHT` per schema and by the NFA's byte limit).
+const MAX_BUILT: u64 = 8_000_000;
+
+/// Deepest nesting of sub-schema compiles (each level uses a few kilobytes of stack).
+pub(super) const MAX_DEPTH: u32 = 2000;
+
+/// Longest `minLength`/`maxLength`/`minItems`/`maxItems` bound compiled as a counted repeat.
+const MAX_COUNT: u64 = 10_000;
+
+pub(crate) fn schema_error(keyword: &str, pointer: &str, message: impl Into<String>) -> Error {
+    Error::Schema {
+        keyword: keyword.to_string(),
+        pointer: pointer.to_string(),
+        message: message.into(),
+    }
+}
+
+pub(super) fn escape_token(s: &str) -> String {
+    s.replace('~', "~0").replace('/', "~1")
+}
+
+pub(super) fn child(ptr: &str, key: &str) -> String {
+    format!("{ptr}/{}", escape_token(key))
+}
+
+/// JSON equality as the spec defines it (numbers by value, objects unordered).
+pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => Dec::from_json(x) == Dec::from_json(y),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+pub(crate) struct Compiler<'a> {
+    /// The root document (`docs[0]`).
+    root: &'a Value,
+    /// The root and the registry documents, `$ref`s rewritten (see `resolve`).
+    docs: &'a [Value],
+    pub(super) opts: &'a JsonSchemaOptions,
+    /// After `:` and `,`.
+    sep: Hir,
+    /// Inside brackets and before `:` and `,`.
+    inner: Hir,
+    pub warnings: Vec<String>,
+    pub(super) stack: Vec<String>,
+    pub(super) cuts: u64,
+    /// How many enclosing schemas being expanded have `unevaluated*` keywords.
+    pub(super) eval_scopes: u32,
+    /// Current nesting of `schema` calls.
+    depth: u32,
+    any_cache: Vec<Hir>,
+    any_string: Hir,
+    /// Total size (`hirs::nodes`) of the reference expansions and object member lists built so
+    /// far (copies included): bounds the memory spent while compiling, before the final size
+    /// check.
+    built: u64,
+}
+
+fn ws_chars_only(h: &Hir) -> bool {
+    use regex_syntax::hir::HirKind::*;
+    let ok = |c: u32| matches!(c, 0x20 | 0x09 | 0x0A | 0x0D);
+    match h.kind() {
+        Empty => true,
+        Look(_) => false,
+        Literal(l) => l.0.iter().all(|&b| ok(u32::from(b))),
+        Class(regex_syntax::hir::Class::Unicode(c)) => c
+            .ranges()
+            .iter()
+            .all(|r| (r.start() as u32..=r.end() as u32).all(ok)),
+        Class(regex_syntax::hir::Class::Bytes(c)) => c
+            .ranges()
+            .iter()
+            .all(|r| (u32::from(r.start())..=u32::from(r.end())).all(ok)),
+        Repetition(r) => ws_chars_only(&r.sub),
+        Capture(c) => ws_chars_only(&c.sub),
+        Concat(xs) | Alternation(xs) => xs.iter().all(ws_chars_only),
+    }
+}
+
+impl<'a> Compiler<'a> {
+    pub fn new(docs: &'a [Value], opts: &'a JsonSchemaOptions) -> Result<Compiler<'a>> {
+        let root = &docs[0];
+        let ws_class = class(&[('\t', '\n'), ('\r', '\r'), (' ', ' ')]);
+        let (sep, inner) = match &opts.whitespace {
+            Whitespace::Default => (opt(lit(" ")), Hir::empty()),
+            Whitespace::Compact => (Hir::empty(), Hir::empty()),
+            Whitespace::Flexible => {
+                let w = rep(ws_class, 0, Some(opts.max_whitespace));
+                (w.clone(), w)
+            }
+            Whitespace::Pattern(p) => {
+                let h = crate::regex::parse(p, 250).map_err(|e| {
+                    Error::InvalidArgument(format!("whitespace pattern {p:?}: {e}"))
+                })?;
+                if !ws_chars_only(&h) {
+                    return Err(Error::InvalidArgument(format!(
+                        "whitespace pattern {p:?} may match characters other than JSON \
+                         whitespace (space, \\t, \\n, \\r)"
+                    )));
+                }
+                (h.clone(), h)
+            }
+        };
+        let any_string = concat(vec![lit("\""), star(any_char()), lit("\"")]);
+        Ok(Compiler {
+            root,
+            docs,
+            opts,
+            sep,
+            inner,
+            warnings: Vec::new(),
+            stack: Vec::new(),
+            cuts: 0,
+            eval_scopes: 0,
+            depth: 0,
+            any_cache: Vec::new(),
+            any_string,
+            built: 0,
+        })
+    }
+
+    /// Compile the root schema.
+    pub fn compile_root(&mut self) -> Result<Hir> {
+        let root = self.root;
+        let h = self.schema(root, "")?;
+        let h = match h {
+            Some(h) => h,
+            None if self.cuts > 0 => {
+                return Err(schema_error(
+                    "$ref",
+                    "",
+                    format!(
+                        "every value of this schema needs recursion deeper than \
+                         max_recursion_depth={}; raise max_recursion_depth",
+                        self.opts.max_recursion_depth
+                    ),
+                ))
+            }
+            None => return Err(schema_error("", "", "no JSON value satisfies this schema")),
+        };
+        self.check_weight(&h)?;
+        Ok(h)
+    }
+
+    fn check_weight(&self, h: &Hir) -> Result<()> {
+        let w = weight(h);
+        if w > MAX_WEIGHT {
+            return Err(Error::Budget(format!(
+                "the schema expands to an automaton of about {w} nodes (limit {MAX_WEIGHT}): \
+                 lower max_nesting_depth / max_recursion_depth, count bounds, or \
+                 additional_properties=\"forbid\""
+            )));
+        }
+        Ok(())
+    }
+
+    pub(super) fn unsupported(&mut self, keyword: &str, ptr: &str, why: &str) -> Result<()> {
+        if self.opts.lenient {
+            self.warnings.push(format!(
+                "#{ptr}: `{keyword}` ignored ({why}); the grammar accepts a superset"
+            ));
+            Ok(())
+        } else {
+            Err(schema_error(keyword, ptr, why))
+        }
+    }
+
+    fn colon(&self) -> Hir {
+        concat(vec![self.inner.clone(), lit(":"), self.sep.clone()])
+    }
+
+    fn comma(&self) -> Hir {
+        concat(vec![self.inner.clone(), lit(","), self.sep.clone()])
+    }
+
+    fn wrap(&self, open: &str, body: Hir, close: &str) -> Hir {
+        concat(vec![
+            lit(open),
+            self.inner.clone(),
+            body,
+            self.inner.clone(),
+            lit(close),
+        ])
+    }
+
+    /// `first (, item){..}` lists: `a..=b` items, each `item`.
+    fn list(&self, item: Hir, a: u64, b: Option<u64>) -> Hir {
+        if b == Some(0) {
+            return Hir::empty();
+        }
+        if b.is_none() && a <= 1 {
+            // one copy of the item in the automaton (see `nfa_build`)
+            let core = crate::nfa_build::sep_list(item, self.comma());
+            return if a == 0 { opt(core) } else { core };
+        }
+        let more = rep(
+            concat(vec![self.comma(), item.clone()]),
+            a.saturating_sub(1) as u32,
+            b.map(|b| (b - 1) as u32),
+        );
+        let core = concat(vec![item, more]);
+        if a == 0 {
+            opt(core)
+        } else {
+            core
+        }
+    }
+
+    /// Any JSON value with at most `depth` levels of nested containers.
+    /// Any JSON value nested at most `depth` levels: a shared part (see
+    /// [`crate::nfa_build::share`]), so its automaton is built once per process and options.
+    pub fn any_value(&mut self, depth: u32) -> Result<Hir> {
+        let key = format!("any-value {depth} ({}) ({})", self.inner, self.sep);
+        if let Some(m) = crate::nfa_build::shared_part(&key) {
+            return Ok(m);
+        }
+        let h = self.any_value_hir(depth)?;
+        crate::nfa_build::share(&key, h)
+    }
+
+    fn any_value_hir(&mut self, depth: u32) -> Result<Hir> {
+        while self.any_cache.len() <= depth as usize {
+            let d = self.any_cache.len();
+            let mut parts = vec![
+                lit("null"),
+                lit("true"),
+                lit("false"),
+                any_number(false),
+                self.any_string.clone(),
+            ];
+            if d > 0 {
+                let v = self.any_cache[d - 1].clone();
+                let arr = self.wrap("[", self.list(v.clone(), 0, None), "]");
+                let kv = concat(vec![self.any_string.clone(), self.colon(), v]);
+                let obj = self.wrap("{", self.list(kv, 0, None), "}");
+                parts.push(arr);
+                parts.push(obj);
+            }
+            let h = alt(parts);
+            // Each level holds the one below several times over: the size grows geometrically
+            // with the depth, so check it level by level, before it can exhaust memory.
+            let w = weight(&h);
+            if w > MAX_WEIGHT {
+                return Err(Error::Budget(format!(
+                    "an unconstrained JSON value nested {d} levels deep expands to about {w} \
+                     automaton nodes (limit {MAX_WEIGHT}); lower max_nesting_depth (now {depth})"
+                )));
+            }
+            self.any_cache.push(h);
+        }
+        Ok(self.any_cache[depth as usize].clone())
+    }
+
+    /// Any JSON object (values up to `max_nesting_depth` levels deep).
+    pub fn any_object(&mut self) -> Result<Hir> {
+        let v = self.any_value(self.opts.max_nesting_depth)?;
+        let kv = concat(vec![self.any_string.clone(), self.colon(), v]);
+        Ok(self.wrap("{", self.list(kv, 0, None), "}"))
+    }
+
+    pub fn schema(&mut self, s: &Value, ptr: &str) -> Result<Option<Hir>> {
+        if self.depth >= MAX_DEPTH {
+            return Err(schema_error(
+                "",
+                ptr,
+                format!(
+                    "the schema nests more than {MAX_DEPTH} levels deep (counting $ref \
+                     expansions); lower max_recursion_depth or simplify the schema"
+                ),
+            ));
+        }
+        self.depth += 1;
+        let h = self.schema_unchecked(s, ptr);
+        self.depth -= 1;
+        h
+    }
+
+    /// Add a reference expansion's size to the running total. Copies of a sub-schema only
+    /// multiply through references (recursion unrolled level by level), so counting there
+    /// stops a runaway expansion early without weighing every sub-schema at every level.
+    fn count_built(&mut self, h: &Option<Hir>, ptr: &str) -> Result<()> {
+        if let Some(h) = h {
+            self.built = self.built.saturating_add(nodes(h));
+            if self.built > MAX_BUILT {
+                return Err(Error::Budget(format!(
+                    "the schema expands to more than {MAX_BUILT} expression nodes while compiling \
+                     (at #{ptr}): lower max_nesting_depth / max_recursion_depth, count bounds, \
+                     or use additional_properties=\"forbid\""
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn schema_unchecked(&mut self, s: &Value, ptr: &str) -> Result<Option<Hir>> {
+        match s {
+            Value::Bool(true) => Ok(Some(self.any_value(self.opts.max_nesting_depth)?)),
+            Value::Bool(false) => Ok(None),
+            Value::Object(m) => self.object_schema(m, ptr),
+            _ => Err(schema_error(
+                "",
+                ptr,
+                "a schema must be a JSON object or a boolean",
+            )),
+        }
+    }
+
+    pub(super) fn check_keywords(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<()> {
+        for (k, v) in m {
+            let k = k.as_str();
+            if SUPPORTED.contains(&k) || ANNOTATIONS.contains(&k) {
+                let _ = v; // uniqueItems: decided where arrays are compiled
+                continue;
+            }
+            if UNSUPPORTED.contains(&k) {
+                self.unsupported(k, ptr, &format!("the keyword `{k}` is not supported"))?;
+            } else if !k.starts_with("x-") {
+                self.warnings
+                    .push(format!("#{ptr}: unknown keyword `{k}` ignored"));
+            }
+        }
+        Ok(())
+    }
+
+    /// A keyword that changes which values are valid. Unknown keywords are not: they are
+    /// ignored with a warning (see `check_keywords`), wherever they appear.
+    pub(super) fn is_validity(k: &str) -> bool {
+        (SUPPORTED.contains(&k) || UNSUPPORTED.contains(&k))
+            && !ANNOTATIONS.contains(&k)
+            && k != "$defs"
+            && k != "definitions"
+    }
+
+    fn object_schema(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
+        self.check_keywords(m, ptr)?;
+        if self.needs_algebra(m, ptr)? {
+            let terms = self.expand(&Value::Object(m.clone()), ptr, 0)?;
+            return self.compile_terms(terms, ptr);
+        }
+        if let Some(r) = m.get("$ref") {
+            let r = r
+                .as_str()
+                .ok_or_else(|| schema_error("$ref", ptr, "$ref must be a string"))?;
+            let rest: Map<String, Value> = m
+                .iter()
+                .filter(|(k, _)| k.as_str() != "$ref" && Self::is_validity(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            if rest.is_empty() {
+                return self.reference(r, ptr);
+            }
+            let mut one = Map::new();
+            one.insert("$ref".into(), Value::from(r));
+            let merged = self.merge_all(&[Value::Object(one), Value::Object(rest)], ptr)?;
+            return self.owned(merged, ptr);
+        }
+        if let Some(all) = m.get("allOf") {
+            let branches = all
+                .as_array()
+                .ok_or_else(|| schema_error("allOf", ptr, "allOf must be an array"))?;
+            let mut items: Vec<Value> = branches.clone();
+            let rest: Map<String, Value> = m
+                .iter()
+                .filter(|(k, _)| k.as_str() != "allOf" && Self::is_validity(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            items.push(Value::Object(rest));
+            let merged = self.merge_all(&items, &child(ptr, "allOf"))?;
+            return self.owned(merged, ptr);
+        }
+        let any = m.get("anyOf");
+        let one = m.get("oneOf");
+        if any.is_some() || one.is_some() {
+            // Both together, and a oneOf whose branches may overlap (under the default
+            // one_of), were sent to the expansion by `needs_algebra`.
+            let (kw, list) = match (any, one) {
+                (Some(a), None) => ("anyOf", a),
+                (None, Some(o)) => ("oneOf", o),
+                _ => {
+                    let terms = self.expand(&Value::Object(m.clone()), ptr, 0)?;
+                    return self.compile_terms(terms, ptr);
+                }
+            };
+            let branches = list
+                .as_array()
+                .ok_or_else(|| schema_error(kw, ptr, format!("{kw} must be an array")))?;
+            if kw == "oneOf" && self.opts.one_of == OneOf::AnyOf && !self.disjoint(branches, m)? {
+                self.warnings.push(format!(
+                    "#{ptr}: oneOf compiled as anyOf (branches not provably disjoint)"
+                ));
+            }
+            let rest: Map<String, Value> = m
+                .iter()
+                .filter(|(k, _)| k.as_str() != kw && Self::is_validity(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let mut alts = Vec::new();
+            for (i, b) in branches.iter().enumerate() {
+                let bptr = child(&child(ptr, kw), &i.to_string());
+                let h = if rest.is_empty() {
+                    self.schema(b, &bptr)?
+                } else {
+                    let merged =
+                        self.merge_all(&[Value::Object(rest.clone()), b.clone()], &bptr)?;
+                    self.owned(merged, &bptr)?
+                };
+                alts.push(h);
+            }
+            return Ok(alt_opt(alts));
+        }
+        if m.contains_key("enum") || m.contains_key("const") {
+            return self.values(m, ptr);
+        }
+        self.typed(m, ptr)
+    }
+
+    /// A merged schema that is trivially empty (no type left, no value left).
+    pub(super) fn quick_empty(&self, v: &Value) -> bool {
+        match v {
+            Value::Bool(b) => !b,
+            Value::Object(m) => {
+                matches!(m.get("type"), Some(Value::Array(a)) if a.is_empty())
+                    || matches!(m.get("enum"), Some(Value::Array(a)) if a.is_empty())
+            }
+            _ => false,
+        }
+    }
+
+    /// Compile a schema that was built here (merged).
+    fn owned(&mut self, v: Value, ptr: &str) -> Result<Option<Hir>> {
+        self.schema(&v, ptr)
+    }
+}
+
+fn literal_values(m: &Map<String, Value>) -> Option<Vec<Value>> {
+    match (m.get("const"), m.get("enum")) {
+        (Some(c), Some(Value::Array(e))) => {
+            Some(e.iter().filter(|v| json_eq(v, c)).cloned().collect())
+        }
+        (Some(c), _) => Some(vec![c.clone()]),
+        (None, Some(Value::Array(e))) => Some(e.clone()),
+        _ => None,
+    }
+}

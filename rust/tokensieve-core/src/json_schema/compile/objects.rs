@@ -1,0 +1,427 @@
+//! Objects: properties, required, key languages, patternProperties and additionalProperties.
+
+use regex_syntax::hir::Hir;
+use serde_json::{Map, Value};
+
+use super::scalars::{spelled_combination, spelled_not_in};
+use super::{child, literal_values, schema_error, Compiler, MAX_BUILT, MAX_WEIGHT};
+use crate::error::{Error, Result};
+use crate::json_schema::hirs::{alt, concat, lit, nodes, rep, weight};
+use crate::json_schema::keywords::{SOME_EXTRA, T_STRING};
+use crate::json_schema::options::AdditionalProperties;
+use crate::json_schema::string::{dot_all, spell_str};
+
+impl<'a> Compiler<'a> {
+    pub(super) fn object(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
+        if m.contains_key(SOME_EXTRA) {
+            self.unsupported(
+                "additionalProperties",
+                ptr,
+                "`not` of additionalProperties is not supported in this version",
+            )?;
+        }
+        let empty = Map::new();
+        let props = match m.get("properties") {
+            None => &empty,
+            Some(Value::Object(p)) => p,
+            Some(_) => {
+                return Err(schema_error(
+                    "properties",
+                    ptr,
+                    "properties must be an object",
+                ))
+            }
+        };
+        let mut required: Vec<&str> = Vec::new();
+        match m.get("required") {
+            None => {}
+            Some(Value::Array(r)) => {
+                for x in r {
+                    required.push(x.as_str().ok_or_else(|| {
+                        schema_error("required", ptr, "required must be a list of strings")
+                    })?);
+                }
+            }
+            Some(_) => return Err(schema_error("required", ptr, "required must be an array")),
+        }
+        // Values allowed for undeclared properties.
+        let extra: Option<Hir> = match m.get("additionalProperties") {
+            None => match self.opts.additional_properties {
+                AdditionalProperties::Allow => Some(self.any_value(self.opts.max_nesting_depth)?),
+                AdditionalProperties::Forbid => None,
+            },
+            Some(s) => self.schema(s, &child(ptr, "additionalProperties"))?,
+        };
+        // patternProperties: (decoded key language, value schema)
+        let mut patterns: Vec<(Hir, Value)> = Vec::new();
+        if let Some(pp) = m.get("patternProperties") {
+            let pp = pp.as_object().ok_or_else(|| {
+                schema_error(
+                    "patternProperties",
+                    ptr,
+                    "patternProperties must be an object",
+                )
+            })?;
+            for (p, sch) in pp {
+                let h = self.pattern_hir(&Value::from(p.as_str()), "patternProperties", ptr)?;
+                patterns.push((h, sch.clone()));
+            }
+        }
+        // propertyNames: the decoded language every key must be in
+        let names_schema = m.get("propertyNames").filter(|v| **v != Value::Bool(true));
+        let key_lang: Option<Vec<Hir>> = match names_schema {
+            None => None,
+            Some(pn) => Some(self.key_language(pn, &child(ptr, "propertyNames"))?),
+        };
+        // Declared properties in schema order, then required names the properties lack.
+        let mut names: Vec<String> = props.keys().cloned().collect();
+        let mut items: Vec<(Hir, bool)> = Vec::new();
+        let entries: Vec<(String, Option<&Value>)> = props
+            .iter()
+            .map(|(k, v)| (k.clone(), Some(v)))
+            .chain(
+                required
+                    .iter()
+                    .filter(|r| !props.contains_key(**r))
+                    .map(|r| (r.to_string(), None)),
+            )
+            .collect();
+        for (name, s) in entries {
+            let is_req = required.contains(&name.as_str());
+            let pptr = child(&child(ptr, "properties"), &name);
+            let before = self.cuts;
+            if !names.contains(&name) {
+                names.push(name.clone());
+            }
+            // the patternProperties this name matches apply to it as well
+            let mut matching: Vec<Value> = Vec::new();
+            for (h, sch) in &patterns {
+                if crate::json_schema::validate::full_match(h, &name)? {
+                    matching.push(sch.clone());
+                }
+            }
+            let name_ok = match names_schema {
+                Some(pn) => self.validates(&Value::from(name.as_str()), pn, ptr, 0)?,
+                None => true,
+            };
+            let v = if !name_ok {
+                None
+            } else {
+                match (s, matching.is_empty()) {
+                    (Some(s), true) => self.schema(s, &pptr)?,
+                    (Some(s), false) => {
+                        matching.insert(0, s.clone());
+                        let mut o = Map::new();
+                        o.insert("allOf".into(), Value::Array(matching));
+                        self.schema(&Value::Object(o), &pptr)?
+                    }
+                    (None, true) => extra.clone(),
+                    (None, false) => {
+                        let mut o = Map::new();
+                        o.insert("allOf".into(), Value::Array(matching));
+                        self.schema(&Value::Object(o), &pptr)?
+                    }
+                }
+            };
+            match v {
+                Some(v) => {
+                    let kv = concat(vec![
+                        lit("\""),
+                        spell_str(&name),
+                        lit("\""),
+                        self.colon(),
+                        v,
+                    ]);
+                    items.push((kv, is_req));
+                }
+                None if is_req => {
+                    if self.cuts > before && !self.opts.truncate_recursion {
+                        return Err(schema_error(
+                            "$ref",
+                            &pptr,
+                            format!(
+                                "the required property {name:?} needs recursion deeper than \
+                                 max_recursion_depth={}; raise max_recursion_depth, or set \
+                                 truncate_recursion=True to drop values that need deeper \
+                                 recursion (the grammar then accepts a subset)",
+                                self.opts.max_recursion_depth
+                            ),
+                        ));
+                    }
+                    return Ok(None);
+                }
+                None => {}
+            }
+        }
+        let extra_kv = self.extra_members(&names, &patterns, key_lang.as_deref(), extra, ptr)?;
+        let n_req = items.iter().filter(|x| x.1).count() as u64;
+        let n_opt = items.len() as u64 - n_req;
+        let minp = self.count(m, "minProperties", ptr)?;
+        let maxp = self.count(m, "maxProperties", ptr)?;
+        // Bounds on the number of extra properties.
+        let mut extra_bounds: (u64, Option<u64>) = (0, None);
+        if minp.is_some() || maxp.is_some() {
+            let lo = minp.unwrap_or(0);
+            if maxp.is_some_and(|mx| mx < lo) {
+                return Ok(None);
+            }
+            let trivially =
+                lo <= n_req && maxp.is_none_or(|mx| extra_kv.is_none() && mx >= n_req + n_opt);
+            if maxp.is_some_and(|mx| mx < n_req) || (extra_kv.is_none() && lo > n_req + n_opt) {
+                return Ok(None);
+            }
+            if !trivially {
+                if n_opt == 0 && extra_kv.is_some() {
+                    extra_bounds = (lo.saturating_sub(n_req), maxp.map(|mx| mx - n_req));
+                } else {
+                    let kw = if minp.is_some_and(|l| l > n_req) {
+                        "minProperties"
+                    } else {
+                        "maxProperties"
+                    };
+                    self.unsupported(
+                        kw,
+                        ptr,
+                        "minProperties/maxProperties are supported only when implied by the \
+                         declared properties, or with all declared properties required and \
+                         additional properties allowed",
+                    )?;
+                }
+            }
+        }
+        // Size of the body before building it: the tail after the first present property is
+        // linear, but each leading optional property starts its own alternative holding a copy
+        // of everything after it, so a property is copied once per optional property before it
+        // (up to the first required one).
+        // With no bounds on the extras the members compile into one shared sequence
+        // (`nfa_build::member_seq`), linear in the members.
+        let shared = extra_bounds == (0, None);
+        let mut estimate = 0u64;
+        let mut held = 0u64;
+        let mut leading_optional = 0u64;
+        let mut all_optional = true;
+        for (kv, req) in &items {
+            let copies = if shared { 1 } else { 1 + leading_optional };
+            estimate = estimate.saturating_add(weight(kv).saturating_mul(copies));
+            held = held.saturating_add(nodes(kv).saturating_mul(copies));
+            if *req {
+                all_optional = false;
+            } else if all_optional {
+                leading_optional += 1;
+            }
+        }
+        if let Some(kv) = &extra_kv {
+            let copies = if shared { 1 } else { 2 + leading_optional };
+            estimate = estimate.saturating_add(weight(kv).saturating_mul(copies));
+            held = held.saturating_add(nodes(kv).saturating_mul(copies));
+        }
+        self.built = self.built.saturating_add(held);
+        if estimate > MAX_WEIGHT {
+            let why = if shared || leading_optional == 0 {
+                String::new()
+            } else {
+                format!(
+                    "; with minProperties/maxProperties counting extra properties, each of the \
+                     {leading_optional} optional properties before the first required one \
+                     repeats what follows"
+                )
+            };
+            return Err(Error::Budget(format!(
+                "the object at #{ptr} expands to about {estimate} automaton nodes (limit \
+                 {MAX_WEIGHT}{why}): lower max_nesting_depth / max_recursion_depth, mark \
+                 properties required, or use additional_properties=\"forbid\""
+            )));
+        }
+        if self.built > MAX_BUILT {
+            return Err(Error::Budget(format!(
+                "the schema expands to more than {MAX_BUILT} expression nodes while compiling \
+                 (the object at #{ptr} adds about {held}): lower max_nesting_depth / \
+                 max_recursion_depth, or use additional_properties=\"forbid\""
+            )));
+        }
+        let body = if shared {
+            crate::nfa_build::member_seq(items, self.comma(), extra_kv)
+        } else {
+            self.props_from(&items, 0, true, extra_kv.as_ref(), extra_bounds)
+        };
+        Ok(Some(self.wrap("{", body, "}")))
+    }
+
+    /// The decoded language of keys allowed by a `propertyNames` schema (`pos` HIRs that must
+    /// all match; an empty list for `false` is returned as one empty class).
+    pub(super) fn key_language(&mut self, pn: &Value, ptr: &str) -> Result<Vec<Hir>> {
+        let pn = self.deref(pn, ptr)?;
+        let m = match pn {
+            Value::Bool(false) => return Ok(vec![Hir::fail()]),
+            Value::Bool(true) => return Ok(vec![]),
+            Value::Object(m) => m,
+            _ => {
+                return Err(schema_error(
+                    "propertyNames",
+                    ptr,
+                    "a schema must be an object",
+                ))
+            }
+        };
+        let mut pos = Vec::new();
+        for (k, v) in m {
+            match k.as_str() {
+                "pattern" => pos.push(self.pattern_hir(v, "pattern", ptr)?),
+                "minLength" | "maxLength" => {
+                    let n = self.count(m, k, ptr)?.unwrap_or(0);
+                    self.big(k, ptr, n)?;
+                    let any = dot_all();
+                    pos.push(if k == "minLength" {
+                        rep(any, n as u32, None)
+                    } else {
+                        rep(any, 0, Some(n as u32))
+                    });
+                }
+                "const" | "enum" => {
+                    let vals = literal_values(m).unwrap_or_default();
+                    let strs: Vec<Hir> = vals
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(|s| Hir::literal(s.as_bytes()))
+                        .collect();
+                    pos.push(alt(strs));
+                }
+                "format" => {
+                    if let Some(h) = v.as_str().and_then(|f| self.asserted_format(f)) {
+                        pos.push(h);
+                    }
+                }
+                "type" => {
+                    // keys are strings: a type without string allows no key
+                    if self.type_bits_of(m, ptr)? & T_STRING == 0 {
+                        pos.push(Hir::fail());
+                    }
+                }
+                k if !Self::is_validity(k) => {}
+                k => self.unsupported(
+                    "propertyNames",
+                    ptr,
+                    &format!("`{k}` inside propertyNames is not supported"),
+                )?,
+            }
+        }
+        Ok(pos)
+    }
+
+    /// Members for undeclared keys: each combination of matched `patternProperties` gets its
+    /// key language (matching exactly those patterns, not a declared name, inside
+    /// `propertyNames`) and its value schema (those patterns' schemas, or
+    /// `additionalProperties` when none matches).
+    pub(super) fn extra_members(
+        &mut self,
+        names: &[String],
+        patterns: &[(Hir, Value)],
+        key_lang: Option<&[Hir]>,
+        extra: Option<Hir>,
+        ptr: &str,
+    ) -> Result<Option<Hir>> {
+        if patterns.is_empty() && key_lang.is_none() {
+            return Ok(extra.map(|v| {
+                let key = spelled_not_in(
+                    &names
+                        .iter()
+                        .map(|s| s.chars().collect())
+                        .collect::<Vec<Vec<char>>>(),
+                );
+                concat(vec![lit("\""), key, lit("\""), self.colon(), v])
+            }));
+        }
+        if patterns.len() > 6 {
+            self.unsupported(
+                "patternProperties",
+                ptr,
+                "more than 6 patternProperties in one object are not supported",
+            )?;
+            return Ok(extra.map(|v| concat(vec![self.any_string.clone(), self.colon(), v])));
+        }
+        let declared: Vec<Hir> = names.iter().map(|n| Hir::literal(n.as_bytes())).collect();
+        let mut alts = Vec::new();
+        for mask in 0u32..(1 << patterns.len()) {
+            let mut pos: Vec<Hir> = key_lang.map(<[Hir]>::to_vec).unwrap_or_default();
+            let mut neg = declared.clone();
+            let mut schemas = Vec::new();
+            for (i, (h, sch)) in patterns.iter().enumerate() {
+                if mask & (1 << i) != 0 {
+                    pos.push(h.clone());
+                    schemas.push(sch.clone());
+                } else {
+                    neg.push(h.clone());
+                }
+            }
+            let value = if schemas.is_empty() {
+                match &extra {
+                    Some(v) => v.clone(),
+                    None => continue,
+                }
+            } else {
+                let mut o = Map::new();
+                o.insert("allOf".into(), Value::Array(schemas));
+                match self.schema(&Value::Object(o), &child(ptr, "patternProperties"))? {
+                    Some(v) => v,
+                    None => continue,
+                }
+            };
+            let key = match spelled_combination(&pos, &neg) {
+                Ok(Some(k)) => k,
+                Ok(None) => continue,
+                Err(e) => {
+                    self.unsupported("patternProperties", ptr, &e)?;
+                    continue;
+                }
+            };
+            alts.push(concat(vec![lit("\""), key, lit("\""), self.colon(), value]));
+        }
+        Ok(if alts.is_empty() {
+            None
+        } else {
+            Some(alt(alts))
+        })
+    }
+
+    pub(super) fn props_from(
+        &self,
+        items: &[(Hir, bool)],
+        i: usize,
+        first: bool,
+        extra: Option<&Hir>,
+        eb: (u64, Option<u64>),
+    ) -> Hir {
+        if i == items.len() {
+            return match extra {
+                None => Hir::empty(),
+                Some(kv) if first => self.list(kv.clone(), eb.0, eb.1),
+                Some(kv) => rep(
+                    concat(vec![self.comma(), kv.clone()]),
+                    eb.0 as u32,
+                    eb.1.map(|b| b as u32),
+                ),
+            };
+        }
+        let (kv, req) = &items[i];
+        if !first {
+            // After the first present property every later one is `, kv`, present or not: a
+            // plain sequence of optional groups, linear in the number of properties.
+            let mut parts = Vec::with_capacity(items.len() - i + 1);
+            for (kv, req) in &items[i..] {
+                let group = concat(vec![self.comma(), kv.clone()]);
+                parts.push(if *req { group } else { rep(group, 0, Some(1)) });
+            }
+            parts.push(self.props_from(items, items.len(), false, extra, eb));
+            return concat(parts);
+        }
+        let with = concat(vec![
+            kv.clone(),
+            self.props_from(items, i + 1, false, extra, eb),
+        ]);
+        if *req {
+            with
+        } else {
+            alt(vec![with, self.props_from(items, i + 1, true, extra, eb)])
+        }
+    }
+}

@@ -1,0 +1,564 @@
+//! `const`/`enum`, `type`, numbers and strings (lengths, patterns, formats).
+
+use regex_syntax::hir::Hir;
+use serde_json::{Map, Value};
+
+use super::{json_eq, schema_error, Compiler, MAX_COUNT};
+use crate::error::{Error, Result};
+#[cfg(test)]
+use crate::json_schema::hirs::class;
+use crate::json_schema::hirs::{alt, alt_opt, concat, lit, opt, rep, star};
+use crate::json_schema::keywords::{
+    type_bits, ALL_PATTERNS, NOT_IN, NOT_MULTIPLE, NOT_PATTERN, T_ALL, T_ARRAY, T_BOOL, T_FRAC,
+    T_INT, T_NULL, T_OBJECT, T_STRING,
+};
+use crate::json_schema::number::{number_literal, number_range, Bound, Dec};
+use crate::json_schema::options::Formats;
+use crate::json_schema::string::{
+    any_char, char_len, dot_all, encode, format_regex, search_form, spell_char, spell_not,
+    spell_str, translate_ecma,
+};
+
+impl<'a> Compiler<'a> {
+    // ---- const / enum ------------------------------------------------------------------
+
+    pub(super) fn values(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
+        let mut vals: Vec<Value> = match m.get("enum") {
+            Some(Value::Array(v)) => v.clone(),
+            Some(_) => return Err(schema_error("enum", ptr, "enum must be an array")),
+            None => vec![],
+        };
+        if let Some(c) = m.get("const") {
+            if m.contains_key("enum") {
+                vals.retain(|v| json_eq(v, c));
+            } else {
+                vals = vec![c.clone()];
+            }
+        }
+        // Keep the values that satisfy every sibling keyword (checked on the value itself).
+        let whole = Value::Object(m.clone());
+        let mut kept = Vec::new();
+        for v in vals {
+            if self.validates(&v, &whole, ptr, 0)? {
+                kept.push(v);
+            }
+        }
+        let vals = kept;
+        let alts: Vec<Hir> = vals.iter().map(|v| self.literal(v)).collect();
+        Ok(if alts.is_empty() {
+            None
+        } else {
+            Some(alt(alts))
+        })
+    }
+
+    pub(super) fn literal(&self, v: &Value) -> Hir {
+        match v {
+            Value::Null => lit("null"),
+            Value::Bool(true) => lit("true"),
+            Value::Bool(false) => lit("false"),
+            Value::Number(n) => number_literal(&Dec::from_json(n)),
+            Value::String(s) => concat(vec![lit("\""), spell_str(s), lit("\"")]),
+            Value::Array(xs) => {
+                let mut items = Vec::new();
+                for (i, x) in xs.iter().enumerate() {
+                    if i > 0 {
+                        items.push(self.comma());
+                    }
+                    items.push(self.literal(x));
+                }
+                self.wrap("[", concat(items), "]")
+            }
+            Value::Object(m) => {
+                let mut items = Vec::new();
+                for (i, (k, x)) in m.iter().enumerate() {
+                    if i > 0 {
+                        items.push(self.comma());
+                    }
+                    items.push(concat(vec![lit("\""), spell_str(k), lit("\"")]));
+                    items.push(self.colon());
+                    items.push(self.literal(x));
+                }
+                self.wrap("{", concat(items), "}")
+            }
+        }
+    }
+
+    // ---- typed values ------------------------------------------------------------------
+
+    pub(in crate::json_schema) fn type_bits_of(
+        &self,
+        m: &Map<String, Value>,
+        ptr: &str,
+    ) -> Result<u8> {
+        let bad = || schema_error("type", ptr, "type must be a type name or a list of them");
+        let mut bits = match m.get("type") {
+            None => return Ok(T_ALL),
+            Some(Value::String(t)) => type_bits(t).ok_or_else(bad)?,
+            Some(Value::Array(ts)) => {
+                let mut b = 0;
+                for t in ts {
+                    b |= t.as_str().and_then(type_bits).ok_or_else(bad)?;
+                }
+                b
+            }
+            Some(_) => return Err(bad()),
+        };
+        if m.get("nullable") == Some(&Value::Bool(true)) {
+            bits |= T_NULL;
+        }
+        Ok(bits)
+    }
+
+    pub(super) fn typed(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
+        let bits = self.type_bits_of(m, ptr)?;
+        if bits == T_ALL && !m.keys().any(|k| Self::is_validity(k) && k != "type") {
+            return Ok(Some(self.any_value(self.opts.max_nesting_depth)?));
+        }
+        let mut alts = Vec::new();
+        if bits & T_NULL != 0 {
+            alts.push(Some(lit("null")));
+        }
+        if bits & T_BOOL != 0 {
+            alts.push(Some(alt(vec![lit("true"), lit("false")])));
+        }
+        if bits & T_INT != 0 && bits & T_FRAC != 0 {
+            alts.push(self.number(m, ptr, false)?);
+        } else if bits & T_INT != 0 {
+            alts.push(self.number(m, ptr, true)?);
+        } else if bits & T_FRAC != 0 {
+            alts.push(self.fraction(m, ptr)?);
+        }
+        if bits & T_STRING != 0 {
+            alts.push(self.string(m, ptr)?);
+        }
+        if bits & T_ARRAY != 0 {
+            alts.push(self.array(m, ptr)?);
+        }
+        if bits & T_OBJECT != 0 {
+            alts.push(self.object(m, ptr)?);
+        }
+        Ok(alt_opt(alts))
+    }
+
+    pub(super) fn num(&self, m: &Map<String, Value>, k: &str, ptr: &str) -> Result<Option<Dec>> {
+        match m.get(k) {
+            None | Some(Value::Bool(_)) => Ok(None),
+            Some(Value::Number(n)) => Ok(Some(Dec::from_json(n))),
+            Some(_) => Err(schema_error(k, ptr, format!("{k} must be a number"))),
+        }
+    }
+
+    /// The strongest lower and upper bounds (draft-4 boolean and 2020-12 numeric forms).
+    pub(super) fn bounds(
+        &self,
+        m: &Map<String, Value>,
+        ptr: &str,
+    ) -> Result<(Option<Bound>, Option<Bound>)> {
+        let ex_bool = |k: &str| m.get(k) == Some(&Value::Bool(true));
+        let mut lo: Option<Bound> = None;
+        let mut hi: Option<Bound> = None;
+        let mut lower = |b: Bound| {
+            if lo
+                .as_ref()
+                .is_none_or(|l| b.value > l.value || (b.value == l.value && !b.inclusive))
+            {
+                lo = Some(b);
+            }
+        };
+        if let Some(v) = self.num(m, "minimum", ptr)? {
+            lower(Bound {
+                value: v,
+                inclusive: !ex_bool("exclusiveMinimum"),
+            });
+        }
+        if let Some(v) = self.num(m, "exclusiveMinimum", ptr)? {
+            lower(Bound {
+                value: v,
+                inclusive: false,
+            });
+        }
+        let mut upper = |b: Bound| {
+            if hi
+                .as_ref()
+                .is_none_or(|h| b.value < h.value || (b.value == h.value && !b.inclusive))
+            {
+                hi = Some(b);
+            }
+        };
+        if let Some(v) = self.num(m, "maximum", ptr)? {
+            upper(Bound {
+                value: v,
+                inclusive: !ex_bool("exclusiveMaximum"),
+            });
+        }
+        if let Some(v) = self.num(m, "exclusiveMaximum", ptr)? {
+            upper(Bound {
+                value: v,
+                inclusive: false,
+            });
+        }
+        Ok((lo, hi))
+    }
+
+    /// Non-integral numbers (from `not: {type: integer}`), spelled with a fraction part that is
+    /// not all zeros and no exponent.
+    pub(super) fn fraction(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
+        let int = alt(vec![
+            lit("0"),
+            concat(vec![
+                crate::json_schema::hirs::digits(1, 9),
+                star(crate::json_schema::hirs::digits(0, 9)),
+            ]),
+        ]);
+        let frac = concat(vec![
+            opt(lit("-")),
+            int,
+            lit("."),
+            star(crate::json_schema::hirs::digits(0, 9)),
+            crate::json_schema::hirs::digits(1, 9),
+            star(crate::json_schema::hirs::digits(0, 9)),
+        ]);
+        let (lo, hi) = self.bounds(m, ptr)?;
+        if lo.is_none()
+            && hi.is_none()
+            && !m.contains_key("multipleOf")
+            && !m.contains_key(NOT_MULTIPLE)
+        {
+            return Ok(Some(frac));
+        }
+        // the bounded (or multipleOf-constrained) numbers, intersected with the fractions:
+        // number text is ASCII, so the character algebra applies directly
+        let Some(nums) = self.number(m, ptr, false)? else {
+            return Ok(None);
+        };
+        match crate::json_schema::strlang::combine(&[nums, frac], &[]) {
+            Ok(h) => Ok(h),
+            Err(e) => {
+                self.unsupported("type", ptr, &e)?;
+                self.number(m, ptr, false)
+            }
+        }
+    }
+
+    pub(super) fn number(
+        &mut self,
+        m: &Map<String, Value>,
+        ptr: &str,
+        integer: bool,
+    ) -> Result<Option<Hir>> {
+        let (lo, hi) = self.bounds(m, ptr)?;
+        let mul = self.num(m, "multipleOf", ptr)?;
+        let not_mul = self.num(m, NOT_MULTIPLE, ptr)?;
+        let one = Dec::parse("1").expect("literal");
+        let mul = mul.filter(|d| !(integer && *d == one));
+        let (div, negate) = match (mul, not_mul) {
+            (None, None) => return Ok(number_range(lo.as_ref(), hi.as_ref(), integer)),
+            (Some(d), None) => (d, false),
+            (None, Some(d)) => (d, true),
+            (Some(_), Some(_)) => {
+                self.unsupported(
+                    "multipleOf",
+                    ptr,
+                    "multipleOf together with a negated multipleOf is not supported",
+                )?;
+                return Ok(number_range(lo.as_ref(), hi.as_ref(), integer));
+            }
+        };
+        match crate::json_schema::multiple::multiple_of(
+            &div,
+            lo.as_ref(),
+            hi.as_ref(),
+            integer,
+            negate,
+        ) {
+            Ok(h) => Ok(h),
+            Err(e) => {
+                self.unsupported("multipleOf", ptr, &e)?;
+                Ok(number_range(lo.as_ref(), hi.as_ref(), integer))
+            }
+        }
+    }
+
+    pub(super) fn count(&self, m: &Map<String, Value>, k: &str, ptr: &str) -> Result<Option<u64>> {
+        match m.get(k) {
+            None => Ok(None),
+            Some(v) => match v.as_u64().or_else(|| {
+                v.as_f64()
+                    .filter(|f| f.fract() == 0.0 && *f >= 0.0)
+                    .map(|f| f as u64)
+            }) {
+                Some(n) => Ok(Some(n)),
+                None => Err(schema_error(
+                    k,
+                    ptr,
+                    format!("{k} must be a non-negative integer"),
+                )),
+            },
+        }
+    }
+
+    pub(super) fn big(&self, k: &str, ptr: &str, n: u64) -> Result<()> {
+        if n > MAX_COUNT {
+            return Err(Error::Budget(format!(
+                "{k}={n} at #{ptr} is larger than the counted-repeat limit {MAX_COUNT}: exact \
+                 counting needs an automaton that grows with the bound"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The decoded-string language of `format` when formats are asserted and it is a known
+    /// one; `None` when it constrains nothing.
+    pub(in crate::json_schema) fn asserted_format(&self, name: &str) -> Option<Hir> {
+        if self.opts.formats != Formats::Assert {
+            return None;
+        }
+        format_regex(name).map(|re| crate::regex::parse(re, 250).expect("built-in format regex"))
+    }
+
+    /// The decoded-string language of an ECMA pattern (search semantics).
+    pub(in crate::json_schema) fn pattern_hir(
+        &self,
+        p: &Value,
+        kw: &str,
+        ptr: &str,
+    ) -> Result<Hir> {
+        let p = p
+            .as_str()
+            .ok_or_else(|| schema_error(kw, ptr, "pattern must be a string"))?;
+        pattern_language(p).map_err(|e| schema_error("pattern", ptr, e))
+    }
+
+    pub(super) fn string(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
+        let min = self.count(m, "minLength", ptr)?.unwrap_or(0);
+        let max = self.count(m, "maxLength", ptr)?;
+        if max.is_some_and(|mx| mx < min) {
+            return Ok(None);
+        }
+        self.big("minLength", ptr, min)?;
+        if let Some(mx) = max {
+            self.big("maxLength", ptr, mx)?;
+        }
+        // decoded-string languages that must hold (pos) and must not (neg)
+        let mut pos: Vec<(Hir, &str)> = Vec::new();
+        let mut neg: Vec<Hir> = Vec::new();
+        if let Some(p) = m.get("pattern") {
+            pos.push((self.pattern_hir(p, "pattern", ptr)?, "pattern"));
+        }
+        for p in m
+            .get(ALL_PATTERNS)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            pos.push((self.pattern_hir(p, "pattern", ptr)?, "pattern"));
+        }
+        if let Some(f) = m.get("format") {
+            let f = f
+                .as_str()
+                .ok_or_else(|| schema_error("format", ptr, "format must be a string"))?;
+            if let Some(h) = self.asserted_format(f) {
+                pos.push((h, "format"));
+            }
+        }
+        for p in m
+            .get(NOT_PATTERN)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            neg.push(self.pattern_hir(p, NOT_PATTERN, ptr)?);
+        }
+        let names: Vec<Vec<char>> = m
+            .get(NOT_IN)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(|s| s.chars().collect())
+            .collect();
+        let content = if pos.is_empty() && neg.is_empty() && names.is_empty() {
+            Some(rep(any_char(), min as u32, max.map(|x| x as u32)))
+        } else if pos.is_empty() && neg.is_empty() && min == 0 && max.is_none() {
+            Some(spelled_not_in(&names))
+        } else {
+            // a single pattern or format whose lengths fit (or are one repeated class)
+            let mut fast = None;
+            if pos.len() == 1 && neg.is_empty() && names.is_empty() {
+                let (h, what) = &pos[0];
+                let (lo, hi) = char_len(h);
+                let fits = lo >= min && max.is_none_or(|mx| hi.is_some_and(|h| h <= mx));
+                let disjoint = hi.is_some_and(|h| h < min) || max.is_some_and(|mx| lo > mx);
+                if fits {
+                    fast = Some(Some(encode(h).map_err(|e| schema_error(what, ptr, e))?));
+                } else if disjoint {
+                    fast = Some(None);
+                } else if let Some(h2) = narrow_repetition(h, min, max) {
+                    fast = Some(Some(encode(&h2).map_err(|e| schema_error(what, ptr, e))?));
+                }
+            }
+            match fast {
+                Some(c) => c,
+                None => {
+                    // the general case: intersect and subtract the decoded languages
+                    let mut p: Vec<Hir> = pos.into_iter().map(|(h, _)| h).collect();
+                    if min > 0 || max.is_some() {
+                        p.push(rep(dot_all(), min as u32, max.map(|x| x as u32)));
+                    }
+                    for n in &names {
+                        neg.push(Hir::literal(n.iter().collect::<String>().into_bytes()));
+                    }
+                    let kw = if m.contains_key("pattern") {
+                        "pattern"
+                    } else {
+                        "format"
+                    };
+                    match spelled_combination(&p, &neg) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            self.unsupported(kw, ptr, &e)?;
+                            Some(star(any_char()))
+                        }
+                    }
+                }
+            }
+        };
+        Ok(content.map(|c| concat(vec![lit("\""), c, lit("\"")])))
+    }
+}
+
+/// JSON string content (every spelling) whose decoded value is in `pos₁ ∩ … ∩ ¬neg₁ ∩ …`;
+/// `None` when no string is. The minimal DFA is built straight into automaton states when it
+/// can be (its regular expression can be exponentially larger, e.g. a format with a length
+/// bound); otherwise it is turned back into an expression and spelled.
+pub(super) fn spelled_combination(
+    pos: &[Hir],
+    neg: &[Hir],
+) -> std::result::Result<Option<Hir>, String> {
+    match crate::json_schema::strlang::combined_dfa(pos, neg)? {
+        None => Ok(None),
+        Some(d) => match crate::nfa_build::char_dfa_mark(&d) {
+            Some(mark) => Ok(Some(mark)),
+            None => match crate::json_schema::strlang::combine(pos, neg)? {
+                Some(h) => encode(&h).map(Some),
+                None => Ok(None),
+            },
+        },
+    }
+}
+
+/// The decoded-string language of an ECMA pattern (search semantics); the error names the
+/// pattern.
+pub(in crate::json_schema) fn pattern_language(p: &str) -> std::result::Result<Hir, String> {
+    let t = translate_ecma(p).map_err(|e| format!("{p:?}: {e}"))?;
+    let h = crate::regex::parse(&t, 250).map_err(|e| format!("{p:?}: {e}"))?;
+    Ok(search_form(&h))
+}
+
+/// Any decoded string except the given ones (a trie walk: leave the trie at the first character
+/// that no name continues with).
+#[cfg(test)]
+pub(in crate::json_schema) fn not_in(names: &[Vec<char>]) -> Hir {
+    let any = dot_all();
+    if names.is_empty() {
+        return star(any);
+    }
+    let mut parts = Vec::new();
+    if !names.iter().any(|n| n.is_empty()) {
+        parts.push(Hir::empty());
+    }
+    let mut firsts: Vec<char> = names.iter().filter_map(|n| n.first().copied()).collect();
+    firsts.sort_unstable();
+    firsts.dedup();
+    for &c in &firsts {
+        let tails: Vec<Vec<char>> = names
+            .iter()
+            .filter(|n| n.first() == Some(&c))
+            .map(|n| n[1..].to_vec())
+            .collect();
+        parts.push(concat(vec![class(&[(c, c)]), not_in(&tails)]));
+    }
+    // characters no name starts with here
+    let mut ranges = Vec::new();
+    let mut next = 0u32;
+    for &c in &firsts {
+        let c = c as u32;
+        if c > next {
+            push_range(&mut ranges, next, c - 1);
+        }
+        next = c + 1;
+    }
+    if next <= 0x10FFFF {
+        push_range(&mut ranges, next, 0x10FFFF);
+    }
+    if !ranges.is_empty() {
+        parts.push(concat(vec![class(&ranges), star(any)]));
+    }
+    alt(parts)
+}
+
+/// The JSON spellings of every string but `names` (decoded characters), ready to stand between
+/// quotes: the same language as `encode(&not_in(names))`, built with one shared copy of the
+/// "any characters" tail instead of one per position in the names (see
+/// [`crate::nfa_build::with_tail`]).
+pub(in crate::json_schema) fn spelled_not_in(names: &[Vec<char>]) -> Hir {
+    fn node(names: &[Vec<char>]) -> Hir {
+        let mut parts = Vec::new();
+        if !names.iter().any(|n| n.is_empty()) {
+            parts.push(Hir::empty());
+        }
+        let mut firsts: Vec<char> = names.iter().filter_map(|n| n.first().copied()).collect();
+        firsts.sort_unstable();
+        firsts.dedup();
+        for &c in &firsts {
+            let tails: Vec<Vec<char>> = names
+                .iter()
+                .filter(|n| n.first() == Some(&c))
+                .map(|n| n[1..].to_vec())
+                .collect();
+            parts.push(concat(vec![spell_char(c), node(&tails)]));
+        }
+        parts.push(concat(vec![spell_not(&firsts), crate::nfa_build::jump()]));
+        alt(parts)
+    }
+    if names.is_empty() {
+        return star(any_char());
+    }
+    if let Some(h) = crate::nfa_build::ascii_names_excluded(names) {
+        return h;
+    }
+    crate::nfa_build::with_tail(node(names), star(any_char()))
+}
+
+#[cfg(test)]
+pub(super) fn push_range(out: &mut Vec<(char, char)>, a: u32, b: u32) {
+    // skip the surrogate block, which holds no characters
+    for (x, y) in [(a, b.min(0xD7FF)), (a.max(0xE000), b)] {
+        if x <= y {
+            if let (Some(x), Some(y)) = (char::from_u32(x), char::from_u32(y)) {
+                out.push((x, y));
+            }
+        }
+    }
+}
+
+/// If `h` is one character class repeated (`[a-z]{2,}`), intersect its count with the bounds.
+pub(super) fn narrow_repetition(h: &Hir, min: u64, max: Option<u64>) -> Option<Hir> {
+    use regex_syntax::hir::HirKind;
+    let HirKind::Repetition(r) = h.kind() else {
+        return None;
+    };
+    if char_len(&r.sub) != (1, Some(1)) {
+        return None;
+    }
+    let lo = u64::from(r.min).max(min);
+    let hi = match (r.max.map(u64::from), max) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    if hi.is_some_and(|h| h < lo) {
+        return Some(Hir::fail());
+    }
+    Some(rep((*r.sub).clone(), lo as u32, hi.map(|h| h as u32)))
+}

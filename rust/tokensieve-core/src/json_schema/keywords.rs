@@ -1,0 +1,193 @@
+//! Keyword tables: the keywords the compiler knows, the internal `x-ts-*` keywords, the
+//! annotation keywords, and which JSON types each validity keyword constrains.
+
+use serde_json::Value;
+
+use super::number::Dec;
+
+/// Keywords compiled by `compile`.
+pub(super) const SUPPORTED: &[&str] = &[
+    "type",
+    "enum",
+    "const",
+    "nullable",
+    "properties",
+    "required",
+    "additionalProperties",
+    "minProperties",
+    "maxProperties",
+    "items",
+    "prefixItems",
+    "additionalItems",
+    "minItems",
+    "maxItems",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "format",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "uniqueItems",
+    "anyOf",
+    "oneOf",
+    "allOf",
+    "$ref",
+    "$defs",
+    "definitions",
+    "contains",
+    "minContains",
+    "maxContains",
+    "patternProperties",
+    "propertyNames",
+    "not",
+    "if",
+    "then",
+    "else",
+    "dependentRequired",
+    "dependentSchemas",
+    "dependencies",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    NOT_IN,
+    NOT_PATTERN,
+    ALL_PATTERNS,
+    NOT_MULTIPLE,
+    CONTAINS_FROM,
+    SOME_EXTRA,
+];
+
+// Internal keywords produced by negation (see `algebra`); never read from user schemas.
+/// Type name of non-integral numbers (spelled with a fraction part).
+pub(super) const FRACTION: &str = "x-ts-fraction";
+/// Strings other than the listed ones.
+pub(super) const NOT_IN: &str = "x-ts-notIn";
+/// Further ECMA patterns a string must match (from merging `allOf` branches).
+pub(super) const ALL_PATTERNS: &str = "x-ts-allPatterns";
+/// Strings matching none of the listed ECMA patterns.
+pub(super) const NOT_PATTERN: &str = "x-ts-notPattern";
+/// Numbers that are not a multiple of the value.
+pub(super) const NOT_MULTIPLE: &str = "x-ts-notMultipleOf";
+/// `contains` counts only items from this index on.
+pub(super) const CONTAINS_FROM: &str = "x-ts-containsFrom";
+/// An object with at least one undeclared property (`names`/`patterns` declared) whose value
+/// matches `schema`.
+pub(super) const SOME_EXTRA: &str = "x-ts-someExtra";
+
+/// Keywords that never change validity.
+pub(super) const ANNOTATIONS: &[&str] = &[
+    "title",
+    "description",
+    "default",
+    "examples",
+    "example",
+    "$comment",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "$schema",
+    "$id",
+    "id",
+    "$anchor",
+    "$dynamicAnchor",
+    "$recursiveAnchor",
+    "$vocabulary",
+    "discriminator",
+    "contentMediaType",
+    "contentEncoding",
+    "contentSchema",
+    "xml",
+    "externalDocs",
+];
+
+/// Validity keywords this version does not compile.
+pub(super) const UNSUPPORTED: &[&str] = &["$dynamicRef", "$recursiveRef"];
+
+// Type bits: a value's JSON type, integers and non-integral numbers apart.
+pub(super) const T_NULL: u8 = 1;
+pub(super) const T_BOOL: u8 = 2;
+pub(super) const T_INT: u8 = 4;
+pub(super) const T_FRAC: u8 = 8;
+pub(super) const T_STRING: u8 = 16;
+pub(super) const T_ARRAY: u8 = 32;
+pub(super) const T_OBJECT: u8 = 64;
+pub(super) const T_ALL: u8 = 127;
+
+pub(super) fn type_bits(name: &str) -> Option<u8> {
+    Some(match name {
+        FRACTION => T_FRAC,
+        "null" => T_NULL,
+        "boolean" => T_BOOL,
+        "integer" => T_INT,
+        "number" => T_INT | T_FRAC,
+        "string" => T_STRING,
+        "array" => T_ARRAY,
+        "object" => T_OBJECT,
+        _ => return None,
+    })
+}
+
+pub(super) fn value_bits(v: &Value) -> u8 {
+    match v {
+        Value::Null => T_NULL,
+        Value::Bool(_) => T_BOOL,
+        Value::Number(n) => {
+            if Dec::from_json(n).frac.is_empty() {
+                T_INT
+            } else {
+                T_FRAC
+            }
+        }
+        Value::String(_) => T_STRING,
+        Value::Array(_) => T_ARRAY,
+        Value::Object(_) => T_OBJECT,
+    }
+}
+
+pub(super) fn bits_to_types(bits: u8) -> Value {
+    let mut v = Vec::new();
+    for (b, n) in [
+        (T_NULL, "null"),
+        (T_BOOL, "boolean"),
+        (T_STRING, "string"),
+        (T_ARRAY, "array"),
+        (T_OBJECT, "object"),
+    ] {
+        if bits & b != 0 {
+            v.push(Value::from(n));
+        }
+    }
+    match (bits & T_INT != 0, bits & T_FRAC != 0) {
+        (true, true) => v.push(Value::from("number")),
+        (true, false) => v.push(Value::from("integer")),
+        (false, true) => v.push(Value::from(FRACTION)),
+        (false, false) => {}
+    }
+    Value::Array(v)
+}
+
+/// The types a validity keyword constrains (`T_ALL` when it is not type-specific).
+pub(super) fn applies_to(k: &str) -> u8 {
+    match k {
+        "properties"
+        | "required"
+        | "additionalProperties"
+        | "minProperties"
+        | "maxProperties"
+        | "patternProperties"
+        | "propertyNames"
+        | "dependentRequired"
+        | "dependentSchemas"
+        | SOME_EXTRA => T_OBJECT,
+        "items" | "prefixItems" | "additionalItems" | "minItems" | "maxItems" | "uniqueItems"
+        | "contains" | "minContains" | "maxContains" | CONTAINS_FROM => T_ARRAY,
+        "pattern" | "format" | "minLength" | "maxLength" | NOT_IN | NOT_PATTERN | ALL_PATTERNS => {
+            T_STRING
+        }
+        "multipleOf" | "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum"
+        | NOT_MULTIPLE => T_INT | T_FRAC,
+        _ => T_ALL,
+    }
+}

@@ -1,0 +1,69 @@
+//! Tests of arrays: items, counts, uniqueItems, contains.
+
+use serde_json::json;
+
+use super::*;
+
+#[test]
+fn arrays() {
+    check(
+        json!({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3}),
+        &["[1]", "[1, 2]", "[1,2,3]"],
+        &["[]", "[1, 2, 3, 4]", "[1.5]", "[1 ,2]"],
+    );
+    check(
+        json!({"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": false}),
+        &["[]", r#"["a"]"#, r#"["a", 1]"#],
+        &[r#"[1]"#, r#"["a", 1, 2]"#],
+    );
+    check(
+        json!({"type": "array", "prefixItems": [{"type": "string"}], "items": {"type": "integer"}, "minItems": 2}),
+        &[r#"["a", 1]"#, r#"["a", 1, 2]"#],
+        &[r#"["a"]"#, r#"["a", "b"]"#],
+    );
+    check(
+        json!({"type": "array", "items": [{"type": "null"}], "additionalItems": {"type": "boolean"}}),
+        &["[]", "[null]", "[null, true, false]"],
+        &["[true]"],
+    );
+}
+
+#[test]
+fn contains_counts() {
+    let s = json!({"type": "array", "items": {"type": "integer"}, "contains": {"minimum": 5}, "minContains": 2, "maxContains": 3});
+    check(
+        s,
+        &["[5, 6]", "[1, 5, 2, 6, 7]"],
+        &["[]", "[5]", "[5, 6, 7, 8]", "[1, 2]"],
+    );
+    check(
+        json!({"contains": {"const": 1}}),
+        &["[1]", "[2, 1]", "{}", "3"],
+        &["[]", "[2]"],
+    );
+    check(
+        json!({"prefixItems": [{"type": "string"}], "contains": {"type": "integer"}, "minContains": 0, "maxContains": 1}),
+        &[r#"["a"]"#, r#"["a", 1]"#, r#"["a", true, 2]"#],
+        &[r#"["a", 1, 2]"#, "[1]"],
+    );
+}
+
+#[test]
+fn unique_items_over_finite_domains() {
+    check(
+        json!({"type": "array", "items": {"type": "boolean"}, "uniqueItems": true}),
+        &["[]", "[true]", "[false, true]"],
+        &["[true, true]", "[false, true, false]"],
+    );
+    check(
+        json!({"prefixItems": [{"enum": [1, 2]}, {"enum": [1, 2, 3]}], "items": false, "uniqueItems": true}),
+        &["[1]", "[1, 2]", "[2, 3]", "[1.0, 3]"],
+        &["[1, 1]", "[2, 2.0]", "[1, 2, 3]"],
+    );
+    // an unbounded domain is refused
+    let (k, _) = schema_err(
+        json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true}),
+        &JsonSchemaOptions::default(),
+    );
+    assert_eq!(k, "uniqueItems");
+}

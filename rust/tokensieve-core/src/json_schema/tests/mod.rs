@@ -1,0 +1,269 @@
+//! Per-keyword tests: each schema with JSON texts it must accept and reject.
+
+use serde_json::{json, Value};
+
+use super::test_util::Re;
+use super::*;
+use crate::error::Error;
+
+mod arrays;
+mod objects;
+mod one_of;
+mod refs;
+mod scalars;
+
+fn lang(schema: Value) -> Re {
+    lang_with(schema, &JsonSchemaOptions::default())
+}
+
+fn lang_with(schema: Value, o: &JsonSchemaOptions) -> Re {
+    Re::new(&compile(&schema, o).unwrap().hir)
+}
+
+fn check(schema: Value, ok: &[&str], bad: &[&str]) {
+    let r = lang(schema.clone());
+    for t in ok {
+        assert!(r.is_match(t), "{schema} should accept {t}");
+    }
+    for t in bad {
+        assert!(!r.is_match(t), "{schema} should reject {t}");
+    }
+}
+
+fn schema_err(schema: Value, o: &JsonSchemaOptions) -> (String, String) {
+    match compile(&schema, o) {
+        Err(Error::Schema {
+            keyword, pointer, ..
+        }) => (keyword, pointer),
+        Err(e) => panic!("expected a schema error for {schema}, got {e}"),
+        Ok(_) => panic!("expected a schema error for {schema}, got a grammar"),
+    }
+}
+
+#[test]
+fn types() {
+    check(json!({"type": "null"}), &["null"], &["nul", "0"]);
+    check(json!({"type": "boolean"}), &["true", "false"], &["null"]);
+    check(
+        json!({"type": "integer"}),
+        &["0", "-12", "12"],
+        &["1.5", "01", "1e3", "-"],
+    );
+    check(
+        json!({"type": "number"}),
+        &["0", "-1.5e-3", "2E+7", "0.25"],
+        &["01", ".5", "1."],
+    );
+    check(
+        json!({"type": ["string", "null"]}),
+        &["null", "\"x\""],
+        &["1"],
+    );
+    check(
+        json!({"type": "string", "nullable": true}),
+        &["null", "\"\""],
+        &["true"],
+    );
+    check(json!(true), &["1", "{\"a\": [1, {}]}", "[]"], &["{a}"]);
+    check(json!({}), &["null", "[1, 2]"], &["[1,,2]"]);
+    assert!(matches!(
+        compile(&json!(false), &JsonSchemaOptions::default()),
+        Err(Error::Schema { .. })
+    ));
+}
+
+#[test]
+fn unsupported_and_lenient() {
+    let s = json!({"type": "object", "properties": {"a": {"type": "array", "items": {"$dynamicRef": "#x"}}}});
+    let (k, p) = schema_err(s.clone(), &JsonSchemaOptions::default());
+    assert_eq!(
+        (k.as_str(), p.as_str()),
+        ("$dynamicRef", "/properties/a/items")
+    );
+    let o = JsonSchemaOptions {
+        lenient: true,
+        ..Default::default()
+    };
+    let c = compile(&s, &o).unwrap();
+    assert!(c.warnings.iter().any(|w| w.contains("$dynamicRef")));
+    // annotations are ignored
+    compile(&json!({"title": "t", "description": "d", "examples": [1], "type": "integer", "$comment": "c"}), &JsonSchemaOptions::default()).unwrap();
+}
+
+#[test]
+fn whitespace_policies() {
+    let s = json!({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}, "additionalProperties": false});
+    let compact = JsonSchemaOptions {
+        whitespace: Whitespace::Compact,
+        ..Default::default()
+    };
+    let r = lang_with(s.clone(), &compact);
+    assert!(r.is_match(r#"{"a":[1,2]}"#) && !r.is_match(r#"{"a": [1,2]}"#));
+    let flex = JsonSchemaOptions {
+        whitespace: Whitespace::Flexible,
+        max_whitespace: 2,
+        ..Default::default()
+    };
+    let r = lang_with(s.clone(), &flex);
+    assert!(r.is_match("{\n \"a\" :\t[ 1 ,2 ]\n}") && !r.is_match("{   \"a\": []}"));
+    let custom = JsonSchemaOptions {
+        whitespace: Whitespace::Pattern("\\n?".into()),
+        ..Default::default()
+    };
+    assert!(lang_with(s.clone(), &custom).is_match("{\n\"a\":\n[1,\n2\n]}"));
+    let bad = JsonSchemaOptions {
+        whitespace: Whitespace::Pattern("x".into()),
+        ..Default::default()
+    };
+    assert!(matches!(compile(&s, &bad), Err(Error::InvalidArgument(_))));
+}
+
+#[test]
+fn any_object_and_choice() {
+    let r = Re::new(&any_object(&JsonSchemaOptions::default()).unwrap().hir);
+    assert!(r.is_match(r#"{"a": [1, {"b": null}], "c": "d"}"#) && !r.is_match("[]"));
+    let r = Re::new(&choice(&["yes", "no"]));
+    assert!(r.is_match("yes") && !r.is_match("\"yes\""));
+}
+
+#[test]
+fn oversized_schemas_fail_with_a_budget_error() {
+    // Nested objects whose optional properties each repeat the rest: a clear error, early.
+    // (The schema itself has 30^3 nodes; deeper nesting would make the test data huge.)
+    let mut inner = json!({"type": "string"});
+    for _ in 0..3 {
+        let mut props = serde_json::Map::new();
+        for i in 0..30 {
+            props.insert(format!("k{i}"), inner.clone());
+        }
+        inner = json!({"type": "object", "properties": props});
+    }
+    match compile(&inner, &JsonSchemaOptions::default()) {
+        Err(Error::Budget(m)) => assert!(m.contains("automaton nodes"), "{m}"),
+        other => panic!("expected a budget error, got {:?}", other.map(|_| ())),
+    }
+}
+
+#[test]
+fn deep_any_values_fail_with_a_budget_error() {
+    let o = JsonSchemaOptions {
+        max_nesting_depth: 20,
+        ..Default::default()
+    };
+    match compile(&json!({"type": "object"}), &o) {
+        Err(Error::Budget(m)) => assert!(m.contains("max_nesting_depth"), "{m}"),
+        other => panic!("expected a budget error, got {:?}", other.map(|_| ())),
+    }
+    match any_object(&o) {
+        Err(Error::Budget(_)) => {}
+        other => panic!("expected a budget error, got {:?}", other.map(|_| ())),
+    }
+}
+
+#[test]
+fn negation() {
+    check(
+        json!({"not": {"type": "integer"}}),
+        &["1.5", r#""a""#, "null", "[]"],
+        &["1", "-3", "1.0"],
+    );
+    check(
+        json!({"type": "integer", "not": {"minimum": 3, "maximum": 5}}),
+        &["2", "6", "-1"],
+        &["3", "4", "5"],
+    );
+    check(
+        json!({"type": "string", "not": {"enum": ["a", "b"]}}),
+        &[r#""c""#, r#""ab""#, r#""""#],
+        &[r#""a""#, r#""b""#, r#""\u0061""#],
+    );
+    check(
+        json!({"type": "string", "not": {"minLength": 2}}),
+        &[r#""a""#, r#""""#],
+        &[r#""ab""#],
+    );
+    // forbidden property, and `not required`
+    check(
+        json!({"type": "object", "properties": {"a": {"type": "integer"}}, "not": {"required": ["a"]}}),
+        &["{}", r#"{"b": 1}"#],
+        &[r#"{"a": 1}"#],
+    );
+    check(
+        json!({"not": {"type": "object", "properties": {"a": {"type": "string"}}}}),
+        &[r#"{"a": 1}"#, "1"],
+        &[r#"{"a": "x"}"#, "{}"],
+    );
+    // double negation and `not` of boolean schemas
+    check(json!({"not": {"not": {"type": "null"}}}), &["null"], &["1"]);
+    assert!(compile(&json!({"not": {}}), &JsonSchemaOptions::default()).is_err());
+    check(json!({"type": "boolean", "not": false}), &["true"], &["1"]);
+    // enum values are checked against their siblings, `not` included
+    check(
+        json!({"enum": [1, 2, "x"], "not": {"const": 2}}),
+        &["1", r#""x""#],
+        &["2"],
+    );
+}
+
+#[test]
+fn conditionals_and_dependencies() {
+    let s = json!({"type": "integer", "if": {"minimum": 10}, "then": {"maximum": 20}, "else": {"maximum": 0}});
+    check(s, &["10", "20", "0", "-5"], &["21", "5"]);
+    check(
+        json!({"type": "object", "properties": {"a": {}, "b": {}}, "dependentRequired": {"a": ["b"]}}),
+        &["{}", r#"{"b": 1}"#, r#"{"a": 1, "b": 2}"#],
+        &[r#"{"a": 1}"#],
+    );
+    check(
+        json!({"type": "object", "properties": {"a": {}, "b": {"type": "integer"}}, "dependentSchemas": {"a": {"required": ["b"], "properties": {"b": {"minimum": 5}}}}}),
+        &["{}", r#"{"b": 1}"#, r#"{"a": 1, "b": 5}"#],
+        &[r#"{"a": 1}"#, r#"{"a": 1, "b": 4}"#],
+    );
+    // draft-4/7 `dependencies` in both forms
+    check(
+        json!({"type": "object", "properties": {"a": {}, "b": {}}, "dependencies": {"a": ["b"], "b": {"properties": {"a": {"type": "string"}}}}}),
+        &[r#"{"a": "x", "b": 1}"#, r#"{"b": 1}"#],
+        &[r#"{"a": "x"}"#, r#"{"a": 1, "b": 1}"#],
+    );
+}
+
+#[test]
+fn unevaluated() {
+    let s = json!({"type": "object", "properties": {"a": {}}, "anyOf": [{"properties": {"b": {}}}, {"properties": {"c": {}}}], "unevaluatedProperties": false});
+    check(
+        s,
+        &["{}", r#"{"a": 1, "b": 2}"#, r#"{"b": 1, "c": 2}"#],
+        &[r#"{"d": 1}"#],
+    );
+    let s = json!({"prefixItems": [{"type": "integer"}], "allOf": [{"prefixItems": [true, {"type": "string"}]}], "unevaluatedItems": false});
+    check(s, &["[1]", r#"[1, "a"]"#], &[r#"[1, "a", 2]"#]);
+    // `not` produces no annotations
+    let s = json!({"properties": {"a": {}}, "not": {"properties": {"b": {"const": 1}}, "required": ["b"]}, "unevaluatedProperties": false});
+    check(
+        s,
+        &["{}", r#"{"a": 1}"#],
+        &[r#"{"a": 1, "b": 2}"#, r#"{"b": 1}"#],
+    );
+}
+
+/// Shallow schemas compile on the calling thread: 32 nested levels fit a 1 MiB stack.
+#[test]
+fn shallow_schemas_fit_small_stacks() {
+    let mut s = json!({"type": "integer"});
+    for _ in 0..15 {
+        s = json!({"type": "object", "properties": {"a": s}, "required": ["a"]});
+    }
+    let h = std::thread::Builder::new()
+        .stack_size(1 << 20)
+        .spawn(move || compile(&s, &JsonSchemaOptions::default()).map(|c| c.hir))
+        .unwrap()
+        .join()
+        .unwrap()
+        .unwrap();
+    let r = Re::new(&h);
+    let mut t = "1".to_string();
+    for _ in 0..15 {
+        t = format!("{{\"a\": {t}}}");
+    }
+    assert!(r.is_match(&t));
+}

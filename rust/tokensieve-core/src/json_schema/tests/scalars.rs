@@ -1,0 +1,456 @@
+//! Tests of `const`/`enum`, numbers and strings (lengths, patterns, formats, spellings).
+
+use serde_json::json;
+
+use super::*;
+
+#[test]
+fn const_and_enum() {
+    check(
+        json!({"const": 1}),
+        &["1", "1.0", "1.00"],
+        &["2", "1e0", "01"],
+    );
+    check(json!({"const": 1.5}), &["1.5", "1.50"], &["1.51"]);
+    check(
+        json!({"const": "a/é"}),
+        &[r#""a/é""#, r#""a\/\u00e9""#, r#""\u0061/\u00E9""#],
+        &[r#""a/E""#, r#""a/\u00C9""#],
+    );
+    check(
+        json!({"enum": ["x", 2, null, [1, "y"], {"k": false}]}),
+        &[
+            r#""x""#,
+            "2",
+            "null",
+            r#"[1, "y"]"#,
+            r#"[1,"y"]"#,
+            r#"{"k": false}"#,
+        ],
+        &[r#""y""#, "3", "[1]", r#"{"k":true}"#],
+    );
+    check(
+        json!({"type": "string", "enum": ["a", 1]}),
+        &[r#""a""#],
+        &["1"],
+    );
+    check(
+        json!({"enum": ["ab", "abc"], "maxLength": 2}),
+        &[r#""ab""#],
+        &[r#""abc""#],
+    );
+    check(json!({"enum": [1, 5], "minimum": 2}), &["5"], &["1"]);
+}
+
+#[test]
+fn strings() {
+    check(
+        json!({"type": "string", "minLength": 2, "maxLength": 3}),
+        &[
+            r#""ab""#,
+            r#""a\nb""#,
+            r#""\u00e9\u00E9\"""#,
+            r#""😀😀""#,
+            r#""\ud83d\ude00x""#,
+        ],
+        &[r#""a""#, r#""abcd""#, r#""\q""#, "\"a\u{1}\""],
+    );
+    check(
+        json!({"type": "string", "pattern": "^[a-c]+$", "maxLength": 2}),
+        &[r#""ab""#, r#""\u0061""#],
+        &[r#""abc""#, r#""""#, r#""ad""#],
+    );
+    check(
+        json!({"type": "string", "pattern": "b"}),
+        &[r#""abc""#, r#""b""#],
+        &[r#""ac""#],
+    );
+    check(
+        json!({"type": "string", "pattern": "^\\d{2}$"}),
+        &[r#""12""#],
+        &[r#""1a""#],
+    );
+    check(
+        json!({"type": "string", "format": "date"}),
+        &[r#""2024-02-29""#],
+        &[r#""2023-02-29""#, r#""2024-1-1""#],
+    );
+    check(
+        json!({"type": "string", "format": "ipv4"}),
+        &[r#""10.0.0.255""#],
+        &[r#""256.1.1.1""#],
+    );
+    check(
+        json!({"type": "string", "format": "uuid"}),
+        &[r#""123e4567-e89b-12d3-a456-426614174000""#],
+        &[r#""123e4567""#],
+    );
+    check(
+        json!({"type": "string", "format": "no-such-format"}),
+        &[r#""x""#],
+        &["1"],
+    );
+    let ann = JsonSchemaOptions {
+        formats: Formats::Annotate,
+        ..Default::default()
+    };
+    assert!(lang_with(json!({"type": "string", "format": "date"}), &ann).is_match(r#""nope""#));
+    let (k, p) = schema_err(
+        json!({"properties": {"x": {"type": "string", "pattern": "(?=a)"}}}),
+        &JsonSchemaOptions::default(),
+    );
+    assert_eq!((k.as_str(), p.as_str()), ("pattern", "/properties/x"));
+    // a large bound stays linear
+    let c = compile(
+        &json!({"type": "string", "maxLength": 5000}),
+        &JsonSchemaOptions::default(),
+    );
+    assert!(c.is_ok());
+}
+
+#[test]
+fn numbers() {
+    check(
+        json!({"type": "integer", "minimum": -5, "exclusiveMaximum": 100}),
+        &["-5", "0", "-0", "99"],
+        &["-6", "100", "1000"],
+    );
+    check(
+        json!({"type": "integer", "minimum": 3, "exclusiveMinimum": true, "maximum": 7}),
+        &["4", "7"],
+        &["3", "8"],
+    );
+    check(
+        json!({"type": "number", "minimum": 0.5, "maximum": 2}),
+        &["0.5", "1", "1.999", "2", "2.000"],
+        &["0.49", "2.001", "-1", "1e0"],
+    );
+    check(
+        json!({"type": "number", "multipleOf": 3}),
+        &["0", "3", "-9", "3.0", "300"],
+        &["1", "3.5", "3e0", "10"],
+    );
+    check(
+        json!({"type": "number", "multipleOf": 0.25, "minimum": 0, "maximum": 1}),
+        &["0", "0.25", "0.5", "0.750", "1"],
+        &["0.1", "1.25", "-0.25"],
+    );
+    // allOf: the least common multiple; not: the other numbers
+    check(
+        json!({"type": "integer", "allOf": [{"multipleOf": 4}, {"multipleOf": 6}]}),
+        &["12", "24", "0"],
+        &["4", "6", "8"],
+    );
+    check(
+        json!({"type": "integer", "not": {"multipleOf": 2}}),
+        &["1", "-3", "7"],
+        &["0", "2", "-4"],
+    );
+    let (k, _) = schema_err(
+        json!({"type": "number", "multipleOf": 1234567.89}),
+        &JsonSchemaOptions::default(),
+    );
+    assert_eq!(k, "multipleOf");
+}
+
+#[test]
+fn unknown_keywords_beside_enum_are_ignored() {
+    let c = compile(
+        &json!({"enum": ["a", "b"], "readonly": true}),
+        &JsonSchemaOptions::default(),
+    )
+    .unwrap();
+    assert!(
+        c.warnings.iter().any(|w| w.contains("readonly")),
+        "{:?}",
+        c.warnings
+    );
+    let r = Re::new(&c.hir);
+    assert!(r.is_match(r#""a""#) && !r.is_match(r#""c""#));
+}
+
+#[test]
+fn any_char_matches_spell_class() {
+    use crate::json_schema::string::{any_char, spell_class};
+    use crate::json_schema::test_util::Re;
+    let a = Re::new(&any_char());
+    let b = Re::new(&spell_class(&[(0, 0xD7FF), (0xE000, 0x10FFFF)]));
+    let mut samples: Vec<String> = Vec::new();
+    for c in [
+        0u32, 0x1f, 0x20, 0x21, 0x22, 0x5c, 0x2f, 0x7f, 0xe9, 0xd7ff, 0xe000, 0xfffd, 0x1f600,
+        0x10ffff,
+    ] {
+        if let Some(ch) = char::from_u32(c) {
+            samples.push(ch.to_string());
+        }
+        samples.push(format!("\\u{c:04x}"));
+        samples.push(format!("\\u{c:04X}"));
+    }
+    for e in [
+        "\\\"",
+        "\\\\",
+        "\\/",
+        "\\b",
+        "\\f",
+        "\\n",
+        "\\r",
+        "\\t",
+        "\\a",
+        "\\ud800",
+        "\\udc00",
+        "\\ud83d\\ude00",
+        "\\uD83D\\uDE00",
+        "\\ud83d\\u0041",
+        "\\ue000",
+        "\\uDbFf\\udFfF",
+        "\\u12",
+        "\"",
+    ] {
+        samples.push(e.to_string());
+    }
+    for c in 0..=0xFFFFu32 {
+        samples.push(format!("\\u{c:04x}"));
+        samples.push(format!("\\u{c:04X}"));
+    }
+    for c in (0..=0x10FFFFu32).step_by(97) {
+        if let Some(ch) = char::from_u32(c) {
+            samples.push(ch.to_string());
+        }
+    }
+    for s in &samples {
+        assert_eq!(a.is_match(s), b.is_match(s), "{s:?}");
+    }
+    // exactly, over all bytes; `encode` spells a class of every character as `any_char()`
+    let all = spell_class(&[(0, 0xD7FF), (0xE000, 0x10FFFF)]);
+    super::test_util::assert_same_language(&any_char(), &all);
+    let dot = regex_syntax::hir::Hir::class(regex_syntax::hir::Class::Unicode(
+        regex_syntax::hir::ClassUnicode::new([regex_syntax::hir::ClassUnicodeRange::new(
+            '\0',
+            '\u{10FFFF}',
+        )]),
+    ));
+    super::test_util::assert_same_language(&super::string::encode(&dot).unwrap(), &all);
+}
+
+#[test]
+fn string_constraints_combined() {
+    // pattern with length bounds the pattern does not fix
+    check(
+        json!({"type": "string", "pattern": "^a[0-9]*$", "maxLength": 3}),
+        &[r#""a""#, r#""a12""#],
+        &[r#""a123""#, r#""b1""#],
+    );
+    // two patterns (allOf), and a format with a pattern
+    check(
+        json!({"allOf": [{"type": "string", "pattern": "^[a-z]+$"}, {"pattern": "x"}]}),
+        &[r#""axb""#, r#""x""#],
+        &[r#""ab""#, r#""aXb""#],
+    );
+    check(
+        json!({"type": "string", "format": "date", "pattern": "^2024-"}),
+        &[r#""2024-02-29""#],
+        &[r#""2023-02-28""#, r#""2024-02-30""#],
+    );
+    // negated pattern and negated names together with other constraints
+    check(
+        json!({"type": "string", "minLength": 2, "not": {"pattern": "^x"}}),
+        &[r#""ab""#, r#""yx""#],
+        &[r#""xa""#, r#""a""#],
+    );
+    check(
+        json!({"type": "string", "maxLength": 2, "not": {"enum": ["ab", "c"]}}),
+        &[r#""a""#, r#""ba""#, r#""""#],
+        &[r#""ab""#, r#""c""#, r#""abc""#, r#""\u0063""#],
+    );
+}
+
+#[test]
+fn non_integers_with_bounds() {
+    check(
+        json!({"oneOf": [{"type": "integer"}, {"minimum": 2}]}),
+        &["1", "2.5", "-7"],
+        &["3", "2", "1.5"],
+    );
+}
+
+#[test]
+fn spell_not_equals_the_spelled_complement() {
+    use crate::json_schema::string::{spell_class, spell_not};
+    let mut samples: Vec<String> = Vec::new();
+    for v in 0..=0xFFFFu32 {
+        samples.push(format!("\\u{v:04x}"));
+        samples.push(format!("\\u{v:04X}"));
+    }
+    for c in (0u32..0x200).chain([0xD7FF, 0xE000, 0xFFFF, 0x1F600]) {
+        if let Some(ch) = char::from_u32(c) {
+            samples.push(ch.to_string());
+        }
+    }
+    for e in [
+        "\\\"", "\\\\", "\\/", "\\b", "\\f", "\\n", "\\r", "\\t", "\\x", "\\",
+    ] {
+        samples.push(e.to_string());
+    }
+    for p in [
+        "\\ud83d\\ude00",
+        "\\uD800\\uDC00",
+        "\\udbff\\udfff",
+        "\\ud800",
+        "\\udc00\\ud800",
+        "\\ud800\\u0041",
+    ] {
+        samples.push(p.to_string());
+    }
+    let sets: Vec<Vec<char>> = vec![
+        vec![],
+        vec!['a'],
+        vec!['S', 'T'],
+        vec!['"', '\\', '\n', '/'],
+        vec!['\u{D000}', '\u{D7FF}', '\u{E000}', '\u{FFFF}', '\u{0}'],
+        vec!['a', '\u{1F600}'],
+    ];
+    for set in sets {
+        let mut ranges = Vec::new();
+        let mut next = 0u32;
+        let mut codes: Vec<u32> = set.iter().map(|&c| c as u32).collect();
+        codes.sort_unstable();
+        for c in codes.into_iter().chain([0x110000]) {
+            for (x, y) in [(next, c.min(0xD800)), (next.max(0xE000), c)] {
+                if x < y {
+                    ranges.push((x, y - 1));
+                }
+            }
+            next = c + 1;
+        }
+        let fast = Re::new(&spell_not(&set));
+        let slow = Re::new(&spell_class(&ranges));
+        for s in &samples {
+            assert_eq!(fast.is_match(s), slow.is_match(s), "{set:?}: {s:?}");
+        }
+    }
+}
+
+#[test]
+fn any_string_content_compiles_to_the_same_language() {
+    use crate::json_schema::string::any_char;
+    use regex_syntax::hir::Hir;
+    // The marked path builds `any_char()*` straight into states; regex-automata's compiler
+    // builds it from the HIR.
+    let body = Hir::repetition(regex_syntax::hir::Repetition {
+        min: 0,
+        max: None,
+        greedy: true,
+        sub: Box::new(any_char()),
+    });
+    let quoted = Hir::concat(vec![Hir::literal(*b"\""), body, Hir::literal(*b"\"")]);
+    let marked = crate::nfa_build::sep_list(quoted.clone(), Hir::literal(*b","));
+    let plain = Hir::concat(vec![
+        quoted.clone(),
+        Hir::repetition(regex_syntax::hir::Repetition {
+            min: 0,
+            max: None,
+            greedy: true,
+            sub: Box::new(Hir::concat(vec![Hir::literal(*b","), quoted])),
+        }),
+    ]);
+    assert!(crate::nfa_build::has_marks(&marked) && !crate::nfa_build::has_marks(&plain));
+    super::test_util::assert_same_language(&marked, &plain);
+}
+
+#[test]
+fn string_dfas_compile_to_the_same_language_as_their_expressions() {
+    use crate::json_schema::compile::pattern_language;
+    use crate::json_schema::hirs::{concat, lit, rep};
+    use crate::json_schema::string::{dot_all, encode};
+    use crate::json_schema::strlang::{combine, combined_dfa};
+    let quoted = |h: Hir| concat(vec![lit("\""), h, lit("\"")]);
+    // (patterns that must match, length bounds, patterns that must not)
+    type Case<'a> = (&'a [&'a str], (u32, Option<u32>), &'a [&'a str]);
+    let cases: &[Case] = &[
+        (&["^[a-c]+$"], (2, Some(4)), &[]),
+        (&["^[a-z]+@[a-z]+\\.(com|org)$"], (0, Some(10)), &[]),
+        // every non-ASCII character to one state (and control characters, escapes)
+        (&["x"], (0, Some(3)), &[]),
+        (&["^[^\"\\\\]*$"], (1, Some(3)), &["^ab$"]),
+        (&["^[\\n\\t\"/\\\\]{1,2}$"], (0, None), &[]),
+        (&["^\\d{2}-\\d{2}$", "1"], (0, None), &["00"]),
+    ];
+    for (pats, (min, max), negs) in cases {
+        let mut pos: Vec<Hir> = pats.iter().map(|p| pattern_language(p).unwrap()).collect();
+        pos.push(rep(dot_all(), *min, *max));
+        let neg: Vec<Hir> = negs.iter().map(|p| pattern_language(p).unwrap()).collect();
+        let d = combined_dfa(&pos, &neg).unwrap().expect("not empty");
+        let mark = crate::nfa_build::char_dfa_mark(&d).expect("uniform non-ASCII edges");
+        assert!(crate::nfa_build::has_marks(&mark));
+        let expr = encode(&combine(&pos, &neg).unwrap().unwrap()).unwrap();
+        super::test_util::assert_same_language(&quoted(mark), &quoted(expr));
+    }
+    // some non-ASCII characters but not all: no mark (the expression is used)
+    let d = combined_dfa(&[pattern_language("^[a-zé]+$").unwrap()], &[])
+        .unwrap()
+        .unwrap();
+    assert!(crate::nfa_build::char_dfa_mark(&d).is_none());
+    // an empty combination
+    let pos = [
+        pattern_language("^a+$").unwrap(),
+        pattern_language("^b+$").unwrap(),
+    ];
+    assert!(combined_dfa(&pos, &[]).unwrap().is_none());
+}
+
+#[test]
+fn formats_with_length_bounds_compile() {
+    // a format's own bounds (hostname labels) times a length bound: too large as an
+    // expression, built as a DFA
+    for (fmt, ok, bad) in [
+        ("email", r#""ab@example.com""#, r#""@example.com""#),
+        ("hostname", r#""a.example.com""#, r#""-a.com""#),
+    ] {
+        for max in [16u32, 64, 254] {
+            let r = lang(json!({"type": "string", "format": fmt, "maxLength": max}));
+            assert!(r.is_match(ok), "{fmt} {max}");
+            assert!(!r.is_match(bad), "{fmt} {max}");
+            // an address of exactly `n` characters: short labels
+            let of_len = |n: usize| {
+                let body: String = "bbbbbbbbb."
+                    .repeat(n / 10 + 1)
+                    .chars()
+                    .take(n - 6)
+                    .collect();
+                format!("\"a@{body}x.co\"")
+            };
+            let (long, fits) = (of_len(max as usize + 1), of_len(max as usize));
+            if fmt == "email" {
+                assert!(!r.is_match(&long), "{fmt} {max}: {} chars", max + 1);
+                assert!(r.is_match(&fits), "{fmt} {max}: {max} chars");
+            }
+        }
+    }
+}
+
+#[test]
+fn lower_bounds_above_upper_bounds_allow_nothing() {
+    let o = JsonSchemaOptions::default();
+    for schema in [
+        json!({"type": "string", "minLength": 2, "maxLength": 0}),
+        json!({"type": "string", "minLength": 3, "maxLength": 1}),
+        json!({"type": "string", "pattern": "^a+$", "minLength": 3, "maxLength": 1}),
+        json!({"type": "object", "minProperties": 3, "maxProperties": 1}),
+        json!({"type": "object", "minProperties": 2, "maxProperties": 0}),
+        json!({"type": "array", "items": {"type": "string", "minLength": 2},
+               "contains": {"type": "string", "maxLength": 0}}),
+    ] {
+        assert_eq!(schema_err(schema, &o).0, "", "no value satisfies it");
+    }
+    // where other types remain, only the bounded type is empty
+    check(
+        json!({"type": ["string", "integer"], "minLength": 3, "maxLength": 1}),
+        &["1"],
+        &[r#""""#, r#""abc""#, r#""a""#],
+    );
+    check(
+        json!({"type": ["object", "null"], "minProperties": 2, "maxProperties": 1}),
+        &["null"],
+        &["{}", r#"{"a": 1}"#, r#"{"a": 1, "b": 2}"#],
+    );
+}
