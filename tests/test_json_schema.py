@@ -345,6 +345,11 @@ CASES: list[tuple[dict[str, Any] | bool, Any, bool]] = [
         True,
     ),
     ({"$ref": "#a", "$defs": {"d": {"$anchor": "a", "type": "null"}}}, 0, False),
+    # keywords spelled like the compiler's internal ones are annotations in a user schema
+    ({"type": "string", "x-ts-notIn": ["a"]}, "a", True),
+    ({"type": "number", "x-ts-notMultipleOf": 2}, 4, True),
+    ({"type": "string", "x-ts-notPattern": ["^a"]}, "abc", True),
+    ({"properties": {"a": {"type": "integer", "x-ts-notMultipleOf": 3}}}, {"a": 3}, True),
 ]
 
 
@@ -394,6 +399,9 @@ def test_schema_inputs_and_errors(
     assert accepts(g, "1.5", lookup)
     g = ts.Grammar.from_json_schema({"type": "array", "uniqueItems": True}, vocab, lenient=True)
     assert any("uniqueItems" in w for w in g.warnings)
+    with pytest.raises(ts.SchemaError) as e:
+        ts.Grammar.from_json_schema({"items": {"type": ["integer", "x-ts-fraction"]}}, vocab)
+    assert e.value.keyword == "type" and e.value.pointer == "/items"
     with pytest.raises(ValueError, match="unknown JSON Schema option"):
         ts.Grammar.from_json_schema({}, vocab, no_such_option=1)
     with pytest.raises(ValueError, match="whitespace"):

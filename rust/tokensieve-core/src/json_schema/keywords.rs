@@ -59,7 +59,12 @@ pub(super) const SUPPORTED: &[&str] = &[
     SOME_EXTRA,
 ];
 
-// Internal keywords produced by negation (see `algebra`); never read from user schemas.
+// Internal keywords produced by negation (see `algebra`). They share the `x-` namespace of
+// annotations, so a user schema could spell them: `resolve::prepare` removes every key with
+// `INTERNAL_PREFIX` from user schemas (as the annotations they are there) and rejects
+// `FRACTION` as a user type name, so only the algebra ever writes them.
+/// Prefix of every internal keyword and type name.
+pub(super) const INTERNAL_PREFIX: &str = "x-ts-";
 /// Type name of non-integral numbers (spelled with a fraction part).
 pub(super) const FRACTION: &str = "x-ts-fraction";
 /// Strings other than the listed ones.

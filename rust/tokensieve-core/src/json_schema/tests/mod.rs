@@ -267,3 +267,62 @@ fn shallow_schemas_fit_small_stacks() {
     }
     assert!(r.is_match(&t));
 }
+
+/// The internal keywords the algebra writes are annotations when a user writes them, and the
+/// internal type name is no type: a user schema cannot reach the compiler's own constraints,
+/// at the root, inside sub-schemas, behind references or in registry documents.
+#[test]
+fn internal_keywords_cannot_be_forged() {
+    check(
+        json!({"type": "string", "x-ts-notIn": ["a"]}),
+        &["\"a\"", "\"b\""],
+        &["1"],
+    );
+    check(
+        json!({"type": "number", "x-ts-notMultipleOf": 2}),
+        &["4", "3", "0.5"],
+        &["\"4\""],
+    );
+    check(
+        json!({"type": "string", "x-ts-notPattern": ["^a"], "x-ts-allPatterns": ["^b"]}),
+        &["\"abc\""],
+        &["null"],
+    );
+    check(
+        json!({"type": "array", "contains": {"const": 1}, "x-ts-containsFrom": 1}),
+        &["[1]", "[1, 2]"],
+        &["[2]"],
+    );
+    check(
+        json!({"type": "object", "x-ts-someExtra": {"names": [], "patterns": [], "schema": true}}),
+        &["{}"],
+        &["[]"],
+    );
+    check(
+        json!({"properties": {"a": {"$ref": "#/$defs/s"}}, "$defs": {"s": {"type": "string", "x-ts-notIn": ["x"]}}}),
+        &["{\"a\": \"x\"}"],
+        &["{\"a\": 1}"],
+    );
+    let o = JsonSchemaOptions {
+        registry: vec![(
+            "http://example.com/s.json".to_string(),
+            r#"{"type": "string", "x-ts-notIn": ["x"]}"#.to_string(),
+        )],
+        ..JsonSchemaOptions::default()
+    };
+    let r = lang_with(json!({"$ref": "http://example.com/s.json"}), &o);
+    assert!(r.is_match("\"x\""));
+    for s in [
+        json!({"type": ["x-ts-fraction"]}),
+        json!({"type": "x-ts-fraction"}),
+        json!({"items": {"type": ["integer", "x-ts-fraction"]}}),
+    ] {
+        let (k, _) = schema_err(s, &JsonSchemaOptions::default());
+        assert_eq!(k, "type");
+    }
+    let (_, p) = schema_err(
+        json!({"items": {"type": ["integer", "x-ts-fraction"]}}),
+        &JsonSchemaOptions::default(),
+    );
+    assert_eq!(p, "/items");
+}
