@@ -319,3 +319,17 @@ def test_torch_bitmask_is_accepted() -> None:
         m.fill_next_token_bitmask(torch.zeros((1, 1), dtype=torch.int64))
     with pytest.raises(ValueError, match="contiguous"):
         m.fill_next_token_bitmask(torch.zeros((2, 2), dtype=torch.int32).t()[:1])
+
+
+def test_grammar_repr_shows_kind_and_source() -> None:
+    v = small_vocab()
+    r = repr(ts.Grammar.from_regex("[ab]+", v))
+    assert r.startswith('Grammar(kind="regex", source="[ab]+", dfa_states='), r
+    v = ts.Vocabulary([bytes([i]) for i in range(256)] + [b"<eos>"], eos_token_ids=[256])
+    schema = {"type": "object", "properties": {"a": {"type": "string", "not": {"pattern": "x"}}}}
+    r = repr(ts.Grammar.from_json_schema(schema, v, whitespace="compact"))
+    assert r.startswith('Grammar(kind="json_schema", source="{'), r
+    assert "tokensieve:" not in r and "\\0" not in r and "\\u{0}" not in r, r
+    long = {"enum": ["x" * 50 for _ in range(20)]}
+    r = repr(ts.Grammar.from_json_schema(long, v))
+    assert "..." in r and len(r) < 400, r

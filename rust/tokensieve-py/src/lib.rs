@@ -562,21 +562,24 @@ impl PyGrammar {
         }
     }
 
+    /// The constraint kind and its source text (cut after 200 bytes), never the automaton's
+    /// internal rendering.
     fn __repr__(&self) -> String {
         let s = self.inner.stats();
-        let p = self.inner.pattern();
-        let p = if p.len() > 200 {
+        let src = self.inner.source();
+        let t = &src.text;
+        let text = if t.len() > 200 {
             let cut = (0..=200)
                 .rev()
-                .find(|&i| p.is_char_boundary(i))
+                .find(|&i| t.is_char_boundary(i))
                 .unwrap_or(0);
-            format!("{}...", &p[..cut])
+            format!("{}...", &t[..cut])
         } else {
-            p.to_string()
+            t.clone()
         };
         format!(
-            "Grammar(pattern={:?}, dfa_states={}, cached_masks={})",
-            p, s.dfa_states, s.states
+            "Grammar(kind={:?}, source={:?}, dfa_states={}, cached_masks={})",
+            src.kind, text, s.dfa_states, s.states
         )
     }
 }
