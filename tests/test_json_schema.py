@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tokensieve as ts
-from tokensieve.constraints import canonical_key
+from tokensieve.constraints import Constraint
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -596,7 +596,7 @@ def test_references_and_registry(
         remote, vocab, registry={"https://example.com/defs.json": json.dumps(defs)}
     )
     assert accepts(g2, "5", lookup)
-    key = lambda reg: canonical_key("json_schema", remote, {"registry": reg}, vocab)  # noqa: E731
+    key = lambda reg: Constraint.make("json_schema", remote, {"registry": reg}).key  # noqa: E731
     assert key({"https://example.com/defs.json": defs}) != key({})
     with pytest.raises(ValueError, match="registry"):
         ts.Grammar.from_json_schema(remote, vocab, registry=["not", "a", "mapping"])

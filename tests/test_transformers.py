@@ -23,9 +23,9 @@ transformers = pytest.importorskip("transformers")
 import tokensieve as ts  # noqa: E402
 from tokensieve.transformers import (  # noqa: E402
     ChoiceLogitsProcessor,
-    GuidedLogitsProcessor,
     JSONLogitsProcessor,
     RegexLogitsProcessor,
+    TransformersLogitsProcessor,
 )
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "tokenizers"
@@ -218,7 +218,7 @@ def test_generate_regex(setup: Setup, k: int) -> None:
 def test_generate_per_prompt_regexes_with_num_return_sequences(setup: Setup) -> None:
     patterns = [REGEXES[0], REGEXES[1], REGEXES[2], REGEXES[5]]
     grammars = [ts.Grammar.from_regex(p, setup.vocab) for p in patterns]
-    proc = GuidedLogitsProcessor(grammars)
+    proc = TransformersLogitsProcessor(grammars)
     outs = setup.generate(
         proc, batch=4, max_new_tokens=MAX_NEW_TOKENS, seed=99, num_return_sequences=2
     )
@@ -269,7 +269,7 @@ def _allowed(row: Any) -> set[int]:
 
 def test_masks_padded_columns_finished_rows_and_off_grammar_tokens() -> None:
     v = _small()
-    proc = GuidedLogitsProcessor(ts.Grammar.from_regex("ab?", v))
+    proc = TransformersLogitsProcessor(ts.Grammar.from_regex("ab?", v))
     prompt = torch.tensor([[9, 9], [9, 9], [9, 9]])
     scores = torch.zeros(3, 40)  # 36 padded columns past the 4-token vocabulary
     out = proc(prompt, scores.clone())
@@ -287,7 +287,7 @@ def test_masks_padded_columns_finished_rows_and_off_grammar_tokens() -> None:
 
 def test_new_generation_is_detected() -> None:
     v = _small()
-    proc = GuidedLogitsProcessor(ts.Grammar.from_regex("ab", v))
+    proc = TransformersLogitsProcessor(ts.Grammar.from_regex("ab", v))
     proc(torch.tensor([[5]]), torch.zeros(1, 4))
     proc(torch.tensor([[5, 0]]), torch.zeros(1, 4))
     # One token longer but another prompt: a new generate() call, back at the start (not "ab"
@@ -299,12 +299,12 @@ def test_new_generation_is_detected() -> None:
 def test_grammar_list_must_fit_rows() -> None:
     v = _small()
     g = ts.Grammar.from_regex("a", v)
-    proc = GuidedLogitsProcessor([g, g, g])
+    proc = TransformersLogitsProcessor([g, g, g])
     with pytest.raises(ValueError, match="3 grammars for 4 rows"):
         proc(torch.zeros(4, 1, dtype=torch.long), torch.zeros(4, 4))
     other = ts.Grammar.from_regex("a", ts.Vocabulary([b"a", b"<e>"], eos_token_ids=[1]))
     with pytest.raises(ValueError, match="same vocabulary"):
-        GuidedLogitsProcessor([g, other])
+        TransformersLogitsProcessor([g, other])
 
 
 # --- JSON Schemas -----------------------------------------------------------------------------

@@ -448,25 +448,6 @@ def test_validate_params_rejects_with_a_client_message(
         GuidedLogitsProcessor.validate_params(SamplingParams(extra_args))
 
 
-def test_validate_params_unsupported_kinds_name_the_key() -> None:
-    for key, value in (("guided_json", {"type": "object"}), ("guided_json_object", "true")):
-        method = "from_json_schema" if key == "guided_json" else "from_json_object"
-        if hasattr(ts.Grammar, method):
-            GuidedLogitsProcessorV1.validate_params(SamplingParams({key: value}))
-            continue
-        with pytest.raises(ValueError, match=f"{key} is not supported .*{method}"):
-            GuidedLogitsProcessorV1.validate_params(SamplingParams({key: value}))
-
-
-def test_missing_compiler_is_named_until_it_exists(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tokensieve.vllm import constraints
-
-    monkeypatch.setitem(constraints._CONSTRUCTORS, "json", "from_json_schema_not_built")
-    monkeypatch.setattr(constraints, "GRAMMAR_CACHE", constraints.GrammarCache())
-    with pytest.raises(ValueError, match="guided_json is not supported by this tokensieve build"):
-        constraints.compile_constraint("json", {"type": "boolean"}, VOCAB)
-
-
 needs_json = pytest.mark.skipif(
     not hasattr(ts.Grammar, "from_json_schema"), reason="from_json_schema not available yet"
 )
@@ -858,20 +839,9 @@ def test_guided_json_through_v1_when_available() -> None:
     assert json.loads(b"".join(TOKENS[t] for t in req.output[:-1]).decode()) in schema["enum"]
 
 
-def test_choice_fallback_pattern_matches_the_literals_only() -> None:
-    from tokensieve.vllm.constraints import choice_pattern
-
-    choices = ["a.b", "(x)|y", "#&-~ [z]{2}", "\\d+$^"]
-    grammar = ts.Grammar.from_regex(choice_pattern(choices), validation_vocabulary())
-    for text in [*choices, "axb", "x", "(x)", "\\d"]:
-        m = grammar.matcher()
-        ok = m.accept_tokens(list(text.encode())) == len(text.encode()) and m.is_accepting()
-        assert ok == (text in choices), text
-
-
 def test_cache_key_keeps_property_order() -> None:
-    from tokensieve.vllm.constraints import Constraint
+    from tokensieve.constraints import Constraint
 
-    a = Constraint.make("json", {"type": "object", "properties": {"a": {}, "b": {}}})
-    b = Constraint.make("json", {"type": "object", "properties": {"b": {}, "a": {}}})
+    a = Constraint.make("json_schema", {"type": "object", "properties": {"a": {}, "b": {}}})
+    b = Constraint.make("json_schema", {"type": "object", "properties": {"b": {}, "a": {}}})
     assert a.key != b.key

@@ -139,14 +139,14 @@ class TinyModel:
         self.prompt = torch.tensor([regular[100:108]] * 3)
 
     def generate(self, grammar: ts.Grammar, seed: int) -> list[str]:
-        from tokensieve.transformers import GuidedLogitsProcessor
+        from tokensieve.transformers import TransformersLogitsProcessor
 
         self.torch.manual_seed(seed)
         with self.torch.no_grad():
             out = self.model.generate(
                 input_ids=self.prompt,
                 attention_mask=self.torch.ones_like(self.prompt),
-                logits_processor=[GuidedLogitsProcessor(grammar)],
+                logits_processor=[TransformersLogitsProcessor(grammar)],
                 do_sample=True,
                 max_new_tokens=120,
                 eos_token_id=self.vocab.eos_token_ids,

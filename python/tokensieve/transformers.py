@@ -16,7 +16,7 @@ between steps: a row whose generated tokens no longer extend the ones it had is 
 replaying its tokens into a fresh matcher (so beam search works, at a cost linear in the output
 length for each reordered row; the same covers sequences that shrink). A new ``generate()``
 call is detected (another batch size or prompt, or a sequence shorter than the last) and starts
-over; :meth:`GuidedLogitsProcessor.reset` forces that (needed only when a new call's prompt
+over; :meth:`TransformersLogitsProcessor.reset` forces that (needed only when a new call's prompt
 extends the previous call's prompt and output exactly).
 
 The logits may be wider than the vocabulary (models pad their embedding matrix): ids at or past
@@ -35,8 +35,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import tokensieve as ts
-from tokensieve.vllm.constraints import compile_constraint
-from tokensieve.vllm.guides import RequestGuide, apply_bitmask, eos_only_row, fill_guides
+from tokensieve.constraints import compile_constraint
+from tokensieve.guides import MaskBuffer, RequestGuide
 
 if TYPE_CHECKING:  # typed the same with or without transformers installed
     _HFLogitsProcessor = object
@@ -48,7 +48,7 @@ else:
 
 __all__ = [
     "ChoiceLogitsProcessor",
-    "GuidedLogitsProcessor",
+    "TransformersLogitsProcessor",
     "JSONLogitsProcessor",
     "RegexLogitsProcessor",
     "vocabulary_for",
@@ -101,7 +101,7 @@ class _Generation:
         self.guides = guides
 
 
-class GuidedLogitsProcessor(_HFLogitsProcessor):
+class TransformersLogitsProcessor(_HFLogitsProcessor):
     """Mask ``generate()``'s scores to one compiled grammar per row.
 
     Args:
@@ -126,8 +126,7 @@ class GuidedLogitsProcessor(_HFLogitsProcessor):
         fp = self.vocab.fingerprint
         if any(g.vocab.fingerprint != fp for g in self._grammars):
             raise ValueError("all grammars must be compiled for the same vocabulary")
-        self._eos_row: Any = None
-        self._bitmask: Any = None
+        self._masks: MaskBuffer | None = None
         self._gen: _Generation | None = None
 
     def reset(self) -> None:
@@ -199,28 +198,20 @@ class GuidedLogitsProcessor(_HFLogitsProcessor):
             )
         self._gen = self._advance(ids)
         rows = self._gen.rows
-        if self._eos_row is None:
-            self._eos_row = eos_only_row(self.vocab)
-        if self._bitmask is None or self._bitmask.shape[0] < rows:
-            self._bitmask = ts.allocate_token_bitmask(rows, self.vocab.vocab_size)
-        bitmask = self._bitmask[:rows]
-        indices = list(range(rows))
-        fill_guides(self._gen.guides, indices, bitmask, self._eos_row)
-        if scores.device.type != "cpu":
-            bitmask = bitmask.to(scores.device, non_blocking=True)
-        apply_bitmask(scores, bitmask, indices, self.vocab.vocab_size)
-        return scores
+        if self._masks is None:
+            self._masks = MaskBuffer(self.vocab, rows)
+        return self._masks.mask_logits(scores, self._gen.guides, list(range(rows)))
 
 
 def _compile_all(
     kind: str, values: Any, many: bool, vocab: ts.Vocabulary, options: Mapping[str, Any]
 ) -> ts.Grammar | list[ts.Grammar]:
     if many:
-        return [compile_constraint(kind, v, vocab, options) for v in values]
-    return compile_constraint(kind, values, vocab, options)
+        return [compile_constraint(kind, v, vocab, **options) for v in values]
+    return compile_constraint(kind, values, vocab, **options)
 
 
-class RegexLogitsProcessor(GuidedLogitsProcessor):
+class RegexLogitsProcessor(TransformersLogitsProcessor):
     """Constrain every row (or each prompt's rows) to full matches of a regex.
 
     Args:
@@ -246,7 +237,7 @@ class RegexLogitsProcessor(GuidedLogitsProcessor):
         super().__init__(_compile_all("regex", pattern, many, vocab, options))
 
 
-class JSONLogitsProcessor(GuidedLogitsProcessor):
+class JSONLogitsProcessor(TransformersLogitsProcessor):
     """Constrain rows to JSON documents valid under a JSON Schema.
 
     ``schema`` is a ``dict``, a JSON text, a pydantic model class, or a list of those (one per
@@ -265,10 +256,10 @@ class JSONLogitsProcessor(GuidedLogitsProcessor):
     ) -> None:
         vocab = vocabulary_for(tokenizer, vocab_size, eos_token_ids)
         many = isinstance(schema, (list, tuple))
-        super().__init__(_compile_all("json", schema, many, vocab, options))
+        super().__init__(_compile_all("json_schema", schema, many, vocab, options))
 
 
-class ChoiceLogitsProcessor(GuidedLogitsProcessor):
+class ChoiceLogitsProcessor(TransformersLogitsProcessor):
     """Constrain every row's output to exactly one of ``choices`` (a list of strings)."""
 
     def __init__(

@@ -22,20 +22,14 @@ This package imports without vLLM; vLLM is imported only to subclass its base cl
 is installed.
 """
 
-from tokensieve.vllm.constraints import (
-    GRAMMAR_CACHE,
-    Constraint,
-    GrammarCache,
-    compile_constraint,
-    constraint_from_extra_args,
-    set_index_directory,
-)
-from tokensieve.vllm.engine import (
+from tokensieve.constraints import Constraint, GrammarCache, compile_constraint, set_index_directory
+from tokensieve.guides import RequestGuide
+from tokensieve.vllm.constraints import GRAMMAR_CACHE, constraint_from_extra_args
+from tokensieve.vllm.processor_base import (
     default_vocabulary,
     set_default_vocabulary,
     vocabulary_from_vllm_config,
 )
-from tokensieve.vllm.guides import RequestGuide
 from tokensieve.vllm.v1 import GuidedLogitsProcessorV1
 from tokensieve.vllm.v2 import GuidedLogitsProcessor
 

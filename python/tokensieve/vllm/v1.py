@@ -12,7 +12,7 @@ hosts)::
 (``vllm serve ... --logits-processors tokensieve.vllm:GuidedLogitsProcessorV1`` and
 ``"vllm_xargs": {"guided_json": "..."}`` in the request body on the OpenAI server.)
 
-State per persistent-batch row: a :class:`~tokensieve.vllm.guides.RequestGuide` holding the
+State per persistent-batch row: a :class:`~tokensieve.guides.RequestGuide` holding the
 request's matcher and a reference to its live output-token list. ``update_state`` applies a
 ``BatchUpdate`` in the documented order: removes, then adds (an add replaces whatever occupied
 the index, discarding its state), then moves (``UNIDIRECTIONAL`` overwrites the destination and
@@ -25,9 +25,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import tokensieve as ts
-from tokensieve.vllm.engine import GuidedProcessorBase
-from tokensieve.vllm.guides import RequestGuide, apply_bitmask, eos_only_row, fill_guides
+from tokensieve.guides import MaskBuffer, RequestGuide
+from tokensieve.vllm.processor_base import GuidedProcessorBase
 
 if TYPE_CHECKING:  # typed the same with or without vLLM installed
     _V1Base = object
@@ -62,14 +61,8 @@ class GuidedLogitsProcessorV1(GuidedProcessorBase, _V1Base):
         sched = getattr(vllm_config, "scheduler_config", None)
         max_rows = int(getattr(sched, "max_num_seqs", 0) or _DEFAULT_MAX_ROWS)
         self._guides: dict[int, RequestGuide] = {}
-        self._bitmask = self._allocate(max_rows)
-        self._eos_row = eos_only_row(self.vocab)
-
-    def _allocate(self, rows: int) -> Any:
-        mask = ts.allocate_token_bitmask(rows, self.vocab.vocab_size)
-        if self.is_pin_memory and self.device.type != "cpu":
-            mask = mask.pin_memory()
-        return mask
+        pin = self.is_pin_memory and self.device.type != "cpu"
+        self._masks = MaskBuffer(self.vocab, max_rows, pin=pin)
 
     def is_argmax_invariant(self) -> bool:
         """False: masking changes which token is the argmax."""
@@ -115,15 +108,4 @@ class GuidedLogitsProcessorV1(GuidedProcessorBase, _V1Base):
         guides = [self._guides[i] for i in indices]
         for g in guides:
             g.sync()
-        if self._bitmask.shape[0] <= indices[-1]:
-            self._bitmask = self._allocate(max(indices[-1] + 1, 2 * self._bitmask.shape[0]))
-        needed = indices[-1] + 1
-        bitmask = self._bitmask[:needed]
-        fill_guides(guides, indices, bitmask, self._eos_row)
-        if logits.device.type != "cpu":
-            # One host buffer is enough: before the next fill the host has waited for this
-            # step's sampled tokens (vLLM syncs output lists for logits processors), which the
-            # GPU produces after this copy.
-            bitmask = bitmask.to(logits.device, non_blocking=True)
-        apply_bitmask(logits, bitmask, indices, self.vocab.vocab_size)
-        return logits
+        return self._masks.mask_logits(logits, guides, indices)

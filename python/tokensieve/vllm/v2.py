@@ -28,9 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-import tokensieve as ts
-from tokensieve.vllm.engine import GuidedProcessorBase
-from tokensieve.vllm.guides import RequestGuide, apply_bitmask, eos_only_row, fill_guides
+from tokensieve.guides import MaskBuffer, RequestGuide
+from tokensieve.vllm.processor_base import GuidedProcessorBase
 
 if TYPE_CHECKING:  # typed the same with or without vLLM installed
     _V2Base = object
@@ -59,14 +58,7 @@ class GuidedLogitsProcessor(GuidedProcessorBase, _V2Base):
         max_reqs = int(req_states.max_num_reqs)
         self._guides: list[RequestGuide | None] = [None] * max_reqs
         self._constrained = np.zeros(max_reqs, dtype=bool)
-        self._bitmask = self._allocate(max_reqs)
-        self._eos_row = eos_only_row(self.vocab)
-
-    def _allocate(self, rows: int) -> Any:
-        mask = ts.allocate_token_bitmask(max(rows, 1), self.vocab.vocab_size)
-        if self.device.type == "cuda":
-            mask = mask.pin_memory()
-        return mask
+        self._masks = MaskBuffer(self.vocab, max_reqs, pin=self.device.type == "cuda")
 
     def guide(self, slot: int) -> RequestGuide | None:
         """The guide of the request in a slot (None: unconstrained)."""
@@ -132,20 +124,15 @@ class GuidedLogitsProcessor(GuidedProcessorBase, _V2Base):
             main_rows.append(first)
             if len(rows) > 1:
                 drafts.append((guide, rows[1:]))
-        n_rows = int(logits.shape[0])
-        if self._bitmask.shape[0] < n_rows:
-            self._bitmask = self._allocate(max(n_rows, 2 * self._bitmask.shape[0]))
-        bitmask = self._bitmask[:n_rows]
-        fill_guides(main_guides, main_rows, bitmask, self._eos_row)
-        indices = list(main_rows)
-        for guide, rows in drafts:
-            self._fill_drafts(guide, rows, input_ids, bitmask)
-            indices.extend(rows)
-        if logits.device.type != "cpu":
-            # One host buffer is enough: the next step's device-to-host copy waits for this one.
-            bitmask = bitmask.to(logits.device, non_blocking=True)
-        apply_bitmask(logits, bitmask, indices, self.vocab.vocab_size)
-        return logits
+
+        def fill_drafts(bitmask: Any) -> list[int]:
+            extra: list[int] = []
+            for guide, rows in drafts:
+                self._fill_drafts(guide, rows, input_ids, bitmask)
+                extra.extend(rows)
+            return extra
+
+        return self._masks.mask_logits(logits, main_guides, main_rows, fill_drafts)
 
     def _fill_drafts(
         self, guide: RequestGuide, rows: list[int], input_ids: list[int], bitmask: Any
@@ -162,11 +149,11 @@ class GuidedLogitsProcessor(GuidedProcessorBase, _V2Base):
                         accepted += 1
                         m.fill_next_token_bitmask(bitmask, row)
                 if not alive:
-                    bitmask[row] = self._eos_row
+                    bitmask[row] = self._masks.eos_row
         except Exception as e:
             guide.fail(f"{type(e).__name__}: {e}")
             for row in rows:
-                bitmask[row] = self._eos_row
+                bitmask[row] = self._masks.eos_row
         finally:
             if accepted and m is not None:
                 try:

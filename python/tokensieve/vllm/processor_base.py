@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import tokensieve as ts
+from tokensieve.guides import RequestGuide
 from tokensieve.vllm.constraints import (
     GRAMMAR_CACHE,
     Constraint,
@@ -30,7 +31,6 @@ from tokensieve.vllm.constraints import (
     describe_error,
     validation_vocabulary,
 )
-from tokensieve.vllm.guides import RequestGuide
 
 __all__ = [
     "GuidedProcessorBase",

@@ -7,6 +7,8 @@ budget, or whose output left the grammar (a token the mask did not allow) is *fa
 on its row allows only EOS, the failure is logged once, and no exception leaves the adapter, so
 one bad request never takes a batch (or an engine) down.
 
+:class:`MaskBuffer` is the one step every adapter runs on its logits: grow the host bitmask,
+fill the guides' rows, copy it to the logits' device, apply it.
 :func:`fill_guides` fills the bitmask rows of many guides in one parallel call;
 :func:`apply_bitmask` masks logits with :func:`tokensieve.apply_token_bitmask_inplace` (or a plain
 torch fallback when this build lacks it).
@@ -20,7 +22,7 @@ from typing import Any
 
 import tokensieve as ts
 
-__all__ = ["RequestGuide", "apply_bitmask", "eos_only_row", "fill_guides"]
+__all__ = ["MaskBuffer", "RequestGuide", "apply_bitmask", "eos_only_row", "fill_guides"]
 
 logger = logging.getLogger("tokensieve")
 
@@ -218,3 +220,45 @@ def _apply_bitmask_torch(
     limit = min(vocab_size, allowed.shape[1], width)
     keep[:, :limit] = allowed[:, :limit]
     logits[rows] = logits[rows].masked_fill(~keep, float("-inf"))
+
+
+class MaskBuffer:
+    """The host bitmask an adapter fills at every step, grown on demand (doubling), pinned when
+    the logits live on an accelerator and ``pin`` is set."""
+
+    def __init__(self, vocab: ts.Vocabulary, rows: int, *, pin: bool = False) -> None:
+        self.vocab = vocab
+        self.pin = pin
+        self.eos_row = eos_only_row(vocab)
+        self.mask = self._allocate(rows)
+
+    def _allocate(self, rows: int) -> Any:
+        mask = ts.allocate_token_bitmask(max(rows, 1), self.vocab.vocab_size)
+        return mask.pin_memory() if self.pin else mask
+
+    def mask_logits(
+        self,
+        logits: Any,
+        guides: Sequence[RequestGuide],
+        rows: Sequence[int],
+        more: Callable[[Any], Sequence[int]] | None = None,
+    ) -> Any:
+        """Set ``logits[rows[k]]`` to what ``guides[k]`` allows (``-inf`` elsewhere).
+
+        ``more(bitmask)``, when given, fills further rows itself (e.g. draft tokens) and returns
+        them; they are masked too. Rows not named keep their logits.
+        """
+        n = int(logits.shape[0])
+        if self.mask.shape[0] < n:
+            self.mask = self._allocate(max(n, 2 * self.mask.shape[0]))
+        bitmask = self.mask[:n]
+        fill_guides(guides, rows, bitmask, self.eos_row)
+        indices = list(rows)
+        if more is not None:
+            indices.extend(more(bitmask))
+        if logits.device.type != "cpu":
+            # One host buffer is enough: before the next fill the host has waited for this
+            # step's sampled tokens, which the device produces after this copy.
+            bitmask = bitmask.to(logits.device, non_blocking=True)
+        apply_bitmask(logits, bitmask, indices, self.vocab.vocab_size)
+        return logits
