@@ -2,8 +2,9 @@
 //! state): `cargo run --release -p tokensieve-core --example schema_size -- schema.json`
 use std::time::Instant;
 
+use tokensieve_core::automata::dfa::LazyDfa;
 use tokensieve_core::json_schema::{compile, JsonSchemaOptions};
-use tokensieve_core::regex::{LazyDfa, RegexOptions};
+use tokensieve_core::regex::RegexOptions;
 
 fn main() {
     let path = std::env::args()

@@ -28,8 +28,8 @@ use std::time::Instant;
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::automata::dfa::{DfaView, LazyDfa, DEAD};
 use crate::error::{Error, Result};
-use crate::regex::{DfaView, LazyDfa, DEAD};
 use crate::trie::{ALL_STRING_BODY, BODY_LEN_MASKS, NO_TOKEN};
 use crate::vocab::Vocabulary;
 

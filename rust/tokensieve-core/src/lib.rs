@@ -1,23 +1,26 @@
 //! tokensieve core: regexes compiled into token-level FSM indexes, and packed token bitmasks.
 //!
-//! The data flow, module by module:
+//! The layers, bottom up (each imports only the ones below it; `tests/layers.rs` enforces it):
 //!
-//! * [`vocab`] — a tokenizer's tokens decoded to the bytes they emit; EOS and special ids.
-//! * [`trie`] — those byte strings in one flat depth-first array.
-//! * [`regex`] — a pattern parsed and determinized lazily into a byte-level DFA.
+//! * [`error`] — the one error type.
+//! * [`automata`] — languages of bytes and characters: HIR helpers, JSON character spellings,
+//!   character-language automata, the Thompson NFA builder and the lazy DFA (stable state ids).
+//! * [`trie`], [`vocab`] — a tokenizer's tokens decoded to the bytes they emit (EOS, specials),
+//!   and those byte strings in one flat depth-first array. [`kernel`] — masks applied to logits.
+//! * Front ends: [`regex`] — a pattern parsed (unsupported constructs rejected) and its
+//!   options; [`json_schema`] — a JSON Schema compiled into the regular language of its texts.
 //! * [`index`] — per DFA state, the mask of allowed tokens (one pruned trie walk, memoized).
-//! * [`json_schema`] — a JSON Schema compiled into the regular language of its JSON texts.
 //! * [`matcher`] — compiled grammars, per-sequence matchers, and the batch bitmask fill.
 //! * [`serialize`] — precompiled grammars written to and loaded from index files.
 //!
 //! This crate has no Python dependency; the bindings crate wraps it.
 
+pub mod automata;
 pub mod error;
 pub mod index;
 pub mod json_schema;
 pub mod kernel;
 pub mod matcher;
-mod nfa_build;
 pub mod regex;
 pub mod serialize;
 pub mod trie;

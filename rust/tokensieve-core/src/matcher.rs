@@ -24,10 +24,11 @@ use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
+use crate::automata::dfa::{LazyDfa, DEAD};
 use crate::error::{Error, Result};
 use crate::index::{IndexStats, TokenIndex};
 use crate::json_schema::JsonSchemaOptions;
-use crate::regex::{LazyDfa, RegexOptions, DEAD};
+use crate::regex::RegexOptions;
 use crate::vocab::Vocabulary;
 use regex_syntax::hir::Hir;
 

@@ -15,10 +15,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::automata::dfa::{DfaParts, LazyDfa};
 use crate::error::{Error, Result};
 use crate::index::TokenIndex;
 use crate::matcher::{ConstraintSource, Grammar, GrammarOptions};
-use crate::regex::{DfaParts, LazyDfa};
 use crate::vocab::Vocabulary;
 
 /// First bytes of every index file.

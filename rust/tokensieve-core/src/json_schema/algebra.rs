@@ -17,7 +17,9 @@
 use serde_json::{Map, Value};
 
 use super::compile::{child, normalize, schema_error, Compiler};
-use super::keywords::{bits_to_types, T_ALL, T_ARRAY, T_FRAC, T_INT, T_OBJECT};
+use super::keywords::{
+    bits_to_types, ALGEBRA, APPLICATORS, T_ALL, T_ARRAY, T_FRAC, T_INT, T_OBJECT,
+};
 use super::number::Dec;
 use super::options::OneOf;
 use crate::error::{Error, Result};
@@ -37,38 +39,6 @@ pub(super) type Term = Vec<Part>;
 
 /// Largest number of terms one expansion may produce.
 const MAX_TERMS: usize = 512;
-
-/// Keywords with sub-schemas or boolean structure, removed from a part's keyword map.
-pub(super) const APPLICATORS: &[&str] = &[
-    "$ref",
-    "allOf",
-    "anyOf",
-    "oneOf",
-    "not",
-    "if",
-    "then",
-    "else",
-    "dependentSchemas",
-    "dependentRequired",
-    "dependencies",
-    "unevaluatedProperties",
-    "unevaluatedItems",
-    "$defs",
-    "definitions",
-];
-
-/// Keywords that only this module compiles.
-const ALGEBRA: &[&str] = &[
-    "not",
-    "if",
-    "then",
-    "else",
-    "dependentSchemas",
-    "dependentRequired",
-    "dependencies",
-    "unevaluatedProperties",
-    "unevaluatedItems",
-];
 
 fn part(map: Map<String, Value>, eval: bool) -> Part {
     Part {
@@ -1002,6 +972,6 @@ impl<'a> Compiler<'a> {
             self.stack.truncate(n);
             alts.push(h?);
         }
-        Ok(super::hirs::alt_opt(alts))
+        Ok(crate::automata::hir::alt_opt(alts))
     }
 }

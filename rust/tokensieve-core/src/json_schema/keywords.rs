@@ -1,5 +1,6 @@
 //! Keyword tables: the keywords the compiler knows, the internal `x-ts-*` keywords, the
-//! annotation keywords, and which JSON types each validity keyword constrains.
+//! annotation keywords, which JSON types each validity keyword constrains, the applicators the
+//! algebra expands, and where sub-schemas sit (for reference resolution).
 
 use serde_json::Value;
 
@@ -196,3 +197,66 @@ pub(super) fn applies_to(k: &str) -> u8 {
         _ => T_ALL,
     }
 }
+
+/// Keywords with sub-schemas or boolean structure, removed from a part's keyword map.
+pub(super) const APPLICATORS: &[&str] = &[
+    "$ref",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "dependentSchemas",
+    "dependentRequired",
+    "dependencies",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "$defs",
+    "definitions",
+];
+
+/// Keywords that only `algebra` compiles.
+pub(super) const ALGEBRA: &[&str] = &[
+    "not",
+    "if",
+    "then",
+    "else",
+    "dependentSchemas",
+    "dependentRequired",
+    "dependencies",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+];
+
+/// Keywords whose value is a schema (for reference resolution's walk).
+pub(super) const ONE: &[&str] = &[
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "propertyNames",
+    "additionalProperties",
+    "additionalItems",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "items",
+];
+
+/// Keywords whose value is an array of schemas.
+pub(super) const LIST: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems", "items"];
+
+/// Keywords whose value is an object of schemas.
+pub(super) const MAP: &[&str] = &[
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+    "dependencies",
+];
+
+/// Keywords whose values are data, never schemas.
+pub(super) const DATA: &[&str] = &["const", "enum", "examples", "default", "example"];

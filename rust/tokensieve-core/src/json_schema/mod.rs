@@ -15,16 +15,13 @@
 //! formats).
 
 mod algebra;
-mod charlang;
-mod compile;
-mod hirs;
+pub(crate) mod compile;
 mod keywords;
 mod multiple;
 mod number;
 pub mod options;
 pub(crate) mod resolve;
-mod string;
-mod strlang;
+pub(crate) mod string;
 mod validate;
 
 use std::sync::{mpsc, Mutex, OnceLock};
@@ -33,9 +30,7 @@ use regex_syntax::hir::Hir;
 use serde_json::Value;
 
 use crate::error::Result;
-pub(crate) use charlang::CharDfa;
 pub use options::{AdditionalProperties, Formats, JsonSchemaOptions, OneOf, Whitespace};
-pub(crate) use string::any_char;
 
 /// A compiled schema: the language as a HIR, and the warnings collected on the way.
 #[derive(Debug, Clone)]
@@ -183,7 +178,8 @@ pub fn choice<S: AsRef<str>>(choices: &[S]) -> Hir {
 pub(crate) mod test_util {
     use regex_syntax::hir::Hir;
 
-    use crate::regex::{LazyDfa, RegexOptions, DEAD};
+    use crate::automata::dfa::{LazyDfa, DEAD};
+    use crate::regex::RegexOptions;
 
     /// Full-match tester over a HIR, on the crate's own lazy DFA.
     pub struct Re(LazyDfa);
@@ -235,5 +231,5 @@ mod tests;
 
 /// The size measure the compiler's budgets use (about one unit per HIR node or literal byte).
 pub fn hir_weight(h: &Hir) -> u64 {
-    hirs::weight(h)
+    crate::automata::hir::weight(h)
 }

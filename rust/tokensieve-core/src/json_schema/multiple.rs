@@ -11,10 +11,11 @@ use std::collections::HashMap;
 
 use regex_syntax::hir::Hir;
 
-use super::charlang::{CharDfa, Lang, LangBudget};
 use super::number::{number_range, Bound, Dec};
-use super::strlang::lang_hir;
-use crate::regex::{LazyDfa, RegexOptions, DEAD};
+use crate::automata::charlang::{CharDfa, Lang, LangBudget};
+use crate::automata::dfa::{LazyDfa, DEAD};
+use crate::automata::strlang::lang_hir;
+use crate::regex::RegexOptions;
 
 /// Largest `a` (divisor digits) handled; the automaton has about `2·a·(k+1)` states.
 const MAX_DIVISOR: u64 = 10_000;

@@ -14,7 +14,9 @@ use std::cmp::Ordering;
 
 use regex_syntax::hir::Hir;
 
-use super::hirs::{alt, alt_opt, class, concat, digits, lit, opt, rep, star};
+use crate::automata::hir::{
+    alt, alt_opt, class, concat, digits, fixed_width, lit, opt, rep, star, Base,
+};
 
 /// A decimal number: sign, integer digits (no leading zeros; empty = 0) and fraction digits
 /// (no trailing zeros). Zero is never negative.
@@ -143,87 +145,6 @@ impl Ord for Dec {
 pub(crate) struct Bound {
     pub value: Dec,
     pub inclusive: bool,
-}
-
-/// Digits of a positional system, for fixed-width range construction.
-#[derive(Clone, Copy)]
-pub(crate) enum Base {
-    Decimal,
-    /// Hexadecimal, either case (`\uXXXX` escapes).
-    HexAnyCase,
-}
-
-impl Base {
-    fn max(self) -> u8 {
-        match self {
-            Base::Decimal => 9,
-            Base::HexAnyCase => 15,
-        }
-    }
-
-    fn range(self, lo: u8, hi: u8) -> Hir {
-        match self {
-            Base::Decimal => digits(lo, hi),
-            Base::HexAnyCase => {
-                let mut r: Vec<(char, char)> = Vec::new();
-                if lo <= 9 {
-                    r.push(((b'0' + lo) as char, (b'0' + hi.min(9)) as char));
-                }
-                if hi >= 10 {
-                    let a = lo.max(10) - 10;
-                    let b = hi - 10;
-                    r.push(((b'a' + a) as char, (b'a' + b) as char));
-                    r.push(((b'A' + a) as char, (b'A' + b) as char));
-                }
-                class(&r)
-            }
-        }
-    }
-}
-
-/// Strings of `lo.len()` digits whose value lies in `lo..=hi` (same length, `lo <= hi`).
-pub(crate) fn fixed_width(lo: &[u8], hi: &[u8], base: Base) -> Hir {
-    debug_assert_eq!(lo.len(), hi.len());
-    if lo.is_empty() {
-        return Hir::empty();
-    }
-    let n = lo.len() - 1;
-    let any = |k: usize| rep(base.range(0, base.max()), k as u32, Some(k as u32));
-    let (a, b) = (lo[0], hi[0]);
-    if a == b {
-        return concat(vec![
-            base.range(a, a),
-            fixed_width(&lo[1..], &hi[1..], base),
-        ]);
-    }
-    let lo_min = lo[1..].iter().all(|&d| d == 0);
-    let hi_max = hi[1..].iter().all(|&d| d == base.max());
-    if lo_min && hi_max {
-        return concat(vec![base.range(a, b), any(n)]);
-    }
-    let mut parts = Vec::new();
-    let top = vec![base.max(); n];
-    let bottom = vec![0u8; n];
-    if lo_min {
-        parts.push(concat(vec![base.range(a, b - 1), any(n)]));
-    } else {
-        parts.push(concat(vec![
-            base.range(a, a),
-            fixed_width(&lo[1..], &top, base),
-        ]));
-        if a + 1 < b {
-            parts.push(concat(vec![base.range(a + 1, b - 1), any(n)]));
-        }
-    }
-    if hi_max {
-        parts.push(concat(vec![base.range(b, b), any(n)]));
-    } else {
-        parts.push(concat(vec![
-            base.range(b, b),
-            fixed_width(&bottom, &hi[1..], base),
-        ]));
-    }
-    alt(parts)
 }
 
 fn increment(d: &[u8]) -> Vec<u8> {

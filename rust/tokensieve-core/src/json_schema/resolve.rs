@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use super::compile::{child, schema_error};
-use super::keywords::{FRACTION, INTERNAL_PREFIX};
+use super::keywords::{DATA, FRACTION, INTERNAL_PREFIX, LIST, MAP, ONE};
 use crate::error::Result;
 
 /// Prefix of a rewritten `$ref` that could not be resolved, followed by the reason.
@@ -21,34 +21,6 @@ pub(crate) const UNRESOLVED: &str = "tserror:";
 
 /// Base URI of the root document when it has no `$id`.
 const ROOT_BASE: &str = "tokensieve:/root";
-
-/// Keywords whose value is a schema.
-const ONE: &[&str] = &[
-    "not",
-    "if",
-    "then",
-    "else",
-    "contains",
-    "propertyNames",
-    "additionalProperties",
-    "additionalItems",
-    "unevaluatedProperties",
-    "unevaluatedItems",
-    "items",
-];
-/// Keywords whose value is an array of schemas.
-const LIST: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems", "items"];
-/// Keywords whose value is an object of schemas.
-const MAP: &[&str] = &[
-    "properties",
-    "patternProperties",
-    "$defs",
-    "definitions",
-    "dependentSchemas",
-    "dependencies",
-];
-/// Keywords whose values are data, never schemas.
-const DATA: &[&str] = &["const", "enum", "examples", "default", "example"];
 
 /// Split `uri` into (without fragment, fragment).
 fn split(uri: &str) -> (&str, &str) {

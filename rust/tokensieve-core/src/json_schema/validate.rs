@@ -8,8 +8,9 @@ use super::compile::{json_eq, schema_error, Compiler};
 use super::keywords::{type_bits, value_bits};
 use super::keywords::{ALL_PATTERNS, CONTAINS_FROM, NOT_IN, NOT_MULTIPLE, NOT_PATTERN, SOME_EXTRA};
 use super::number::Dec;
+use crate::automata::dfa::{LazyDfa, DEAD};
 use crate::error::Result;
-use crate::regex::{LazyDfa, RegexOptions, DEAD};
+use crate::regex::RegexOptions;
 
 pub(super) fn full_match(h: &regex_syntax::hir::Hir, s: &str) -> Result<bool> {
     let d = LazyDfa::from_hir("value check", h, &RegexOptions::default())?;

@@ -4,8 +4,8 @@ use regex_syntax::hir::Hir;
 use serde_json::{Map, Value};
 
 use super::{child, json_eq, literal_values, schema_error, Compiler};
+use crate::automata::hir::{alt, alt_opt, concat, opt, rep, star};
 use crate::error::Result;
-use crate::json_schema::hirs::{alt, alt_opt, concat, opt, rep, star};
 use crate::json_schema::keywords::{CONTAINS_FROM, T_BOOL, T_NULL};
 
 impl<'a> Compiler<'a> {

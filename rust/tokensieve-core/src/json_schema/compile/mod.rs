@@ -13,16 +13,16 @@ mod scalars;
 
 pub(super) use refs::normalize;
 #[cfg(test)]
-pub(super) use scalars::{not_in, pattern_language, spelled_not_in};
+pub(crate) use scalars::{not_in, pattern_language, spelled_not_in};
 
 use regex_syntax::hir::Hir;
 use serde_json::{Map, Value};
 
-use super::hirs::{alt, alt_opt, class, concat, lit, nodes, opt, rep, star, weight};
 use super::keywords::{ANNOTATIONS, SUPPORTED, UNSUPPORTED};
 use super::number::{any_number, Dec};
 use super::options::{JsonSchemaOptions, OneOf, Whitespace};
-use super::string::any_char;
+use crate::automata::hir::{alt, alt_opt, class, concat, lit, nodes, opt, rep, star, weight};
+use crate::automata::spell::any_char;
 use crate::error::{Error, Result};
 
 /// Rough upper bound on the HIR size of one schema (see `hirs::weight`). A HIR node costs on
@@ -231,8 +231,8 @@ impl<'a> Compiler<'a> {
             return Hir::empty();
         }
         if b.is_none() && a <= 1 {
-            // one copy of the item in the automaton (see `nfa_build`)
-            let core = crate::nfa_build::sep_list(item, self.comma());
+            // one copy of the item in the automaton (see `automata::nfa`)
+            let core = crate::automata::nfa::sep_list(item, self.comma());
             return if a == 0 { opt(core) } else { core };
         }
         let more = rep(
@@ -250,14 +250,14 @@ impl<'a> Compiler<'a> {
 
     /// Any JSON value with at most `depth` levels of nested containers.
     /// Any JSON value nested at most `depth` levels: a shared part (see
-    /// [`crate::nfa_build::share`]), so its automaton is built once per process and options.
+    /// [`crate::automata::nfa::share`]), so its automaton is built once per process and options.
     pub fn any_value(&mut self, depth: u32) -> Result<Hir> {
         let key = format!("any-value {depth} ({}) ({})", self.inner, self.sep);
-        if let Some(m) = crate::nfa_build::shared_part(&key) {
+        if let Some(m) = crate::automata::nfa::shared_part(&key) {
             return Ok(m);
         }
         let h = self.any_value_hir(depth)?;
-        crate::nfa_build::share(&key, h)
+        crate::automata::nfa::share(&key, h)
     }
 
     fn any_value_hir(&mut self, depth: u32) -> Result<Hir> {

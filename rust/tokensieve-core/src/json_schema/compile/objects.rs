@@ -5,11 +5,11 @@ use serde_json::{Map, Value};
 
 use super::scalars::{spelled_combination, spelled_not_in};
 use super::{child, literal_values, schema_error, Compiler, MAX_BUILT, MAX_WEIGHT};
+use crate::automata::hir::{alt, concat, lit, nodes, rep, weight};
+use crate::automata::spell::{dot_all, spell_str};
 use crate::error::{Error, Result};
-use crate::json_schema::hirs::{alt, concat, lit, nodes, rep, weight};
 use crate::json_schema::keywords::{SOME_EXTRA, T_STRING};
 use crate::json_schema::options::AdditionalProperties;
-use crate::json_schema::string::{dot_all, spell_str};
 
 impl<'a> Compiler<'a> {
     pub(super) fn object(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
@@ -194,7 +194,7 @@ impl<'a> Compiler<'a> {
         // of everything after it, so a property is copied once per optional property before it
         // (up to the first required one).
         // With no bounds on the extras the members compile into one shared sequence
-        // (`nfa_build::member_seq`), linear in the members.
+        // (`automata::nfa::member_seq`), linear in the members.
         let shared = extra_bounds == (0, None);
         let mut estimate = 0u64;
         let mut held = 0u64;
@@ -240,7 +240,7 @@ impl<'a> Compiler<'a> {
             )));
         }
         let body = if shared {
-            crate::nfa_build::member_seq(items, self.comma(), extra_kv)
+            crate::automata::nfa::member_seq(items, self.comma(), extra_kv)
         } else {
             self.props_from(&items, 0, true, extra_kv.as_ref(), extra_bounds)
         };

@@ -4,8 +4,8 @@ use serde_json::{Map, Value};
 
 use super::scalars::pattern_language;
 use super::{json_eq, literal_values, Compiler};
+use crate::automata::charlang::{Lang, LangBudget};
 use crate::error::Result;
-use crate::json_schema::charlang::{Lang, LangBudget};
 use crate::json_schema::keywords::{type_bits, value_bits, T_ALL, T_NULL, T_OBJECT};
 
 impl<'a> Compiler<'a> {

@@ -4,20 +4,18 @@ use regex_syntax::hir::Hir;
 use serde_json::{Map, Value};
 
 use super::{json_eq, schema_error, Compiler, MAX_COUNT};
-use crate::error::{Error, Result};
 #[cfg(test)]
-use crate::json_schema::hirs::class;
-use crate::json_schema::hirs::{alt, alt_opt, concat, lit, opt, rep, star};
+use crate::automata::hir::class;
+use crate::automata::hir::{alt, alt_opt, concat, lit, opt, rep, star};
+use crate::automata::spell::{any_char, dot_all, encode, spell_char, spell_not, spell_str};
+use crate::error::{Error, Result};
 use crate::json_schema::keywords::{
     type_bits, ALL_PATTERNS, NOT_IN, NOT_MULTIPLE, NOT_PATTERN, T_ALL, T_ARRAY, T_BOOL, T_FRAC,
     T_INT, T_NULL, T_OBJECT, T_STRING,
 };
 use crate::json_schema::number::{number_literal, number_range, Bound, Dec};
 use crate::json_schema::options::Formats;
-use crate::json_schema::string::{
-    any_char, char_len, dot_all, encode, format_regex, search_form, spell_char, spell_not,
-    spell_str, translate_ecma,
-};
+use crate::json_schema::string::{char_len, format_regex, search_form, translate_ecma};
 
 impl<'a> Compiler<'a> {
     // ---- const / enum ------------------------------------------------------------------
@@ -207,17 +205,17 @@ impl<'a> Compiler<'a> {
         let int = alt(vec![
             lit("0"),
             concat(vec![
-                crate::json_schema::hirs::digits(1, 9),
-                star(crate::json_schema::hirs::digits(0, 9)),
+                crate::automata::hir::digits(1, 9),
+                star(crate::automata::hir::digits(0, 9)),
             ]),
         ]);
         let frac = concat(vec![
             opt(lit("-")),
             int,
             lit("."),
-            star(crate::json_schema::hirs::digits(0, 9)),
-            crate::json_schema::hirs::digits(1, 9),
-            star(crate::json_schema::hirs::digits(0, 9)),
+            star(crate::automata::hir::digits(0, 9)),
+            crate::automata::hir::digits(1, 9),
+            star(crate::automata::hir::digits(0, 9)),
         ]);
         let (lo, hi) = self.bounds(m, ptr)?;
         if lo.is_none()
@@ -232,7 +230,7 @@ impl<'a> Compiler<'a> {
         let Some(nums) = self.number(m, ptr, false)? else {
             return Ok(None);
         };
-        match crate::json_schema::strlang::combine(&[nums, frac], &[]) {
+        match crate::automata::strlang::combine(&[nums, frac], &[]) {
             Ok(h) => Ok(h),
             Err(e) => {
                 self.unsupported("type", ptr, &e)?;
@@ -436,11 +434,11 @@ pub(super) fn spelled_combination(
     pos: &[Hir],
     neg: &[Hir],
 ) -> std::result::Result<Option<Hir>, String> {
-    match crate::json_schema::strlang::combined_dfa(pos, neg)? {
+    match crate::automata::strlang::combined_dfa(pos, neg)? {
         None => Ok(None),
-        Some(d) => match crate::nfa_build::char_dfa_mark(&d) {
+        Some(d) => match crate::automata::nfa::char_dfa_mark(&d) {
             Some(mark) => Ok(Some(mark)),
-            None => match crate::json_schema::strlang::combine(pos, neg)? {
+            None => match crate::automata::strlang::combine(pos, neg)? {
                 Some(h) => encode(&h).map(Some),
                 None => Ok(None),
             },
@@ -450,7 +448,7 @@ pub(super) fn spelled_combination(
 
 /// The decoded-string language of an ECMA pattern (search semantics); the error names the
 /// pattern.
-pub(in crate::json_schema) fn pattern_language(p: &str) -> std::result::Result<Hir, String> {
+pub(crate) fn pattern_language(p: &str) -> std::result::Result<Hir, String> {
     let t = translate_ecma(p).map_err(|e| format!("{p:?}: {e}"))?;
     let h = crate::regex::parse(&t, 250).map_err(|e| format!("{p:?}: {e}"))?;
     Ok(search_form(&h))
@@ -459,7 +457,7 @@ pub(in crate::json_schema) fn pattern_language(p: &str) -> std::result::Result<H
 /// Any decoded string except the given ones (a trie walk: leave the trie at the first character
 /// that no name continues with).
 #[cfg(test)]
-pub(in crate::json_schema) fn not_in(names: &[Vec<char>]) -> Hir {
+pub(crate) fn not_in(names: &[Vec<char>]) -> Hir {
     let any = dot_all();
     if names.is_empty() {
         return star(any);
@@ -501,8 +499,8 @@ pub(in crate::json_schema) fn not_in(names: &[Vec<char>]) -> Hir {
 /// The JSON spellings of every string but `names` (decoded characters), ready to stand between
 /// quotes: the same language as `encode(&not_in(names))`, built with one shared copy of the
 /// "any characters" tail instead of one per position in the names (see
-/// [`crate::nfa_build::with_tail`]).
-pub(in crate::json_schema) fn spelled_not_in(names: &[Vec<char>]) -> Hir {
+/// [`crate::automata::nfa::with_tail`]).
+pub(crate) fn spelled_not_in(names: &[Vec<char>]) -> Hir {
     fn node(names: &[Vec<char>]) -> Hir {
         let mut parts = Vec::new();
         if !names.iter().any(|n| n.is_empty()) {
@@ -519,16 +517,19 @@ pub(in crate::json_schema) fn spelled_not_in(names: &[Vec<char>]) -> Hir {
                 .collect();
             parts.push(concat(vec![spell_char(c), node(&tails)]));
         }
-        parts.push(concat(vec![spell_not(&firsts), crate::nfa_build::jump()]));
+        parts.push(concat(vec![
+            spell_not(&firsts),
+            crate::automata::nfa::jump(),
+        ]));
         alt(parts)
     }
     if names.is_empty() {
         return star(any_char());
     }
-    if let Some(h) = crate::nfa_build::ascii_names_excluded(names) {
+    if let Some(h) = crate::automata::nfa::ascii_names_excluded(names) {
         return h;
     }
-    crate::nfa_build::with_tail(node(names), star(any_char()))
+    crate::automata::nfa::with_tail(node(names), star(any_char()))
 }
 
 #[cfg(test)]

@@ -98,7 +98,11 @@ fn many_optional_properties_stay_small() {
     };
     let schema = json!({"type": "object", "properties": props});
     let c = compile(&schema, &o).unwrap();
-    assert!(hirs::weight(&c.hir) < 200_000, "{}", hirs::weight(&c.hir));
+    assert!(
+        crate::automata::hir::weight(&c.hir) < 200_000,
+        "{}",
+        crate::automata::hir::weight(&c.hir)
+    );
     let r = Re::new(&c.hir);
     assert!(r.is_match("{}"));
     assert!(r.is_match(r#"{"p3": 1, "p17": 2, "p39": 9}"#));
@@ -203,8 +207,8 @@ fn pattern_properties_and_property_names() {
 
 #[test]
 fn spelled_not_in_equals_the_encoded_complement() {
+    use crate::automata::spell::encode;
     use crate::json_schema::compile::{not_in, spelled_not_in};
-    use crate::json_schema::string::encode;
     let pieces = [
         "a",
         "b",

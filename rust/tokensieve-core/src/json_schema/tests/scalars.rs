@@ -171,7 +171,7 @@ fn unknown_keywords_beside_enum_are_ignored() {
 
 #[test]
 fn any_char_matches_spell_class() {
-    use crate::json_schema::string::{any_char, spell_class};
+    use crate::automata::spell::{any_char, spell_class};
     use crate::json_schema::test_util::Re;
     let a = Re::new(&any_char());
     let b = Re::new(&spell_class(&[(0, 0xD7FF), (0xE000, 0x10FFFF)]));
@@ -229,7 +229,7 @@ fn any_char_matches_spell_class() {
             '\u{10FFFF}',
         )]),
     ));
-    super::test_util::assert_same_language(&super::string::encode(&dot).unwrap(), &all);
+    super::test_util::assert_same_language(&crate::automata::spell::encode(&dot).unwrap(), &all);
 }
 
 #[test]
@@ -275,7 +275,7 @@ fn non_integers_with_bounds() {
 
 #[test]
 fn spell_not_equals_the_spelled_complement() {
-    use crate::json_schema::string::{spell_class, spell_not};
+    use crate::automata::spell::{spell_class, spell_not};
     let mut samples: Vec<String> = Vec::new();
     for v in 0..=0xFFFFu32 {
         samples.push(format!("\\u{v:04x}"));
@@ -332,7 +332,7 @@ fn spell_not_equals_the_spelled_complement() {
 
 #[test]
 fn any_string_content_compiles_to_the_same_language() {
-    use crate::json_schema::string::any_char;
+    use crate::automata::spell::any_char;
     use regex_syntax::hir::Hir;
     // The marked path builds `any_char()*` straight into states; regex-automata's compiler
     // builds it from the HIR.
@@ -343,7 +343,7 @@ fn any_string_content_compiles_to_the_same_language() {
         sub: Box::new(any_char()),
     });
     let quoted = Hir::concat(vec![Hir::literal(*b"\""), body, Hir::literal(*b"\"")]);
-    let marked = crate::nfa_build::sep_list(quoted.clone(), Hir::literal(*b","));
+    let marked = crate::automata::nfa::sep_list(quoted.clone(), Hir::literal(*b","));
     let plain = Hir::concat(vec![
         quoted.clone(),
         Hir::repetition(regex_syntax::hir::Repetition {
@@ -353,16 +353,16 @@ fn any_string_content_compiles_to_the_same_language() {
             sub: Box::new(Hir::concat(vec![Hir::literal(*b","), quoted])),
         }),
     ]);
-    assert!(crate::nfa_build::has_marks(&marked) && !crate::nfa_build::has_marks(&plain));
+    assert!(crate::automata::nfa::has_marks(&marked) && !crate::automata::nfa::has_marks(&plain));
     super::test_util::assert_same_language(&marked, &plain);
 }
 
 #[test]
 fn string_dfas_compile_to_the_same_language_as_their_expressions() {
+    use crate::automata::hir::{concat, lit, rep};
+    use crate::automata::spell::{dot_all, encode};
+    use crate::automata::strlang::{combine, combined_dfa};
     use crate::json_schema::compile::pattern_language;
-    use crate::json_schema::hirs::{concat, lit, rep};
-    use crate::json_schema::string::{dot_all, encode};
-    use crate::json_schema::strlang::{combine, combined_dfa};
     let quoted = |h: Hir| concat(vec![lit("\""), h, lit("\"")]);
     // (patterns that must match, length bounds, patterns that must not)
     type Case<'a> = (&'a [&'a str], (u32, Option<u32>), &'a [&'a str]);
@@ -380,8 +380,8 @@ fn string_dfas_compile_to_the_same_language_as_their_expressions() {
         pos.push(rep(dot_all(), *min, *max));
         let neg: Vec<Hir> = negs.iter().map(|p| pattern_language(p).unwrap()).collect();
         let d = combined_dfa(&pos, &neg).unwrap().expect("not empty");
-        let mark = crate::nfa_build::char_dfa_mark(&d).expect("uniform non-ASCII edges");
-        assert!(crate::nfa_build::has_marks(&mark));
+        let mark = crate::automata::nfa::char_dfa_mark(&d).expect("uniform non-ASCII edges");
+        assert!(crate::automata::nfa::has_marks(&mark));
         let expr = encode(&combine(&pos, &neg).unwrap().unwrap()).unwrap();
         super::test_util::assert_same_language(&quoted(mark), &quoted(expr));
     }
@@ -389,7 +389,7 @@ fn string_dfas_compile_to_the_same_language_as_their_expressions() {
     let d = combined_dfa(&[pattern_language("^[a-zé]+$").unwrap()], &[])
         .unwrap()
         .unwrap();
-    assert!(crate::nfa_build::char_dfa_mark(&d).is_none());
+    assert!(crate::automata::nfa::char_dfa_mark(&d).is_none());
     // an empty combination
     let pos = [
         pattern_language("^a+$").unwrap(),

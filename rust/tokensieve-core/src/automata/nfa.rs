@@ -190,13 +190,13 @@ const CHAR_DFA: &str = "\u{0}tokensieve:dfa";
 const FIRST_NON_ASCII: u32 = 0x80;
 
 /// The JSON string contents whose decoded value is in the language of `d` (a DFA over
-/// characters, see [`crate::json_schema::charlang::CharDfa`], without dead states), compiled
+/// characters, see [`super::charlang::CharDfa`], without dead states), compiled
 /// straight into automaton states (see `Compiler::char_dfa`): one state per DFA state reading
 /// one character in any spelling. The same language as `encode` of the DFA's regular
 /// expression, without the expression: state elimination can grow exponentially (a format
 /// with a length bound). `None` unless every state sends either all non-ASCII characters to
 /// one state or none of them (what formats and most patterns do).
-pub(crate) fn char_dfa_mark(d: &crate::json_schema::CharDfa) -> Option<Hir> {
+pub(crate) fn char_dfa_mark(d: &super::charlang::CharDfa) -> Option<Hir> {
     let n = d.accept.len();
     if d.start >= n || d.edges.len() != n {
         return None;
@@ -331,10 +331,10 @@ impl CharTails {
     }
 }
 
-/// Whether `h` is [`crate::json_schema::any_char`]'s HIR.
+/// Whether `h` is [`super::spell::any_char`]'s HIR.
 fn is_any_char(h: &Hir) -> bool {
     thread_local! {
-        static ANY: Hir = crate::json_schema::any_char();
+        static ANY: Hir = super::spell::any_char();
     }
     matches!(h.kind(), HirKind::Alternation(xs) if xs.len() == 2) && ANY.with(|a| a == h)
 }
@@ -391,7 +391,7 @@ pub(crate) fn share(key: &str, h: Hir) -> Result<Hir> {
     let (entry, exit) = c.c(&h)?;
     let ops = c.log.take().unwrap_or_default();
     let states = ops.iter().filter(|o| !matches!(o, Op::Patch(..))).count();
-    let weight = crate::json_schema::hir_weight(&h);
+    let weight = super::hir::weight(&h);
     let f = Arc::new(Fragment {
         ops,
         states,
@@ -408,7 +408,7 @@ pub(crate) fn share(key: &str, h: Hir) -> Result<Hir> {
 }
 
 /// The weight recorded in a shared-part or excluded-names mark (see
-/// [`crate::json_schema::hir_weight`]).
+/// [`super::hir::weight`]).
 pub(crate) fn part_weight(c: &Capture) -> Option<u64> {
     matches!(c.name.as_deref(), Some(PART) | Some(KEYS) | Some(CHAR_DFA))
         .then_some(u64::from(c.index))

@@ -1,0 +1,611 @@
+//! The lazy DFA every grammar runs on: a Thompson NFA determinized on demand, with state ids
+//! that never change.
+//!
+//! A DFA state is the set of NFA states that consume a byte (plus an "accepting" marker),
+//! interned once and given the next free id by subset construction. Ids are handed out in
+//! creation order and never reused, so a matcher can keep a state id across calls and a mask
+//! cache can key on it. The NFA comes from regex-automata's compiler for a plain regex, or from
+//! `super::nfa` for expressions holding shared parts; front ends (`crate::regex`,
+//! `crate::json_schema`) only hand over a HIR.
+//!
+//! The language is the *full match* of the HIR: the automaton starts anchored and a state is
+//! accepting when the NFA can reach its match state at the end of the input. Because the NFA is
+//! built over UTF-8 bytes, a state reached in the middle of a multi-byte character only
+//! continues with its tail bytes.
+//!
+//! ```
+//! use tokensieve_core::automata::dfa::{LazyDfa, DEAD};
+//! use tokensieve_core::regex::RegexOptions;
+//! let dfa = LazyDfa::new("[0-9]+", &RegexOptions::default()).unwrap();
+//! let s = dfa.walk(dfa.start(), b"42").unwrap();
+//! assert!(dfa.is_accepting(s));
+//! assert_eq!(dfa.walk(dfa.start(), b"4x").unwrap(), DEAD);
+//! ```
+//!
+//! Invariant relied on by the token index: every state other than [`DEAD`] is *live* — some
+//! byte string leads from it to an accepting state. NFA states that cannot reach the match state
+//! are pruned during the closure, so a set that is left empty and non-accepting is the dead state.
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
+
+use regex_automata::nfa::thompson::{self, State, NFA};
+use regex_automata::util::look::Look;
+use regex_automata::util::primitives::StateID;
+use regex_syntax::hir::Hir;
+use rustc_hash::FxHashMap;
+
+use crate::error::{Error, Result};
+
+/// The state id of the dead state: no continuation can be accepted from it.
+pub const DEAD: u32 = 0;
+const UNKNOWN: u32 = u32::MAX;
+const ACCEPT_MARK: u32 = u32::MAX;
+
+/// Limits applied while compiling and determinizing a regex.
+#[derive(Debug, Clone)]
+pub struct RegexOptions {
+    /// Largest number of DFA states before a compile or step fails with a budget error.
+    pub max_states: usize,
+    /// Largest NFA, in bytes of heap, that the Thompson compiler may build.
+    pub max_nfa_bytes: usize,
+    /// Deepest nesting of groups and repetitions accepted by the parser.
+    pub nest_limit: u32,
+}
+
+impl Default for RegexOptions {
+    fn default() -> Self {
+        RegexOptions {
+            max_states: 100_000,
+            max_nfa_bytes: 64 << 20,
+            nest_limit: 250,
+        }
+    }
+}
+
+struct Table {
+    /// `states × stride` transitions; `UNKNOWN` until computed.
+    trans: Vec<u32>,
+    accepting: Vec<bool>,
+    sets: Vec<Box<[u32]>>,
+    ids: FxHashMap<Box<[u32]>, u32>,
+    /// Scratch space for closures.
+    stack: Vec<(u32, bool)>,
+    seen: Vec<u32>,
+    seen_gen: u32,
+}
+
+/// A lazily determinized DFA over bytes. Shareable across threads: the transition table sits
+/// behind a mutex and grows as states are visited.
+pub struct LazyDfa {
+    /// `None` for a DFA loaded complete from an index file: nothing is left to determinize.
+    nfa: Option<NFA>,
+    /// byte → equivalence class
+    classes: [u8; 256],
+    /// one representative byte per class
+    reps: Vec<u8>,
+    stride: usize,
+    /// NFA state can still reach the match state after at least one byte was consumed.
+    can_match: Vec<bool>,
+    max_states: usize,
+    table: Mutex<Table>,
+    start: u32,
+    pattern: String,
+}
+
+impl std::fmt::Debug for LazyDfa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LazyDfa")
+            .field("pattern", &self.pattern)
+            .field("states", &self.num_states())
+            .finish()
+    }
+}
+
+impl LazyDfa {
+    /// Compile an already parsed pattern. `pattern` is kept for messages only.
+    pub fn from_hir(pattern: &str, hir: &Hir, opts: &RegexOptions) -> Result<LazyDfa> {
+        let nfa = if super::nfa::has_marks(hir) {
+            // schema automata with shared list items (see `automata::nfa`)
+            super::nfa::build(hir, opts.max_nfa_bytes)?
+        } else {
+            thompson::Compiler::new()
+                .configure(
+                    thompson::Config::new()
+                        .which_captures(thompson::WhichCaptures::None)
+                        .nfa_size_limit(Some(opts.max_nfa_bytes)),
+                )
+                .build_from_hir(hir)
+                .map_err(|e| {
+                    Error::Budget(format!(
+                        "the regex automaton is too large ({e}); large counted repetitions such \
+                         as {{1000}} multiply the automaton size — lower the bounds or raise \
+                         max_nfa_bytes"
+                    ))
+                })?
+        };
+        let bc = nfa.byte_classes();
+        let mut classes = [0u8; 256];
+        let mut reps = Vec::new();
+        for b in 0..=255u8 {
+            let c = bc.get(b);
+            classes[b as usize] = c;
+            if c as usize == reps.len() {
+                reps.push(b);
+            }
+        }
+        let stride = reps.len();
+        let can_match = compute_can_match(&nfa);
+        let n = nfa.states().len();
+        let mut table = Table {
+            trans: Vec::new(),
+            accepting: Vec::new(),
+            sets: Vec::new(),
+            ids: FxHashMap::default(),
+            stack: Vec::new(),
+            seen: vec![0; n * 2],
+            seen_gen: 0,
+        };
+        // State 0: dead (empty, non-accepting set); its row loops onto itself.
+        table.sets.push(Box::new([]));
+        table.accepting.push(false);
+        table.trans.extend(std::iter::repeat_n(DEAD, stride));
+        table.ids.insert(Box::new([]), DEAD);
+        let mut dfa = LazyDfa {
+            nfa: Some(nfa),
+            classes,
+            reps,
+            stride,
+            can_match,
+            max_states: opts.max_states.max(2),
+            table: Mutex::new(Table {
+                trans: Vec::new(),
+                accepting: Vec::new(),
+                sets: Vec::new(),
+                ids: FxHashMap::default(),
+                stack: Vec::new(),
+                seen: Vec::new(),
+                seen_gen: 0,
+            }),
+            start: DEAD,
+            pattern: pattern.to_string(),
+        };
+        let start_nfa = dfa.nfa.as_ref().expect("just built").start_anchored();
+        let start = dfa.closure_intern(&mut table, &[start_nfa.as_u32()], true)?;
+        dfa.start = start;
+        dfa.table = Mutex::new(table);
+        Ok(dfa)
+    }
+
+    /// The start state.
+    pub fn start(&self) -> u32 {
+        self.start
+    }
+
+    /// The source pattern.
+    pub fn pattern(&self) -> &str {
+        &self.pattern
+    }
+
+    /// Number of DFA states created so far.
+    pub fn num_states(&self) -> usize {
+        self.lock().sets.len()
+    }
+
+    /// Number of byte equivalence classes.
+    pub fn num_classes(&self) -> usize {
+        self.stride
+    }
+
+    /// Whether `state` accepts the end of the input.
+    pub fn is_accepting(&self, state: u32) -> bool {
+        self.lock().accepting[state as usize]
+    }
+
+    /// Run the DFA over `bytes` from `state`; returns [`DEAD`] as soon as the input cannot
+    /// be continued into a match.
+    pub fn walk(&self, state: u32, bytes: &[u8]) -> Result<u32> {
+        let mut view = self.view();
+        let mut s = state;
+        for &b in bytes {
+            s = view.next(s, b)?;
+            if s == DEAD {
+                break;
+            }
+        }
+        Ok(s)
+    }
+
+    /// Lock the transition table for a sequence of steps (one trie walk, one token).
+    pub fn view(&self) -> DfaView<'_> {
+        DfaView {
+            dfa: self,
+            table: self.lock(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Table> {
+        // A panic while holding the lock cannot leave the table inconsistent in a way that
+        // matters (every write is completed before the next read), so poisoning is ignored.
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Determinize every state reachable from the start. Used by eager precomputation.
+    pub fn determinize_all(&self, deadline: Option<Instant>) -> Result<usize> {
+        let mut view = self.view();
+        let mut i = 0usize;
+        while i < view.table.sets.len() {
+            if let Some(d) = deadline {
+                if i.is_multiple_of(256) && Instant::now() > d {
+                    return Err(Error::Budget(format!(
+                        "time budget exceeded while determinizing ({} states so far)",
+                        view.table.sets.len()
+                    )));
+                }
+            }
+            for c in 0..self.stride {
+                let b = self.reps[c];
+                view.next(i as u32, b)?;
+            }
+            i += 1;
+        }
+        Ok(view.table.sets.len())
+    }
+
+    /// The complete transition table, if every transition of every state is known (after
+    /// [`LazyDfa::determinize_all`]); `None` otherwise.
+    pub fn export(&self) -> Option<DfaParts> {
+        let t = self.lock();
+        if t.trans.contains(&UNKNOWN) {
+            return None;
+        }
+        Some(DfaParts {
+            classes: self.classes,
+            stride: self.stride,
+            trans: t.trans.clone(),
+            accepting: t.accepting.clone(),
+            start: self.start,
+        })
+    }
+
+    /// Rebuild a complete DFA from exported parts (no NFA; nothing left to determinize).
+    /// Checks that the parts are consistent, so a corrupted file cannot index out of bounds.
+    pub fn from_parts(parts: DfaParts, pattern: String) -> Result<LazyDfa> {
+        let DfaParts {
+            classes,
+            stride,
+            trans,
+            accepting,
+            start,
+        } = parts;
+        let n = accepting.len();
+        let bad = |m: &str| Error::InvalidArgument(format!("inconsistent automaton: {m}"));
+        if stride == 0 || stride > 256 || n == 0 || trans.len() != n * stride {
+            return Err(bad("table size does not match states × classes"));
+        }
+        if classes.iter().any(|&c| c as usize >= stride) {
+            return Err(bad("byte class out of range"));
+        }
+        if trans.iter().any(|&t| t as usize >= n) || start as usize >= n {
+            return Err(bad("transition to a state that does not exist"));
+        }
+        if trans[..stride].iter().any(|&t| t != DEAD) || accepting[0] {
+            return Err(bad("state 0 must be the dead state"));
+        }
+        let mut reps = Vec::with_capacity(stride);
+        for c in 0..stride {
+            match (0..=255u8).find(|&b| classes[b as usize] as usize == c) {
+                Some(b) => reps.push(b),
+                None => return Err(bad("a byte class has no byte")),
+            }
+        }
+        let table = Table {
+            trans,
+            accepting,
+            sets: vec![Box::new([]); n],
+            ids: FxHashMap::default(),
+            stack: Vec::new(),
+            seen: Vec::new(),
+            seen_gen: 0,
+        };
+        Ok(LazyDfa {
+            nfa: None,
+            classes,
+            reps,
+            stride,
+            can_match: Vec::new(),
+            max_states: n,
+            table: Mutex::new(table),
+            start,
+            pattern,
+        })
+    }
+
+    /// Byte values on which `state` has a live transition (for error messages).
+    pub fn live_bytes(&self, state: u32) -> Result<Vec<u8>> {
+        let mut view = self.view();
+        let mut out = Vec::new();
+        for b in 0..=255u8 {
+            if view.next(state, b)? != DEAD {
+                out.push(b);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Epsilon closure of `seeds`, pruned to states that can still reach a match; interned.
+    fn closure_intern(&self, t: &mut Table, seeds: &[u32], at_start: bool) -> Result<u32> {
+        let nfa = self.nfa()?;
+        t.seen_gen = t.seen_gen.wrapping_add(1);
+        if t.seen_gen == 0 {
+            t.seen.iter_mut().for_each(|x| *x = 0);
+            t.seen_gen = 1;
+        }
+        let gen = t.seen_gen;
+        let mut set: Vec<u32> = Vec::new();
+        let mut accepting = false;
+        t.stack.clear();
+        for &s in seeds.iter().rev() {
+            t.stack.push((s, false));
+        }
+        while let Some((s, past_end)) = t.stack.pop() {
+            let key = s as usize * 2 + past_end as usize;
+            if t.seen[key] == gen {
+                continue;
+            }
+            t.seen[key] = gen;
+            let sid = thompson_id(s);
+            match nfa.state(sid) {
+                State::ByteRange { .. } | State::Sparse(_) | State::Dense(_) => {
+                    if !past_end && self.can_match[s as usize] {
+                        set.push(s);
+                    }
+                }
+                State::Match { .. } => accepting = true,
+                State::Fail => {}
+                State::Union { alternates } => {
+                    for a in alternates.iter().rev() {
+                        t.stack.push((a.as_u32(), past_end));
+                    }
+                }
+                State::BinaryUnion { alt1, alt2 } => {
+                    t.stack.push((alt2.as_u32(), past_end));
+                    t.stack.push((alt1.as_u32(), past_end));
+                }
+                State::Capture { next, .. } => t.stack.push((next.as_u32(), past_end)),
+                State::Look { look, next } => match look {
+                    Look::Start if at_start => t.stack.push((next.as_u32(), past_end)),
+                    Look::End => t.stack.push((next.as_u32(), true)),
+                    // `\A` away from the start is never satisfied. Other assertions are
+                    // rejected by `parse`; an NFA built some other way with them is treated as
+                    // never satisfied, which only ever removes strings.
+                    _ => {}
+                },
+            }
+        }
+        set.sort_unstable();
+        set.dedup();
+        if set.is_empty() && !accepting {
+            return Ok(DEAD);
+        }
+        if accepting {
+            set.push(ACCEPT_MARK);
+        }
+        if let Some(&id) = t.ids.get(set.as_slice()) {
+            return Ok(id);
+        }
+        if t.sets.len() >= self.max_states {
+            return Err(Error::Budget(format!(
+                "the DFA for this constraint needs more than {} states (max_states); simplify \
+                 the pattern or raise the limit",
+                self.max_states
+            )));
+        }
+        let id = t.sets.len() as u32;
+        let key: Box<[u32]> = set.into_boxed_slice();
+        t.ids.insert(key.clone(), id);
+        t.sets.push(key);
+        t.accepting.push(accepting);
+        t.trans.extend(std::iter::repeat_n(UNKNOWN, self.stride));
+        Ok(id)
+    }
+
+    fn nfa(&self) -> Result<&NFA> {
+        self.nfa.as_ref().ok_or_else(|| {
+            Error::InvalidArgument(
+                "this automaton was loaded complete from an index file and has no transition \
+                 for the requested state; the file is inconsistent"
+                    .into(),
+            )
+        })
+    }
+
+    fn compute_next(&self, t: &mut Table, state: u32, class: usize) -> Result<u32> {
+        let nfa = self.nfa()?;
+        let b = self.reps[class];
+        let set = t.sets[state as usize].clone();
+        let mut seeds: Vec<u32> = Vec::new();
+        for &s in set.iter() {
+            if s == ACCEPT_MARK {
+                continue;
+            }
+            match nfa.state(thompson_id(s)) {
+                State::ByteRange { trans } if trans.matches_byte(b) => {
+                    seeds.push(trans.next.as_u32());
+                }
+                State::Sparse(sp) => {
+                    if let Some(next) = sp.matches_byte(b) {
+                        seeds.push(next.as_u32());
+                    }
+                }
+                State::Dense(d) => {
+                    if let Some(next) = d.matches_byte(b) {
+                        seeds.push(next.as_u32());
+                    }
+                }
+                _ => {}
+            }
+        }
+        let next = if seeds.is_empty() {
+            DEAD
+        } else {
+            self.closure_intern(t, &seeds, false)?
+        };
+        t.trans[state as usize * self.stride + class] = next;
+        Ok(next)
+    }
+}
+
+fn thompson_id(s: u32) -> regex_automata::util::primitives::StateID {
+    regex_automata::util::primitives::StateID::new_unchecked(s as usize)
+}
+
+/// For every NFA state: can a match be reached from it, in a position that is not the start of
+/// the input? (`\A` is then never satisfied, `\z` only when nothing but empty steps follow.)
+fn compute_can_match(nfa: &NFA) -> Vec<bool> {
+    let n = nfa.states().len();
+    // Reverse edges as flat adjacency lists (one allocation each instead of one per state),
+    // split into those usable before and after an end assertion.
+    let mut edges: Vec<(u32, u32, bool, bool)> = Vec::with_capacity(n * 2);
+    let mut seeds = Vec::new();
+    for (i, st) in nfa.states().iter().enumerate() {
+        let from = i as u32;
+        let mut add =
+            |next: StateID, eps: bool, any: bool| edges.push((next.as_u32(), from, eps, any));
+        match st {
+            State::ByteRange { trans } => add(trans.next, false, true),
+            State::Sparse(sp) => sp.transitions.iter().for_each(|t| add(t.next, false, true)),
+            State::Dense(d) => {
+                let mut last = None;
+                for &t in d.transitions.iter() {
+                    if last != Some(t) {
+                        add(t, false, true);
+                        last = Some(t);
+                    }
+                }
+            }
+            State::Union { alternates } => alternates.iter().for_each(|&a| add(a, true, true)),
+            State::BinaryUnion { alt1, alt2 } => {
+                add(*alt1, true, true);
+                add(*alt2, true, true);
+            }
+            State::Capture { next, .. } => add(*next, true, true),
+            State::Look {
+                look: Look::End,
+                next,
+            } => add(*next, true, false),
+            State::Look { .. } | State::Fail => {}
+            State::Match { .. } => seeds.push(from),
+        }
+    }
+    // Counting sort by target: rev[off[t]..off[t + 1]] are the (source, eps, any) edges into t.
+    let mut off = vec![0u32; n + 1];
+    for e in &edges {
+        off[e.0 as usize + 1] += 1;
+    }
+    for i in 0..n {
+        off[i + 1] += off[i];
+    }
+    let mut fill = off.clone();
+    let mut rev: Vec<(u32, bool, bool)> = vec![(0, false, false); edges.len()];
+    for &(to, from, eps, any) in &edges {
+        let k = &mut fill[to as usize];
+        rev[*k as usize] = (from, eps, any);
+        *k += 1;
+    }
+    let into = |t: u32| &rev[off[t as usize] as usize..off[t as usize + 1] as usize];
+    // eps_end: reaches Match through empty steps, end assertions allowed.
+    let mut eps_end = vec![false; n];
+    let mut stack = seeds.clone();
+    for &s in &seeds {
+        eps_end[s as usize] = true;
+    }
+    while let Some(s) = stack.pop() {
+        for &(p, eps, _) in into(s) {
+            if eps && !eps_end[p as usize] {
+                eps_end[p as usize] = true;
+                stack.push(p);
+            }
+        }
+    }
+    let mut can = eps_end.clone();
+    let mut stack: Vec<u32> = (0..n as u32).filter(|&s| eps_end[s as usize]).collect();
+    while let Some(s) = stack.pop() {
+        for &(p, _, any) in into(s) {
+            if any && !can[p as usize] {
+                can[p as usize] = true;
+                stack.push(p);
+            }
+        }
+    }
+    can
+}
+
+/// A complete DFA table, as exported for index files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DfaParts {
+    /// byte → class
+    pub classes: [u8; 256],
+    /// classes per state
+    pub stride: usize,
+    /// `states × stride` transitions
+    pub trans: Vec<u32>,
+    /// accepting flag per state
+    pub accepting: Vec<bool>,
+    /// start state
+    pub start: u32,
+}
+
+/// A locked view of the DFA's transition table: steps through bytes, determinizing on demand.
+pub struct DfaView<'a> {
+    dfa: &'a LazyDfa,
+    table: MutexGuard<'a, Table>,
+}
+
+impl DfaView<'_> {
+    /// The state after `byte`, computing it on first use.
+    #[inline]
+    pub fn next(&mut self, state: u32, byte: u8) -> Result<u32> {
+        let class = self.dfa.classes[byte as usize] as usize;
+        let t = self.table.trans[state as usize * self.dfa.stride + class];
+        if t != UNKNOWN {
+            return Ok(t);
+        }
+        self.dfa.compute_next(&mut self.table, state, class)
+    }
+
+    /// Whether `state` accepts the end of input.
+    #[inline]
+    pub fn is_accepting(&self, state: u32) -> bool {
+        self.table.accepting[state as usize]
+    }
+
+    /// Raw access for hot loops: byte classes, stride and the transition table.
+    #[inline]
+    pub fn classes(&self) -> &[u8; 256] {
+        &self.dfa.classes
+    }
+
+    /// Number of transitions per state.
+    #[inline]
+    pub fn stride(&self) -> usize {
+        self.dfa.stride
+    }
+
+    /// The transition for a class, which may be unknown (`u32::MAX`).
+    #[inline]
+    pub fn raw(&self, state: u32, class: usize) -> u32 {
+        self.table.trans[state as usize * self.dfa.stride + class]
+    }
+
+    /// Compute a transition the raw table did not have yet.
+    #[cold]
+    pub fn fill(&mut self, state: u32, class: usize) -> Result<u32> {
+        self.dfa.compute_next(&mut self.table, state, class)
+    }
+
+    /// Number of states created so far.
+    pub fn num_states(&self) -> usize {
+        self.table.sets.len()
+    }
+}

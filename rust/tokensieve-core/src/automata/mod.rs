@@ -1,0 +1,22 @@
+//! The automata layer, at the bottom of the core: everything about languages of bytes and
+//! characters that knows nothing of a front end.
+//!
+//! * `hir` — constructors over `regex_syntax`'s HIR and the size measure the budgets use.
+//! * `spell` — the JSON spellings of decoded characters (raw, short escape, `\uXXXX`).
+//! * `charlang` — character-language automata (∩, ¬, minimal DFAs) and `strlang` — the
+//!   conjunctions of positive and negated string languages built on them.
+//! * `nfa` — HIR → Thompson NFA with the constructs a HIR cannot share (separated lists,
+//!   member sequences, shared tails, parts compiled once per process, DFA marks).
+//! * [`dfa`] — the lazy DFA every grammar runs on, with stable state ids.
+//!
+//! Dependency rule: this layer imports only `crate::error`, itself, std and external crates.
+//! The front ends (`crate::regex`, `crate::json_schema`) build on it; the token side
+//! (`crate::index`, `crate::matcher`, `crate::serialize`) sits above both. The test
+//! `layers_point_one_way` (in `crate::lib`'s tests) fails when a module imports upward.
+
+pub(crate) mod charlang;
+pub mod dfa;
+pub(crate) mod hir;
+pub(crate) mod nfa;
+pub(crate) mod spell;
+pub(crate) mod strlang;
