@@ -1,0 +1,126 @@
+//! `Matcher`: one sequence's position in a grammar.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+use tokensieve_core as core;
+
+use crate::buffers::fill_raw;
+use crate::errors::IntoPyResult;
+use crate::grammar::PyGrammar;
+
+/// One sequence's position in a grammar.
+#[pyclass(module = "tokensieve._core", name = "Matcher", subclass)]
+pub(crate) struct PyMatcher {
+    pub(crate) inner: core::Matcher,
+    pub(crate) grammar: Py<PyGrammar>,
+}
+
+pub(crate) fn check_token(id: i64) -> Option<u32> {
+    if (0..=u32::MAX as i64).contains(&id) {
+        Some(id as u32)
+    } else {
+        None
+    }
+}
+
+#[pymethods]
+impl PyMatcher {
+    #[getter]
+    fn grammar(&self, py: Python<'_>) -> Py<PyGrammar> {
+        self.grammar.clone_ref(py)
+    }
+
+    /// Consume a token; False (and no change) if it is not allowed.
+    fn accept_token(&mut self, py: Python<'_>, token_id: i64) -> PyResult<bool> {
+        match check_token(token_id) {
+            Some(t) => self.inner.accept_token(t).py(py),
+            None => Ok(false),
+        }
+    }
+
+    /// Consume tokens until one is refused; returns how many were accepted.
+    fn accept_tokens(&mut self, py: Python<'_>, token_ids: Vec<i64>) -> PyResult<usize> {
+        for (i, &t) in token_ids.iter().enumerate() {
+            let ok = match check_token(t) {
+                Some(t) => self.inner.accept_token(t).py(py)?,
+                None => false,
+            };
+            if !ok {
+                return Ok(i);
+            }
+        }
+        Ok(token_ids.len())
+    }
+
+    /// Undo the last n accepted tokens (EOS included).
+    fn rollback(&mut self, py: Python<'_>, n: usize) -> PyResult<()> {
+        self.inner.rollback(n).py(py)
+    }
+
+    /// Back to the start with an empty history.
+    fn reset(&mut self) {
+        self.inner.reset()
+    }
+
+    /// EOS was consumed.
+    fn is_finished(&self) -> bool {
+        self.inner.is_finished()
+    }
+
+    /// EOS is allowed now.
+    fn is_accepting(&self) -> bool {
+        self.inner.is_accepting()
+    }
+
+    /// How many tokens can be rolled back.
+    #[getter]
+    fn history_len(&self) -> usize {
+        self.inner.history_len()
+    }
+
+    /// Current automaton state id (stable for the grammar's lifetime).
+    #[getter]
+    fn state(&self) -> u32 {
+        self.inner.state()
+    }
+
+    /// Overwrite row `index` of `bitmask` (int32 `[batch, ceil(vocab_size/32)]`, numpy or torch
+    /// on the CPU, or one 1-D row) with the tokens allowed next.
+    #[pyo3(signature = (bitmask, index=0))]
+    fn fill_next_token_bitmask(
+        &self,
+        py: Python<'_>,
+        bitmask: &Bound<'_, PyAny>,
+        index: usize,
+    ) -> PyResult<()> {
+        let (address, rows, row_words): (usize, usize, usize) = py
+            .import("tokensieve.bitmask")?
+            .getattr("_buffer")?
+            .call1((bitmask,))?
+            .extract()?;
+        if index >= rows {
+            return Err(PyValueError::new_err(format!(
+                "index {index} is out of range for a bitmask with {rows} rows"
+            )));
+        }
+        fill_raw(
+            py,
+            &[core::MaskRequest::from(&self.inner)],
+            &[index],
+            address,
+            rows,
+            row_words,
+        )
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Matcher(state={}, finished={}, accepting={}, history={})",
+            self.inner.state(),
+            self.inner.is_finished(),
+            self.inner.is_accepting(),
+            self.inner.history_len()
+        )
+    }
+}
