@@ -1,8 +1,7 @@
-//! Compile one JSON Schema and report where time and size go (schema → HIR → NFA → first DFA
-//! state): `cargo run --release -p tokensieve-core --example schema_size -- schema.json`
+//! Compile one JSON Schema and report where time and size go (schema → intermediate form →
+//! NFA → first DFA state): `cargo run --release -p tokensieve-core --example schema_size -- schema.json`
 use std::time::Instant;
 
-use tokensieve_core::automata::dfa::LazyDfa;
 use tokensieve_core::json_schema::{compile, JsonSchemaOptions};
 use tokensieve_core::regex::RegexOptions;
 
@@ -16,22 +15,22 @@ fn main() {
     let c = match compile(&schema, &JsonSchemaOptions::default()) {
         Ok(c) => c,
         Err(e) => {
-            println!("schema → HIR failed after {:?}: {e}", t.elapsed());
+            println!("schema → expression failed after {:?}: {e}", t.elapsed());
             return;
         }
     };
     println!(
-        "schema → HIR: {:?}, weight {}",
+        "schema → expression: {:?}, weight {}",
         t.elapsed(),
-        tokensieve_core::json_schema::hir_weight(&c.hir)
+        c.weight()
     );
     let t = Instant::now();
-    match LazyDfa::from_hir("schema", &c.hir, &RegexOptions::default()) {
+    match c.dfa("schema", &RegexOptions::default()) {
         Ok(d) => println!(
-            "HIR → NFA + start state: {:?}, {} DFA states",
+            "expression → NFA + start state: {:?}, {} DFA states",
             t.elapsed(),
             d.num_states()
         ),
-        Err(e) => println!("HIR → NFA failed after {:?}: {e}", t.elapsed()),
+        Err(e) => println!("expression → NFA failed after {:?}: {e}", t.elapsed()),
     }
 }

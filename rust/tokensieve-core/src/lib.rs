@@ -30,6 +30,7 @@ pub use error::{Error, Result};
 pub use index::IndexStats;
 pub use json_schema::JsonSchemaOptions;
 pub use matcher::{
-    fill_next_token_bitmask_batch, ConstraintSource, Grammar, GrammarOptions, MaskRequest, Matcher,
+    fill_next_token_bitmask_batch, CompileOptions, ConstraintSource, Grammar, GrammarOptions,
+    MaskRequest, Matcher,
 };
 pub use vocab::{VocabKind, Vocabulary};

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use rayon::prelude::*;
 
 use crate::automata::dfa::{LazyDfa, DEAD};
+use crate::automata::expr::Expr;
 use crate::error::{Error, Result};
 use crate::index::{IndexStats, TokenIndex};
 use crate::json_schema::JsonSchemaOptions;
@@ -49,6 +50,87 @@ impl Default for GrammarOptions {
             regex: RegexOptions::default(),
             mask_cache_bytes: 512 << 20,
             max_compile_time: Duration::from_secs(60),
+        }
+    }
+}
+
+impl GrammarOptions {
+    /// The names [`GrammarOptions::set`] takes.
+    pub const NAMES: &'static [&'static str] = &[
+        "max_states",
+        "max_nfa_bytes",
+        "mask_cache_bytes",
+        "max_compile_seconds",
+    ];
+
+    /// Set an option from its name and text value (the form shared by all front ends):
+    /// `max_states`, `max_nfa_bytes`, `mask_cache_bytes` (non-negative integers) and
+    /// `max_compile_seconds` (a positive number).
+    pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
+        let int = |v: &str| -> Result<usize> {
+            v.parse::<usize>().map_err(|_| {
+                Error::InvalidArgument(format!("{name} must be a non-negative integer, got {v:?}"))
+            })
+        };
+        match name {
+            "max_states" => self.regex.max_states = int(value)?,
+            "max_nfa_bytes" => self.regex.max_nfa_bytes = int(value)?,
+            "mask_cache_bytes" => self.mask_cache_bytes = int(value)?,
+            "max_compile_seconds" => {
+                let s = value
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| *s > 0.0 && s.is_finite());
+                let s = s.ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "max_compile_seconds must be a positive number, got {value:?}"
+                    ))
+                })?;
+                self.max_compile_time = Duration::try_from_secs_f64(s).map_err(|_| {
+                    Error::InvalidArgument(format!(
+                        "max_compile_seconds is too large, got {value:?}"
+                    ))
+                })?;
+            }
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "unknown option {name:?}; options are {}",
+                    GrammarOptions::NAMES.join(", ")
+                )))
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Every compile option of every constraint kind, routed by name: the engine's budgets to
+/// [`GrammarOptions`], the JSON Schema language options to [`JsonSchemaOptions`]. The one place
+/// option names are read; the bindings and the CLI pass names and text values through.
+#[derive(Debug, Clone, Default)]
+pub struct CompileOptions {
+    /// JSON Schema (and any-JSON-object) language options.
+    pub schema: JsonSchemaOptions,
+    /// Budgets of every grammar.
+    pub grammar: GrammarOptions,
+}
+
+impl CompileOptions {
+    /// Set an option by name; an unknown name is an `InvalidArgument` error listing them all.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
+        if GrammarOptions::NAMES.contains(&name) {
+            self.grammar.set(name, value)
+        } else if JsonSchemaOptions::option_names().any(|n| n == name) {
+            self.schema.set(name, value)
+        } else {
+            let all: Vec<&str> = GrammarOptions::NAMES
+                .iter()
+                .copied()
+                .chain(JsonSchemaOptions::option_names())
+                .collect();
+            Err(Error::InvalidArgument(format!(
+                "unknown option {name:?}; options are {}",
+                all.join(", ")
+            )))
         }
     }
 }
@@ -157,13 +239,27 @@ impl Grammar {
         vocab: Arc<Vocabulary>,
         opts: &GrammarOptions,
     ) -> Result<Grammar> {
-        let dfa = LazyDfa::from_hir(pattern, hir, &opts.regex)?;
+        Grammar::from_dfa(LazyDfa::from_hir(pattern, hir, &opts.regex)?, vocab, opts)
+    }
+
+    /// Compile an expression of the automata layer's intermediate form.
+    fn from_expr(
+        pattern: &str,
+        x: &Expr,
+        vocab: Arc<Vocabulary>,
+        opts: &GrammarOptions,
+    ) -> Result<Grammar> {
+        Grammar::from_dfa(LazyDfa::from_expr(pattern, x, &opts.regex)?, vocab, opts)
+    }
+
+    fn from_dfa(dfa: LazyDfa, vocab: Arc<Vocabulary>, opts: &GrammarOptions) -> Result<Grammar> {
+        let pattern = dfa.pattern().to_string();
         let g = Grammar {
             vocab,
             dfa,
             index: TokenIndex::new(opts.mask_cache_bytes),
             options: opts.clone(),
-            source: ConstraintSource::regex(pattern),
+            source: ConstraintSource::regex(&pattern),
             warnings: Vec::new(),
         };
         g.index.mask(&g.vocab, &g.dfa, g.dfa.start())?;
@@ -206,7 +302,7 @@ impl Grammar {
         opts: &GrammarOptions,
     ) -> Result<Grammar> {
         let c = crate::json_schema::compile(schema, schema_opts)?;
-        let mut g = Grammar::from_hir(&schema_label(&c.hir), &c.hir, vocab, opts)?;
+        let mut g = Grammar::from_expr(&schema_label(&c.expr), &c.expr, vocab, opts)?;
         g.warnings = c.warnings;
         g.source = ConstraintSource::json_schema(schema, schema_opts);
         Ok(g)
@@ -219,7 +315,7 @@ impl Grammar {
         opts: &GrammarOptions,
     ) -> Result<Grammar> {
         let c = crate::json_schema::any_object(schema_opts)?;
-        let mut g = Grammar::from_hir(&schema_label(&c.hir), &c.hir, vocab, opts)?;
+        let mut g = Grammar::from_expr(&schema_label(&c.expr), &c.expr, vocab, opts)?;
         g.source = ConstraintSource::json_object(schema_opts);
         Ok(g)
     }
@@ -525,15 +621,15 @@ pub fn fill_next_token_bitmask_batch(
         })
 }
 
-/// A compiled schema's language as regex text for [`Grammar::pattern`]; above a few thousand
-/// nodes only its size (writing out a large automaton costs more than the rest of a compile
-/// and helps nobody).
-fn schema_label(h: &regex_syntax::hir::Hir) -> String {
-    let w = crate::json_schema::hir_weight(h);
-    if w <= 4096 {
-        h.to_string()
-    } else {
-        format!("(a JSON Schema automaton of weight {w}; regex text omitted)")
+/// A compiled schema's language as regex text for [`Grammar::pattern`] when it is a plain
+/// regular expression of at most a few thousand nodes; otherwise only its size (writing out a
+/// large automaton costs more than the rest of a compile and helps nobody, and the
+/// intermediate form's shared constructs have no regex text of the same size).
+fn schema_label(x: &Expr) -> String {
+    let w = x.weight();
+    match x.as_hir() {
+        Some(h) if w <= 4096 => h.to_string(),
+        _ => format!("(a JSON Schema automaton of weight {w}; no regex text)"),
     }
 }
 

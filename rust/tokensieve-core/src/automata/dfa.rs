@@ -35,6 +35,7 @@ use regex_automata::util::primitives::StateID;
 use regex_syntax::hir::Hir;
 use rustc_hash::FxHashMap;
 
+use super::expr::Expr;
 use crate::error::{Error, Result};
 
 /// The state id of the dead state: no continuation can be accepted from it.
@@ -105,25 +106,33 @@ impl std::fmt::Debug for LazyDfa {
 impl LazyDfa {
     /// Compile an already parsed pattern. `pattern` is kept for messages only.
     pub fn from_hir(pattern: &str, hir: &Hir, opts: &RegexOptions) -> Result<LazyDfa> {
-        let nfa = if super::nfa::has_marks(hir) {
-            // schema automata with shared list items (see `automata::nfa`)
-            super::nfa::build(hir, opts.max_nfa_bytes)?
-        } else {
-            thompson::Compiler::new()
-                .configure(
-                    thompson::Config::new()
-                        .which_captures(thompson::WhichCaptures::None)
-                        .nfa_size_limit(Some(opts.max_nfa_bytes)),
-                )
-                .build_from_hir(hir)
-                .map_err(|e| {
-                    Error::Budget(format!(
-                        "the regex automaton is too large ({e}); large counted repetitions such \
+        let nfa = thompson::Compiler::new()
+            .configure(
+                thompson::Config::new()
+                    .which_captures(thompson::WhichCaptures::None)
+                    .nfa_size_limit(Some(opts.max_nfa_bytes)),
+            )
+            .build_from_hir(hir)
+            .map_err(|e| {
+                Error::Budget(format!(
+                    "the regex automaton is too large ({e}); large counted repetitions such \
                          as {{1000}} multiply the automaton size — lower the bounds or raise \
                          max_nfa_bytes"
-                    ))
-                })?
-        };
+                ))
+            })?;
+        Self::from_nfa(pattern, nfa, opts)
+    }
+
+    /// Compile an expression of the intermediate form (see [`super::expr`]): plain ones as
+    /// [`LazyDfa::from_hir`] does, the others with this layer's NFA builder.
+    pub(crate) fn from_expr(pattern: &str, x: &Expr, opts: &RegexOptions) -> Result<LazyDfa> {
+        match x.as_hir() {
+            Some(h) => Self::from_hir(pattern, h, opts),
+            None => Self::from_nfa(pattern, super::nfa::build(x, opts.max_nfa_bytes)?, opts),
+        }
+    }
+
+    fn from_nfa(pattern: &str, nfa: NFA, opts: &RegexOptions) -> Result<LazyDfa> {
         let bc = nfa.byte_classes();
         let mut classes = [0u8; 256];
         let mut reps = Vec::new();

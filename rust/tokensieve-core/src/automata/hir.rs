@@ -61,8 +61,8 @@ pub(crate) fn alt_opt(items: Vec<Option<Hir>>) -> Option<Hir> {
     }
 }
 
-/// Nodes of `h` as held in memory: a repetition counts its sub-expression once, a mark its
-/// own small literal (unlike [`weight`], which estimates the automaton the HIR becomes).
+/// Nodes of `h` as held in memory: a repetition counts its sub-expression once (unlike
+/// [`weight`], which estimates the automaton the HIR becomes).
 pub(crate) fn nodes(h: &Hir) -> u64 {
     use regex_syntax::hir::HirKind::*;
     match h.kind() {
@@ -92,8 +92,7 @@ pub(crate) fn weight(h: &Hir) -> u64 {
             let k = u64::from(r.max.unwrap_or(r.min).max(1));
             k.saturating_mul(weight(&r.sub)).saturating_add(1)
         }
-        // a shared part counts what it stands for; a list mark its item and separator once each
-        Capture(c) => super::nfa::part_weight(c).unwrap_or_else(|| weight(&c.sub)),
+        Capture(c) => weight(&c.sub),
         Concat(xs) | Alternation(xs) => {
             xs.iter().fold(1u64, |acc, x| acc.saturating_add(weight(x)))
         }

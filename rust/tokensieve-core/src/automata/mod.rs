@@ -5,8 +5,10 @@
 //! * `spell` — the JSON spellings of decoded characters (raw, short escape, `\uXXXX`).
 //! * `charlang` — character-language automata (∩, ¬, minimal DFAs) and `strlang` — the
 //!   conjunctions of positive and negated string languages built on them.
-//! * `nfa` — HIR → Thompson NFA with the constructs a HIR cannot share (separated lists,
-//!   member sequences, shared tails, parts compiled once per process, DFA marks).
+//! * `expr` — the typed intermediate form the front ends hand over: HIR leaves plus the
+//!   constructs a HIR cannot share (separated lists, member sequences, shared tails, excluded
+//!   names, character DFAs, parts compiled once per process).
+//! * `nfa` — intermediate form → Thompson NFA, one copy of each part of those constructs.
 //! * [`dfa`] — the lazy DFA every grammar runs on, with stable state ids.
 //!
 //! Dependency rule: this layer imports only `crate::error`, itself, std and external crates.
@@ -16,6 +18,7 @@
 
 pub(crate) mod charlang;
 pub mod dfa;
+pub(crate) mod expr;
 pub(crate) mod hir;
 pub(crate) mod nfa;
 pub(crate) mod spell;

@@ -1,287 +1,18 @@
-//! HIR → Thompson NFA for the JSON Schema compiler, with one construct a HIR cannot share:
-//! the separated list `item (sep item)*`.
-//!
-//! Written as a regular expression, a list repeats its item (`item (sep item)*`), and JSON
-//! nests lists: an unconstrained JSON value nested three levels deep holds each level's item
-//! twice per array and twice per object, so the HIR grows by a factor of about seven per level.
-//! As an NFA the list needs one copy of the item: after the item, either the separator leads
-//! back to the item's start, or the list ends. [`sep_list`] marks such a list inside an ordinary
-//! HIR (a capture group with a reserved name, which nothing else produces), and [`build`] turns
-//! the HIR into an NFA with the regex-automata builder, compiling each marked list with a single
-//! copy of its item. HIRs without marks keep using regex-automata's own compiler.
+//! The typed intermediate form ([`super::expr::Expr`]) → Thompson NFA, with one copy of each
+//! part of the constructs a HIR cannot share (separated lists, member sequences, shared tails,
+//! excluded names, character DFAs) and the registry of parts compiled once per process.
+//! Plain expressions keep regex-automata's own compiler (see [`super::dfa::LazyDfa::from_expr`]).
 
 use std::sync::{Arc, Mutex, OnceLock};
 
 use regex_automata::nfa::thompson::{Builder, Transition, NFA};
 use regex_automata::util::primitives::StateID;
-use regex_syntax::hir::{Capture, Class, Hir, HirKind};
+use regex_syntax::hir::{Class, Hir, HirKind};
 use regex_syntax::utf8::Utf8Sequences;
 use rustc_hash::FxHashMap;
 
+use super::expr::{CharStates, Expr, Names};
 use crate::error::{Error, Result};
-
-const LIST: &str = "\u{0}tokensieve:list";
-const ITEM: &str = "\u{0}tokensieve:item";
-const SEP: &str = "\u{0}tokensieve:sep";
-
-fn mark(name: &str, sub: Hir) -> Hir {
-    Hir::capture(Capture {
-        index: 1,
-        name: Some(name.into()),
-        sub: Box::new(sub),
-    })
-}
-
-/// `item (sep item)*`, compiled with one copy of `item` (see the module docs).
-pub(crate) fn sep_list(item: Hir, sep: Hir) -> Hir {
-    mark(LIST, Hir::concat(vec![mark(ITEM, item), mark(SEP, sep)]))
-}
-
-const SEQ: &str = "\u{0}tokensieve:seq";
-const REQ: &str = "\u{0}tokensieve:req";
-const OPT: &str = "\u{0}tokensieve:opt";
-const TAIL: &str = "\u{0}tokensieve:tail";
-
-/// The members of an object: `items` (each `(member, required)`) in order, separated by `sep`
-/// where two are present, then any number of `tail` members (also separated). Compiled with
-/// one copy of each member; as a plain regex every optional member before the first required
-/// one would repeat all that follows it.
-pub(crate) fn member_seq(items: Vec<(Hir, bool)>, sep: Hir, tail: Option<Hir>) -> Hir {
-    let mut parts: Vec<Hir> = items
-        .into_iter()
-        .map(|(h, req)| mark(if req { REQ } else { OPT }, h))
-        .collect();
-    parts.push(mark(SEP, sep));
-    parts.push(mark(TAIL, tail.unwrap_or_else(Hir::fail)));
-    mark(SEQ, Hir::concat(parts))
-}
-
-/// The parts of a member-sequence mark: members, separator, tail (`None` when absent).
-#[allow(clippy::type_complexity)]
-fn as_seq(h: &Hir) -> Option<(Vec<(&Hir, bool)>, &Hir, Option<&Hir>)> {
-    let HirKind::Capture(c) = h.kind() else {
-        return None;
-    };
-    if c.name.as_deref() != Some(SEQ) {
-        return None;
-    }
-    let xs: Vec<&Hir> = match c.sub.kind() {
-        HirKind::Concat(xs) => xs.iter().collect(),
-        _ => vec![&*c.sub],
-    };
-    let mut items = Vec::new();
-    let mut sep = None;
-    let mut tail = None;
-    for x in xs {
-        let HirKind::Capture(m) = x.kind() else {
-            return None;
-        };
-        match m.name.as_deref() {
-            Some(REQ) => items.push((&*m.sub, true)),
-            Some(OPT) => items.push((&*m.sub, false)),
-            Some(SEP) => sep = Some(&*m.sub),
-            Some(TAIL) => {
-                tail = match m.sub.kind() {
-                    HirKind::Class(Class::Bytes(b)) if b.ranges().is_empty() => None,
-                    HirKind::Class(Class::Unicode(u)) if u.ranges().is_empty() => None,
-                    _ => Some(&*m.sub),
-                }
-            }
-            _ => return None,
-        }
-    }
-    Some((items, sep?, tail))
-}
-
-/// The item and separator of a list mark.
-pub(crate) fn as_list(h: &Hir) -> Option<(&Hir, &Hir)> {
-    let HirKind::Capture(c) = h.kind() else {
-        return None;
-    };
-    if c.name.as_deref() != Some(LIST) {
-        return None;
-    }
-    let HirKind::Concat(xs) = c.sub.kind() else {
-        return None;
-    };
-    match (xs.first().map(Hir::kind), xs.get(1).map(Hir::kind)) {
-        (Some(HirKind::Capture(i)), Some(HirKind::Capture(s))) if xs.len() == 2 => {
-            Some((&i.sub, &s.sub))
-        }
-        _ => None,
-    }
-}
-
-const SHARED: &str = "\u{0}tokensieve:shared";
-const JUMP: &str = "\u{0}tokensieve:jump";
-
-/// `body` in which every [`jump`] leaf continues with one shared copy of `tail`: the language
-/// of `body`'s paths that end normally, plus each path to a jump followed by `tail`. As a plain
-/// regex the tail would be repeated at every jump.
-pub(crate) fn with_tail(body: Hir, tail: Hir) -> Hir {
-    mark(
-        SHARED,
-        Hir::concat(vec![mark(ITEM, body), mark(TAIL, tail)]),
-    )
-}
-
-/// A leaf of the innermost enclosing [`with_tail`] body: continue with its tail.
-pub(crate) fn jump() -> Hir {
-    mark(JUMP, Hir::empty())
-}
-
-/// The body and tail of a shared-tail mark.
-fn as_shared(h: &Hir) -> Option<(&Hir, &Hir)> {
-    let HirKind::Capture(c) = h.kind() else {
-        return None;
-    };
-    if c.name.as_deref() != Some(SHARED) {
-        return None;
-    }
-    let HirKind::Concat(xs) = c.sub.kind() else {
-        return None;
-    };
-    match (xs.first().map(Hir::kind), xs.get(1).map(Hir::kind)) {
-        (Some(HirKind::Capture(b)), Some(HirKind::Capture(t))) if xs.len() == 2 => {
-            Some((&b.sub, &t.sub))
-        }
-        _ => None,
-    }
-}
-
-fn is_jump(h: &Hir) -> bool {
-    matches!(h.kind(), HirKind::Capture(c) if c.name.as_deref() == Some(JUMP))
-}
-
-const KEYS: &str = "\u{0}tokensieve:keys";
-
-/// Ends each name in the literal of a [`ascii_names_excluded`] mark (never an ASCII byte).
-const NAME_END: u8 = 0xFF;
-
-/// The JSON string contents (the text between the quotes, in every spelling JSON allows:
-/// raw, short escapes, `\uXXXX` in either case, surrogate pairs) whose decoded value is none
-/// of `names`; `None` unless every name is ASCII. The language of
-/// `encode(not_in(names))`, compiled straight into automaton states (see
-/// `Compiler::names_excluded`): a trie over the names whose nodes read one character in any
-/// spelling, and one shared "any characters" loop for every character that leaves the trie.
-/// The same language built from a HIR costs several times the states and the time, and
-/// undeclared keys of an object with extra properties allowed take this path in almost
-/// every schema.
-pub(crate) fn ascii_names_excluded(names: &[Vec<char>]) -> Option<Hir> {
-    if !names.iter().all(|n| n.iter().all(char::is_ascii)) {
-        return None;
-    }
-    let mut bytes = Vec::new();
-    for n in names {
-        bytes.extend(n.iter().map(|&c| c as u8));
-        bytes.push(NAME_END);
-    }
-    // about the states it compiles to, for the compiler's budgets
-    let weight = 64 + 12 * bytes.len() as u64;
-    Some(Hir::capture(Capture {
-        index: weight.min(u64::from(u32::MAX)) as u32,
-        name: Some(KEYS.into()),
-        sub: Box::new(Hir::literal(bytes)),
-    }))
-}
-
-const CHAR_DFA: &str = "\u{0}tokensieve:dfa";
-
-const FIRST_NON_ASCII: u32 = 0x80;
-
-/// The JSON string contents whose decoded value is in the language of `d` (a DFA over
-/// characters, see [`super::charlang::CharDfa`], without dead states), compiled
-/// straight into automaton states (see `Compiler::char_dfa`): one state per DFA state reading
-/// one character in any spelling. The same language as `encode` of the DFA's regular
-/// expression, without the expression: state elimination can grow exponentially (a format
-/// with a length bound). `None` unless every state sends either all non-ASCII characters to
-/// one state or none of them (what formats and most patterns do).
-pub(crate) fn char_dfa_mark(d: &super::charlang::CharDfa) -> Option<Hir> {
-    let n = d.accept.len();
-    if d.start >= n || d.edges.len() != n {
-        return None;
-    }
-    let mut bytes = Vec::new();
-    let put = |bytes: &mut Vec<u8>, x: u32| bytes.extend_from_slice(&x.to_le_bytes());
-    put(&mut bytes, n as u32);
-    put(&mut bytes, d.start as u32);
-    let mut weight: u64 = 16;
-    for (s, edges) in d.edges.iter().enumerate() {
-        let mut ascii: Vec<(u32, u32, usize)> = Vec::new();
-        let mut rest: Option<usize> = None;
-        let mut covered: u64 = 0;
-        for &(lo, hi, t) in edges {
-            if t >= n || lo > hi {
-                return None;
-            }
-            if lo < FIRST_NON_ASCII {
-                ascii.push((lo, hi.min(FIRST_NON_ASCII - 1), t));
-            }
-            if hi >= FIRST_NON_ASCII {
-                if rest.is_some_and(|r| r != t) {
-                    return None;
-                }
-                rest = Some(t);
-                covered += non_ascii_chars(lo.max(FIRST_NON_ASCII), hi);
-            }
-        }
-        if rest.is_some() && covered != non_ascii_chars(FIRST_NON_ASCII, 0x10FFFF) {
-            return None;
-        }
-        bytes.push(u8::from(d.accept[s]));
-        put(&mut bytes, rest.map_or(u32::MAX, |r| r as u32));
-        put(&mut bytes, ascii.len() as u32);
-        for (lo, hi, t) in ascii {
-            bytes.push(lo as u8);
-            bytes.push(hi as u8);
-            put(&mut bytes, t as u32);
-        }
-        weight += 12 + if rest.is_some() { 24 } else { 0 };
-    }
-    Some(Hir::capture(Capture {
-        index: weight.min(u64::from(u32::MAX)) as u32,
-        name: Some(CHAR_DFA.into()),
-        sub: Box::new(Hir::literal(bytes)),
-    }))
-}
-
-/// Characters in `lo..=hi`, not counting surrogates.
-fn non_ascii_chars(lo: u32, hi: u32) -> u64 {
-    let all = u64::from(hi) + 1 - u64::from(lo);
-    let (a, b) = (lo.max(0xD800), hi.min(0xDFFF));
-    all - if a <= b { u64::from(b - a) + 1 } else { 0 }
-}
-
-/// A decoded [`char_dfa_mark`]: per state (accepting, non-ASCII target, ASCII ranges).
-#[allow(clippy::type_complexity)]
-fn decode_char_dfa(
-    enc: &[u8],
-) -> Option<(usize, Vec<(bool, Option<usize>, Vec<(u8, u8, usize)>)>)> {
-    let mut at = 0usize;
-    let u32_at = |enc: &[u8], at: &mut usize| -> Option<u32> {
-        let b = enc.get(*at..*at + 4)?;
-        *at += 4;
-        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    };
-    let n = u32_at(enc, &mut at)? as usize;
-    let start = u32_at(enc, &mut at)? as usize;
-    let mut states = Vec::with_capacity(n);
-    for _ in 0..n {
-        let accept = *enc.get(at)? == 1;
-        at += 1;
-        let rest = u32_at(enc, &mut at)?;
-        let rest = (rest != u32::MAX).then_some(rest as usize);
-        let m = u32_at(enc, &mut at)? as usize;
-        let mut ascii = Vec::with_capacity(m);
-        for _ in 0..m {
-            let (lo, hi) = (*enc.get(at)?, *enc.get(at + 1)?);
-            at += 2;
-            ascii.push((lo, hi, u32_at(enc, &mut at)? as usize));
-        }
-        states.push((accept, rest, ascii));
-    }
-    (at == enc.len() && start < n).then_some((start, states))
-}
 
 /// The states a character read in any spelling continues through, all ending in `to`: the
 /// last one to three hex digits of a `\uXXXX` escape, the rest of a surrogate pair, the
@@ -348,85 +79,67 @@ fn hex_digit_bytes(d: u8) -> impl Iterator<Item = u8> {
     [a, b].into_iter()
 }
 
-const PART: &str = "\u{0}tokensieve:part";
-
 /// Shared parts registered in this process, at most this many (each a few hundred kB at most).
 const MAX_PARTS: usize = 64;
 
-fn parts() -> &'static Mutex<FxHashMap<String, Arc<Fragment>>> {
-    static PARTS: OnceLock<Mutex<FxHashMap<String, Arc<Fragment>>>> = OnceLock::new();
+/// A sub-automaton that occurs in many grammars (an unconstrained JSON value), compiled once
+/// per process and copied state by state into each automaton that holds it (see [`share`]).
+#[derive(Debug)]
+pub(crate) struct Part {
+    fragment: Fragment,
+}
+
+impl Part {
+    /// The weight of the expression it was compiled from, for the compiler's budgets.
+    pub(crate) fn weight(&self) -> u64 {
+        self.fragment.weight
+    }
+}
+
+fn parts() -> &'static Mutex<FxHashMap<String, Arc<Part>>> {
+    static PARTS: OnceLock<Mutex<FxHashMap<String, Arc<Part>>>> = OnceLock::new();
     PARTS.get_or_init(|| Mutex::new(FxHashMap::default()))
 }
 
-fn part_mark(key: &str, weight: u64) -> Hir {
-    Hir::capture(Capture {
-        index: weight.min(u64::from(u32::MAX)) as u32,
-        name: Some(PART.into()),
-        sub: Box::new(Hir::literal(key.as_bytes())),
-    })
-}
-
-/// A leaf standing for the part registered under `key`, if there is one. Parts are
-/// sub-automata that occur in many grammars (an unconstrained JSON value): compiled once per
-/// process, then copied state by state into each automaton that holds their mark, without
-/// building or compiling their HIR again. `key` must determine the part's language.
-pub(crate) fn shared_part(key: &str) -> Option<Hir> {
+/// The part registered under `key`, if there is one. `key` must determine the part's language.
+pub(crate) fn shared_part(key: &str) -> Option<Expr> {
     let reg = parts().lock().unwrap_or_else(|e| e.into_inner());
-    reg.get(key).map(|f| part_mark(key, f.weight))
+    reg.get(key).map(|p| Expr::Part(p.clone()))
 }
 
-/// Register `h` as the part `key` and return its mark; when the registry is full, `h` itself.
-pub(crate) fn share(key: &str, h: Hir) -> Result<Hir> {
-    if let Some(m) = shared_part(key) {
-        return Ok(m);
+/// Register `e` as the part `key` and return it as a part; when the registry is full, `e`
+/// itself.
+pub(crate) fn share(key: &str, e: Expr) -> Result<Expr> {
+    if let Some(p) = shared_part(key) {
+        return Ok(p);
     }
     if parts().lock().unwrap_or_else(|e| e.into_inner()).len() >= MAX_PARTS {
-        return Ok(h);
+        return Ok(e);
     }
     let mut c = Compiler {
         b: Builder::new(),
         log: Some(Vec::new()),
         tails: Vec::new(),
     };
-    let (entry, exit) = c.c(&h)?;
+    let (entry, exit) = c.e(&e)?;
     let ops = c.log.take().unwrap_or_default();
     let states = ops.iter().filter(|o| !matches!(o, Op::Patch(..))).count();
-    let weight = super::hir::weight(&h);
-    let f = Arc::new(Fragment {
-        ops,
-        states,
-        entry: entry.as_u32(),
-        exit: exit.as_u32(),
-        weight,
+    let part = Arc::new(Part {
+        fragment: Fragment {
+            ops,
+            states,
+            entry: entry.as_u32(),
+            exit: exit.as_u32(),
+            weight: e.weight(),
+        },
     });
-    parts()
+    let p = parts()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .entry(key.to_string())
-        .or_insert(f);
-    Ok(part_mark(key, weight))
-}
-
-/// The weight recorded in a shared-part or excluded-names mark (see
-/// [`super::hir::weight`]).
-pub(crate) fn part_weight(c: &Capture) -> Option<u64> {
-    matches!(c.name.as_deref(), Some(PART) | Some(KEYS) | Some(CHAR_DFA))
-        .then_some(u64::from(c.index))
-}
-
-/// Whether `h` holds a list mark.
-pub(crate) fn has_marks(h: &Hir) -> bool {
-    match h.kind() {
-        HirKind::Capture(c) => {
-            matches!(
-                c.name.as_deref(),
-                Some(LIST) | Some(SEQ) | Some(SHARED) | Some(PART) | Some(KEYS) | Some(CHAR_DFA)
-            ) || has_marks(&c.sub)
-        }
-        HirKind::Repetition(r) => has_marks(&r.sub),
-        HirKind::Concat(xs) | HirKind::Alternation(xs) => xs.iter().any(has_marks),
-        _ => false,
-    }
+        .or_insert(part)
+        .clone();
+    Ok(Expr::Part(p))
 }
 
 /// A fragment: its entry state and an `Empty` exit state still to be patched.
@@ -458,7 +171,7 @@ struct Compiler {
     b: Builder,
     /// The builder calls made so far, when recording a fragment.
     log: Option<Vec<Op>>,
-    /// Entry states of the tails of the enclosing shared-tail marks, innermost last.
+    /// Entry states of the tails of the enclosing `WithTail` expressions, innermost last.
     tails: Vec<StateID>,
 }
 
@@ -715,40 +428,37 @@ impl Compiler {
         }
     }
 
-    /// See [`ascii_names_excluded`]; `enc` is its literal.
-    fn names_excluded(&mut self, enc: &[u8]) -> Result<Frag> {
-        let mut names: Vec<&[u8]> = enc.split(|&b| b == NAME_END).collect();
-        // the piece after the last name's end
-        names.pop();
+    /// See [`super::expr::ascii_names_excluded`].
+    fn names_excluded(&mut self, n: &Names) -> Result<Frag> {
+        let names: Vec<&[u8]> = n.names.iter().map(Vec::as_slice).collect();
         let (_, end, t) = self.any_chars()?;
         let entry = self.name_node(&names, &t, end)?;
         Ok((entry, end))
     }
 
-    /// See [`char_dfa_mark`]; `enc` is its literal.
-    fn char_dfa(&mut self, enc: &[u8]) -> Result<Frag> {
-        let Some((start, states)) = decode_char_dfa(enc) else {
-            return Err(Error::InvalidArgument("a malformed DFA mark".into()));
-        };
+    /// See [`super::expr::char_dfa`].
+    fn char_dfa(&mut self, d: &CharStates) -> Result<Frag> {
+        let (start, states) = (d.start, &d.states);
         let end = self.empty()?;
         let heads = (0..states.len())
             .map(|_| self.empty())
             .collect::<Result<Vec<_>>>()?;
         let mut tails: FxHashMap<usize, CharTails> = FxHashMap::default();
-        for (s, (accept, rest, ascii)) in states.iter().enumerate() {
+        for (s, st) in states.iter().enumerate() {
+            let (accept, rest) = (st.accept, st.rest);
             let mut to = [None; 128];
-            for &(lo, hi, t) in ascii {
+            for &(lo, hi, t) in &st.ascii {
                 for c in lo..=hi {
                     to[c as usize] = Some(heads[t]);
                 }
             }
-            if let Some(r) = *rest {
+            if let Some(r) = rest {
                 if let std::collections::hash_map::Entry::Vacant(e) = tails.entry(r) {
                     e.insert(self.char_tails(heads[r])?);
                 }
             }
             let read = self.one_char_of(&to, rest.and_then(|r| tails.get(&r)))?;
-            let node = if *accept {
+            let node = if accept {
                 self.union(vec![read, end])?
             } else {
                 read
@@ -848,12 +558,13 @@ impl Compiler {
 
     /// Members in order: `none` is "nothing written yet", `some` "something written" (the
     /// next member needs a separator). Each member is compiled once and entered from both.
-    fn seq(&mut self, items: &[(&Hir, bool)], sep: &Hir, tail: Option<&Hir>) -> Result<Frag> {
+    fn seq(&mut self, items: &[(Expr, bool)], sep: &Expr, tail: Option<&Expr>) -> Result<Frag> {
         let entry = self.empty()?;
         let mut none = Some(entry);
         let mut some: Option<StateID> = None;
-        for &(item, req) in items {
-            let (is, ie) = self.c(item)?;
+        for (item, req) in items {
+            let req = *req;
+            let (is, ie) = self.e(item)?;
             let next_some = self.empty()?;
             self.patch(ie, next_some)?;
             let mut next_none = None;
@@ -868,7 +579,7 @@ impl Compiler {
                 }
             }
             if let Some(s) = some {
-                let (ss, se) = self.c(sep)?;
+                let (ss, se) = self.e(sep)?;
                 self.patch(se, is)?;
                 if req {
                     self.patch(s, ss)?;
@@ -889,12 +600,12 @@ impl Compiler {
             }
             Some(t) => {
                 // `after` loops: separator + tail member, or the end
-                let (ts, te) = self.c(t)?;
+                let (ts, te) = self.e(t)?;
                 let after = match some {
                     Some(s) => s,
                     None => self.empty()?,
                 };
-                let (ss, se) = self.c(sep)?;
+                let (ss, se) = self.e(sep)?;
                 self.patch(se, ts)?;
                 let u = self.union(vec![ss, end])?;
                 self.patch(after, u)?;
@@ -956,79 +667,8 @@ impl Compiler {
                 Ok((start, end))
             }
             HirKind::Look(_) => Err(Error::InvalidArgument(
-                "assertions are not supported in a marked schema automaton".into(),
+                "assertions are not supported inside a schema automaton".into(),
             )),
-            HirKind::Capture(_) if as_list(h).is_some() => {
-                let (item, sep) = as_list(h).expect("checked");
-                let (is, ie) = self.c(item)?;
-                let (ss, se) = self.c(sep)?;
-                let end = self.empty()?;
-                let u = self.union(vec![ss, end])?;
-                self.patch(ie, u)?;
-                self.patch(se, is)?;
-                Ok((is, end))
-            }
-            HirKind::Capture(c) if c.name.as_deref() == Some(PART) => {
-                let HirKind::Literal(key) = c.sub.kind() else {
-                    return Err(Error::InvalidArgument(
-                        "a malformed shared-part mark".into(),
-                    ));
-                };
-                let key = std::str::from_utf8(&key.0).unwrap_or_default();
-                let part = parts()
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .get(key)
-                    .cloned();
-                let Some(part) = part else {
-                    return Err(Error::InvalidArgument(format!(
-                        "the shared part {key:?} is not registered"
-                    )));
-                };
-                self.replay(&part)
-            }
-            HirKind::Capture(c) if c.name.as_deref() == Some(CHAR_DFA) => {
-                let HirKind::Literal(enc) = c.sub.kind() else {
-                    return Err(Error::InvalidArgument("a malformed DFA mark".into()));
-                };
-                self.char_dfa(&enc.0)
-            }
-            HirKind::Capture(c) if c.name.as_deref() == Some(KEYS) => {
-                let HirKind::Literal(enc) = c.sub.kind() else {
-                    return Err(Error::InvalidArgument(
-                        "a malformed excluded-names mark".into(),
-                    ));
-                };
-                self.names_excluded(&enc.0)
-            }
-            HirKind::Capture(_) if as_shared(h).is_some() => {
-                let (body, tail) = as_shared(h).expect("checked");
-                let (ts, te) = self.c(tail)?;
-                self.tails.push(ts);
-                let body = self.c(body);
-                self.tails.pop();
-                let (bs, be) = body?;
-                let end = self.empty()?;
-                self.patch(be, end)?;
-                self.patch(te, end)?;
-                Ok((bs, end))
-            }
-            HirKind::Capture(_) if is_jump(h) => {
-                let Some(&to) = self.tails.last() else {
-                    return Err(Error::InvalidArgument(
-                        "a jump outside a shared-tail mark".into(),
-                    ));
-                };
-                let e = self.empty()?;
-                self.patch(e, to)?;
-                // The fragment never ends normally: its exit is an unreachable empty state.
-                let never = self.empty()?;
-                Ok((e, never))
-            }
-            HirKind::Capture(_) if as_seq(h).is_some() => {
-                let (items, sep, tail) = as_seq(h).expect("checked");
-                self.seq(&items, sep, tail)
-            }
             HirKind::Capture(c) => self.c(&c.sub),
             HirKind::Concat(xs) => {
                 let mut it = xs.iter();
@@ -1060,44 +700,122 @@ impl Compiler {
                 let (head, end, _) = self.any_chars()?;
                 Ok((head, end))
             }
-            HirKind::Repetition(r) => {
-                let (min, max) = (r.min, r.max);
-                let entry = self.empty()?;
-                let mut end = entry;
-                for _ in 0..min {
-                    let (s, e) = self.c(&r.sub)?;
-                    self.patch(end, s)?;
+            HirKind::Repetition(r) => self.repeat(r.min, r.max, |c| c.c(&r.sub)),
+        }
+    }
+
+    /// `sub{min,max}`, each copy built by `sub`.
+    fn repeat(
+        &mut self,
+        min: u32,
+        max: Option<u32>,
+        mut sub: impl FnMut(&mut Self) -> Result<Frag>,
+    ) -> Result<Frag> {
+        let entry = self.empty()?;
+        let mut end = entry;
+        for _ in 0..min {
+            let (s, e) = sub(self)?;
+            self.patch(end, s)?;
+            end = e;
+        }
+        match max {
+            None => {
+                // a loop: union → sub → back to the union, or out
+                let (s, e) = sub(self)?;
+                let out = self.empty()?;
+                let u = self.union(vec![s, out])?;
+                self.patch(end, u)?;
+                self.patch(e, u)?;
+                Ok((entry, out))
+            }
+            Some(max) => {
+                let out = self.empty()?;
+                for _ in min..max {
+                    let (s, e) = sub(self)?;
+                    let u = self.union(vec![s, out])?;
+                    self.patch(end, u)?;
                     end = e;
                 }
-                match max {
-                    None => {
-                        // a loop: union → sub → back to the union, or out
-                        let (s, e) = self.c(&r.sub)?;
-                        let out = self.empty()?;
-                        let u = self.union(vec![s, out])?;
-                        self.patch(end, u)?;
-                        self.patch(e, u)?;
-                        Ok((entry, out))
-                    }
-                    Some(max) => {
-                        let out = self.empty()?;
-                        for _ in min..max {
-                            let (s, e) = self.c(&r.sub)?;
-                            let u = self.union(vec![s, out])?;
-                            self.patch(end, u)?;
-                            end = e;
-                        }
-                        self.patch(end, out)?;
-                        Ok((entry, out))
-                    }
-                }
+                self.patch(end, out)?;
+                Ok((entry, out))
             }
+        }
+    }
+
+    /// A sequence of fragments.
+    fn chain_of<'x>(&mut self, xs: impl IntoIterator<Item = &'x Expr>) -> Result<Frag> {
+        let mut it = xs.into_iter();
+        let Some(first) = it.next() else {
+            let e = self.empty()?;
+            return Ok((e, e));
+        };
+        let (start, mut end) = self.e(first)?;
+        for x in it {
+            let (s, e) = self.e(x)?;
+            self.patch(end, s)?;
+            end = e;
+        }
+        Ok((start, end))
+    }
+
+    fn e(&mut self, x: &Expr) -> Result<Frag> {
+        match x {
+            Expr::Hir(h) => self.c(h),
+            Expr::Concat(xs) => self.chain_of(xs),
+            Expr::Alt(xs) => {
+                let end = self.empty()?;
+                let mut starts = Vec::with_capacity(xs.len());
+                for x in xs {
+                    let (s, e) = self.e(x)?;
+                    self.patch(e, end)?;
+                    starts.push(s);
+                }
+                let start = self.union(starts)?;
+                Ok((start, end))
+            }
+            Expr::Repeat { sub, min, max } => self.repeat(*min, *max, |c| c.e(sub)),
+            Expr::List { item, sep } => {
+                let (is, ie) = self.e(item)?;
+                let (ss, se) = self.e(sep)?;
+                let end = self.empty()?;
+                let u = self.union(vec![ss, end])?;
+                self.patch(ie, u)?;
+                self.patch(se, is)?;
+                Ok((is, end))
+            }
+            Expr::Members { items, sep, tail } => self.seq(items, sep, tail.as_deref()),
+            Expr::WithTail { body, tail } => {
+                let (ts, te) = self.e(tail)?;
+                self.tails.push(ts);
+                let body = self.e(body);
+                self.tails.pop();
+                let (bs, be) = body?;
+                let end = self.empty()?;
+                self.patch(be, end)?;
+                self.patch(te, end)?;
+                Ok((bs, end))
+            }
+            Expr::Jump => {
+                let Some(&to) = self.tails.last() else {
+                    return Err(Error::InvalidArgument(
+                        "a jump outside a shared-tail expression".into(),
+                    ));
+                };
+                let e = self.empty()?;
+                self.patch(e, to)?;
+                // The fragment never ends normally: its exit is an unreachable empty state.
+                let never = self.empty()?;
+                Ok((e, never))
+            }
+            Expr::NamesExcluded(n) => self.names_excluded(n),
+            Expr::CharDfa(d) => self.char_dfa(d),
+            Expr::Part(p) => self.replay(&p.fragment),
         }
     }
 }
 
-/// Compile `h` (which may hold list marks) into an anchored NFA.
-pub(crate) fn build(h: &Hir, max_nfa_bytes: usize) -> Result<NFA> {
+/// Compile `x` into an anchored NFA.
+pub(crate) fn build(x: &Expr, max_nfa_bytes: usize) -> Result<NFA> {
     let mut c = Compiler {
         b: Builder::new(),
         log: None,
@@ -1105,7 +823,7 @@ pub(crate) fn build(h: &Hir, max_nfa_bytes: usize) -> Result<NFA> {
     };
     c.b.set_size_limit(Some(max_nfa_bytes)).map_err(budget)?;
     c.b.start_pattern().map_err(budget)?;
-    let (start, end) = c.c(h)?;
+    let (start, end) = c.e(x)?;
     let m = c.b.add_match().map_err(budget)?;
     c.patch(end, m)?;
     c.b.finish_pattern(start).map_err(budget)?;

@@ -942,7 +942,7 @@ impl<'a> Compiler<'a> {
         &mut self,
         terms: Vec<Term>,
         ptr: &str,
-    ) -> Result<Option<regex_syntax::hir::Hir>> {
+    ) -> Result<Option<crate::automata::expr::Expr>> {
         let mut seen: Vec<Value> = Vec::new();
         let mut alts = Vec::new();
         for t in terms {
@@ -972,6 +972,6 @@ impl<'a> Compiler<'a> {
             self.stack.truncate(n);
             alts.push(h?);
         }
-        Ok(crate::automata::hir::alt_opt(alts))
+        Ok(crate::automata::expr::alt_opt(alts))
     }
 }

@@ -29,17 +29,35 @@ use std::sync::{mpsc, Mutex, OnceLock};
 use regex_syntax::hir::Hir;
 use serde_json::Value;
 
+use crate::automata::expr::Expr;
 use crate::error::Result;
 pub use options::{AdditionalProperties, Formats, JsonSchemaOptions, OneOf, Whitespace};
 
-/// A compiled schema: the language as a HIR, and the warnings collected on the way.
+/// A compiled schema: the language in the automata layer's intermediate form, and the
+/// warnings collected on the way.
 #[derive(Debug, Clone)]
 pub struct CompiledSchema {
-    pub hir: Hir,
+    pub(crate) expr: Expr,
     pub warnings: Vec<String>,
 }
 
-/// Compile `schema` into the HIR of its JSON texts.
+impl CompiledSchema {
+    /// A rough size of the automaton (the measure the compiler's budgets use).
+    pub fn weight(&self) -> u64 {
+        self.expr.weight()
+    }
+
+    /// The lazy DFA of the schema's language (`label` is kept for messages).
+    pub fn dfa(
+        &self,
+        label: &str,
+        opts: &crate::automata::dfa::RegexOptions,
+    ) -> Result<crate::automata::dfa::LazyDfa> {
+        crate::automata::dfa::LazyDfa::from_expr(label, &self.expr, opts)
+    }
+}
+
+/// Compile `schema` into the language of its JSON texts.
 ///
 /// The schema walker recurses once per nesting level of the schema (bounded by
 /// `compile::MAX_DEPTH`). Schemas with references or deep nesting are compiled on a thread with
@@ -66,9 +84,9 @@ fn compile_here(schema: &Value, opts: &JsonSchemaOptions) -> Result<CompiledSche
         .collect::<Result<Vec<(String, Value)>>>()?;
     let prepared = resolve::prepare(schema, &registry)?;
     let mut c = compile::Compiler::new(&prepared.docs, opts)?;
-    let hir = c.compile_root()?;
+    let expr = c.compile_root()?;
     Ok(CompiledSchema {
-        hir,
+        expr,
         warnings: c.warnings,
     })
 }
@@ -159,7 +177,7 @@ pub fn any_object(opts: &JsonSchemaOptions) -> Result<CompiledSchema> {
     let docs = [Value::Bool(true)];
     let mut c = compile::Compiler::new(&docs, opts)?;
     Ok(CompiledSchema {
-        hir: c.any_object()?,
+        expr: c.any_object()?,
         warnings: vec![],
     })
 }
@@ -176,17 +194,18 @@ pub fn choice<S: AsRef<str>>(choices: &[S]) -> Hir {
 
 #[cfg(test)]
 pub(crate) mod test_util {
-    use regex_syntax::hir::Hir;
-
     use crate::automata::dfa::{LazyDfa, DEAD};
+    use crate::automata::expr::Expr;
     use crate::regex::RegexOptions;
 
-    /// Full-match tester over a HIR, on the crate's own lazy DFA.
+    /// Full-match tester over an expression (a HIR or the intermediate form), on the crate's
+    /// own lazy DFA.
     pub struct Re(LazyDfa);
 
     impl Re {
-        pub fn new(h: &Hir) -> Re {
-            Re(LazyDfa::from_hir("test", h, &RegexOptions::default()).unwrap())
+        pub fn new<E: Clone + Into<Expr>>(h: &E) -> Re {
+            let x: Expr = h.clone().into();
+            Re(LazyDfa::from_expr("test", &x, &RegexOptions::default()).unwrap())
         }
 
         pub fn is_match(&self, s: &str) -> bool {
@@ -197,7 +216,7 @@ pub(crate) mod test_util {
 
     /// Panics unless `a` and `b` have the same language over bytes: a walk over every pair of
     /// states the two automata reach on the same input, all 256 bytes at each step.
-    pub fn assert_same_language(a: &Hir, b: &Hir) {
+    pub fn assert_same_language<A: Clone + Into<Expr>, B: Clone + Into<Expr>>(a: &A, b: &B) {
         let (ra, rb) = (Re::new(a), Re::new(b));
         let start = (ra.0.start(), rb.0.start());
         let mut seen = std::collections::HashSet::from([start]);
@@ -228,8 +247,3 @@ pub(crate) mod test_util {
 
 #[cfg(test)]
 mod tests;
-
-/// The size measure the compiler's budgets use (about one unit per HIR node or literal byte).
-pub fn hir_weight(h: &Hir) -> u64 {
-    crate::automata::hir::weight(h)
-}

@@ -91,6 +91,11 @@ fn bad(name: &str, value: &str, allowed: &str) -> Error {
 }
 
 impl JsonSchemaOptions {
+    /// Every name [`JsonSchemaOptions::set`] takes: [`Self::NAMES`] and `registry`.
+    pub fn option_names() -> impl Iterator<Item = &'static str> {
+        Self::NAMES.iter().copied().chain(["registry"])
+    }
+
     /// Set an option from its name and string value (the form shared by all front ends).
     pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
         let int = |v: &str| -> Result<u32> {

@@ -1,15 +1,14 @@
 //! Arrays: items, prefixItems, counts, uniqueItems and contains.
 
-use regex_syntax::hir::Hir;
 use serde_json::{Map, Value};
 
 use super::{child, json_eq, literal_values, schema_error, Compiler};
-use crate::automata::hir::{alt, alt_opt, concat, opt, rep, star};
+use crate::automata::expr::{alt, alt_opt, concat, opt, rep, star, Expr};
 use crate::error::Result;
 use crate::json_schema::keywords::{CONTAINS_FROM, T_BOOL, T_NULL};
 
 impl<'a> Compiler<'a> {
-    pub(super) fn array(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
+    pub(super) fn array(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Expr>> {
         let min = self.count(m, "minItems", ptr)?.unwrap_or(0);
         let max = self.count(m, "maxItems", ptr)?;
         self.big("minItems", ptr, min)?;
@@ -109,7 +108,7 @@ impl<'a> Compiler<'a> {
         rest: Option<&Value>,
         len: (u64, Option<u64>),
         ptr: &str,
-    ) -> Result<Option<Option<Hir>>> {
+    ) -> Result<Option<Option<Expr>>> {
         const MAX_ARRAYS: usize = 4096;
         let mut doms: Vec<Vec<Value>> = Vec::new();
         for s in prefix {
@@ -133,7 +132,7 @@ impl<'a> Compiler<'a> {
         if rest_dom.is_none() && cap > prefix.len() as u64 {
             return Ok(None);
         }
-        let mut out: Vec<Hir> = Vec::new();
+        let mut out: Vec<Expr> = Vec::new();
         let mut seq: Vec<Value> = Vec::new();
         #[allow(clippy::too_many_arguments)]
         fn go(
@@ -142,7 +141,7 @@ impl<'a> Compiler<'a> {
             rest: &Option<Vec<Value>>,
             len: (u64, u64),
             seq: &mut Vec<Value>,
-            out: &mut Vec<Hir>,
+            out: &mut Vec<Expr>,
             limit: usize,
         ) -> bool {
             let i = seq.len();
@@ -202,7 +201,7 @@ impl<'a> Compiler<'a> {
         from: u64,
         len: (u64, Option<u64>),
         ptr: &str,
-    ) -> Result<Option<Hir>> {
+    ) -> Result<Option<Expr>> {
         let cptr = child(ptr, "contains");
         let both = |s: &Value, extra: Value| {
             let mut o = Map::new();
@@ -214,7 +213,7 @@ impl<'a> Compiler<'a> {
         let not_c = Value::Object(not_c);
         let any = Value::Bool(true);
         // (non-matching, matching) item languages per prefix position, then for the rest
-        let mut pairs: Vec<(Option<Hir>, Option<Hir>)> = Vec::new();
+        let mut pairs: Vec<(Option<Expr>, Option<Expr>)> = Vec::new();
         for (i, s) in prefix.iter().enumerate() {
             if (i as u64) < from {
                 pairs.push((self.schema(s, &cptr)?, None));
@@ -245,15 +244,15 @@ impl<'a> Compiler<'a> {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn contains_seq(
         &self,
-        pairs: &[(Option<Hir>, Option<Hir>)],
-        rest: &(Option<Hir>, Option<Hir>),
+        pairs: &[(Option<Expr>, Option<Expr>)],
+        rest: &(Option<Expr>, Option<Expr>),
         i: u64,
         c: u64,
         counts: (u64, Option<u64>),
         len: (u64, Option<u64>),
         budget: &mut u64,
         ptr: &str,
-    ) -> Result<Option<Hir>> {
+    ) -> Result<Option<Expr>> {
         *budget += 1;
         if *budget > 4096 {
             return Err(schema_error(
@@ -264,7 +263,7 @@ impl<'a> Compiler<'a> {
         }
         let (lo, hi) = counts;
         let (min, max) = len;
-        let item = |h: &Hir| {
+        let item = |h: &Expr| {
             if i > 0 {
                 concat(vec![self.comma(), h.clone()])
             } else {
@@ -298,9 +297,9 @@ impl<'a> Compiler<'a> {
             }
             return Ok(Some(concat(parts)));
         }
-        let mut alts: Vec<Option<Hir>> = Vec::new();
+        let mut alts: Vec<Option<Expr>> = Vec::new();
         if i >= min && c >= lo {
-            alts.push(Some(Hir::empty()));
+            alts.push(Some(Expr::empty()));
         }
         if max.is_none_or(|m| i < m) {
             if !in_prefix && min.saturating_sub(i) > 64 {
@@ -338,14 +337,14 @@ impl<'a> Compiler<'a> {
 
     pub(super) fn array_tail(
         &self,
-        pre: &[Option<Hir>],
-        rest: Option<&Hir>,
+        pre: &[Option<Expr>],
+        rest: Option<&Expr>,
         i: u64,
         min: u64,
         max: Option<u64>,
-    ) -> Option<Hir> {
+    ) -> Option<Expr> {
         if max.is_some_and(|mx| i >= mx) {
-            return Some(Hir::empty());
+            return Some(Expr::empty());
         }
         let k = pre.len() as u64;
         if i < k {
@@ -361,7 +360,7 @@ impl<'a> Compiler<'a> {
                 Some(concat(v))
             });
             return if i >= min {
-                Some(body.map(opt).unwrap_or_else(Hir::empty))
+                Some(body.map(opt).unwrap_or_else(Expr::empty))
             } else {
                 body
             };
@@ -369,7 +368,7 @@ impl<'a> Compiler<'a> {
         let a = min.saturating_sub(i);
         let b = max.map(|mx| mx - i);
         match rest {
-            None => (a == 0).then(Hir::empty),
+            None => (a == 0).then(Expr::empty),
             Some(r) if i > 0 => Some(rep(
                 concat(vec![self.comma(), r.clone()]),
                 a as u32,

@@ -1,4 +1,5 @@
-//! The schema walker: JSON Schema (a `serde_json::Value`) → HIR over JSON text.
+//! The schema walker: JSON Schema (a `serde_json::Value`) → the automata layer's intermediate
+//! form ([`Expr`]) over JSON text.
 //!
 //! Every function returns `Ok(None)` for an empty language (no JSON value satisfies that part:
 //! `false`, an empty interval, or a `$ref` cut at the recursion limit) so that optional
@@ -21,7 +22,8 @@ use serde_json::{Map, Value};
 use super::keywords::{ANNOTATIONS, SUPPORTED, UNSUPPORTED};
 use super::number::{any_number, Dec};
 use super::options::{JsonSchemaOptions, OneOf, Whitespace};
-use crate::automata::hir::{alt, alt_opt, class, concat, lit, nodes, opt, rep, star, weight};
+use crate::automata::expr::{alt, alt_opt, concat, lit, opt, rep, Expr};
+use crate::automata::hir::{self as hirs, class, star};
 use crate::automata::spell::any_char;
 use crate::error::{Error, Result};
 
@@ -90,7 +92,7 @@ pub(crate) struct Compiler<'a> {
     pub(super) eval_scopes: u32,
     /// Current nesting of `schema` calls.
     depth: u32,
-    any_cache: Vec<Hir>,
+    any_cache: Vec<Expr>,
     any_string: Hir,
     /// Total size (`hirs::nodes`) of the reference expansions and object member lists built so
     /// far (copies included): bounds the memory spent while compiling, before the final size
@@ -124,10 +126,10 @@ impl<'a> Compiler<'a> {
         let root = &docs[0];
         let ws_class = class(&[('\t', '\n'), ('\r', '\r'), (' ', ' ')]);
         let (sep, inner) = match &opts.whitespace {
-            Whitespace::Default => (opt(lit(" ")), Hir::empty()),
+            Whitespace::Default => (hirs::opt(hirs::lit(" ")), Hir::empty()),
             Whitespace::Compact => (Hir::empty(), Hir::empty()),
             Whitespace::Flexible => {
-                let w = rep(ws_class, 0, Some(opts.max_whitespace));
+                let w = hirs::rep(ws_class, 0, Some(opts.max_whitespace));
                 (w.clone(), w)
             }
             Whitespace::Pattern(p) => {
@@ -143,7 +145,7 @@ impl<'a> Compiler<'a> {
                 (h.clone(), h)
             }
         };
-        let any_string = concat(vec![lit("\""), star(any_char()), lit("\"")]);
+        let any_string = hirs::concat(vec![hirs::lit("\""), star(any_char()), hirs::lit("\"")]);
         Ok(Compiler {
             root,
             docs,
@@ -162,7 +164,7 @@ impl<'a> Compiler<'a> {
     }
 
     /// Compile the root schema.
-    pub fn compile_root(&mut self) -> Result<Hir> {
+    pub fn compile_root(&mut self) -> Result<Expr> {
         let root = self.root;
         let h = self.schema(root, "")?;
         let h = match h {
@@ -184,8 +186,8 @@ impl<'a> Compiler<'a> {
         Ok(h)
     }
 
-    fn check_weight(&self, h: &Hir) -> Result<()> {
-        let w = weight(h);
+    fn check_weight(&self, h: &Expr) -> Result<()> {
+        let w = h.weight();
         if w > MAX_WEIGHT {
             return Err(Error::Budget(format!(
                 "the schema expands to an automaton of about {w} nodes (limit {MAX_WEIGHT}): \
@@ -207,32 +209,37 @@ impl<'a> Compiler<'a> {
         }
     }
 
-    fn colon(&self) -> Hir {
-        concat(vec![self.inner.clone(), lit(":"), self.sep.clone()])
+    fn colon(&self) -> Expr {
+        hirs::concat(vec![self.inner.clone(), hirs::lit(":"), self.sep.clone()]).into()
     }
 
-    fn comma(&self) -> Hir {
-        concat(vec![self.inner.clone(), lit(","), self.sep.clone()])
+    fn comma(&self) -> Expr {
+        hirs::concat(vec![self.inner.clone(), hirs::lit(","), self.sep.clone()]).into()
     }
 
-    fn wrap(&self, open: &str, body: Hir, close: &str) -> Hir {
+    /// Any JSON string, in any spelling.
+    fn any_string(&self) -> Expr {
+        self.any_string.clone().into()
+    }
+
+    fn wrap(&self, open: &str, body: Expr, close: &str) -> Expr {
         concat(vec![
             lit(open),
-            self.inner.clone(),
+            self.inner.clone().into(),
             body,
-            self.inner.clone(),
+            self.inner.clone().into(),
             lit(close),
         ])
     }
 
     /// `first (, item){..}` lists: `a..=b` items, each `item`.
-    fn list(&self, item: Hir, a: u64, b: Option<u64>) -> Hir {
+    fn list(&self, item: Expr, a: u64, b: Option<u64>) -> Expr {
         if b == Some(0) {
-            return Hir::empty();
+            return Expr::empty();
         }
         if b.is_none() && a <= 1 {
             // one copy of the item in the automaton (see `automata::nfa`)
-            let core = crate::automata::nfa::sep_list(item, self.comma());
+            let core = crate::automata::expr::sep_list(item, self.comma());
             return if a == 0 { opt(core) } else { core };
         }
         let more = rep(
@@ -251,29 +258,29 @@ impl<'a> Compiler<'a> {
     /// Any JSON value with at most `depth` levels of nested containers.
     /// Any JSON value nested at most `depth` levels: a shared part (see
     /// [`crate::automata::nfa::share`]), so its automaton is built once per process and options.
-    pub fn any_value(&mut self, depth: u32) -> Result<Hir> {
+    pub fn any_value(&mut self, depth: u32) -> Result<Expr> {
         let key = format!("any-value {depth} ({}) ({})", self.inner, self.sep);
         if let Some(m) = crate::automata::nfa::shared_part(&key) {
             return Ok(m);
         }
-        let h = self.any_value_hir(depth)?;
+        let h = self.any_value_expr(depth)?;
         crate::automata::nfa::share(&key, h)
     }
 
-    fn any_value_hir(&mut self, depth: u32) -> Result<Hir> {
+    fn any_value_expr(&mut self, depth: u32) -> Result<Expr> {
         while self.any_cache.len() <= depth as usize {
             let d = self.any_cache.len();
             let mut parts = vec![
                 lit("null"),
                 lit("true"),
                 lit("false"),
-                any_number(false),
-                self.any_string.clone(),
+                any_number(false).into(),
+                self.any_string(),
             ];
             if d > 0 {
                 let v = self.any_cache[d - 1].clone();
                 let arr = self.wrap("[", self.list(v.clone(), 0, None), "]");
-                let kv = concat(vec![self.any_string.clone(), self.colon(), v]);
+                let kv = concat(vec![self.any_string(), self.colon(), v]);
                 let obj = self.wrap("{", self.list(kv, 0, None), "}");
                 parts.push(arr);
                 parts.push(obj);
@@ -281,7 +288,7 @@ impl<'a> Compiler<'a> {
             let h = alt(parts);
             // Each level holds the one below several times over: the size grows geometrically
             // with the depth, so check it level by level, before it can exhaust memory.
-            let w = weight(&h);
+            let w = h.weight();
             if w > MAX_WEIGHT {
                 return Err(Error::Budget(format!(
                     "an unconstrained JSON value nested {d} levels deep expands to about {w} \
@@ -294,13 +301,13 @@ impl<'a> Compiler<'a> {
     }
 
     /// Any JSON object (values up to `max_nesting_depth` levels deep).
-    pub fn any_object(&mut self) -> Result<Hir> {
+    pub fn any_object(&mut self) -> Result<Expr> {
         let v = self.any_value(self.opts.max_nesting_depth)?;
-        let kv = concat(vec![self.any_string.clone(), self.colon(), v]);
+        let kv = concat(vec![self.any_string(), self.colon(), v]);
         Ok(self.wrap("{", self.list(kv, 0, None), "}"))
     }
 
-    pub fn schema(&mut self, s: &Value, ptr: &str) -> Result<Option<Hir>> {
+    pub fn schema(&mut self, s: &Value, ptr: &str) -> Result<Option<Expr>> {
         if self.depth >= MAX_DEPTH {
             return Err(schema_error(
                 "",
@@ -320,9 +327,9 @@ impl<'a> Compiler<'a> {
     /// Add a reference expansion's size to the running total. Copies of a sub-schema only
     /// multiply through references (recursion unrolled level by level), so counting there
     /// stops a runaway expansion early without weighing every sub-schema at every level.
-    fn count_built(&mut self, h: &Option<Hir>, ptr: &str) -> Result<()> {
+    fn count_built(&mut self, h: &Option<Expr>, ptr: &str) -> Result<()> {
         if let Some(h) = h {
-            self.built = self.built.saturating_add(nodes(h));
+            self.built = self.built.saturating_add(h.nodes());
             if self.built > MAX_BUILT {
                 return Err(Error::Budget(format!(
                     "the schema expands to more than {MAX_BUILT} expression nodes while compiling \
@@ -334,7 +341,7 @@ impl<'a> Compiler<'a> {
         Ok(())
     }
 
-    fn schema_unchecked(&mut self, s: &Value, ptr: &str) -> Result<Option<Hir>> {
+    fn schema_unchecked(&mut self, s: &Value, ptr: &str) -> Result<Option<Expr>> {
         match s {
             Value::Bool(true) => Ok(Some(self.any_value(self.opts.max_nesting_depth)?)),
             Value::Bool(false) => Ok(None),
@@ -373,7 +380,7 @@ impl<'a> Compiler<'a> {
             && k != "definitions"
     }
 
-    fn object_schema(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
+    fn object_schema(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Expr>> {
         self.check_keywords(m, ptr)?;
         if self.needs_algebra(m, ptr)? {
             let terms = self.expand(&Value::Object(m.clone()), ptr, 0)?;
@@ -469,7 +476,7 @@ impl<'a> Compiler<'a> {
     }
 
     /// Compile a schema that was built here (merged).
-    fn owned(&mut self, v: Value, ptr: &str) -> Result<Option<Hir>> {
+    fn owned(&mut self, v: Value, ptr: &str) -> Result<Option<Expr>> {
         self.schema(&v, ptr)
     }
 }

@@ -5,14 +5,15 @@ use serde_json::{Map, Value};
 
 use super::scalars::{spelled_combination, spelled_not_in};
 use super::{child, literal_values, schema_error, Compiler, MAX_BUILT, MAX_WEIGHT};
-use crate::automata::hir::{alt, concat, lit, nodes, rep, weight};
+use crate::automata::expr::{alt, concat, lit, rep, Expr};
+use crate::automata::hir as hirs;
 use crate::automata::spell::{dot_all, spell_str};
 use crate::error::{Error, Result};
 use crate::json_schema::keywords::{SOME_EXTRA, T_STRING};
 use crate::json_schema::options::AdditionalProperties;
 
 impl<'a> Compiler<'a> {
-    pub(super) fn object(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
+    pub(super) fn object(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Expr>> {
         if m.contains_key(SOME_EXTRA) {
             self.unsupported(
                 "additionalProperties",
@@ -45,7 +46,7 @@ impl<'a> Compiler<'a> {
             Some(_) => return Err(schema_error("required", ptr, "required must be an array")),
         }
         // Values allowed for undeclared properties.
-        let extra: Option<Hir> = match m.get("additionalProperties") {
+        let extra: Option<Expr> = match m.get("additionalProperties") {
             None => match self.opts.additional_properties {
                 AdditionalProperties::Allow => Some(self.any_value(self.opts.max_nesting_depth)?),
                 AdditionalProperties::Forbid => None,
@@ -75,7 +76,7 @@ impl<'a> Compiler<'a> {
         };
         // Declared properties in schema order, then required names the properties lack.
         let mut names: Vec<String> = props.keys().cloned().collect();
-        let mut items: Vec<(Hir, bool)> = Vec::new();
+        let mut items: Vec<(Expr, bool)> = Vec::new();
         let entries: Vec<(String, Option<&Value>)> = props
             .iter()
             .map(|(k, v)| (k.clone(), Some(v)))
@@ -127,7 +128,7 @@ impl<'a> Compiler<'a> {
                 Some(v) => {
                     let kv = concat(vec![
                         lit("\""),
-                        spell_str(&name),
+                        spell_str(&name).into(),
                         lit("\""),
                         self.colon(),
                         v,
@@ -202,8 +203,8 @@ impl<'a> Compiler<'a> {
         let mut all_optional = true;
         for (kv, req) in &items {
             let copies = if shared { 1 } else { 1 + leading_optional };
-            estimate = estimate.saturating_add(weight(kv).saturating_mul(copies));
-            held = held.saturating_add(nodes(kv).saturating_mul(copies));
+            estimate = estimate.saturating_add(kv.weight().saturating_mul(copies));
+            held = held.saturating_add(kv.nodes().saturating_mul(copies));
             if *req {
                 all_optional = false;
             } else if all_optional {
@@ -212,8 +213,8 @@ impl<'a> Compiler<'a> {
         }
         if let Some(kv) = &extra_kv {
             let copies = if shared { 1 } else { 2 + leading_optional };
-            estimate = estimate.saturating_add(weight(kv).saturating_mul(copies));
-            held = held.saturating_add(nodes(kv).saturating_mul(copies));
+            estimate = estimate.saturating_add(kv.weight().saturating_mul(copies));
+            held = held.saturating_add(kv.nodes().saturating_mul(copies));
         }
         self.built = self.built.saturating_add(held);
         if estimate > MAX_WEIGHT {
@@ -240,7 +241,7 @@ impl<'a> Compiler<'a> {
             )));
         }
         let body = if shared {
-            crate::automata::nfa::member_seq(items, self.comma(), extra_kv)
+            crate::automata::expr::member_seq(items, self.comma(), extra_kv)
         } else {
             self.props_from(&items, 0, true, extra_kv.as_ref(), extra_bounds)
         };
@@ -272,9 +273,9 @@ impl<'a> Compiler<'a> {
                     self.big(k, ptr, n)?;
                     let any = dot_all();
                     pos.push(if k == "minLength" {
-                        rep(any, n as u32, None)
+                        hirs::rep(any, n as u32, None)
                     } else {
-                        rep(any, 0, Some(n as u32))
+                        hirs::rep(any, 0, Some(n as u32))
                     });
                 }
                 "const" | "enum" => {
@@ -284,7 +285,7 @@ impl<'a> Compiler<'a> {
                         .filter_map(Value::as_str)
                         .map(|s| Hir::literal(s.as_bytes()))
                         .collect();
-                    pos.push(alt(strs));
+                    pos.push(hirs::alt(strs));
                 }
                 "format" => {
                     if let Some(h) = v.as_str().and_then(|f| self.asserted_format(f)) {
@@ -317,9 +318,9 @@ impl<'a> Compiler<'a> {
         names: &[String],
         patterns: &[(Hir, Value)],
         key_lang: Option<&[Hir]>,
-        extra: Option<Hir>,
+        extra: Option<Expr>,
         ptr: &str,
-    ) -> Result<Option<Hir>> {
+    ) -> Result<Option<Expr>> {
         if patterns.is_empty() && key_lang.is_none() {
             return Ok(extra.map(|v| {
                 let key = spelled_not_in(
@@ -337,7 +338,7 @@ impl<'a> Compiler<'a> {
                 ptr,
                 "more than 6 patternProperties in one object are not supported",
             )?;
-            return Ok(extra.map(|v| concat(vec![self.any_string.clone(), self.colon(), v])));
+            return Ok(extra.map(|v| concat(vec![self.any_string(), self.colon(), v])));
         }
         let declared: Vec<Hir> = names.iter().map(|n| Hir::literal(n.as_bytes())).collect();
         let mut alts = Vec::new();
@@ -385,15 +386,15 @@ impl<'a> Compiler<'a> {
 
     pub(super) fn props_from(
         &self,
-        items: &[(Hir, bool)],
+        items: &[(Expr, bool)],
         i: usize,
         first: bool,
-        extra: Option<&Hir>,
+        extra: Option<&Expr>,
         eb: (u64, Option<u64>),
-    ) -> Hir {
+    ) -> Expr {
         if i == items.len() {
             return match extra {
-                None => Hir::empty(),
+                None => Expr::empty(),
                 Some(kv) if first => self.list(kv.clone(), eb.0, eb.1),
                 Some(kv) => rep(
                     concat(vec![self.comma(), kv.clone()]),

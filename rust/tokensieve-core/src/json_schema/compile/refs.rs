@@ -1,10 +1,10 @@
 //! References (`$ref`), `allOf` flattening and the merging of schemas.
 
-use regex_syntax::hir::Hir;
 use serde_json::{Map, Value};
 
 use super::scalars::pattern_language;
 use super::{json_eq, schema_error, Compiler};
+use crate::automata::expr::Expr;
 use crate::error::Result;
 use crate::json_schema::keywords::{
     bits_to_types, type_bits, ALL_PATTERNS, ANNOTATIONS, NOT_IN, NOT_PATTERN, T_ALL,
@@ -57,7 +57,7 @@ impl<'a> Compiler<'a> {
         }
     }
 
-    pub(super) fn reference(&mut self, r: &str, ptr: &str) -> Result<Option<Hir>> {
+    pub(super) fn reference(&mut self, r: &str, ptr: &str) -> Result<Option<Expr>> {
         let (target, tptr) = self.resolve(r, ptr)?;
         let active = self.stack.iter().filter(|p| **p == tptr).count();
         if active >= self.opts.max_recursion_depth as usize {

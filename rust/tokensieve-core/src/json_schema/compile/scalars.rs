@@ -4,9 +4,10 @@ use regex_syntax::hir::Hir;
 use serde_json::{Map, Value};
 
 use super::{json_eq, schema_error, Compiler, MAX_COUNT};
+use crate::automata::expr::{alt, alt_opt, concat, lit, Expr};
+use crate::automata::hir as hirs;
 #[cfg(test)]
 use crate::automata::hir::class;
-use crate::automata::hir::{alt, alt_opt, concat, lit, opt, rep, star};
 use crate::automata::spell::{any_char, dot_all, encode, spell_char, spell_not, spell_str};
 use crate::error::{Error, Result};
 use crate::json_schema::keywords::{
@@ -20,7 +21,7 @@ use crate::json_schema::string::{char_len, format_regex, search_form, translate_
 impl<'a> Compiler<'a> {
     // ---- const / enum ------------------------------------------------------------------
 
-    pub(super) fn values(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
+    pub(super) fn values(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Expr>> {
         let mut vals: Vec<Value> = match m.get("enum") {
             Some(Value::Array(v)) => v.clone(),
             Some(_) => return Err(schema_error("enum", ptr, "enum must be an array")),
@@ -42,7 +43,7 @@ impl<'a> Compiler<'a> {
             }
         }
         let vals = kept;
-        let alts: Vec<Hir> = vals.iter().map(|v| self.literal(v)).collect();
+        let alts: Vec<Expr> = vals.iter().map(|v| self.literal(v)).collect();
         Ok(if alts.is_empty() {
             None
         } else {
@@ -50,13 +51,13 @@ impl<'a> Compiler<'a> {
         })
     }
 
-    pub(super) fn literal(&self, v: &Value) -> Hir {
+    pub(super) fn literal(&self, v: &Value) -> Expr {
         match v {
             Value::Null => lit("null"),
             Value::Bool(true) => lit("true"),
             Value::Bool(false) => lit("false"),
-            Value::Number(n) => number_literal(&Dec::from_json(n)),
-            Value::String(s) => concat(vec![lit("\""), spell_str(s), lit("\"")]),
+            Value::Number(n) => number_literal(&Dec::from_json(n)).into(),
+            Value::String(s) => concat(vec![lit("\""), spell_str(s).into(), lit("\"")]),
             Value::Array(xs) => {
                 let mut items = Vec::new();
                 for (i, x) in xs.iter().enumerate() {
@@ -73,7 +74,7 @@ impl<'a> Compiler<'a> {
                     if i > 0 {
                         items.push(self.comma());
                     }
-                    items.push(concat(vec![lit("\""), spell_str(k), lit("\"")]));
+                    items.push(concat(vec![lit("\""), spell_str(k).into(), lit("\"")]));
                     items.push(self.colon());
                     items.push(self.literal(x));
                 }
@@ -108,7 +109,7 @@ impl<'a> Compiler<'a> {
         Ok(bits)
     }
 
-    pub(super) fn typed(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
+    pub(super) fn typed(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Expr>> {
         let bits = self.type_bits_of(m, ptr)?;
         if bits == T_ALL && !m.keys().any(|k| Self::is_validity(k) && k != "type") {
             return Ok(Some(self.any_value(self.opts.max_nesting_depth)?));
@@ -121,11 +122,11 @@ impl<'a> Compiler<'a> {
             alts.push(Some(alt(vec![lit("true"), lit("false")])));
         }
         if bits & T_INT != 0 && bits & T_FRAC != 0 {
-            alts.push(self.number(m, ptr, false)?);
+            alts.push(self.number(m, ptr, false)?.map(Expr::from));
         } else if bits & T_INT != 0 {
-            alts.push(self.number(m, ptr, true)?);
+            alts.push(self.number(m, ptr, true)?.map(Expr::from));
         } else if bits & T_FRAC != 0 {
-            alts.push(self.fraction(m, ptr)?);
+            alts.push(self.fraction(m, ptr)?.map(Expr::from));
         }
         if bits & T_STRING != 0 {
             alts.push(self.string(m, ptr)?);
@@ -202,20 +203,17 @@ impl<'a> Compiler<'a> {
     /// Non-integral numbers (from `not: {type: integer}`), spelled with a fraction part that is
     /// not all zeros and no exponent.
     pub(super) fn fraction(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
-        let int = alt(vec![
-            lit("0"),
-            concat(vec![
-                crate::automata::hir::digits(1, 9),
-                star(crate::automata::hir::digits(0, 9)),
-            ]),
+        let int = hirs::alt(vec![
+            hirs::lit("0"),
+            hirs::concat(vec![hirs::digits(1, 9), hirs::star(hirs::digits(0, 9))]),
         ]);
-        let frac = concat(vec![
-            opt(lit("-")),
+        let frac = hirs::concat(vec![
+            hirs::opt(hirs::lit("-")),
             int,
-            lit("."),
-            star(crate::automata::hir::digits(0, 9)),
-            crate::automata::hir::digits(1, 9),
-            star(crate::automata::hir::digits(0, 9)),
+            hirs::lit("."),
+            hirs::star(hirs::digits(0, 9)),
+            hirs::digits(1, 9),
+            hirs::star(hirs::digits(0, 9)),
         ]);
         let (lo, hi) = self.bounds(m, ptr)?;
         if lo.is_none()
@@ -328,7 +326,7 @@ impl<'a> Compiler<'a> {
         pattern_language(p).map_err(|e| schema_error("pattern", ptr, e))
     }
 
-    pub(super) fn string(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
+    pub(super) fn string(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Expr>> {
         let min = self.count(m, "minLength", ptr)?.unwrap_or(0);
         let max = self.count(m, "maxLength", ptr)?;
         if max.is_some_and(|mx| mx < min) {
@@ -377,7 +375,7 @@ impl<'a> Compiler<'a> {
             .map(|s| s.chars().collect())
             .collect();
         let content = if pos.is_empty() && neg.is_empty() && names.is_empty() {
-            Some(rep(any_char(), min as u32, max.map(|x| x as u32)))
+            Some(hirs::rep(any_char(), min as u32, max.map(|x| x as u32)).into())
         } else if pos.is_empty() && neg.is_empty() && min == 0 && max.is_none() {
             Some(spelled_not_in(&names))
         } else {
@@ -389,11 +387,15 @@ impl<'a> Compiler<'a> {
                 let fits = lo >= min && max.is_none_or(|mx| hi.is_some_and(|h| h <= mx));
                 let disjoint = hi.is_some_and(|h| h < min) || max.is_some_and(|mx| lo > mx);
                 if fits {
-                    fast = Some(Some(encode(h).map_err(|e| schema_error(what, ptr, e))?));
+                    fast = Some(Some(
+                        encode(h).map_err(|e| schema_error(what, ptr, e))?.into(),
+                    ));
                 } else if disjoint {
                     fast = Some(None);
                 } else if let Some(h2) = narrow_repetition(h, min, max) {
-                    fast = Some(Some(encode(&h2).map_err(|e| schema_error(what, ptr, e))?));
+                    fast = Some(Some(
+                        encode(&h2).map_err(|e| schema_error(what, ptr, e))?.into(),
+                    ));
                 }
             }
             match fast {
@@ -402,7 +404,7 @@ impl<'a> Compiler<'a> {
                     // the general case: intersect and subtract the decoded languages
                     let mut p: Vec<Hir> = pos.into_iter().map(|(h, _)| h).collect();
                     if min > 0 || max.is_some() {
-                        p.push(rep(dot_all(), min as u32, max.map(|x| x as u32)));
+                        p.push(hirs::rep(dot_all(), min as u32, max.map(|x| x as u32)));
                     }
                     for n in &names {
                         neg.push(Hir::literal(n.iter().collect::<String>().into_bytes()));
@@ -416,7 +418,7 @@ impl<'a> Compiler<'a> {
                         Ok(c) => c,
                         Err(e) => {
                             self.unsupported(kw, ptr, &e)?;
-                            Some(star(any_char()))
+                            Some(hirs::star(any_char()).into())
                         }
                     }
                 }
@@ -433,13 +435,13 @@ impl<'a> Compiler<'a> {
 pub(super) fn spelled_combination(
     pos: &[Hir],
     neg: &[Hir],
-) -> std::result::Result<Option<Hir>, String> {
+) -> std::result::Result<Option<Expr>, String> {
     match crate::automata::strlang::combined_dfa(pos, neg)? {
         None => Ok(None),
-        Some(d) => match crate::automata::nfa::char_dfa_mark(&d) {
-            Some(mark) => Ok(Some(mark)),
+        Some(d) => match crate::automata::expr::char_dfa(&d) {
+            Some(states) => Ok(Some(states)),
             None => match crate::automata::strlang::combine(pos, neg)? {
-                Some(h) => encode(&h).map(Some),
+                Some(h) => encode(&h).map(|e| Some(e.into())),
                 None => Ok(None),
             },
         },
@@ -460,7 +462,7 @@ pub(crate) fn pattern_language(p: &str) -> std::result::Result<Hir, String> {
 pub(crate) fn not_in(names: &[Vec<char>]) -> Hir {
     let any = dot_all();
     if names.is_empty() {
-        return star(any);
+        return hirs::star(any);
     }
     let mut parts = Vec::new();
     if !names.iter().any(|n| n.is_empty()) {
@@ -475,7 +477,7 @@ pub(crate) fn not_in(names: &[Vec<char>]) -> Hir {
             .filter(|n| n.first() == Some(&c))
             .map(|n| n[1..].to_vec())
             .collect();
-        parts.push(concat(vec![class(&[(c, c)]), not_in(&tails)]));
+        parts.push(hirs::concat(vec![class(&[(c, c)]), not_in(&tails)]));
     }
     // characters no name starts with here
     let mut ranges = Vec::new();
@@ -491,20 +493,20 @@ pub(crate) fn not_in(names: &[Vec<char>]) -> Hir {
         push_range(&mut ranges, next, 0x10FFFF);
     }
     if !ranges.is_empty() {
-        parts.push(concat(vec![class(&ranges), star(any)]));
+        parts.push(hirs::concat(vec![class(&ranges), hirs::star(any)]));
     }
-    alt(parts)
+    hirs::alt(parts)
 }
 
 /// The JSON spellings of every string but `names` (decoded characters), ready to stand between
 /// quotes: the same language as `encode(&not_in(names))`, built with one shared copy of the
 /// "any characters" tail instead of one per position in the names (see
-/// [`crate::automata::nfa::with_tail`]).
-pub(crate) fn spelled_not_in(names: &[Vec<char>]) -> Hir {
-    fn node(names: &[Vec<char>]) -> Hir {
+/// [`crate::automata::expr::with_tail`]).
+pub(crate) fn spelled_not_in(names: &[Vec<char>]) -> Expr {
+    fn node(names: &[Vec<char>]) -> Expr {
         let mut parts = Vec::new();
         if !names.iter().any(|n| n.is_empty()) {
-            parts.push(Hir::empty());
+            parts.push(Expr::empty());
         }
         let mut firsts: Vec<char> = names.iter().filter_map(|n| n.first().copied()).collect();
         firsts.sort_unstable();
@@ -515,21 +517,18 @@ pub(crate) fn spelled_not_in(names: &[Vec<char>]) -> Hir {
                 .filter(|n| n.first() == Some(&c))
                 .map(|n| n[1..].to_vec())
                 .collect();
-            parts.push(concat(vec![spell_char(c), node(&tails)]));
+            parts.push(concat(vec![spell_char(c).into(), node(&tails)]));
         }
-        parts.push(concat(vec![
-            spell_not(&firsts),
-            crate::automata::nfa::jump(),
-        ]));
+        parts.push(concat(vec![spell_not(&firsts).into(), Expr::Jump]));
         alt(parts)
     }
     if names.is_empty() {
-        return star(any_char());
+        return hirs::star(any_char()).into();
     }
-    if let Some(h) = crate::automata::nfa::ascii_names_excluded(names) {
-        return h;
+    if let Some(x) = crate::automata::expr::ascii_names_excluded(names) {
+        return x;
     }
-    crate::automata::nfa::with_tail(node(names), star(any_char()))
+    crate::automata::expr::with_tail(node(names), hirs::star(any_char()).into())
 }
 
 #[cfg(test)]
@@ -561,5 +560,5 @@ pub(super) fn narrow_repetition(h: &Hir, min: u64, max: Option<u64>) -> Option<H
     if hi.is_some_and(|h| h < lo) {
         return Some(Hir::fail());
     }
-    Some(rep((*r.sub).clone(), lo as u32, hi.map(|h| h as u32)))
+    Some(hirs::rep((*r.sub).clone(), lo as u32, hi.map(|h| h as u32)))
 }

@@ -17,7 +17,7 @@ fn lang(schema: Value) -> Re {
 }
 
 fn lang_with(schema: Value, o: &JsonSchemaOptions) -> Re {
-    Re::new(&compile(&schema, o).unwrap().hir)
+    Re::new(&compile(&schema, o).unwrap().expr)
 }
 
 fn check(schema: Value, ok: &[&str], bad: &[&str]) {
@@ -120,7 +120,7 @@ fn whitespace_policies() {
 
 #[test]
 fn any_object_and_choice() {
-    let r = Re::new(&any_object(&JsonSchemaOptions::default()).unwrap().hir);
+    let r = Re::new(&any_object(&JsonSchemaOptions::default()).unwrap().expr);
     assert!(r.is_match(r#"{"a": [1, {"b": null}], "c": "d"}"#) && !r.is_match("[]"));
     let r = Re::new(&choice(&["yes", "no"]));
     assert!(r.is_match("yes") && !r.is_match("\"yes\""));
@@ -255,7 +255,7 @@ fn shallow_schemas_fit_small_stacks() {
     }
     let h = std::thread::Builder::new()
         .stack_size(1 << 20)
-        .spawn(move || compile(&s, &JsonSchemaOptions::default()).map(|c| c.hir))
+        .spawn(move || compile(&s, &JsonSchemaOptions::default()).map(|c| c.expr))
         .unwrap()
         .join()
         .unwrap()

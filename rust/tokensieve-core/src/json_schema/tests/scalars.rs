@@ -165,7 +165,7 @@ fn unknown_keywords_beside_enum_are_ignored() {
         "{:?}",
         c.warnings
     );
-    let r = Re::new(&c.hir);
+    let r = Re::new(&c.expr);
     assert!(r.is_match(r#""a""#) && !r.is_match(r#""c""#));
 }
 
@@ -334,7 +334,7 @@ fn spell_not_equals_the_spelled_complement() {
 fn any_string_content_compiles_to_the_same_language() {
     use crate::automata::spell::any_char;
     use regex_syntax::hir::Hir;
-    // The marked path builds `any_char()*` straight into states; regex-automata's compiler
+    // The list construct builds `any_char()*` straight into states; regex-automata's compiler
     // builds it from the HIR.
     let body = Hir::repetition(regex_syntax::hir::Repetition {
         min: 0,
@@ -343,7 +343,7 @@ fn any_string_content_compiles_to_the_same_language() {
         sub: Box::new(any_char()),
     });
     let quoted = Hir::concat(vec![Hir::literal(*b"\""), body, Hir::literal(*b"\"")]);
-    let marked = crate::automata::nfa::sep_list(quoted.clone(), Hir::literal(*b","));
+    let marked = crate::automata::expr::sep_list(quoted.clone().into(), Hir::literal(*b",").into());
     let plain = Hir::concat(vec![
         quoted.clone(),
         Hir::repetition(regex_syntax::hir::Repetition {
@@ -353,7 +353,7 @@ fn any_string_content_compiles_to_the_same_language() {
             sub: Box::new(Hir::concat(vec![Hir::literal(*b","), quoted])),
         }),
     ]);
-    assert!(crate::automata::nfa::has_marks(&marked) && !crate::automata::nfa::has_marks(&plain));
+    assert!(!marked.is_plain());
     super::test_util::assert_same_language(&marked, &plain);
 }
 
@@ -380,16 +380,21 @@ fn string_dfas_compile_to_the_same_language_as_their_expressions() {
         pos.push(rep(dot_all(), *min, *max));
         let neg: Vec<Hir> = negs.iter().map(|p| pattern_language(p).unwrap()).collect();
         let d = combined_dfa(&pos, &neg).unwrap().expect("not empty");
-        let mark = crate::automata::nfa::char_dfa_mark(&d).expect("uniform non-ASCII edges");
-        assert!(crate::automata::nfa::has_marks(&mark));
+        let states = crate::automata::expr::char_dfa(&d).expect("uniform non-ASCII edges");
+        assert!(!states.is_plain());
         let expr = encode(&combine(&pos, &neg).unwrap().unwrap()).unwrap();
-        super::test_util::assert_same_language(&quoted(mark), &quoted(expr));
+        let quoted_states = crate::automata::expr::concat(vec![
+            crate::automata::expr::lit("\""),
+            states,
+            crate::automata::expr::lit("\""),
+        ]);
+        super::test_util::assert_same_language(&quoted_states, &quoted(expr));
     }
-    // some non-ASCII characters but not all: no mark (the expression is used)
+    // some non-ASCII characters but not all: no direct states (the expression is used)
     let d = combined_dfa(&[pattern_language("^[a-zé]+$").unwrap()], &[])
         .unwrap()
         .unwrap();
-    assert!(crate::automata::nfa::char_dfa_mark(&d).is_none());
+    assert!(crate::automata::expr::char_dfa(&d).is_none());
     // an empty combination
     let pos = [
         pattern_language("^a+$").unwrap(),

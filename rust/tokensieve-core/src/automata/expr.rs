@@ -1,0 +1,355 @@
+//! The typed intermediate form between the front ends and the NFA builder: a regular expression
+//! over bytes whose leaves are `regex_syntax` HIRs, plus the constructs a HIR cannot share.
+//!
+//! A JSON Schema becomes an [`Expr`]; [`super::nfa::build`] turns it into a Thompson NFA and
+//! [`super::dfa::LazyDfa::from_expr`] runs it. An expression made only of HIR is kept as one
+//! [`Expr::Hir`] leaf (the constructors below merge them), so plain regular parts and plain
+//! regexes keep regex-automata's own compiler; only the constructs below need this layer's
+//! builder.
+//!
+//! Why the constructs exist: written as a regular expression, JSON repeats. A list
+//! `item (sep item)*` holds its item twice, and nesting lists multiplies the copies; the members
+//! of an object, written out, repeat everything after each optional member; "any string but
+//! these names" repeats its "any characters" tail at every position of every name. Each
+//! construct below is compiled with one copy of each part.
+
+use std::sync::Arc;
+
+use regex_syntax::hir::Hir;
+
+use super::charlang::CharDfa;
+use super::hir;
+
+/// A language over bytes (see the module docs).
+#[derive(Clone, Debug)]
+pub(crate) enum Expr {
+    /// A plain regular expression.
+    Hir(Hir),
+    /// At least two parts, not all plain (see [`concat`]).
+    Concat(Vec<Expr>),
+    /// At least two branches, not all plain (see [`alt`]).
+    Alt(Vec<Expr>),
+    /// `sub{min,max}` of a sub-expression that is not plain (see [`rep`]).
+    Repeat {
+        sub: Box<Expr>,
+        min: u32,
+        max: Option<u32>,
+    },
+    /// `item (sep item)*`, with one copy of `item`.
+    List { item: Box<Expr>, sep: Box<Expr> },
+    /// The members of an object: `items` (each `(member, required)`) in order, separated by
+    /// `sep` where two are present, then any number of `tail` members (also separated). One
+    /// copy of each member; as a plain regex every optional member before the first required
+    /// one would repeat all that follows it.
+    Members {
+        items: Vec<(Expr, bool)>,
+        sep: Box<Expr>,
+        tail: Option<Box<Expr>>,
+    },
+    /// `body` in which every [`Expr::Jump`] leaf continues with one shared copy of `tail`: the
+    /// language of `body`'s paths that end normally, plus each path to a jump followed by
+    /// `tail`.
+    WithTail { body: Box<Expr>, tail: Box<Expr> },
+    /// A leaf of the innermost enclosing [`Expr::WithTail`] body: continue with its tail.
+    Jump,
+    /// JSON string contents whose decoded value is none of the names (see
+    /// [`ascii_names_excluded`]).
+    NamesExcluded(Arc<Names>),
+    /// JSON string contents whose decoded value a character DFA accepts (see [`char_dfa`]).
+    CharDfa(Arc<CharStates>),
+    /// A sub-automaton compiled once per process (see [`super::nfa::share`]).
+    Part(Arc<super::nfa::Part>),
+}
+
+/// The names of an [`Expr::NamesExcluded`], each ASCII.
+#[derive(Debug)]
+pub(crate) struct Names {
+    pub names: Vec<Vec<u8>>,
+    /// About the states it compiles to, for the compiler's budgets.
+    pub weight: u64,
+}
+
+/// One state of an [`Expr::CharDfa`].
+#[derive(Debug)]
+pub(crate) struct CharState {
+    pub accept: bool,
+    /// Where every non-ASCII character leads (`None`: nowhere).
+    pub rest: Option<usize>,
+    /// ASCII ranges and their targets.
+    pub ascii: Vec<(u8, u8, usize)>,
+}
+
+/// The states of an [`Expr::CharDfa`].
+#[derive(Debug)]
+pub(crate) struct CharStates {
+    pub start: usize,
+    pub states: Vec<CharState>,
+    pub weight: u64,
+}
+
+impl From<Hir> for Expr {
+    fn from(h: Hir) -> Expr {
+        Expr::Hir(h)
+    }
+}
+
+impl Expr {
+    pub(crate) fn empty() -> Expr {
+        Expr::Hir(Hir::empty())
+    }
+
+    /// The HIR, when the expression is plain.
+    pub(crate) fn as_hir(&self) -> Option<&Hir> {
+        match self {
+            Expr::Hir(h) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// Whether the expression holds a construct only this layer's builder compiles.
+    pub(crate) fn is_plain(&self) -> bool {
+        matches!(self, Expr::Hir(_))
+    }
+
+    /// A rough size of the automaton the expression becomes (repetitions counted by their
+    /// bound; a construct counts each part once), used for the compiler's size budget.
+    pub(crate) fn weight(&self) -> u64 {
+        let sum = |xs: &mut dyn Iterator<Item = &Expr>| {
+            xs.fold(1u64, |acc, x| acc.saturating_add(x.weight()))
+        };
+        match self {
+            Expr::Hir(h) => hir::weight(h),
+            Expr::Concat(xs) | Expr::Alt(xs) => sum(&mut xs.iter()),
+            Expr::Repeat { sub, min, max } => {
+                let k = u64::from(max.unwrap_or(*min).max(1));
+                k.saturating_mul(sub.weight()).saturating_add(1)
+            }
+            Expr::List { item, sep } => sum(&mut [&**item, &**sep].into_iter()),
+            Expr::Members { items, sep, tail } => sum(&mut items
+                .iter()
+                .map(|(x, _)| x)
+                .chain([&**sep])
+                .chain(tail.as_deref())),
+            Expr::WithTail { body, tail } => sum(&mut [&**body, &**tail].into_iter()),
+            Expr::Jump => 1,
+            Expr::NamesExcluded(n) => n.weight,
+            Expr::CharDfa(d) => d.weight,
+            Expr::Part(p) => p.weight(),
+        }
+    }
+
+    /// Nodes held in memory: a repetition counts its sub-expression once, a compiled leaf
+    /// (names, character DFA, shared part) one node (unlike [`Expr::weight`], which estimates
+    /// the automaton).
+    pub(crate) fn nodes(&self) -> u64 {
+        let sum = |xs: &mut dyn Iterator<Item = &Expr>| {
+            xs.fold(1u64, |acc, x| acc.saturating_add(x.nodes()))
+        };
+        match self {
+            Expr::Hir(h) => hir::nodes(h),
+            Expr::Concat(xs) | Expr::Alt(xs) => sum(&mut xs.iter()),
+            Expr::Repeat { sub, .. } => 1 + sub.nodes(),
+            Expr::List { item, sep } => sum(&mut [&**item, &**sep].into_iter()),
+            Expr::Members { items, sep, tail } => sum(&mut items
+                .iter()
+                .map(|(x, _)| x)
+                .chain([&**sep])
+                .chain(tail.as_deref())),
+            Expr::WithTail { body, tail } => sum(&mut [&**body, &**tail].into_iter()),
+            Expr::Jump | Expr::NamesExcluded(_) | Expr::CharDfa(_) | Expr::Part(_) => 1,
+        }
+    }
+}
+
+/// The bytes of `s`, literally.
+pub(crate) fn lit(s: &str) -> Expr {
+    Expr::Hir(hir::lit(s))
+}
+
+/// The concatenation of `items`: one plain leaf when every item is plain; otherwise nested
+/// concatenations are flattened and runs of plain items merged into one leaf.
+pub(crate) fn concat(items: Vec<Expr>) -> Expr {
+    if items.iter().all(Expr::is_plain) {
+        return Expr::Hir(hir::concat(items.into_iter().map(into_hir).collect()));
+    }
+    let mut out: Vec<Expr> = Vec::with_capacity(items.len());
+    let mut run: Vec<Hir> = Vec::new();
+    let flush = |out: &mut Vec<Expr>, run: &mut Vec<Hir>| {
+        if !run.is_empty() {
+            out.push(Expr::Hir(hir::concat(std::mem::take(run))));
+        }
+    };
+    for x in items.into_iter().flat_map(|x| match x {
+        Expr::Concat(xs) => xs,
+        x => vec![x],
+    }) {
+        match x {
+            Expr::Hir(h) => run.push(h),
+            x => {
+                flush(&mut out, &mut run);
+                out.push(x);
+            }
+        }
+    }
+    flush(&mut out, &mut run);
+    if out.len() == 1 {
+        return out.pop().expect("one item");
+    }
+    Expr::Concat(out)
+}
+
+/// The alternation of `items` (the empty alternation matches nothing): one plain leaf when
+/// every branch is plain; otherwise nested alternations are flattened.
+pub(crate) fn alt(items: Vec<Expr>) -> Expr {
+    if items.iter().all(Expr::is_plain) {
+        return Expr::Hir(hir::alt(items.into_iter().map(into_hir).collect()));
+    }
+    let mut out: Vec<Expr> = Vec::with_capacity(items.len());
+    for x in items {
+        match x {
+            Expr::Alt(xs) => out.extend(xs),
+            x => out.push(x),
+        }
+    }
+    if out.len() == 1 {
+        return out.pop().expect("one branch");
+    }
+    Expr::Alt(out)
+}
+
+/// `Some(alternation)` of the present items, `None` when there is none.
+pub(crate) fn alt_opt(items: Vec<Option<Expr>>) -> Option<Expr> {
+    let v: Vec<Expr> = items.into_iter().flatten().collect();
+    (!v.is_empty()).then(|| alt(v))
+}
+
+pub(crate) fn rep(sub: Expr, min: u32, max: Option<u32>) -> Expr {
+    match sub {
+        Expr::Hir(h) => Expr::Hir(hir::rep(h, min, max)),
+        _ if max == Some(0) => Expr::empty(),
+        sub if min == 1 && max == Some(1) => sub,
+        sub => Expr::Repeat {
+            sub: Box::new(sub),
+            min,
+            max,
+        },
+    }
+}
+
+pub(crate) fn opt(sub: Expr) -> Expr {
+    rep(sub, 0, Some(1))
+}
+
+pub(crate) fn star(sub: Expr) -> Expr {
+    rep(sub, 0, None)
+}
+
+fn into_hir(x: Expr) -> Hir {
+    match x {
+        Expr::Hir(h) => h,
+        _ => unreachable!("checked plain"),
+    }
+}
+
+/// `item (sep item)*`, compiled with one copy of `item`.
+pub(crate) fn sep_list(item: Expr, sep: Expr) -> Expr {
+    Expr::List {
+        item: Box::new(item),
+        sep: Box::new(sep),
+    }
+}
+
+/// See [`Expr::Members`].
+pub(crate) fn member_seq(items: Vec<(Expr, bool)>, sep: Expr, tail: Option<Expr>) -> Expr {
+    Expr::Members {
+        items,
+        sep: Box::new(sep),
+        tail: tail.map(Box::new),
+    }
+}
+
+/// See [`Expr::WithTail`].
+pub(crate) fn with_tail(body: Expr, tail: Expr) -> Expr {
+    Expr::WithTail {
+        body: Box::new(body),
+        tail: Box::new(tail),
+    }
+}
+
+/// The JSON string contents (the text between the quotes, in every spelling JSON allows:
+/// raw, short escapes, `\uXXXX` in either case, surrogate pairs) whose decoded value is none
+/// of `names`; `None` unless every name is ASCII. Compiled straight into automaton states: a
+/// trie over the names whose nodes read one character in any spelling, and one shared "any
+/// characters" loop for every character that leaves the trie. The same language built from a
+/// HIR costs several times the states and the time, and undeclared keys of an object with
+/// extra properties allowed take this path in almost every schema.
+pub(crate) fn ascii_names_excluded(names: &[Vec<char>]) -> Option<Expr> {
+    if !names.iter().all(|n| n.iter().all(char::is_ascii)) {
+        return None;
+    }
+    let names: Vec<Vec<u8>> = names
+        .iter()
+        .map(|n| n.iter().map(|&c| c as u8).collect())
+        .collect();
+    let bytes: usize = names.iter().map(|n| n.len() + 1).sum();
+    let weight = 64 + 12 * bytes as u64;
+    Some(Expr::NamesExcluded(Arc::new(Names { names, weight })))
+}
+
+const FIRST_NON_ASCII: u32 = 0x80;
+
+/// The JSON string contents whose decoded value is in the language of `d` (a DFA over
+/// characters without dead states), compiled straight into automaton states: one state per
+/// DFA state reading one character in any spelling. The same language as `encode` of the
+/// DFA's regular expression, without the expression: state elimination can grow
+/// exponentially (a format with a length bound). `None` unless every state sends either all
+/// non-ASCII characters to one state or none of them (what formats and most patterns do).
+pub(crate) fn char_dfa(d: &CharDfa) -> Option<Expr> {
+    let n = d.accept.len();
+    if d.start >= n || d.edges.len() != n {
+        return None;
+    }
+    let mut weight: u64 = 16;
+    let mut states = Vec::with_capacity(n);
+    for (s, edges) in d.edges.iter().enumerate() {
+        let mut ascii: Vec<(u8, u8, usize)> = Vec::new();
+        let mut rest: Option<usize> = None;
+        let mut covered: u64 = 0;
+        for &(lo, hi, t) in edges {
+            if t >= n || lo > hi {
+                return None;
+            }
+            if lo < FIRST_NON_ASCII {
+                ascii.push((lo as u8, hi.min(FIRST_NON_ASCII - 1) as u8, t));
+            }
+            if hi >= FIRST_NON_ASCII {
+                if rest.is_some_and(|r| r != t) {
+                    return None;
+                }
+                rest = Some(t);
+                covered += non_ascii_chars(lo.max(FIRST_NON_ASCII), hi);
+            }
+        }
+        if rest.is_some() && covered != non_ascii_chars(FIRST_NON_ASCII, 0x10FFFF) {
+            return None;
+        }
+        weight += 12 + if rest.is_some() { 24 } else { 0 };
+        states.push(CharState {
+            accept: d.accept[s],
+            rest,
+            ascii,
+        });
+    }
+    Some(Expr::CharDfa(Arc::new(CharStates {
+        start: d.start,
+        states,
+        weight,
+    })))
+}
+
+/// Characters in `lo..=hi`, not counting surrogates.
+fn non_ascii_chars(lo: u32, hi: u32) -> u64 {
+    let all = u64::from(hi) + 1 - u64::from(lo);
+    let (a, b) = (lo.max(0xD800), hi.min(0xDFFF));
+    all - if a <= b { u64::from(b - a) + 1 } else { 0 }
+}
