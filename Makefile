@@ -49,6 +49,7 @@ lint: build
 	$(VENV)/bin/ruff check python tests $(wildcard benches/*.py)
 	$(VENV)/bin/ruff format --check python tests $(wildcard benches/*.py)
 	$(VENV)/bin/mypy
+	$(PY) -m mypy.stubtest tokensieve._core
 
 fmt:
 	cargo fmt --all

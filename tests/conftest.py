@@ -5,17 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-# CI and developers have the project's shared data folder beside the repository.
-SHARED_DIR = REPO_ROOT.parent / "shared"
+from shared_data import SHARED_DIR, TOKENIZERS_DIR, require
 
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     """The ``../shared`` folder beside the repository root; skips the test when it is absent."""
-    if not (SHARED_DIR / "tokenizers").is_dir():
-        pytest.skip(
-            "../shared/tokenizers not found: real-vocabulary tests need the shared data folder"
-        )
+    require(TOKENIZERS_DIR, "this real-vocabulary test")
     return SHARED_DIR

@@ -7,16 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from shared_data import require, tokenizer_dir
 
 import tokensieve as ts
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "tokenizers"
-
 
 def shared_tokenizer(name: str) -> Path:
-    path = SHARED / name
-    if not (path / "tokenizer.json").is_file():
-        pytest.skip(f"{path} not found: real-vocabulary tests need ../shared/tokenizers")
+    path = tokenizer_dir(name)
+    require(path / "tokenizer.json", "this real-vocabulary test")
     return path
 
 

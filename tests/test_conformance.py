@@ -19,11 +19,9 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from shared_data import LLAMA3_DIR as TOKENIZER_DIR
+from shared_data import SUITE_DIR
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DIR = REPO_ROOT.parent / "shared"
-SUITE_DIR = SHARED_DIR / "data" / "json-schema-test-suite"
-TOKENIZER_DIR = SHARED_DIR / "tokenizers" / "llama3"
 CONFORMANCE_DIR = Path(__file__).resolve().parent / "conformance"
 # Per-group cap: generous, as the CI machine may be busy (timed-out groups are retried once
 # with three times the cap before they count).

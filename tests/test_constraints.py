@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import tokensieve as ts
+from tokensieve import _core, constraints
 from tokensieve.constraints import KINDS, Constraint, GrammarCache, compile_constraint
 
 
@@ -71,3 +74,47 @@ def test_transformers_adapter_imports_no_vllm_code() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def _stub_keywords(cls: str, method: str) -> list[str]:
+    """Keyword-only parameter names of ``cls.method`` in ``_core.pyi``."""
+    stub = Path(ts.__file__).parent / "_core.pyi"
+    for node in ast.parse(stub.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            for f in node.body:
+                if isinstance(f, ast.FunctionDef) and f.name == method:
+                    return [a.arg for a in f.args.kwonlyargs]
+    raise AssertionError(f"{cls}.{method} is not in the stub")
+
+
+def test_option_names_live_in_the_core() -> None:
+    """The stub's keyword arguments, the constraint model and the core agree on option names
+    (the core's ``CompileOptions::set`` is the one reader; stubtest checks the other
+    signatures against the module)."""
+    engine, schema = list(_core.GRAMMAR_OPTIONS), list(_core.SCHEMA_OPTIONS)
+    assert constraints.ENGINE_OPTIONS == tuple(engine)
+    assert constraints.SCHEMA_OPTIONS == tuple(schema)
+    assert sorted(_stub_keywords("Grammar", "from_json_schema")) == sorted(engine + schema)
+    assert _stub_keywords("Grammar", "from_regex") == engine
+    assert _stub_keywords("Grammar", "from_choice") == engine
+    assert set(_stub_keywords("Grammar", "from_json_object")) <= set(engine + schema)
+    vocab = ts.Vocabulary([b"a", b""], [1])
+    for name in engine + schema:
+        with pytest.raises(ValueError, match=name):
+            ts.Grammar.from_json_schema({}, vocab, **{name: "not a value {"})
+    with pytest.raises(ValueError, match='unknown option "nope"; options are max_states'):
+        ts.Grammar.from_json_object(vocab, nope=1)
+
+
+def test_bindings_never_import_the_python_package() -> None:
+    """The extension sits below the package: no ``py.import("tokensieve...")`` in its sources."""
+    src = Path(__file__).resolve().parents[1] / "rust" / "tokensieve-py" / "src"
+    files = sorted(src.glob("*.rs"))
+    assert files, f"no binding sources under {src}"
+    offenders = [
+        f"{f.name}:{n}"
+        for f in files
+        for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1)
+        if 'import("tokensieve' in line.replace(" ", "")
+    ]
+    assert not offenders, f"the bindings import the Python package at {offenders}"

@@ -43,20 +43,16 @@ import re
 import time
 import zlib
 from collections import Counter
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 import pytest
+from shared_data import DEV_SET, SUITE_DIR
+from shared_data import LLAMA3_DIR as TOKENIZER_DIR
 
 import tokensieve as ts
 
 jsonschema = pytest.importorskip("jsonschema")
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DIR = REPO_ROOT.parent / "shared"
-DEV_SET = SHARED_DIR / "data" / "jsonschemabench-dev.jsonl.gz"
-TOKENIZER_DIR = SHARED_DIR / "tokenizers" / "llama3"
 
 DEV_LINES = 6761
 SAMPLE_SEED = 20240601
@@ -424,7 +420,7 @@ def test_dev_sample_summary(walker: Walker) -> None:
     assert STATS["walks finished"] >= 0.7 * WALKS * STATS["compiled"]
 
 
-SUITE_FORMATS = SHARED_DIR / "data" / "json-schema-test-suite" / "draft2020-12" / "optional"
+SUITE_FORMATS = SUITE_DIR / "draft2020-12" / "optional"
 
 
 def _known_gap(fmt: str, description: str, data: object) -> bool:

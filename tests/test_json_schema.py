@@ -402,7 +402,7 @@ def test_schema_inputs_and_errors(
     with pytest.raises(ts.SchemaError) as e:
         ts.Grammar.from_json_schema({"items": {"type": ["integer", "x-ts-fraction"]}}, vocab)
     assert e.value.keyword == "type" and e.value.pointer == "/items"
-    with pytest.raises(ValueError, match="unknown JSON Schema option"):
+    with pytest.raises(ValueError, match='unknown option "no_such_option"; options are max_states'):
         ts.Grammar.from_json_schema({}, vocab, no_such_option=1)
     with pytest.raises(ValueError, match="whitespace"):
         ts.Grammar.from_json_schema({}, vocab, whitespace="x+")

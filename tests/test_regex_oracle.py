@@ -48,10 +48,10 @@ import interegular
 import numpy as np
 import pytest
 import regex
+from shared_data import TOKENIZERS_DIR as SHARED_TOKENIZERS  # noqa: E402
 
 import tokensieve as ts
 
-SHARED_TOKENIZERS = Path(__file__).resolve().parents[1].parent / "shared" / "tokenizers"
 HF_VOCABS = ("llama3", "qwen2", "llama2")
 VOCAB_NAMES = (*HF_VOCABS, "tekken")
 FULL_SWEEP_VOCAB = (

@@ -12,13 +12,14 @@ from __future__ import annotations
 import functools
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
+
+from shared_data import LLAMA3_DIR as LLAMA3  # noqa: E402
 
 import tokensieve as ts  # noqa: E402
 from tokensieve.transformers import (  # noqa: E402
@@ -28,8 +29,6 @@ from tokensieve.transformers import (  # noqa: E402
     TransformersLogitsProcessor,
 )
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "tokenizers"
-LLAMA3 = SHARED / "llama3"
 PADDED_VOCAB = 128
 
 # Bounded regexes; the longest match of each is under MAX_NEW_TOKENS - 1 bytes.

@@ -19,12 +19,12 @@ from tokensieve._core import (
     SchemaError,
     TokensieveError,
     UnspellableError,
-    Vocabulary,
     VocabularyError,
     __version__,
 )
 from tokensieve.bitmask import allocate_token_bitmask, bitmask_words, fill_next_token_bitmask
 from tokensieve.kernels import apply_token_bitmask_inplace
+from tokensieve.vocabulary import Vocabulary
 
 __all__ = [
     "BudgetError",

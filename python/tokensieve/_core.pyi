@@ -2,7 +2,30 @@ from collections.abc import Mapping, Sequence
 from os import PathLike
 from typing import Any, Literal
 
+from typing_extensions import Self, disjoint_base, final
+
 __version__: str
+GRAMMAR_OPTIONS: list[str]
+SCHEMA_OPTIONS: list[str]
+__all__ = [
+    "Vocabulary",
+    "_PreparedVocabulary",
+    "Grammar",
+    "Matcher",
+    "fill_next_token_bitmask",
+    "read_index_header",
+    "constraint_hash",
+    "TokensieveError",
+    "RegexError",
+    "BudgetError",
+    "VocabularyError",
+    "UnspellableError",
+    "SchemaError",
+    "__version__",
+    "GRAMMAR_OPTIONS",
+    "SCHEMA_OPTIONS",
+    "_apply_token_bitmask_cpu",
+]
 
 class TokensieveError(Exception): ...
 
@@ -17,31 +40,26 @@ class SchemaError(TokensieveError):
     keyword: str
     pointer: str
 
+@final
+class _PreparedVocabulary: ...
+
+@disjoint_base
 class Vocabulary:
-    def __init__(
-        self,
-        tokens: Sequence[bytes],
+    def __new__(
+        cls,
+        tokens: Sequence[bytes] | _PreparedVocabulary,
         eos_token_ids: Sequence[int],
         special_token_ids: Sequence[int] = ...,
         vocab_size: int | None = None,
-    ) -> None: ...
-    @staticmethod
-    def from_pretrained(
-        tokenizer: Any, vocab_size: int | None = None, eos_token_ids: Sequence[int] | None = None
-    ) -> Vocabulary: ...
-    @staticmethod
-    def from_tiktoken(
-        path: str | PathLike[str],
-        eos_token_ids: Sequence[int],
-        special_token_ids: Sequence[int] = ...,
-        vocab_size: int | None = None,
-    ) -> Vocabulary: ...
-    @staticmethod
-    def from_tekken(
-        path: str | PathLike[str] | None = None,
+    ) -> Self: ...
+    @classmethod
+    def from_tokenizer_json(
+        cls,
+        json: str,
         vocab_size: int | None = None,
         eos_token_ids: Sequence[int] | None = None,
-    ) -> Vocabulary: ...
+        eos_token_names: Sequence[str] = ...,
+    ) -> Self: ...
     @property
     def vocab_size(self) -> int: ...
     @property
@@ -57,6 +75,7 @@ class Vocabulary:
     def token_bytes(self, token_id: int) -> bytes | None: ...
     def __len__(self) -> int: ...
 
+@disjoint_base
 class Grammar:
     @staticmethod
     def from_regex(
@@ -134,6 +153,7 @@ class Grammar:
     def stats(self) -> dict[str, int | bool]: ...
     def matcher(self, max_rollback: int | None = None) -> Matcher: ...
 
+@disjoint_base
 class Matcher:
     @property
     def grammar(self) -> Grammar: ...
@@ -149,8 +169,8 @@ class Matcher:
     def is_accepting(self) -> bool: ...
     def fill_next_token_bitmask(self, bitmask: Any, index: int = 0) -> None: ...
 
-def _fill_next_token_bitmask(
-    matchers: Sequence[Matcher], address: int, rows: int, row_words: int, indices: Sequence[int]
+def fill_next_token_bitmask(
+    matchers: Sequence[Matcher], bitmask: Any, indices: Sequence[int] | None = None
 ) -> None: ...
 def read_index_header(path: str | PathLike[str]) -> dict[str, Any]: ...
 def _apply_token_bitmask_cpu(

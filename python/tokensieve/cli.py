@@ -19,8 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tokensieve._core import TokensieveError, Vocabulary, read_index_header
+from tokensieve._core import TokensieveError, read_index_header
 from tokensieve.constraints import ENGINE_OPTIONS, SCHEMA_OPTIONS, compile_constraint
+from tokensieve.vocabulary import Vocabulary
 
 # Ahead-of-time builds determinize the whole automaton: the largest Kubernetes schemas of the
 # dev set need up to about 170,000 states (some 60 MB of transitions).

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tokensieve import _core
 from tokensieve._core import Grammar, TokensieveError, Vocabulary, constraint_hash
 from tokensieve.index_files import IndexDirectory
 
@@ -46,19 +47,10 @@ __all__ = [
 ]
 
 KINDS = ("regex", "json_schema", "choice", "json_object")
-ENGINE_OPTIONS = ("max_states", "max_nfa_bytes", "mask_cache_bytes", "max_compile_seconds")
-SCHEMA_OPTIONS = (
-    "additional_properties",
-    "formats",
-    "one_of",
-    "whitespace",
-    "max_whitespace",
-    "max_recursion_depth",
-    "max_nesting_depth",
-    "truncate_recursion",
-    "lenient",
-    "registry",
-)
+# Option names come from the core (``CompileOptions::set`` reads them); the engine budgets apply
+# to every kind, the JSON Schema options to json_schema and json_object.
+ENGINE_OPTIONS: tuple[str, ...] = tuple(_core.GRAMMAR_OPTIONS)
+SCHEMA_OPTIONS: tuple[str, ...] = tuple(_core.SCHEMA_OPTIONS)
 
 
 @dataclass(frozen=True)

@@ -153,7 +153,7 @@ class RequestGuide:
                 self.feed(int(tok))
 
 
-def eos_only_row(vocab: ts.Vocabulary) -> Any:
+def eos_only_row(vocab: ts._core.Vocabulary) -> Any:
     """A bitmask row (int32 torch tensor) allowing exactly the vocabulary's EOS ids."""
     import torch
 
@@ -226,7 +226,7 @@ class MaskBuffer:
     """The host bitmask an adapter fills at every step, grown on demand (doubling), pinned when
     the logits live on an accelerator and ``pin`` is set."""
 
-    def __init__(self, vocab: ts.Vocabulary, rows: int, *, pin: bool = False) -> None:
+    def __init__(self, vocab: ts._core.Vocabulary, rows: int, *, pin: bool = False) -> None:
         self.vocab = vocab
         self.pin = pin
         self.eos_row = eos_only_row(vocab)

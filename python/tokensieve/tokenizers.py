@@ -1,9 +1,9 @@
 """Sources of vocabularies: Hugging Face tokenizers, tiktoken rank files, Mistral Tekken.
 
 These helpers read a tokenizer in whatever form the user holds it and hand the core plain data
-(the ``tokenizer.json`` text, or token byte strings). ``Vocabulary.from_pretrained``,
-``Vocabulary.from_tiktoken`` and ``Vocabulary.from_tekken`` call them; nothing here is
-downloaded: paths must be local.
+(the ``tokenizer.json`` text, or token byte strings). The classmethods of
+``tokensieve.Vocabulary`` (``from_pretrained``, ``from_tiktoken``, ``from_tekken``) call them;
+nothing here is downloaded: paths must be local.
 """
 
 from __future__ import annotations

@@ -54,21 +54,21 @@ __all__ = [
     "vocabulary_for",
 ]
 
-_VOCABS: OrderedDict[tuple[Any, ...], tuple[Any, ts.Vocabulary]] = OrderedDict()
+_VOCABS: OrderedDict[tuple[Any, ...], tuple[Any, ts._core.Vocabulary]] = OrderedDict()
 _VOCABS_LOCK = threading.Lock()
 _VOCABS_MAX = 8
 
 
 def vocabulary_for(
     tokenizer: Any, vocab_size: int | None = None, eos_token_ids: Sequence[int] | None = None
-) -> ts.Vocabulary:
+) -> ts._core.Vocabulary:
     """The :class:`~tokensieve.Vocabulary` of a tokenizer, built once and reused.
 
     ``tokenizer`` is anything :meth:`Vocabulary.from_pretrained` accepts, or a ``Vocabulary``
     (returned as is). ``vocab_size`` is the model's logits width (``model.config.vocab_size``);
     the default, the tokenizer's size, is fine too: wider logits are masked past it anyway.
     """
-    if isinstance(tokenizer, ts.Vocabulary):
+    if isinstance(tokenizer, ts._core.Vocabulary):
         return tokenizer
     source: Any = str(tokenizer) if isinstance(tokenizer, (str, bytes)) else id(tokenizer)
     key = (source, vocab_size, tuple(eos_token_ids) if eos_token_ids is not None else None)
@@ -204,7 +204,7 @@ class TransformersLogitsProcessor(_HFLogitsProcessor):
 
 
 def _compile_all(
-    kind: str, values: Any, many: bool, vocab: ts.Vocabulary, options: Mapping[str, Any]
+    kind: str, values: Any, many: bool, vocab: ts._core.Vocabulary, options: Mapping[str, Any]
 ) -> ts.Grammar | list[ts.Grammar]:
     if many:
         return [compile_constraint(kind, v, vocab, **options) for v in values]

@@ -65,10 +65,11 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-REPO_ROOT = HERE.parents[1]
-SHARED_DIR = REPO_ROOT.parent / "shared"
-SUITE_DIR = SHARED_DIR / "data" / "json-schema-test-suite"
-TOKENIZER_DIR = SHARED_DIR / "tokenizers" / "llama3"
+if str(HERE.parent) not in sys.path:  # run as a script: the tests folder holds shared_data
+    sys.path.insert(0, str(HERE.parent))
+from shared_data import LLAMA3_DIR as TOKENIZER_DIR  # noqa: E402
+from shared_data import SUITE_DIR  # noqa: E402
+
 EXPECTED_PATH = HERE / "expected_results.json"
 REPORT_PATH = HERE / "REPORT.md"
 

@@ -168,7 +168,7 @@ def test_v2_processor_is_an_instance_of_vllms_base(vllm_config: Any) -> None:
     assert isinstance(batch.states, LogitsProcRequestState)
 
 
-LLAMA3 = Path(__file__).resolve().parents[2].parent / "shared" / "tokenizers" / "llama3"
+from shared_data import LLAMA3_DIR as LLAMA3  # noqa: E402  (tests/ is on the path)
 
 
 def test_vocabulary_from_a_real_model_config(tmp_path: Path) -> None:

@@ -1,65 +1,244 @@
-//! Filling validated bitmask buffers for many matchers at once, GIL released.
+//! Bitmask buffers: validation of numpy arrays and CPU torch tensors, and filling them for many
+//! matchers at once with the GIL released.
+//!
+//! The checks read only the buffer object's own attributes (numpy's `__array_interface__` and
+//! flags, torch's dtype, device, contiguity and `data_ptr`); nothing here imports the Python
+//! package, and nothing imports torch (a tensor exists only if torch is already loaded).
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use tokensieve_core as core;
 
 use crate::errors::IntoPyResult;
 use crate::matcher::PyMatcher;
 
-pub(crate) fn fill_raw(
+/// A validated bitmask: a writable, C-contiguous int32 buffer of `rows × row_words` elements.
+#[derive(Clone, Copy)]
+pub(crate) struct Bitmask {
+    address: usize,
+    pub(crate) rows: usize,
+    row_words: usize,
+}
+
+fn value_error<T>(msg: String) -> PyResult<T> {
+    Err(PyValueError::new_err(msg))
+}
+
+/// Validate a numpy array or a CPU torch tensor (1-D is one row).
+pub(crate) fn bitmask_of(obj: &Bound<'_, PyAny>) -> PyResult<Bitmask> {
+    let py = obj.py();
+    let numpy = py.import("numpy")?;
+    let (address, shape): (usize, Vec<usize>) = if obj.is_instance(&numpy.getattr("ndarray")?)? {
+        let dtype = obj.getattr("dtype")?;
+        if !dtype.eq(numpy.getattr("int32")?)? {
+            return value_error(format!(
+                "bitmask must have dtype int32, got {}",
+                dtype.str()?
+            ));
+        }
+        let shape: Vec<usize> = obj.getattr("shape")?.extract()?;
+        if !(1..=2).contains(&shape.len()) {
+            return value_error(format!(
+                "bitmask must be 1-D or 2-D, got shape {}",
+                shape_text(&shape)
+            ));
+        }
+        let flags = obj.getattr("flags")?;
+        if !flags.getattr("c_contiguous")?.extract::<bool>()? {
+            return value_error(
+                "bitmask rows must be contiguous (C order); got a strided array".into(),
+            );
+        }
+        if !flags.getattr("writeable")?.extract::<bool>()? {
+            return value_error("bitmask is read-only".into());
+        }
+        let iface = obj.getattr("__array_interface__")?;
+        let iface = iface.downcast::<PyDict>()?;
+        let data = iface
+            .get_item("data")?
+            .ok_or_else(|| PyValueError::new_err("bitmask has no data pointer"))?;
+        (data.get_item(0)?.extract()?, shape)
+    } else {
+        let torch = py
+            .import("sys")?
+            .getattr("modules")?
+            .downcast::<PyDict>()?
+            .get_item("torch")?;
+        let tensor = match &torch {
+            Some(t) => Some(t.getattr("Tensor")?),
+            None => None,
+        };
+        let is_tensor = match &tensor {
+            Some(t) => obj.is_instance(t)?,
+            None => false,
+        };
+        let (Some(torch), true) = (torch, is_tensor) else {
+            let name = obj.get_type().name()?;
+            return value_error(format!(
+                "bitmask must be a numpy array or a torch tensor, got {name}"
+            ));
+        };
+        let dtype = obj.getattr("dtype")?;
+        if !dtype.eq(torch.getattr("int32")?)? {
+            return value_error(format!(
+                "bitmask must have dtype torch.int32, got {}",
+                dtype.str()?
+            ));
+        }
+        let device = obj.getattr("device")?;
+        if device.getattr("type")?.extract::<String>()? != "cpu" {
+            return value_error(format!(
+                "bitmask must be on the CPU (got device {}); fill on the CPU and copy to the \
+                 device with .to(device, non_blocking=True)",
+                device.str()?
+            ));
+        }
+        let shape: Vec<usize> = obj.getattr("shape")?.extract()?;
+        if !(1..=2).contains(&shape.len()) {
+            return value_error(format!(
+                "bitmask must be 1-D or 2-D, got shape {}",
+                shape_text(&shape)
+            ));
+        }
+        if !obj.call_method0("is_contiguous")?.extract::<bool>()? {
+            return value_error("bitmask rows must be contiguous; call .contiguous() first".into());
+        }
+        if obj.getattr("requires_grad")?.extract::<bool>()? {
+            return value_error("bitmask must not require grad".into());
+        }
+        (obj.call_method0("data_ptr")?.extract()?, shape)
+    };
+    let (rows, row_words) = match shape[..] {
+        [w] => (1, w),
+        [r, w] => (r, w),
+        _ => unreachable!("checked above"),
+    };
+    if rows == 0 || row_words == 0 {
+        return value_error(format!("bitmask is empty (shape {})", shape_text(&shape)));
+    }
+    Ok(Bitmask {
+        address,
+        rows,
+        row_words,
+    })
+}
+
+/// Python's spelling of a shape tuple.
+fn shape_text(shape: &[usize]) -> String {
+    match shape {
+        [one] => format!("({one},)"),
+        _ => format!(
+            "({})",
+            shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// Fill rows `indices[k]` of `bitmask` for `reqs[k]`, GIL released. Indices must be in range.
+pub(crate) fn fill_rows(
     py: Python<'_>,
     reqs: &[core::MaskRequest],
     indices: &[usize],
-    address: usize,
-    rows: usize,
-    row_words: usize,
+    bitmask: &Bitmask,
 ) -> PyResult<()> {
-    if address == 0 || rows == 0 || row_words == 0 {
-        return Err(PyValueError::new_err("empty or null bitmask"));
+    let Bitmask {
+        address,
+        rows,
+        row_words,
+    } = *bitmask;
+    if address == 0 {
+        return value_error("bitmask has a null data pointer".into());
     }
     if !address.is_multiple_of(std::mem::align_of::<u32>()) {
-        return Err(PyValueError::new_err(
-            "bitmask memory is not 4-byte aligned",
-        ));
+        return value_error("bitmask memory is not 4-byte aligned".into());
     }
     for r in reqs {
         let need = r.grammar.vocab().mask_words();
         if need != row_words {
-            return Err(PyValueError::new_err(format!(
+            return value_error(format!(
                 "bitmask rows have {row_words} int32 words but the vocabulary (vocab_size={}) needs \
                  {need}: allocate with allocate_token_bitmask(batch, vocab.vocab_size)",
                 r.grammar.vocab().vocab_size()
-            )));
+            ));
         }
     }
     let total = rows
         .checked_mul(row_words)
         .ok_or_else(|| PyValueError::new_err("bitmask too large"))?;
-    // SAFETY: the Python layer checked that `address` points at a writable, C-contiguous int32
-    // buffer of exactly `rows × row_words` elements that stays alive for this call (the caller
-    // holds a reference to it); u32 and i32 share size and alignment.
+    // SAFETY: `bitmask_of` checked that `address` points at a writable, C-contiguous int32
+    // buffer of exactly `rows × row_words` elements; the caller holds a reference to the buffer
+    // object for the whole call, so it stays alive; u32 and i32 share size and alignment.
     let buf: &mut [u32] = unsafe { std::slice::from_raw_parts_mut(address as *mut u32, total) };
     py.detach(|| core::fill_next_token_bitmask_batch(reqs, indices, buf, row_words))
         .py(py)
 }
 
-/// Internal: fill rows `indices[k]` of a validated bitmask buffer for `matchers[k]`, in parallel
-/// with the GIL released.
+/// Fill one bitmask row per matcher, in parallel with the GIL released.
+///
+/// ``matchers[k]`` overwrites row ``indices[k]`` (row ``k`` when ``indices`` is None); other
+/// rows are left alone. ``bitmask`` is an int32 numpy array or CPU torch tensor of shape
+/// ``[rows, ceil(vocab_size / 32)]`` (1-D: one row). Raises ``ValueError`` for a wrong dtype,
+/// shape or device, non-contiguous rows, out-of-range or duplicate indices, or rows narrower or
+/// wider than the vocabulary needs.
 #[pyfunction]
-pub(crate) fn _fill_next_token_bitmask(
+#[pyo3(signature = (matchers, bitmask, indices=None))]
+pub(crate) fn fill_next_token_bitmask(
     py: Python<'_>,
     matchers: Vec<PyRef<'_, PyMatcher>>,
-    address: usize,
-    rows: usize,
-    row_words: usize,
-    indices: Vec<usize>,
+    bitmask: &Bound<'_, PyAny>,
+    indices: Option<Vec<i64>>,
 ) -> PyResult<()> {
+    let buf = bitmask_of(bitmask)?;
+    let rows = buf.rows;
+    let idx: Vec<usize> = match indices {
+        None => {
+            if matchers.len() > rows {
+                return value_error(format!(
+                    "{} matchers but the bitmask has only {rows} rows",
+                    matchers.len()
+                ));
+            }
+            (0..matchers.len()).collect()
+        }
+        Some(indices) => {
+            if indices.len() != matchers.len() {
+                return value_error(format!(
+                    "{} matchers but {} indices",
+                    matchers.len(),
+                    indices.len()
+                ));
+            }
+            let mut seen = std::collections::HashSet::new();
+            let mut out = Vec::with_capacity(indices.len());
+            for &i in &indices {
+                if i < 0 || i as u64 >= rows as u64 {
+                    return value_error(format!(
+                        "index {i} is out of range for a bitmask with {rows} rows"
+                    ));
+                }
+                out.push(i as usize);
+            }
+            for &i in &out {
+                if !seen.insert(i) {
+                    return value_error("indices contain duplicates".into());
+                }
+            }
+            out
+        }
+    };
+    if matchers.is_empty() {
+        return Ok(());
+    }
     let reqs: Vec<core::MaskRequest> = matchers
         .iter()
         .map(|m| core::MaskRequest::from(&m.inner))
         .collect();
     drop(matchers);
-    fill_raw(py, &reqs, &indices, address, rows, row_words)
+    fill_rows(py, &reqs, &idx, &buf)
 }

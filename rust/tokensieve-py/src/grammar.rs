@@ -1,14 +1,12 @@
 //! `Grammar`: compiled constraints (regex, JSON Schema, choice, any JSON object), their
 //! options, index files, and the constraint hash that finds a precompiled file.
 use std::sync::Arc;
-use std::time::Duration;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString};
 
 use tokensieve_core as core;
-use tokensieve_core::regex::RegexOptions;
 
 use crate::errors::IntoPyResult;
 use crate::matcher::PyMatcher;
@@ -21,31 +19,27 @@ pub(crate) struct PyGrammar {
     pub(crate) vocab: Py<PyVocabulary>,
 }
 
-pub(crate) fn grammar_options(
+/// The engine budgets given as keyword arguments of `from_regex` / `from_choice`.
+fn budgets(
+    py: Python<'_>,
     max_states: Option<usize>,
     max_nfa_bytes: Option<usize>,
     mask_cache_bytes: Option<usize>,
     max_compile_seconds: Option<f64>,
 ) -> PyResult<core::GrammarOptions> {
     let mut o = core::GrammarOptions::default();
-    let mut r = RegexOptions::default();
-    if let Some(v) = max_states {
-        r.max_states = v;
-    }
-    if let Some(v) = max_nfa_bytes {
-        r.max_nfa_bytes = v;
-    }
-    o.regex = r;
-    if let Some(v) = mask_cache_bytes {
-        o.mask_cache_bytes = v;
+    let ints = [
+        ("max_states", max_states),
+        ("max_nfa_bytes", max_nfa_bytes),
+        ("mask_cache_bytes", mask_cache_bytes),
+    ];
+    for (name, v) in ints {
+        if let Some(v) = v {
+            o.set(name, &v.to_string()).py(py)?;
+        }
     }
     if let Some(s) = max_compile_seconds {
-        if !(s > 0.0 && s.is_finite()) {
-            return Err(PyValueError::new_err(
-                "max_compile_seconds must be a positive number",
-            ));
-        }
-        o.max_compile_time = Duration::from_secs_f64(s);
+        o.set("max_compile_seconds", &s.to_string()).py(py)?;
     }
     Ok(o)
 }
@@ -63,61 +57,58 @@ pub(crate) fn schema_text(py: Python<'_>, schema: &Bound<'_, PyAny>) -> PyResult
     py.import("json")?.call_method1("dumps", (obj,))?.extract()
 }
 
-/// Split keyword arguments into JSON Schema options and grammar budgets.
-pub(crate) fn split_options(
+/// The text form of one keyword-argument value, as `CompileOptions::set` reads it.
+fn option_text(name: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(b) = v.downcast::<PyBool>() {
+        Ok(if b.is_true() { "true" } else { "false" }.to_string())
+    } else if v.is_instance_of::<PyInt>() || v.is_instance_of::<PyFloat>() {
+        Ok(v.str()?.to_string())
+    } else if let Ok(s) = v.downcast::<PyString>() {
+        Ok(s.to_string())
+    } else {
+        Err(PyValueError::new_err(format!(
+            "option {name}: expected a string, a number or a bool, got {}",
+            v.get_type().name()?
+        )))
+    }
+}
+
+/// Keyword arguments → compile options. Names and values are read by the core
+/// (`CompileOptions::set`); only the registry's Python objects are turned into JSON here.
+pub(crate) fn compile_options(
     py: Python<'_>,
     options: Option<&Bound<'_, PyDict>>,
-) -> PyResult<(core::JsonSchemaOptions, core::GrammarOptions)> {
-    let mut so = core::JsonSchemaOptions::default();
-    let (mut max_states, mut max_nfa_bytes, mut mask_cache_bytes, mut max_secs) =
-        (None, None, None, None);
-    if let Some(d) = options {
-        for (k, v) in d.iter() {
-            let k: String = k.extract()?;
-            if v.is_none() {
-                continue;
-            }
-            match k.as_str() {
-                "max_states" => max_states = Some(v.extract()?),
-                "max_nfa_bytes" => max_nfa_bytes = Some(v.extract()?),
-                "mask_cache_bytes" => mask_cache_bytes = Some(v.extract()?),
-                "max_compile_seconds" => max_secs = Some(v.extract()?),
-                "registry" if !v.is_instance_of::<pyo3::types::PyString>() => {
-                    // a mapping URI → schema (dict, JSON text, or a pydantic model class)
-                    let d = v.downcast::<PyDict>().map_err(|_| {
-                        PyValueError::new_err("registry must be a mapping of URIs to schemas")
-                    })?;
-                    let json = py.import("json")?;
-                    let out = PyDict::new(py);
-                    for (uri, doc) in d.iter() {
-                        let uri: String = uri.extract().map_err(|_| {
-                            PyValueError::new_err("registry keys must be URI strings")
-                        })?;
-                        let text = schema_text(py, &doc)?;
-                        out.set_item(uri, json.call_method1("loads", (text,))?)?;
-                    }
-                    let text: String = json.call_method1("dumps", (out,))?.extract()?;
-                    so.set("registry", &text).py(py)?;
-                }
-                _ => {
-                    let text = if let Ok(b) = v.extract::<bool>() {
-                        b.to_string()
-                    } else if let Ok(i) = v.extract::<u64>() {
-                        i.to_string()
-                    } else if let Ok(s) = v.extract::<String>() {
-                        s
-                    } else {
-                        return Err(PyValueError::new_err(format!(
-                            "option {k}: expected a string, an int or a bool"
-                        )));
-                    };
-                    so.set(&k, &text).py(py)?;
-                }
-            }
+) -> PyResult<core::CompileOptions> {
+    let mut o = core::CompileOptions::default();
+    let Some(d) = options else {
+        return Ok(o);
+    };
+    for (k, v) in d.iter() {
+        let k: String = k.extract()?;
+        if v.is_none() {
+            continue;
         }
+        let text = if k == "registry" && !v.is_instance_of::<PyString>() {
+            // a mapping URI → schema (dict, JSON text, or a pydantic model class)
+            let d = v.downcast::<PyDict>().map_err(|_| {
+                PyValueError::new_err("registry must be a mapping of URIs to schemas")
+            })?;
+            let json = py.import("json")?;
+            let out = PyDict::new(py);
+            for (uri, doc) in d.iter() {
+                let uri: String = uri
+                    .extract()
+                    .map_err(|_| PyValueError::new_err("registry keys must be URI strings"))?;
+                let text = schema_text(py, &doc)?;
+                out.set_item(uri, json.call_method1("loads", (text,))?)?;
+            }
+            json.call_method1("dumps", (out,))?.extract()?
+        } else {
+            option_text(&k, &v)?
+        };
+        o.set(&k, &text).py(py)?;
     }
-    let opts = grammar_options(max_states, max_nfa_bytes, mask_cache_bytes, max_secs)?;
-    Ok((so, opts))
+    Ok(o)
 }
 
 impl PyGrammar {
@@ -155,7 +146,8 @@ impl PyGrammar {
         mask_cache_bytes: Option<usize>,
         max_compile_seconds: Option<f64>,
     ) -> PyResult<Self> {
-        let opts = grammar_options(
+        let opts = budgets(
+            py,
             max_states,
             max_nfa_bytes,
             mask_cache_bytes,
@@ -174,7 +166,10 @@ impl PyGrammar {
         vocab: Py<PyVocabulary>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let (so, opts) = split_options(py, options)?;
+        let core::CompileOptions {
+            schema: so,
+            grammar: opts,
+        } = compile_options(py, options)?;
         let text = schema_text(py, schema)?;
         let schema: serde_json::Value = serde_json::from_str(&text)
             .map_err(|e| PyValueError::new_err(format!("the schema is not valid JSON: {e}")))?;
@@ -191,9 +186,9 @@ impl PyGrammar {
         vocab: Py<PyVocabulary>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let (so, opts) = split_options(py, options)?;
+        let o = compile_options(py, options)?;
         Self::build(py, vocab, |v| {
-            core::Grammar::from_json_object(v, &so, &opts)
+            core::Grammar::from_json_object(v, &o.schema, &o.grammar)
         })
     }
 
@@ -209,7 +204,8 @@ impl PyGrammar {
         mask_cache_bytes: Option<usize>,
         max_compile_seconds: Option<f64>,
     ) -> PyResult<Self> {
-        let opts = grammar_options(
+        let opts = budgets(
+            py,
             max_states,
             max_nfa_bytes,
             mask_cache_bytes,
@@ -347,7 +343,7 @@ pub(crate) fn constraint_hash(
     value: Option<&Bound<'_, PyAny>>,
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
-    let (so, _) = split_options(py, options)?;
+    let so = compile_options(py, options)?.schema;
     let need = |what: &str| PyValueError::new_err(format!("a {kind} constraint needs {what}"));
     let src = match kind {
         "regex" => core::ConstraintSource::regex(

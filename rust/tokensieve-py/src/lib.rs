@@ -1,13 +1,14 @@
 //! Python bindings for tokensieve (`tokensieve._core`).
 //!
 //! Thin wrappers over `tokensieve-core`: every method converts arguments, releases the GIL for
-//! anything that walks the vocabulary, and maps core errors to Python exceptions. Bitmask and
-//! logits buffers arrive as raw addresses that the Python layer has already validated (dtype,
-//! shape, contiguity, device); this crate re-checks what it can (row widths, row indices) and
-//! never writes outside `rows × row_stride` words.
+//! anything that walks the vocabulary, and maps core errors to Python exceptions. Bitmask
+//! buffers are validated here ([`buffers`]: dtype, shape, contiguity, device, row width);
+//! logits buffers arrive as raw addresses that `tokensieve.kernels` has validated, and this
+//! crate re-checks what it can (row widths, row indices). Nothing is written outside
+//! `rows × row_stride` words. The bindings never import the `tokensieve` Python package.
 //!
 //! One module per class: [`vocabulary`], [`grammar`] (with the constraint hash and index-file
-//! headers), [`matcher`], [`buffers`] (batch fills into validated bitmask memory), [`kernels`]
+//! headers), [`matcher`], [`buffers`] (bitmask validation and batch fills), [`kernels`]
 //! (the CPU logits kernel), [`errors`] (the one core-error → exception mapping); this file only
 //! registers them.
 
@@ -16,14 +17,15 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use pyo3::prelude::*;
+use tokensieve_core as core;
 
-use crate::buffers::_fill_next_token_bitmask;
+use crate::buffers::fill_next_token_bitmask;
 use crate::errors::{
     BudgetError, RegexError, SchemaError, TokensieveError, UnspellableError, VocabularyError,
 };
 use crate::grammar::{constraint_hash, read_index_header, PyGrammar};
 use crate::matcher::PyMatcher;
-use crate::vocabulary::PyVocabulary;
+use crate::vocabulary::{PreparedVocabulary, PyVocabulary};
 
 mod buffers;
 mod errors;
@@ -36,9 +38,10 @@ mod vocabulary;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<PyVocabulary>()?;
+    m.add_class::<PreparedVocabulary>()?;
     m.add_class::<PyGrammar>()?;
     m.add_class::<PyMatcher>()?;
-    m.add_function(wrap_pyfunction!(_fill_next_token_bitmask, m)?)?;
+    m.add_function(wrap_pyfunction!(fill_next_token_bitmask, m)?)?;
     m.add_function(wrap_pyfunction!(read_index_header, m)?)?;
     m.add_function(wrap_pyfunction!(constraint_hash, m)?)?;
     m.add("TokensieveError", py.get_type::<TokensieveError>())?;
@@ -48,6 +51,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("UnspellableError", py.get_type::<UnspellableError>())?;
     m.add("SchemaError", py.get_type::<SchemaError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // option names, read from the core (the one place they are defined)
+    m.add("GRAMMAR_OPTIONS", core::GrammarOptions::NAMES.to_vec())?;
+    let schema_options: Vec<&str> = core::JsonSchemaOptions::option_names().collect();
+    m.add("SCHEMA_OPTIONS", schema_options)?;
     kernels::register(m)?;
     Ok(())
 }

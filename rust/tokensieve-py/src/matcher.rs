@@ -5,7 +5,7 @@ use pyo3::prelude::*;
 
 use tokensieve_core as core;
 
-use crate::buffers::fill_raw;
+use crate::buffers::{bitmask_of, fill_rows};
 use crate::errors::IntoPyResult;
 use crate::grammar::PyGrammar;
 
@@ -94,24 +94,14 @@ impl PyMatcher {
         bitmask: &Bound<'_, PyAny>,
         index: usize,
     ) -> PyResult<()> {
-        let (address, rows, row_words): (usize, usize, usize) = py
-            .import("tokensieve.bitmask")?
-            .getattr("_buffer")?
-            .call1((bitmask,))?
-            .extract()?;
-        if index >= rows {
+        let buf = bitmask_of(bitmask)?;
+        if index >= buf.rows {
             return Err(PyValueError::new_err(format!(
-                "index {index} is out of range for a bitmask with {rows} rows"
+                "index {index} is out of range for a bitmask with {} rows",
+                buf.rows
             )));
         }
-        fill_raw(
-            py,
-            &[core::MaskRequest::from(&self.inner)],
-            &[index],
-            address,
-            rows,
-            row_words,
-        )
+        fill_rows(py, &[core::MaskRequest::from(&self.inner)], &[index], &buf)
     }
 
     fn __repr__(&self) -> String {

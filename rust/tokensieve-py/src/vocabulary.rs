@@ -1,8 +1,13 @@
 //! `Vocabulary`: token id → bytes for a model's logits width, EOS and special ids.
+//!
+//! Constructors that read tokenizer objects or files through Python libraries
+//! (`from_pretrained`, `from_tiktoken`, `from_tekken`) are classmethods of the Python subclass
+//! `tokensieve.Vocabulary`; this class takes plain data only.
 use std::sync::Arc;
 
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyType};
 
 use tokensieve_core as core;
 
@@ -14,33 +19,53 @@ pub(crate) struct PyVocabulary {
     pub(crate) inner: Arc<core::Vocabulary>,
 }
 
+/// A vocabulary already built by the core, handed to `Vocabulary.__new__` by
+/// [`PyVocabulary::from_tokenizer_json`] so that subclasses get instances of their own type.
+#[pyclass(module = "tokensieve._core", name = "_PreparedVocabulary", frozen)]
+pub(crate) struct PreparedVocabulary {
+    inner: Arc<core::Vocabulary>,
+}
+
 #[pymethods]
 impl PyVocabulary {
     #[new]
     #[pyo3(signature = (tokens, eos_token_ids, special_token_ids=Vec::new(), vocab_size=None))]
     fn new(
         py: Python<'_>,
-        tokens: Vec<Vec<u8>>,
+        tokens: &Bound<'_, PyAny>,
         eos_token_ids: Vec<u32>,
         special_token_ids: Vec<u32>,
         vocab_size: Option<usize>,
     ) -> PyResult<Self> {
+        if let Ok(ready) = tokens.downcast::<PreparedVocabulary>() {
+            if !eos_token_ids.is_empty() || !special_token_ids.is_empty() || vocab_size.is_some() {
+                return Err(PyValueError::new_err(
+                    "a prepared vocabulary takes no other arguments",
+                ));
+            }
+            return Ok(PyVocabulary {
+                inner: ready.get().inner.clone(),
+            });
+        }
+        let tokens: Vec<Vec<u8>> = tokens.extract()?;
         let v = py
             .detach(|| core::Vocabulary::new(tokens, eos_token_ids, special_token_ids, vocab_size))
             .py(py)?;
         Ok(PyVocabulary { inner: Arc::new(v) })
     }
 
-    /// Build from the text of a Hugging Face `tokenizer.json`.
-    #[staticmethod]
+    /// Build from the text of a Hugging Face `tokenizer.json`. EOS ids: `eos_token_ids` if
+    /// given, else the added tokens named in `eos_token_names`, else common EOS spellings.
+    #[classmethod]
     #[pyo3(signature = (json, vocab_size=None, eos_token_ids=None, eos_token_names=Vec::new()))]
-    fn _from_tokenizer_json(
-        py: Python<'_>,
+    fn from_tokenizer_json<'py>(
+        cls: &Bound<'py, PyType>,
         json: String,
         vocab_size: Option<usize>,
         eos_token_ids: Option<Vec<u32>>,
         eos_token_names: Vec<String>,
-    ) -> PyResult<Self> {
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = cls.py();
         let v = py
             .detach(|| {
                 core::Vocabulary::from_tokenizer_json(
@@ -51,73 +76,8 @@ impl PyVocabulary {
                 )
             })
             .py(py)?;
-        Ok(PyVocabulary { inner: Arc::new(v) })
-    }
-
-    /// Build from a `transformers` tokenizer, a `tokenizers.Tokenizer`, a `tokenizer.json` path
-    /// or a folder holding one. EOS ids default to the tokenizer's (generation_config.json, then
-    /// tokenizer_config.json, then common EOS spellings).
-    #[staticmethod]
-    #[pyo3(signature = (tokenizer, vocab_size=None, eos_token_ids=None))]
-    fn from_pretrained(
-        py: Python<'_>,
-        tokenizer: &Bound<'_, PyAny>,
-        vocab_size: Option<usize>,
-        eos_token_ids: Option<Vec<u32>>,
-    ) -> PyResult<Self> {
-        let src = py
-            .import("tokensieve.tokenizers")?
-            .getattr("tokenizer_json_source")?
-            .call1((tokenizer,))?;
-        let (json, ids, names): (String, Option<Vec<u32>>, Vec<String>) = src.extract()?;
-        let eos = eos_token_ids.or(ids);
-        let v = py
-            .detach(|| core::Vocabulary::from_tokenizer_json(&json, vocab_size, eos, &names))
-            .py(py)?;
-        Ok(PyVocabulary { inner: Arc::new(v) })
-    }
-
-    /// Build from a tiktoken rank file (`base64-token rank` per line). `special_tokens` maps
-    /// names to ids (placed after the ranks if their ids are larger).
-    #[staticmethod]
-    #[pyo3(signature = (path, eos_token_ids, special_token_ids=Vec::new(), vocab_size=None))]
-    fn from_tiktoken(
-        py: Python<'_>,
-        path: &Bound<'_, PyAny>,
-        eos_token_ids: Vec<u32>,
-        special_token_ids: Vec<u32>,
-        vocab_size: Option<usize>,
-    ) -> PyResult<Self> {
-        let tokens: Vec<Vec<u8>> = py
-            .import("tokensieve.tokenizers")?
-            .getattr("tiktoken_source")?
-            .call1((path,))?
-            .extract()?;
-        Self::new(py, tokens, eos_token_ids, special_token_ids, vocab_size)
-    }
-
-    /// Build from a Mistral Tekken JSON (default: the one shipped in `mistral-common`).
-    #[staticmethod]
-    #[pyo3(signature = (path=None, vocab_size=None, eos_token_ids=None))]
-    fn from_tekken(
-        py: Python<'_>,
-        path: Option<&Bound<'_, PyAny>>,
-        vocab_size: Option<usize>,
-        eos_token_ids: Option<Vec<u32>>,
-    ) -> PyResult<Self> {
-        let src = py
-            .import("tokensieve.tokenizers")?
-            .getattr("tekken_source")?
-            .call1((path,))?;
-        let (tokens, eos, special, size): (Vec<Vec<u8>>, Vec<u32>, Vec<u32>, usize) =
-            src.extract()?;
-        Self::new(
-            py,
-            tokens,
-            eos_token_ids.unwrap_or(eos),
-            special,
-            Some(vocab_size.unwrap_or(size)),
-        )
+        let ready = PreparedVocabulary { inner: Arc::new(v) };
+        cls.call1((ready, Vec::<u32>::new()))
     }
 
     /// The model's logits width; bitmask rows have ceil(vocab_size / 32) words.
