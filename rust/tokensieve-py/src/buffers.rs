@@ -6,8 +6,10 @@
 //! package, and nothing imports torch (a tensor exists only if torch is already loaded).
 
 use pyo3::exceptions::PyValueError;
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyType};
 
 use tokensieve_core as core;
 
@@ -26,89 +28,124 @@ fn value_error<T>(msg: String) -> PyResult<T> {
     Err(PyValueError::new_err(msg))
 }
 
+static NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static NP_INT32: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static TENSOR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static TORCH_INT32: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// `torch.Tensor` and `torch.int32` if torch is loaded (a tensor cannot exist otherwise);
+/// cached once found, never imported here.
+fn torch_types<'py>(py: Python<'py>) -> PyResult<Option<(Bound<'py, PyType>, Bound<'py, PyAny>)>> {
+    if TENSOR.get(py).is_none() {
+        let modules = py
+            .import(intern!(py, "sys"))?
+            .getattr(intern!(py, "modules"))?;
+        let Some(torch) = modules
+            .downcast::<PyDict>()?
+            .get_item(intern!(py, "torch"))?
+        else {
+            return Ok(None);
+        };
+        let int32 = torch.getattr(intern!(py, "int32"))?.unbind();
+        let tensor = torch
+            .getattr(intern!(py, "Tensor"))?
+            .downcast_into::<PyType>()?;
+        let _ = TORCH_INT32.set(py, int32);
+        let _ = TENSOR.set(py, tensor.unbind());
+    }
+    match (TENSOR.get(py), TORCH_INT32.get(py)) {
+        (Some(t), Some(i)) => Ok(Some((t.bind(py).clone(), i.bind(py).clone()))),
+        _ => Ok(None),
+    }
+}
+
 /// Validate a numpy array or a CPU torch tensor (1-D is one row).
 pub(crate) fn bitmask_of(obj: &Bound<'_, PyAny>) -> PyResult<Bitmask> {
     let py = obj.py();
-    let numpy = py.import("numpy")?;
-    let (address, shape): (usize, Vec<usize>) = if obj.is_instance(&numpy.getattr("ndarray")?)? {
-        let dtype = obj.getattr("dtype")?;
-        if !dtype.eq(numpy.getattr("int32")?)? {
+    let ndarray = NDARRAY.import(py, "numpy", "ndarray")?;
+    let (address, shape): (usize, Vec<usize>) = if obj.is_instance(ndarray)? {
+        let np_int32 = NP_INT32.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+            let numpy = py.import("numpy")?;
+            Ok(numpy.getattr("dtype")?.call1(("int32",))?.unbind())
+        })?;
+        let dtype = obj.getattr(intern!(py, "dtype"))?;
+        if !dtype.eq(np_int32.bind(py))? {
             return value_error(format!(
                 "bitmask must have dtype int32, got {}",
                 dtype.str()?
             ));
         }
-        let shape: Vec<usize> = obj.getattr("shape")?.extract()?;
+        let shape: Vec<usize> = obj.getattr(intern!(py, "shape"))?.extract()?;
         if !(1..=2).contains(&shape.len()) {
             return value_error(format!(
                 "bitmask must be 1-D or 2-D, got shape {}",
                 shape_text(&shape)
             ));
         }
-        let flags = obj.getattr("flags")?;
-        if !flags.getattr("c_contiguous")?.extract::<bool>()? {
+        let flags = obj.getattr(intern!(py, "flags"))?;
+        if !flags
+            .getattr(intern!(py, "c_contiguous"))?
+            .extract::<bool>()?
+        {
             return value_error(
                 "bitmask rows must be contiguous (C order); got a strided array".into(),
             );
         }
-        if !flags.getattr("writeable")?.extract::<bool>()? {
+        if !flags.getattr(intern!(py, "writeable"))?.extract::<bool>()? {
             return value_error("bitmask is read-only".into());
         }
-        let iface = obj.getattr("__array_interface__")?;
-        let iface = iface.downcast::<PyDict>()?;
+        let iface = obj.getattr(intern!(py, "__array_interface__"))?;
         let data = iface
-            .get_item("data")?
+            .downcast::<PyDict>()?
+            .get_item(intern!(py, "data"))?
             .ok_or_else(|| PyValueError::new_err("bitmask has no data pointer"))?;
         (data.get_item(0)?.extract()?, shape)
     } else {
-        let torch = py
-            .import("sys")?
-            .getattr("modules")?
-            .downcast::<PyDict>()?
-            .get_item("torch")?;
-        let tensor = match &torch {
-            Some(t) => Some(t.getattr("Tensor")?),
-            None => None,
+        let torch = torch_types(py)?;
+        let int32 = match &torch {
+            Some((tensor, int32)) if obj.is_instance(tensor)? => int32,
+            _ => {
+                let name = obj.get_type().name()?;
+                return value_error(format!(
+                    "bitmask must be a numpy array or a torch tensor, got {name}"
+                ));
+            }
         };
-        let is_tensor = match &tensor {
-            Some(t) => obj.is_instance(t)?,
-            None => false,
-        };
-        let (Some(torch), true) = (torch, is_tensor) else {
-            let name = obj.get_type().name()?;
-            return value_error(format!(
-                "bitmask must be a numpy array or a torch tensor, got {name}"
-            ));
-        };
-        let dtype = obj.getattr("dtype")?;
-        if !dtype.eq(torch.getattr("int32")?)? {
+        let dtype = obj.getattr(intern!(py, "dtype"))?;
+        if !dtype.is(int32) {
             return value_error(format!(
                 "bitmask must have dtype torch.int32, got {}",
                 dtype.str()?
             ));
         }
-        let device = obj.getattr("device")?;
-        if device.getattr("type")?.extract::<String>()? != "cpu" {
+        let device = obj.getattr(intern!(py, "device"))?;
+        if !device.getattr(intern!(py, "type"))?.eq("cpu")? {
             return value_error(format!(
                 "bitmask must be on the CPU (got device {}); fill on the CPU and copy to the \
                  device with .to(device, non_blocking=True)",
                 device.str()?
             ));
         }
-        let shape: Vec<usize> = obj.getattr("shape")?.extract()?;
+        let shape: Vec<usize> = obj.getattr(intern!(py, "shape"))?.extract()?;
         if !(1..=2).contains(&shape.len()) {
             return value_error(format!(
                 "bitmask must be 1-D or 2-D, got shape {}",
                 shape_text(&shape)
             ));
         }
-        if !obj.call_method0("is_contiguous")?.extract::<bool>()? {
+        if !obj
+            .call_method0(intern!(py, "is_contiguous"))?
+            .extract::<bool>()?
+        {
             return value_error("bitmask rows must be contiguous; call .contiguous() first".into());
         }
-        if obj.getattr("requires_grad")?.extract::<bool>()? {
+        if obj
+            .getattr(intern!(py, "requires_grad"))?
+            .extract::<bool>()?
+        {
             return value_error("bitmask must not require grad".into());
         }
-        (obj.call_method0("data_ptr")?.extract()?, shape)
+        (obj.call_method0(intern!(py, "data_ptr"))?.extract()?, shape)
     };
     let (rows, row_words) = match shape[..] {
         [w] => (1, w),
