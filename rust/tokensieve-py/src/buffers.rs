@@ -75,13 +75,7 @@ pub(crate) fn bitmask_of(obj: &Bound<'_, PyAny>) -> PyResult<Bitmask> {
                 dtype.str()?
             ));
         }
-        let shape: Vec<usize> = obj.getattr(intern!(py, "shape"))?.extract()?;
-        if !(1..=2).contains(&shape.len()) {
-            return value_error(format!(
-                "bitmask must be 1-D or 2-D, got shape {}",
-                shape_text(&shape)
-            ));
-        }
+        let shape = shape_of(obj)?;
         let flags = obj.getattr(intern!(py, "flags"))?;
         if !flags
             .getattr(intern!(py, "c_contiguous"))?
@@ -126,13 +120,7 @@ pub(crate) fn bitmask_of(obj: &Bound<'_, PyAny>) -> PyResult<Bitmask> {
                 device.str()?
             ));
         }
-        let shape: Vec<usize> = obj.getattr(intern!(py, "shape"))?.extract()?;
-        if !(1..=2).contains(&shape.len()) {
-            return value_error(format!(
-                "bitmask must be 1-D or 2-D, got shape {}",
-                shape_text(&shape)
-            ));
-        }
+        let shape = shape_of(obj)?;
         if !obj
             .call_method0(intern!(py, "is_contiguous"))?
             .extract::<bool>()?
@@ -150,7 +138,7 @@ pub(crate) fn bitmask_of(obj: &Bound<'_, PyAny>) -> PyResult<Bitmask> {
     let (rows, row_words) = match shape[..] {
         [w] => (1, w),
         [r, w] => (r, w),
-        _ => unreachable!("checked above"),
+        _ => unreachable!("checked by shape_of"),
     };
     if rows == 0 || row_words == 0 {
         return value_error(format!("bitmask is empty (shape {})", shape_text(&shape)));
@@ -160,6 +148,18 @@ pub(crate) fn bitmask_of(obj: &Bound<'_, PyAny>) -> PyResult<Bitmask> {
         rows,
         row_words,
     })
+}
+
+/// The shape of a buffer, checked to be 1-D (one row) or 2-D.
+fn shape_of(obj: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
+    let shape: Vec<usize> = obj.getattr(intern!(obj.py(), "shape"))?.extract()?;
+    if !(1..=2).contains(&shape.len()) {
+        return value_error(format!(
+            "bitmask must be 1-D or 2-D, got shape {}",
+            shape_text(&shape)
+        ));
+    }
+    Ok(shape)
 }
 
 /// Python's spelling of a shape tuple.

@@ -111,30 +111,55 @@ impl Expr {
         matches!(self, Expr::Hir(_))
     }
 
+    /// Calls `f` on each direct sub-expression (none for leaves).
+    fn for_each_child(&self, f: &mut dyn FnMut(&Expr)) {
+        match self {
+            Expr::Concat(xs) | Expr::Alt(xs) => xs.iter().for_each(f),
+            Expr::Repeat { sub, .. } => f(sub),
+            Expr::List { item, sep } => {
+                f(item);
+                f(sep);
+            }
+            Expr::Members { items, sep, tail } => {
+                items.iter().for_each(|(x, _)| f(x));
+                f(sep);
+                if let Some(t) = tail {
+                    f(t);
+                }
+            }
+            Expr::WithTail { body, tail } => {
+                f(body);
+                f(tail);
+            }
+            Expr::Hir(_)
+            | Expr::Jump
+            | Expr::NamesExcluded(_)
+            | Expr::CharDfa(_)
+            | Expr::Part(_) => {}
+        }
+    }
+
+    /// One for this node plus `measure` of each child.
+    fn one_plus_children(&self, measure: fn(&Expr) -> u64) -> u64 {
+        let mut total = 1u64;
+        self.for_each_child(&mut |x| total = total.saturating_add(measure(x)));
+        total
+    }
+
     /// A rough size of the automaton the expression becomes (repetitions counted by their
     /// bound; a construct counts each part once), used for the compiler's size budget.
     pub(crate) fn weight(&self) -> u64 {
-        let sum = |xs: &mut dyn Iterator<Item = &Expr>| {
-            xs.fold(1u64, |acc, x| acc.saturating_add(x.weight()))
-        };
         match self {
             Expr::Hir(h) => hir::weight(h),
-            Expr::Concat(xs) | Expr::Alt(xs) => sum(&mut xs.iter()),
             Expr::Repeat { sub, min, max } => {
                 let k = u64::from(max.unwrap_or(*min).max(1));
                 k.saturating_mul(sub.weight()).saturating_add(1)
             }
-            Expr::List { item, sep } => sum(&mut [&**item, &**sep].into_iter()),
-            Expr::Members { items, sep, tail } => sum(&mut items
-                .iter()
-                .map(|(x, _)| x)
-                .chain([&**sep])
-                .chain(tail.as_deref())),
-            Expr::WithTail { body, tail } => sum(&mut [&**body, &**tail].into_iter()),
             Expr::Jump => 1,
             Expr::NamesExcluded(n) => n.weight,
             Expr::CharDfa(d) => d.weight,
             Expr::Part(p) => p.weight(),
+            _ => self.one_plus_children(Expr::weight),
         }
     }
 
@@ -142,21 +167,9 @@ impl Expr {
     /// (names, character DFA, shared part) one node (unlike [`Expr::weight`], which estimates
     /// the automaton).
     pub(crate) fn nodes(&self) -> u64 {
-        let sum = |xs: &mut dyn Iterator<Item = &Expr>| {
-            xs.fold(1u64, |acc, x| acc.saturating_add(x.nodes()))
-        };
         match self {
             Expr::Hir(h) => hir::nodes(h),
-            Expr::Concat(xs) | Expr::Alt(xs) => sum(&mut xs.iter()),
-            Expr::Repeat { sub, .. } => 1 + sub.nodes(),
-            Expr::List { item, sep } => sum(&mut [&**item, &**sep].into_iter()),
-            Expr::Members { items, sep, tail } => sum(&mut items
-                .iter()
-                .map(|(x, _)| x)
-                .chain([&**sep])
-                .chain(tail.as_deref())),
-            Expr::WithTail { body, tail } => sum(&mut [&**body, &**tail].into_iter()),
-            Expr::Jump | Expr::NamesExcluded(_) | Expr::CharDfa(_) | Expr::Part(_) => 1,
+            _ => self.one_plus_children(Expr::nodes),
         }
     }
 }

@@ -670,31 +670,8 @@ impl Compiler {
                 "assertions are not supported inside a schema automaton".into(),
             )),
             HirKind::Capture(c) => self.c(&c.sub),
-            HirKind::Concat(xs) => {
-                let mut it = xs.iter();
-                let Some(first) = it.next() else {
-                    let e = self.empty()?;
-                    return Ok((e, e));
-                };
-                let (start, mut end) = self.c(first)?;
-                for x in it {
-                    let (s, e) = self.c(x)?;
-                    self.patch(end, s)?;
-                    end = e;
-                }
-                Ok((start, end))
-            }
-            HirKind::Alternation(xs) => {
-                let end = self.empty()?;
-                let mut starts = Vec::with_capacity(xs.len());
-                for x in xs {
-                    let (s, e) = self.c(x)?;
-                    self.patch(e, end)?;
-                    starts.push(s);
-                }
-                let start = self.union(starts)?;
-                Ok((start, end))
-            }
+            HirKind::Concat(xs) => self.sequence(xs, Self::c),
+            HirKind::Alternation(xs) => self.alternation(xs, Self::c),
             HirKind::Repetition(r) if r.min == 0 && r.max.is_none() && is_any_char(&r.sub) => {
                 // an unconstrained string's content: about a third of the states of the HIR's
                 let (head, end, _) = self.any_chars()?;
@@ -742,37 +719,47 @@ impl Compiler {
         }
     }
 
-    /// A sequence of fragments.
-    fn chain_of<'x>(&mut self, xs: impl IntoIterator<Item = &'x Expr>) -> Result<Frag> {
-        let mut it = xs.into_iter();
-        let Some(first) = it.next() else {
+    /// The fragments of `xs` (each built by `part`) in sequence.
+    fn sequence<T>(
+        &mut self,
+        xs: &[T],
+        mut part: impl FnMut(&mut Self, &T) -> Result<Frag>,
+    ) -> Result<Frag> {
+        let Some((first, rest)) = xs.split_first() else {
             let e = self.empty()?;
             return Ok((e, e));
         };
-        let (start, mut end) = self.e(first)?;
-        for x in it {
-            let (s, e) = self.e(x)?;
+        let (start, mut end) = part(self, first)?;
+        for x in rest {
+            let (s, e) = part(self, x)?;
             self.patch(end, s)?;
             end = e;
         }
         Ok((start, end))
     }
 
+    /// The union of the fragments of `xs` (each built by `part`), joined at one end state.
+    fn alternation<T>(
+        &mut self,
+        xs: &[T],
+        mut part: impl FnMut(&mut Self, &T) -> Result<Frag>,
+    ) -> Result<Frag> {
+        let end = self.empty()?;
+        let mut starts = Vec::with_capacity(xs.len());
+        for x in xs {
+            let (s, e) = part(self, x)?;
+            self.patch(e, end)?;
+            starts.push(s);
+        }
+        let start = self.union(starts)?;
+        Ok((start, end))
+    }
+
     fn e(&mut self, x: &Expr) -> Result<Frag> {
         match x {
             Expr::Hir(h) => self.c(h),
-            Expr::Concat(xs) => self.chain_of(xs),
-            Expr::Alt(xs) => {
-                let end = self.empty()?;
-                let mut starts = Vec::with_capacity(xs.len());
-                for x in xs {
-                    let (s, e) = self.e(x)?;
-                    self.patch(e, end)?;
-                    starts.push(s);
-                }
-                let start = self.union(starts)?;
-                Ok((start, end))
-            }
+            Expr::Concat(xs) => self.sequence(xs, Self::e),
+            Expr::Alt(xs) => self.alternation(xs, Self::e),
             Expr::Repeat { sub, min, max } => self.repeat(*min, *max, |c| c.e(sub)),
             Expr::List { item, sep } => {
                 let (is, ie) = self.e(item)?;
