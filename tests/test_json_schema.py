@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from feed import Lookup, accepts, token_lookup
 
 import tokensieve as ts
 from tokensieve.constraints import Constraint
@@ -25,45 +26,13 @@ def vocab() -> ts.Vocabulary:
 
 
 @pytest.fixture(scope="module")
-def lookup(vocab: ts.Vocabulary) -> tuple[dict[bytes, int], int]:
-    table: dict[bytes, int] = {}
-    longest = 1
-    for i in range(vocab.vocab_size):
-        b = vocab.token_bytes(i)
-        if b:
-            table.setdefault(b, i)
-            longest = max(longest, len(b))
-    return table, longest
+def lookup(vocab: ts.Vocabulary) -> Lookup:
+    return token_lookup(vocab)
 
 
 def allowed(row: np.ndarray) -> np.ndarray:
     bits = np.unpackbits(np.ascontiguousarray(row).view(np.uint8), bitorder="little")
     return np.flatnonzero(bits)
-
-
-def accepts(grammar: ts.Grammar, text: str, lookup: tuple[dict[bytes, int], int]) -> bool:
-    """Feed `text` with longest-prefix tokens, checking each token against the mask. The DFA is
-    byte-level, so one tokenization decides membership."""
-    table, longest = lookup
-    m = grammar.matcher()
-    bm = ts.allocate_token_bitmask(1, grammar.vocab.vocab_size)
-    data = text.encode()
-    i = 0
-    while i < len(data):
-        for n in range(min(longest, len(data) - i), 0, -1):
-            tok = table.get(data[i : i + n])
-            if tok is not None:
-                break
-        else:
-            raise AssertionError(f"no token spells {data[i : i + 1]!r}")
-        m.fill_next_token_bitmask(bm)
-        bit = bool((int(np.asarray(bm)[0][tok >> 5]) >> (tok & 31)) & 1)
-        ok = m.accept_token(tok)
-        assert ok == bit, f"mask and accept_token disagree on {data[i : i + n]!r}"
-        if not ok:
-            return False
-        i += n
-    return m.is_accepting()
 
 
 def oracle(schema: Any) -> Any:
@@ -356,7 +325,7 @@ CASES: list[tuple[dict[str, Any] | bool, Any, bool]] = [
 @pytest.mark.parametrize(("schema", "instance", "expected"), CASES)
 def test_keyword_table(
     vocab: ts.Vocabulary,
-    lookup: tuple[dict[bytes, int], int],
+    lookup: Lookup,
     schema: dict[str, Any] | bool,
     instance: Any,
     expected: bool,
@@ -368,7 +337,7 @@ def test_keyword_table(
         assert oracle(schema).is_valid(instance)
 
 
-def test_escaped_spellings(vocab: ts.Vocabulary, lookup: tuple[dict[bytes, int], int]) -> None:
+def test_escaped_spellings(vocab: ts.Vocabulary, lookup: Lookup) -> None:
     g = ts.Grammar.from_json_schema({"enum": ["é/x", "b"]}, vocab)
     for text in ['"é/x"', '"\\u00e9\\/x"', '"\\u00E9/x"', '"\\u0062"']:
         assert accepts(g, text, lookup), text
@@ -377,9 +346,7 @@ def test_escaped_spellings(vocab: ts.Vocabulary, lookup: tuple[dict[bytes, int],
     assert not accepts(g, '"ab"', lookup)
 
 
-def test_schema_inputs_and_errors(
-    vocab: ts.Vocabulary, lookup: tuple[dict[bytes, int], int]
-) -> None:
+def test_schema_inputs_and_errors(vocab: ts.Vocabulary, lookup: Lookup) -> None:
     g = ts.Grammar.from_json_schema('{"type": "integer"}', vocab)
     assert accepts(g, "12", lookup)
     with pytest.raises(ts.SchemaError) as e:
@@ -408,7 +375,7 @@ def test_schema_inputs_and_errors(
         ts.Grammar.from_json_schema({}, vocab, whitespace="x+")
 
 
-def test_options(vocab: ts.Vocabulary, lookup: tuple[dict[bytes, int], int]) -> None:
+def test_options(vocab: ts.Vocabulary, lookup: Lookup) -> None:
     s = {"type": "object", "properties": {"a": {"type": "integer"}}}
     g = ts.Grammar.from_json_schema(s, vocab, additional_properties="forbid")
     assert accepts(g, '{"a": 1}', lookup) and not accepts(g, '{"a": 1, "b": 2}', lookup)
@@ -443,7 +410,7 @@ def test_options(vocab: ts.Vocabulary, lookup: tuple[dict[bytes, int], int]) -> 
     assert accepts(g, "null", lookup)
 
 
-def test_pydantic_model(vocab: ts.Vocabulary, lookup: tuple[dict[bytes, int], int]) -> None:
+def test_pydantic_model(vocab: ts.Vocabulary, lookup: Lookup) -> None:
     pydantic = pytest.importorskip("pydantic")
 
     class Pet(pydantic.BaseModel):
@@ -456,7 +423,7 @@ def test_pydantic_model(vocab: ts.Vocabulary, lookup: tuple[dict[bytes, int], in
     assert not accepts(g, dumps({"name": "Rex", "age": 31}), lookup)
 
 
-def test_choice_and_json_object(vocab: ts.Vocabulary, lookup: tuple[dict[bytes, int], int]) -> None:
+def test_choice_and_json_object(vocab: ts.Vocabulary, lookup: Lookup) -> None:
     g = ts.Grammar.from_choice(["yes", "no", "maybe so"], vocab)
     assert accepts(g, "maybe so", lookup) and not accepts(g, "nope", lookup)
     g = ts.Grammar.from_json_object(vocab)
@@ -529,9 +496,7 @@ WALK_SCHEMAS: list[dict[str, Any]] = [
 
 
 @pytest.mark.parametrize("schema_index", range(len(WALK_SCHEMAS)))
-def test_random_walks_validate(
-    vocab: ts.Vocabulary, lookup: tuple[dict[bytes, int], int], schema_index: int
-) -> None:
+def test_random_walks_validate(vocab: ts.Vocabulary, lookup: Lookup, schema_index: int) -> None:
     schema = WALK_SCHEMAS[schema_index]
     g = ts.Grammar.from_json_schema(schema, vocab)
     table, _ = lookup
@@ -566,9 +531,7 @@ def test_random_walks_validate(
         assert validator.is_valid(value), (out, list(validator.iter_errors(value)))
 
 
-def test_references_and_registry(
-    vocab: ts.Vocabulary, lookup: tuple[dict[bytes, int], int]
-) -> None:
+def test_references_and_registry(vocab: ts.Vocabulary, lookup: Lookup) -> None:
     # $id-relative references and anchors within one document
     schema = {
         "$id": "https://example.com/root.json",

@@ -29,6 +29,8 @@ AOT_MAX_STATES = 1_000_000
 # ... and a regex that spells such a schema out (e.g. another engine's 3.6 MB regex for a
 # Kubernetes schema) needs a few hundred MB of automaton while it is built.
 AOT_MAX_NFA_BYTES = 1 << 30
+# ... and may take minutes, which a serving process's default (10 s) would refuse.
+AOT_MAX_COMPILE_SECONDS = 600.0
 
 EXIT_OK, EXIT_COMPILE, EXIT_USAGE = 0, 1, 2
 
@@ -71,7 +73,13 @@ def _parser() -> argparse.ArgumentParser:
         "here; 64 MiB for a lazy grammar)",
     )
     c.add_argument("--mask-cache-bytes", type=int, dest="mask_cache_bytes")
-    c.add_argument("--max-compile-seconds", type=float, dest="max_compile_seconds")
+    c.add_argument(
+        "--max-compile-seconds",
+        type=float,
+        dest="max_compile_seconds",
+        help=f"wall-clock budget of the build (default {AOT_MAX_COMPILE_SECONDS:g} s here; "
+        "10 s for a grammar compiled at run time)",
+    )
     g = c.add_argument_group("JSON options (see the README's options table)")
     g.add_argument("--additional-properties", choices=["allow", "forbid"])
     g.add_argument("--formats", choices=["assert", "annotate"])
@@ -154,6 +162,7 @@ def _compile(args: argparse.Namespace) -> int:
     options = {k: getattr(args, k) for k in OPTION_NAMES if getattr(args, k, None) is not None}
     options.setdefault("max_states", AOT_MAX_STATES)
     options.setdefault("max_nfa_bytes", AOT_MAX_NFA_BYTES)
+    options.setdefault("max_compile_seconds", AOT_MAX_COMPILE_SECONDS)
     if getattr(args, "registry", None):
         try:
             registry = json.loads(Path(args.registry).read_text(encoding="utf-8"))

@@ -22,8 +22,8 @@
 //!
 //! Mask layout: word `t / 32`, bit `t % 32` (lowest bit first), 1 = allowed.
 
+use crate::budget::Deadline;
 use std::sync::{Arc, RwLock};
-use std::time::Instant;
 
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -559,7 +559,7 @@ impl TokenIndex {
         vocab: &Vocabulary,
         dfa: &LazyDfa,
         start: u32,
-        deadline: Option<Instant>,
+        deadline: Option<Deadline>,
     ) -> Result<IndexStats> {
         dfa.determinize_all(deadline)?;
         let frozen = {
@@ -587,12 +587,10 @@ impl TokenIndex {
         let words = vocab.mask_words();
         while !frontier.is_empty() {
             if let Some(d) = deadline {
-                if Instant::now() > d {
-                    return Err(Error::Budget(format!(
-                        "time budget exceeded while precomputing the index ({} states done)",
-                        seen.len()
-                    )));
-                }
+                d.check(&format!(
+                    "precomputing the index, {} states done",
+                    seen.len()
+                ))?;
             }
             let results: Vec<Result<Walked>> = frontier
                 .par_iter()

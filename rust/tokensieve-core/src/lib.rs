@@ -16,6 +16,7 @@
 //! This crate has no Python dependency; the bindings crate wraps it.
 
 pub mod automata;
+pub mod budget;
 pub mod error;
 pub mod index;
 pub mod json_schema;

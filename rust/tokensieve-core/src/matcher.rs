@@ -20,18 +20,24 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rayon::prelude::*;
 
 use crate::automata::dfa::{LazyDfa, DEAD};
 use crate::automata::expr::Expr;
+use crate::budget::{self, Deadline};
 use crate::error::{Error, Result};
 use crate::index::{IndexStats, TokenIndex};
 use crate::json_schema::JsonSchemaOptions;
 use crate::regex::RegexOptions;
 use crate::vocab::Vocabulary;
 use regex_syntax::hir::Hir;
+
+/// Default `max_compile_seconds`: short enough that a compile inside a serving step cannot hold
+/// the batch for long, ample for every schema of the dev set (the slowest lazy compile takes
+/// about 0.3 s, the slowest `precompute` about 7 s).
+pub const DEFAULT_COMPILE_SECONDS: u64 = 10;
 
 /// Options for compiling a grammar.
 #[derive(Debug, Clone)]
@@ -40,7 +46,8 @@ pub struct GrammarOptions {
     pub regex: RegexOptions,
     /// Memory budget of the mask cache, in bytes.
     pub mask_cache_bytes: usize,
-    /// Wall-clock budget for compiling (start state and first mask) and for `precompute`.
+    /// Wall-clock budget (`max_compile_seconds`) of one compile — schema walk, automaton, start
+    /// state and first mask — and of `precompute`; see [`crate::budget`].
     pub max_compile_time: Duration,
 }
 
@@ -49,12 +56,17 @@ impl Default for GrammarOptions {
         GrammarOptions {
             regex: RegexOptions::default(),
             mask_cache_bytes: 512 << 20,
-            max_compile_time: Duration::from_secs(60),
+            max_compile_time: Duration::from_secs(DEFAULT_COMPILE_SECONDS),
         }
     }
 }
 
 impl GrammarOptions {
+    /// Run one compile under this options' deadline.
+    fn compiling<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        budget::scope(Some(Deadline::after(self.max_compile_time)), f)
+    }
+
     /// The names [`GrammarOptions::set`] takes.
     pub const NAMES: &'static [&'static str] = &[
         "max_states",
@@ -227,8 +239,10 @@ impl Grammar {
         vocab: Arc<Vocabulary>,
         opts: &GrammarOptions,
     ) -> Result<Grammar> {
-        let hir = crate::regex::parse(pattern, opts.regex.nest_limit)?;
-        Grammar::from_hir(pattern, &hir, vocab, opts)
+        opts.compiling(|| {
+            let hir = crate::regex::parse(pattern, opts.regex.nest_limit)?;
+            Grammar::from_hir(pattern, &hir, vocab, opts)
+        })
     }
 
     /// Compile a ready HIR (full-match semantics); `pattern` is kept for messages and
@@ -239,7 +253,9 @@ impl Grammar {
         vocab: Arc<Vocabulary>,
         opts: &GrammarOptions,
     ) -> Result<Grammar> {
-        Grammar::from_dfa(LazyDfa::from_hir(pattern, hir, &opts.regex)?, vocab, opts)
+        opts.compiling(|| {
+            Grammar::from_dfa(LazyDfa::from_hir(pattern, hir, &opts.regex)?, vocab, opts)
+        })
     }
 
     /// Compile an expression of the automata layer's intermediate form.
@@ -301,11 +317,13 @@ impl Grammar {
         schema_opts: &JsonSchemaOptions,
         opts: &GrammarOptions,
     ) -> Result<Grammar> {
-        let c = crate::json_schema::compile(schema, schema_opts)?;
-        let mut g = Grammar::from_expr(&schema_label(&c.expr), &c.expr, vocab, opts)?;
-        g.warnings = c.warnings;
-        g.source = ConstraintSource::json_schema(schema, schema_opts);
-        Ok(g)
+        opts.compiling(|| {
+            let c = crate::json_schema::compile(schema, schema_opts)?;
+            let mut g = Grammar::from_expr(&schema_label(&c.expr), &c.expr, vocab, opts)?;
+            g.warnings = c.warnings;
+            g.source = ConstraintSource::json_schema(schema, schema_opts);
+            Ok(g)
+        })
     }
 
     /// Any JSON object (nesting bounded by `max_nesting_depth`).
@@ -314,10 +332,12 @@ impl Grammar {
         schema_opts: &JsonSchemaOptions,
         opts: &GrammarOptions,
     ) -> Result<Grammar> {
-        let c = crate::json_schema::any_object(schema_opts)?;
-        let mut g = Grammar::from_expr(&schema_label(&c.expr), &c.expr, vocab, opts)?;
-        g.source = ConstraintSource::json_object(schema_opts);
-        Ok(g)
+        opts.compiling(|| {
+            let c = crate::json_schema::any_object(schema_opts)?;
+            let mut g = Grammar::from_expr(&schema_label(&c.expr), &c.expr, vocab, opts)?;
+            g.source = ConstraintSource::json_object(schema_opts);
+            Ok(g)
+        })
     }
 
     /// Exactly one of `choices` (raw text).
@@ -331,10 +351,12 @@ impl Grammar {
                 "from_choice needs at least one choice".into(),
             ));
         }
-        let hir = crate::json_schema::choice(choices);
-        let mut g = Grammar::from_hir(&hir.to_string(), &hir, vocab, opts)?;
-        g.source = ConstraintSource::choice(choices);
-        Ok(g)
+        opts.compiling(|| {
+            let hir = crate::json_schema::choice(choices);
+            let mut g = Grammar::from_hir(&hir.to_string(), &hir, vocab, opts)?;
+            g.source = ConstraintSource::choice(choices);
+            Ok(g)
+        })
     }
 
     /// Warnings collected while compiling (lenient schema compilation, unknown keywords).
@@ -365,9 +387,11 @@ impl Grammar {
 
     /// Compute the mask of every state reachable by tokens (eager mode), in parallel.
     pub fn precompute(&self) -> Result<IndexStats> {
-        let deadline = Instant::now() + self.options.max_compile_time;
-        self.index
-            .precompute(&self.vocab, &self.dfa, self.dfa.start(), Some(deadline))
+        let deadline = Deadline::after(self.options.max_compile_time);
+        budget::scope(Some(deadline), || {
+            self.index
+                .precompute(&self.vocab, &self.dfa, self.dfa.start(), Some(deadline))
+        })
     }
 
     /// Sizes of the index so far.

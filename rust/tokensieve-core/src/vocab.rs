@@ -128,6 +128,10 @@ fn fnv1a(h: &mut u64, bytes: &[u8]) {
     }
 }
 
+/// Largest logits width (and number of token strings) a vocabulary may have: 2^24 ids, 64 times
+/// the largest vocabularies in use. Larger sizes are refused before anything is allocated.
+pub const MAX_VOCAB_SIZE: usize = 1 << 24;
+
 impl Vocabulary {
     /// Build from token byte strings indexed by id.
     ///
@@ -155,9 +159,10 @@ impl Vocabulary {
         if vocab_size == 0 {
             return Err(Error::Vocabulary("vocab_size must be positive".into()));
         }
-        if vocab_size >= u32::MAX as usize {
+        if vocab_size > MAX_VOCAB_SIZE || tokenizer_size > MAX_VOCAB_SIZE {
             return Err(Error::Vocabulary(format!(
-                "vocab_size {vocab_size} is too large"
+                "vocab_size {} is larger than the supported {MAX_VOCAB_SIZE} (2^24) token ids",
+                vocab_size.max(tokenizer_size)
             )));
         }
         if eos.is_empty() {

@@ -10,17 +10,19 @@ use std::path::{Path, PathBuf};
 /// Module → the modules it may import, bottom layer first.
 const ALLOWED: &[(&str, &[&str])] = &[
     ("error", &[]),
-    ("automata", &["error"]),
-    ("trie", &["error"]),
-    ("vocab", &["error", "trie"]),
-    ("kernel", &["error"]),
-    ("regex", &["error", "automata"]),
-    ("json_schema", &["error", "automata", "regex"]),
-    ("index", &["error", "automata", "trie", "vocab"]),
+    ("budget", &["error"]),
+    ("automata", &["error", "budget"]),
+    ("trie", &["error", "budget"]),
+    ("vocab", &["error", "budget", "trie"]),
+    ("kernel", &["error", "budget"]),
+    ("regex", &["error", "budget", "automata"]),
+    ("json_schema", &["error", "budget", "automata", "regex"]),
+    ("index", &["error", "budget", "automata", "trie", "vocab"]),
     (
         "matcher",
         &[
             "error",
+            "budget",
             "automata",
             "trie",
             "vocab",
@@ -33,6 +35,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "serialize",
         &[
             "error",
+            "budget",
             "automata",
             "trie",
             "vocab",

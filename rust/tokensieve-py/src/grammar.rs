@@ -54,7 +54,23 @@ pub(crate) fn schema_text(py: Python<'_>, schema: &Bound<'_, PyAny>) -> PyResult
     } else {
         schema.clone()
     };
-    py.import("json")?.call_method1("dumps", (obj,))?.extract()
+    // Python's `json` writes integers with all their digits (the core reads numbers exactly);
+    // NaN and infinities are not JSON and are refused here.
+    let kwargs = pyo3::types::PyDict::new(py);
+    kwargs.set_item("allow_nan", false)?;
+    match py
+        .import("json")?
+        .call_method("dumps", (obj,), Some(&kwargs))
+    {
+        Ok(text) => text.extract(),
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyRecursionError>(py) => {
+            Err(PyValueError::new_err(
+                "the schema nests too deeply to be converted to JSON (at most 128 levels are \
+                 accepted)",
+            ))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// The text form of one keyword-argument value, as `CompileOptions::set` reads it.
@@ -171,8 +187,7 @@ impl PyGrammar {
             grammar: opts,
         } = compile_options(py, options)?;
         let text = schema_text(py, schema)?;
-        let schema: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| PyValueError::new_err(format!("the schema is not valid JSON: {e}")))?;
+        let schema = core::json_schema::parse_text("the schema", &text).py(py)?;
         Self::build(py, vocab, |v| {
             core::Grammar::from_json_schema(&schema, v, &so, &opts)
         })
@@ -353,8 +368,7 @@ pub(crate) fn constraint_hash(
         ),
         "json_schema" => {
             let text = schema_text(py, value.ok_or_else(|| need("a schema"))?)?;
-            let schema: serde_json::Value = serde_json::from_str(&text)
-                .map_err(|e| PyValueError::new_err(format!("the schema is not valid JSON: {e}")))?;
+            let schema = core::json_schema::parse_text("the schema", &text).py(py)?;
             core::ConstraintSource::json_schema(&schema, &so)
         }
         "choice" => core::ConstraintSource::choice(

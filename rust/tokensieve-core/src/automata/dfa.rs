@@ -26,8 +26,8 @@
 //! byte string leads from it to an accepting state. NFA states that cannot reach the match state
 //! are pruned during the closure, so a set that is left empty and non-accepting is the dead state.
 
+use crate::budget::Deadline;
 use std::sync::{Mutex, MutexGuard};
-use std::time::Instant;
 
 use regex_automata::nfa::thompson::{self, State, NFA};
 use regex_automata::util::look::Look;
@@ -240,16 +240,13 @@ impl LazyDfa {
     }
 
     /// Determinize every state reachable from the start. Used by eager precomputation.
-    pub fn determinize_all(&self, deadline: Option<Instant>) -> Result<usize> {
+    pub fn determinize_all(&self, deadline: Option<Deadline>) -> Result<usize> {
         let mut view = self.view();
         let mut i = 0usize;
         while i < view.table.sets.len() {
             if let Some(d) = deadline {
-                if i.is_multiple_of(256) && Instant::now() > d {
-                    return Err(Error::Budget(format!(
-                        "time budget exceeded while determinizing ({} states so far)",
-                        view.table.sets.len()
-                    )));
+                if i.is_multiple_of(256) {
+                    d.check("determinizing the whole automaton")?;
                 }
             }
             for c in 0..self.stride {
@@ -410,6 +407,7 @@ impl LazyDfa {
                 self.max_states
             )));
         }
+        crate::budget::check("determinizing the automaton")?;
         let id = t.sets.len() as u32;
         let key: Box<[u32]> = set.into_boxed_slice();
         t.ids.insert(key.clone(), id);

@@ -120,6 +120,7 @@ pub(crate) fn share(key: &str, e: Expr) -> Result<Expr> {
         b: Builder::new(),
         log: Some(Vec::new()),
         tails: Vec::new(),
+        every: Default::default(),
     };
     let (entry, exit) = c.e(&e)?;
     let ops = c.log.take().unwrap_or_default();
@@ -173,6 +174,8 @@ struct Compiler {
     log: Option<Vec<Op>>,
     /// Entry states of the tails of the enclosing `WithTail` expressions, innermost last.
     tails: Vec<StateID>,
+    /// The compile deadline, checked every so many builder calls.
+    every: crate::budget::Every,
 }
 
 fn budget(e: impl std::fmt::Display) -> Error {
@@ -183,19 +186,20 @@ fn budget(e: impl std::fmt::Display) -> Error {
 }
 
 impl Compiler {
-    fn log(&mut self, op: Op) {
+    fn log(&mut self, op: Op) -> Result<()> {
         if let Some(l) = self.log.as_mut() {
             l.push(op);
         }
+        self.every.tick("building the automaton")
     }
 
     fn empty(&mut self) -> Result<StateID> {
-        self.log(Op::Empty);
+        self.log(Op::Empty)?;
         self.b.add_empty().map_err(budget)
     }
 
     fn fail(&mut self) -> Result<StateID> {
-        self.log(Op::Fail);
+        self.log(Op::Fail)?;
         self.b.add_fail().map_err(budget)
     }
 
@@ -205,24 +209,24 @@ impl Compiler {
                 .iter()
                 .map(|t| (t.start, t.end, t.next.as_u32()))
                 .collect(),
-        ));
+        ))?;
         self.b.add_sparse(trans).map_err(budget)
     }
 
     fn range(&mut self, start: u8, end: u8, next: StateID) -> Result<StateID> {
-        self.log(Op::Range(start, end, next.as_u32()));
+        self.log(Op::Range(start, end, next.as_u32()))?;
         self.b
             .add_range(Transition { start, end, next })
             .map_err(budget)
     }
 
     fn patch(&mut self, from: StateID, to: StateID) -> Result<()> {
-        self.log(Op::Patch(from.as_u32(), to.as_u32()));
+        self.log(Op::Patch(from.as_u32(), to.as_u32()))?;
         self.b.patch(from, to).map_err(budget)
     }
 
     fn union(&mut self, alts: Vec<StateID>) -> Result<StateID> {
-        self.log(Op::Union(alts.iter().map(|a| a.as_u32()).collect()));
+        self.log(Op::Union(alts.iter().map(|a| a.as_u32()).collect()))?;
         self.b.add_union(alts).map_err(budget)
     }
 
@@ -807,6 +811,7 @@ pub(crate) fn build(x: &Expr, max_nfa_bytes: usize) -> Result<NFA> {
         b: Builder::new(),
         log: None,
         tails: Vec::new(),
+        every: Default::default(),
     };
     c.b.set_size_limit(Some(max_nfa_bytes)).map_err(budget)?;
     c.b.start_pattern().map_err(budget)?;

@@ -362,6 +362,68 @@ pub(crate) fn spell_str(s: &str) -> Hir {
     concat(s.chars().map(spell_char).collect())
 }
 
+/// All JSON spellings of any one of `strings`, with shared prefixes spelled once (a trie): an
+/// enum of many strings becomes an automaton the size of its distinct prefixes, not one branch
+/// per member. The language is exactly the union of `spell_str` of each string.
+///
+/// `Err(n)` when the trie would hold `n > max_chars` characters (counted before anything is
+/// built: a huge literal is refused without allocating its automaton).
+pub(crate) fn spell_any_of(strings: &[&str], max_chars: usize) -> Result<Hir, usize> {
+    let mut words: Vec<Vec<char>> = strings.iter().map(|s| s.chars().collect()).collect();
+    words.sort_unstable();
+    words.dedup();
+    // characters of the trie: each word adds what it does not share with the word before
+    let mut chars = words.first().map_or(0, Vec::len);
+    for w in words.windows(2) {
+        let common = w[0].iter().zip(&w[1]).take_while(|(a, b)| a == b).count();
+        chars += w[1].len() - common;
+    }
+    if chars > max_chars {
+        return Err(chars);
+    }
+    Ok(trie(&words, 0, 0))
+}
+
+/// Deepest branching level built as a trie; below it the remaining suffixes are alternatives
+/// (the recursion is bounded whatever the strings).
+const MAX_TRIE_DEPTH: usize = 512;
+
+/// The spellings of the suffixes from `at` of `words` (sorted, distinct; all sharing their first
+/// `at` characters).
+fn trie(words: &[Vec<char>], mut at: usize, depth: usize) -> Hir {
+    let mut out = Vec::new();
+    // the common prefix of a sorted slice is that of its first and last words
+    let (first, last) = (&words[0], &words[words.len() - 1]);
+    while at < first.len() && at < last.len() && first[at] == last[at] {
+        out.push(spell_char(first[at]));
+        at += 1;
+    }
+    if words.len() == 1 {
+        return concat(out);
+    }
+    if depth >= MAX_TRIE_DEPTH {
+        let rest = words
+            .iter()
+            .map(|w| concat(w[at..].iter().map(|&c| spell_char(c)).collect()));
+        out.push(alt(rest.collect()));
+        return concat(out);
+    }
+    let mut branches = Vec::new();
+    let mut i = 0;
+    if first.len() == at {
+        branches.push(Hir::empty()); // a word ends here (it sorts first)
+        i = 1;
+    }
+    while i < words.len() {
+        let c = words[i][at];
+        let j = i + words[i..].partition_point(|w| w[at] == c);
+        branches.push(trie(&words[i..j], at, depth + 1));
+        i = j;
+    }
+    out.push(alt(branches));
+    concat(out)
+}
+
 /// All JSON spellings of one character (ASCII ones built once per thread: property names and
 /// enum strings are spelled character by character).
 pub(crate) fn spell_char(c: char) -> Hir {

@@ -223,6 +223,7 @@ impl<'a> Compiler<'a> {
 
     /// The schema `v` as a union of conjunctions of applicator-free parts.
     pub(super) fn expand(&mut self, v: &Value, ptr: &str, depth: u32) -> Result<Vec<Term>> {
+        crate::budget::check("expanding schema combinators")?;
         if depth > 64 {
             return Err(schema_error(
                 "allOf",

@@ -33,6 +33,24 @@ use crate::automata::expr::Expr;
 use crate::error::Result;
 pub use options::{AdditionalProperties, Formats, JsonSchemaOptions, OneOf, Whitespace};
 
+/// Largest schema text (or registry document) accepted, in bytes.
+pub const MAX_SCHEMA_BYTES: usize = 64 << 20;
+
+/// Parse a schema document from JSON text, refusing texts over [`MAX_SCHEMA_BYTES`] before
+/// parsing. Numbers keep their decimal text (read exactly by the compiler); nesting deeper than
+/// 128 levels is a parse error.
+pub fn parse_text(what: &str, text: &str) -> Result<Value> {
+    if text.len() > MAX_SCHEMA_BYTES {
+        return Err(crate::error::Error::Budget(format!(
+            "{what} is {} bytes of JSON, more than the {} MiB accepted",
+            text.len(),
+            MAX_SCHEMA_BYTES >> 20
+        )));
+    }
+    serde_json::from_str(text)
+        .map_err(|e| crate::error::Error::InvalidArgument(format!("{what} is not valid JSON: {e}")))
+}
+
 /// A compiled schema: the language in the automata layer's intermediate form, and the
 /// warnings collected on the way.
 #[derive(Debug, Clone)]
@@ -69,18 +87,15 @@ pub fn compile(schema: &Value, opts: &JsonSchemaOptions) -> Result<CompiledSchem
         return compile_here(schema, opts);
     }
     let (schema, opts) = (schema.clone(), opts.clone());
-    on_big_stack(move || compile_here(&schema, &opts))?
+    let deadline = crate::budget::current();
+    on_big_stack(move || crate::budget::scope(deadline, || compile_here(&schema, &opts)))?
 }
 
 fn compile_here(schema: &Value, opts: &JsonSchemaOptions) -> Result<CompiledSchema> {
     let registry = opts
         .registry
         .iter()
-        .map(|(u, t)| {
-            serde_json::from_str(t)
-                .map(|v| (u.clone(), v))
-                .map_err(|e| crate::error::Error::InvalidArgument(format!("registry {u}: {e}")))
-        })
+        .map(|(u, t)| parse_text(&format!("registry document {u}"), t).map(|v| (u.clone(), v)))
         .collect::<Result<Vec<(String, Value)>>>()?;
     let prepared = resolve::prepare(schema, &registry)?;
     let mut c = compile::Compiler::new(&prepared.docs, opts)?;

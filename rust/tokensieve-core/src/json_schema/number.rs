@@ -27,6 +27,9 @@ pub(crate) struct Dec {
     pub frac: Vec<u8>,
 }
 
+/// Largest decimal exponent of a number the compiler reads (its digits are expanded).
+pub(crate) const MAX_EXPONENT: i64 = 10_000;
+
 impl Dec {
     pub fn zero() -> Dec {
         Dec {
@@ -53,7 +56,7 @@ impl Dec {
         if ip.is_empty() || !ip.bytes().chain(fp.bytes()).all(|b| b.is_ascii_digit()) {
             return None;
         }
-        if exp.abs() > 10_000 {
+        if exp.abs() > MAX_EXPONENT {
             return None;
         }
         let all: Vec<u8> = ip.bytes().chain(fp.bytes()).map(|b| b - b'0').collect();
@@ -85,8 +88,10 @@ impl Dec {
         })
     }
 
+    /// The exact value of a schema number (checked by `resolve::prepare`: its exponent is
+    /// within `MAX_EXPONENT`).
     pub fn from_json(n: &serde_json::Number) -> Dec {
-        Dec::parse(&n.to_string()).unwrap_or_else(Dec::zero)
+        Dec::parse(&n.to_string()).expect("schema numbers are checked by resolve::prepare")
     }
 
     /// The magnitude times `10^k` as an integer (`k` at least the number of fraction digits);

@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 
 use super::compile::{child, schema_error};
 use super::keywords::{DATA, FRACTION, INTERNAL_PREFIX, LIST, MAP, ONE};
+use super::number::{Dec, MAX_EXPONENT};
 use crate::error::Result;
 
 /// Prefix of a rewritten `$ref` that could not be resolved, followed by the reason.
@@ -292,6 +293,9 @@ pub(crate) fn prepare(root: &Value, registry: &[(String, Value)]) -> Result<Prep
         docs.push(doc.clone());
         bases.push(split(uri).0.to_string());
     }
+    for doc in &docs {
+        check_numbers(doc, "", 0)?;
+    }
     let drafts: Vec<Draft> = docs.iter().map(Draft::of).collect();
     // pass 1: resources and anchors
     let mut idx = Index::default();
@@ -358,6 +362,53 @@ pub(crate) fn prepare(root: &Value, registry: &[(String, Value)]) -> Result<Prep
     }
     Ok(Prepared { docs: out })
 }
+
+/// Every number in a document must be exact as a decimal (`number::Dec`): the compiler reads
+/// bounds, `const`, `enum` and `multipleOf` from the number's text, at any size, but an exponent
+/// beyond `number::MAX_EXPONENT` would spell a number with more digits than any grammar can
+/// hold. Documents nest at most `MAX_DOCUMENT_DEPTH` levels.
+fn check_numbers(v: &Value, ptr: &str, depth: usize) -> Result<()> {
+    if depth > MAX_DOCUMENT_DEPTH {
+        return Err(schema_error(
+            "",
+            ptr,
+            format!("the document nests more than {MAX_DOCUMENT_DEPTH} levels deep"),
+        ));
+    }
+    match v {
+        Value::Number(n) if Dec::parse(&n.to_string()).is_none() => {
+            let kw = ptr.rsplit('/').next().unwrap_or("");
+            return Err(schema_error(
+                kw,
+                ptr,
+                format!(
+                    "the number {n} has an exponent beyond \u{b1}{MAX_EXPONENT}; such numbers \
+                     are not supported"
+                ),
+            ));
+        }
+        Value::Array(xs) => {
+            for (i, x) in xs.iter().enumerate() {
+                if !matches!(x, Value::Null | Value::Bool(_) | Value::String(_)) {
+                    check_numbers(x, &child(ptr, &i.to_string()), depth + 1)?;
+                }
+            }
+        }
+        Value::Object(m) => {
+            for (k, x) in m {
+                if !matches!(x, Value::Null | Value::Bool(_) | Value::String(_)) {
+                    check_numbers(x, &child(ptr, k), depth + 1)?;
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Deepest nesting of arrays and objects in a schema document (JSON text parsed by the
+/// bindings nests at most 128 levels; this bounds documents built in Rust).
+pub(crate) const MAX_DOCUMENT_DEPTH: usize = 1000;
 
 /// Remove the internal keywords (see `keywords::INTERNAL_PREFIX`) from the schema objects of
 /// a user document `doc` (its prepared copy `out`): written by a user they are annotations and

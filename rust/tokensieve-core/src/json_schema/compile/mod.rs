@@ -308,6 +308,7 @@ impl<'a> Compiler<'a> {
     }
 
     pub fn schema(&mut self, s: &Value, ptr: &str) -> Result<Option<Expr>> {
+        crate::budget::check("compiling the schema")?;
         if self.depth >= MAX_DEPTH {
             return Err(schema_error(
                 "",

@@ -3,12 +3,14 @@
 use regex_syntax::hir::Hir;
 use serde_json::{Map, Value};
 
-use super::{json_eq, schema_error, Compiler, MAX_COUNT};
+use super::{json_eq, schema_error, Compiler, MAX_COUNT, MAX_WEIGHT};
 use crate::automata::expr::{alt, alt_opt, concat, lit, Expr};
 use crate::automata::hir as hirs;
 #[cfg(test)]
 use crate::automata::hir::class;
-use crate::automata::spell::{any_char, dot_all, encode, spell_char, spell_not, spell_str};
+use crate::automata::spell::{
+    any_char, dot_all, encode, spell_any_of, spell_char, spell_not, spell_str,
+};
 use crate::error::{Error, Result};
 use crate::json_schema::keywords::{
     type_bits, ALL_PATTERNS, NOT_IN, NOT_MULTIPLE, NOT_PATTERN, T_ALL, T_ARRAY, T_BOOL, T_FRAC,
@@ -17,6 +19,30 @@ use crate::json_schema::keywords::{
 use crate::json_schema::number::{number_literal, number_range, Bound, Dec};
 use crate::json_schema::options::Formats;
 use crate::json_schema::string::{char_len, format_regex, search_form, translate_ecma};
+
+/// Automaton nodes one character of a string literal costs, at most (all its JSON spellings).
+const NODES_PER_CHAR: u64 = 8;
+/// ... and one digit of a number literal.
+const NODES_PER_DIGIT: u64 = 2;
+
+/// Automaton nodes a literal value costs, about (nesting is bounded by
+/// `resolve::MAX_DOCUMENT_DEPTH`); known before the literal is built.
+fn literal_nodes(v: &Value) -> u64 {
+    let chars = |s: &str| NODES_PER_CHAR.saturating_mul(s.chars().count() as u64);
+    match v {
+        Value::String(s) => chars(s),
+        Value::Number(n) => {
+            let d = Dec::from_json(n);
+            NODES_PER_DIGIT * (1 + d.int.len() + d.frac.len()) as u64
+        }
+        Value::Array(xs) => xs.iter().map(literal_nodes).fold(1, u64::saturating_add),
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, x)| chars(k).saturating_add(literal_nodes(x)))
+            .fold(1, u64::saturating_add),
+        Value::Null | Value::Bool(_) => 1,
+    }
+}
 
 impl<'a> Compiler<'a> {
     // ---- const / enum ------------------------------------------------------------------
@@ -35,15 +61,46 @@ impl<'a> Compiler<'a> {
             }
         }
         // Keep the values that satisfy every sibling keyword (checked on the value itself).
-        let whole = Value::Object(m.clone());
+        // Every value is in `enum` and equals `const` already: leaving them out keeps the check
+        // linear in the number of members.
+        let mut siblings = m.clone();
+        siblings.remove("enum");
+        siblings.remove("const");
+        let whole = Value::Object(siblings);
         let mut kept = Vec::new();
+        let mut every = crate::budget::Every::default();
         for v in vals {
+            every.tick("checking const/enum members")?;
             if self.validates(&v, &whole, ptr, 0)? {
                 kept.push(v);
             }
         }
-        let vals = kept;
-        let alts: Vec<Expr> = vals.iter().map(|v| self.literal(v)).collect();
+        // Strings share one trie (an enum of many strings costs its distinct prefixes). The
+        // size of every literal is known before anything is built: one too large for the
+        // automaton budget is refused without allocating it.
+        let strings: Vec<&str> = kept.iter().filter_map(Value::as_str).collect();
+        let too_big = |nodes: u64| {
+            Error::Budget(format!(
+                "the const/enum values at #{ptr} need an automaton of about {nodes} nodes \
+                 (limit {MAX_WEIGHT}); a grammar cannot hold literals this large"
+            ))
+        };
+        let mut alts: Vec<Expr> = Vec::new();
+        let mut nodes = 0u64;
+        if !strings.is_empty() {
+            let room = (MAX_WEIGHT / NODES_PER_CHAR) as usize;
+            let trie = spell_any_of(&strings, room)
+                .map_err(|chars| too_big(NODES_PER_CHAR.saturating_mul(chars as u64)))?;
+            alts.push(concat(vec![lit("\""), trie.into(), lit("\"")]));
+            nodes = alts[0].weight();
+        }
+        for v in kept.iter().filter(|v| !v.is_string()) {
+            nodes = nodes.saturating_add(literal_nodes(v));
+            if nodes > MAX_WEIGHT {
+                return Err(too_big(nodes));
+            }
+            alts.push(self.literal(v));
+        }
         Ok(if alts.is_empty() {
             None
         } else {
@@ -142,7 +199,9 @@ impl<'a> Compiler<'a> {
 
     pub(super) fn num(&self, m: &Map<String, Value>, k: &str, ptr: &str) -> Result<Option<Dec>> {
         match m.get(k) {
-            None | Some(Value::Bool(_)) => Ok(None),
+            None => Ok(None),
+            // draft 4: `exclusiveMinimum`/`exclusiveMaximum` are flags on the plain bounds
+            Some(Value::Bool(_)) if k.starts_with("exclusive") => Ok(None),
             Some(Value::Number(n)) => Ok(Some(Dec::from_json(n))),
             Some(_) => Err(schema_error(k, ptr, format!("{k} must be a number"))),
         }

@@ -459,3 +459,41 @@ fn lower_bounds_above_upper_bounds_allow_nothing() {
         &["{}", r#"{"a": 1}"#, r#"{"a": 1, "b": 2}"#],
     );
 }
+
+#[test]
+fn string_trie_is_the_union_of_its_members() {
+    use crate::automata::hir::alt;
+    use crate::automata::spell::{spell_any_of, spell_str};
+    let union = |xs: &[&str]| alt(xs.iter().map(|s| spell_str(s)).collect());
+    let sets: Vec<Vec<&str>> = vec![
+        vec!["a", "ab", "abc", "b", ""],
+        vec![
+            "member1",
+            "member10",
+            "member2",
+            "mem",
+            "x\"y",
+            "é",
+            "éa",
+            "\u{1F600}",
+        ],
+        vec!["same", "same", "other"],
+        vec!["", "\\", "\n", "/"],
+    ];
+    for set in &sets {
+        let trie = spell_any_of(set, usize::MAX).unwrap();
+        super::test_util::assert_same_language(&trie, &union(set));
+    }
+    // branching deeper than the trie's depth bound: the rest are plain alternatives
+    let chain: Vec<String> = (0..700).map(|n| "a".repeat(n) + "b").collect();
+    let chain: Vec<&str> = chain.iter().map(String::as_str).collect();
+    let t = super::test_util::Re::new(&spell_any_of(&chain, usize::MAX).unwrap());
+    for n in [0, 1, 511, 512, 513, 699] {
+        assert!(t.is_match(&("a".repeat(n) + "b")), "{n}");
+        assert!(!t.is_match(&"a".repeat(n + 1)), "{n}");
+    }
+    assert!(!t.is_match(&("a".repeat(700) + "b")));
+    // the size bound counts the trie's characters (shared prefixes once)
+    assert_eq!(spell_any_of(&["abc", "abd", "b"], 5).err(), None);
+    assert_eq!(spell_any_of(&["abc", "abd", "b"], 4).err(), Some(5));
+}
