@@ -40,7 +40,8 @@ def test_kinds_values_and_labels() -> None:
     assert KINDS == ("regex", "json_schema", "choice", "json_object")
     a = Constraint.make("json_schema", '{"type": "string"}', label="guided_json")
     b = Constraint.make("json_schema", {"type": "string"})
-    assert a == b and a.key == b.key  # the label only names it in messages
+    assert a.key == b.key  # text or object: one key; the label only names it in messages
+    assert a.value == '{"type": "string"}'  # text stays text: its numbers are read exactly
     with pytest.raises(ValueError, match="guided_json is not valid JSON"):
         Constraint.make("json_schema", "{", label="guided_json")
     with pytest.raises(ValueError, match="unknown constraint kind 'json'"):
@@ -118,3 +119,16 @@ def test_bindings_never_import_the_python_package() -> None:
         if 'import("tokensieve' in line.replace(" ", "")
     ]
     assert not offenders, f"the bindings import the Python package at {offenders}"
+
+
+def test_schema_text_keeps_its_numbers_exact() -> None:
+    # as text, a bound Python would round (to 0.1) or overflow (to inf) reaches the compiler
+    vocab = byte_vocab()
+    lo = "0.1000000000000000000001"
+    c = Constraint.make("json_schema", '{"type": "number", "minimum": ' + lo + "}")
+    m = c.compile(vocab).matcher()
+    assert m.accept_tokens(list(b"0.1")) == 3 and not m.is_accepting()
+    m = c.compile(vocab).matcher()
+    assert m.accept_tokens(list(b"0.1000000000000000000002")) == 24 and m.is_accepting()
+    with pytest.raises(ts.SchemaError, match="exponent"):
+        Constraint.make("json_schema", '{"maximum": 1e100000}').compile(vocab)

@@ -435,6 +435,19 @@ BAD_REQUESTS: list[tuple[dict[str, Any], str]] = [
     ({"guided_regex": "a", "guided_no_such_option": 1}, "unsupported option"),
     ({"guided_regex": "[ab]{1,200}[ab]{1,200}", "guided_max_nfa_bytes": "100"}, "BudgetError"),
     ({"guided_regex": "[ab]{1,200}", "guided_max_states": 2}, "max_states"),
+    # hostile input: each a client error, before anything large is built
+    ({"guided_json": {"const": "x" * 10_000_000}}, "const/enum values"),
+    ({"guided_json": '{"type": "number", "maximum": 1e100000}'}, "exponent"),
+    ({"guided_json": {"type": "number", "maximum": True}}, "maximum must be a number"),
+    ({"guided_json": {"type": "number", "maximum": float("nan")}}, "JSON"),
+    (
+        {
+            "guided_json": {"enum": [f"m{i}" for i in range(100_000)]},
+            "guided_max_compile_seconds": 0.001,
+        },
+        "max_compile_seconds",
+    ),
+    ({"guided_json": '{"not": ' * 300 + "{}" + "}" * 300}, "recursion limit"),
 ]
 
 
@@ -528,6 +541,27 @@ def test_failures_mid_run_force_eos_for_that_request_only() -> None:
         assert r.grammar is not None
         m = r.grammar.matcher()
         assert m.accept_tokens(r.output) == len(r.output)
+
+
+def test_hostile_constraint_in_the_engine_fails_only_its_request() -> None:
+    # a request that skipped validation with a constraint over a limit: EOS only, others go on
+    proc = v1_processor()
+    eng = FakeEngine(proc, VOCAB, seed=7, width=WIDTH, max_batch=4)
+    healthy = [eng.new_request({"guided_regex": "(ab|c){1,4}0"}, max_tokens=30) for _ in range(2)]
+    hostile = [
+        eng.new_request({"guided_json": {"const": "x" * 10_000_000}}, forced_eos=True),
+        eng.new_request({"guided_json": {"maximum": True}}, forced_eos=True),
+    ]
+    eng.step([*healthy, *hostile], churn=0)
+    for r in hostile:
+        guide = proc.guide(eng.slots.index(r))
+        assert guide is not None and guide.failed
+    for _ in range(8):
+        eng.step([], churn=0)
+    assert all(r.output[-1] == EOS for r in hostile)
+    for r in healthy:
+        assert r.grammar is not None
+        assert r.grammar.matcher().accept_tokens(r.output) == len(r.output)
 
 
 def test_budget_hit_mid_run_forces_eos() -> None:

@@ -57,9 +57,12 @@ SCHEMA_OPTIONS: tuple[str, ...] = tuple(_core.SCHEMA_OPTIONS)
 class Constraint:
     """A normalized constraint: ``kind``, ``value`` and sorted keyword ``options``.
 
-    ``value`` is a ``str`` pattern (regex), a JSON Schema (``dict`` or ``bool``), a tuple of
-    strings (choice) or ``None`` (json_object). ``label`` names the constraint in messages (a
-    request key such as ``guided_json``; the kind by default) and is not part of its identity.
+    ``value`` is a ``str`` pattern (regex), a JSON Schema (``dict`` or ``bool``, or its JSON
+    text, kept as text so that its numbers reach the compiler exactly), a tuple of strings
+    (choice) or ``None`` (json_object). ``label`` names the constraint in messages (a request
+    key such as ``guided_json``; the kind by default) and is not part of its identity. Two
+    constraints with the same language and options have the same :attr:`key` (a schema as text
+    and as a dict included).
     """
 
     kind: str
@@ -138,15 +141,24 @@ def _schema_value(value: Any, name: str) -> Any:
     if isinstance(value, (bytes, bytearray)):
         value = value.decode("utf-8")
     if isinstance(value, str):
+        # Checked here, but the text itself goes to the compiler: Python would read its numbers
+        # as floats (0.1000000000000000000001 as 0.1, 1e400 as inf), the compiler reads them
+        # exactly.
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError as e:
+            parsed = json.loads(value)
+        except (json.JSONDecodeError, RecursionError) as e:
             raise ValueError(f"{name} is not valid JSON: {e}") from e
+        _check_schema_type(parsed, name)
+        return value
+    _check_schema_type(value, name)
+    return value
+
+
+def _check_schema_type(value: Any, name: str) -> None:
     if not isinstance(value, (dict, bool)):
         raise ValueError(
             f"{name} must be a JSON Schema (an object or a boolean), got {type(value).__name__}"
         )
-    return value
 
 
 def _choice_value(value: Any, name: str) -> tuple[str, ...]:

@@ -1,0 +1,226 @@
+"""Hostile inputs, each run in a child process under an address-space limit and a time limit.
+
+Every case must end in a result or a typed exception (`TokensieveError`, `ValueError`, and for
+misuse of an argument's type or range `TypeError`/`OverflowError`), never in an abort, a
+segfault, a stall past the time limit, or an untyped error such as a Rust panic. The corpus holds
+the inputs that once crashed or stalled the process; hypothesis adds generated schemas and
+regexes, run in one child per batch (a crash names the case that caused it).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis")
+st = hypothesis.strategies
+
+MEMORY_LIMIT = 4 << 30
+TYPED = {"ok", "TokensieveError", "ValueError", "TypeError", "OverflowError"}
+
+CHILD = textwrap.dedent(
+    """
+    import json, resource, sys
+    resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))
+    import numpy as np
+    import tokensieve as ts
+    vocab = ts.Vocabulary([bytes([i]) for i in range(256)] + [b"<eos>"], eos_token_ids=[256])
+    for line in sys.stdin:
+        code = json.loads(line)
+        try:
+            exec(code, {{"ts": ts, "np": np, "vocab": vocab}})
+            out = "ok"
+        except ts.TokensieveError:
+            out = "TokensieveError"
+        except (ValueError, TypeError, OverflowError) as e:
+            out = type(e).__name__
+        except BaseException as e:
+            out = f"untyped {{type(e).__name__}}: {{str(e)[:200]}}"
+        print(json.dumps(out), flush=True)
+    """
+)
+
+
+def run_cases(cases: list[str], timeout: float) -> list[str]:
+    """Run `cases` (Python statements using `ts`, `np`, `vocab`) in order in one child; the
+    outcome of each. Fails on a crash or a timeout, naming the case."""
+    child = CHILD.format(limit=MEMORY_LIMIT)
+    stdin = "".join(json.dumps(c) + "\n" for c in cases)
+    try:
+        p = subprocess.run(
+            [sys.executable, "-c", child],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired as e:
+        done = (e.stdout or b"").count(b"\n") if isinstance(e.stdout, bytes) else 0
+        pytest.fail(
+            f"timed out after {timeout} s at case {done}: {cases[min(done, len(cases) - 1)]}"
+        )
+    outs = [json.loads(x) for x in p.stdout.splitlines()]
+    if p.returncode != 0 or len(outs) != len(cases):
+        at = cases[min(len(outs), len(cases) - 1)]
+        pytest.fail(
+            f"the child died (exit {p.returncode}) at case {len(outs)}: {at[:300]}\n"
+            f"{p.stderr[-2000:]}"
+        )
+    return outs
+
+
+# (statement, expected outcome) — each was a crash, a stall or a silent error once
+CORPUS: list[tuple[str, str]] = [
+    ("ts.Vocabulary([b'a'], [0], vocab_size=2**31)", "TokensieveError"),
+    ("ts.Grammar.from_json_schema({'const': 'x' * 10_000_000}, vocab)", "TokensieveError"),
+    (
+        "ts.Grammar.from_json_schema({'enum': [c * 1_000_000 for c in 'abcdefghij']}, vocab)",
+        "TokensieveError",
+    ),
+    ("ts.Grammar.from_json_schema({'enum': [f'm{i}' for i in range(100_000)]}, vocab)", "ok"),
+    ("ts.Grammar.from_json_schema({'enum': list(range(100_000))}, vocab)", "ok"),
+    (
+        "ts.Grammar.from_json_schema({'enum': [i / 7 for i in range(100_000)]}, vocab)",
+        "TokensieveError",
+    ),
+    (
+        "ts.Grammar.from_regex(''.join(['\\\\p{L}', '\\\\p{N}', '\\\\p{Greek}', '\\\\p{Han}'] * 8),"
+        " vocab).matcher().fill_next_token_bitmask(np.zeros((1, 9), dtype=np.int32))",
+        "ok",
+    ),
+    ("ts.Grammar.from_regex('(' * 1000 + 'a' + ')' * 1000, vocab)", "TokensieveError"),
+    (
+        "ts.Grammar.from_regex('(?:a{1000}){1000}', vocab).matcher().accept_tokens([97] * 5000)",
+        "ok",
+    ),
+    (
+        "d = {}\nx = d\nfor _ in range(100_000):\n    x['not'] = {}\n    x = x['not']\n"
+        "ts.Grammar.from_json_schema(d, vocab)",
+        "ValueError",
+    ),
+    (
+        "ts.Grammar.from_json_schema('{\"not\": ' * 100_000 + '{}' + '}' * 100_000, vocab)",
+        "ValueError",
+    ),
+    ("ts.Grammar.from_json_schema('{\"maximum\": 1e999999999}', vocab)", "TokensieveError"),
+    ("ts.Grammar.from_json_schema({'maximum': True}, vocab)", "TokensieveError"),
+    ("ts.Grammar.from_json_schema({'minimum': float('inf')}, vocab)", "ValueError"),
+    ("ts.Grammar.from_json_schema({'const': 10 ** 5000}, vocab)", "ValueError"),
+    (
+        'ts.Grammar.from_json_schema(\'{"type": "string", "maxLength": 1e30}\', vocab)',
+        "TokensieveError",
+    ),
+    (
+        "ts.Grammar.from_json_schema({'type': 'string', 'maxLength': 2**31 - 1}, vocab)",
+        "TokensieveError",
+    ),
+    ("assert ts.Grammar.from_regex('a', vocab).matcher().accept_token(2**40) is False", "ok"),
+    ("assert ts.Grammar.from_regex('a', vocab).matcher().accept_token(-1) is False", "ok"),
+    ("ts.Grammar.from_regex('a', vocab).matcher().rollback(10**9)", "ValueError"),
+    (
+        "ts.Grammar.from_regex('a', vocab).matcher()"
+        ".fill_next_token_bitmask(np.zeros((1, 3), dtype=np.int32))",
+        "ValueError",
+    ),
+    (
+        "ts.Grammar.from_regex('a', vocab).matcher()"
+        ".fill_next_token_bitmask(np.zeros((1, 9), dtype=np.int64))",
+        "ValueError",
+    ),
+    ("ts.Grammar.from_bytes(b'TSIDX' + bytes(100), vocab)", "ValueError"),
+    ("ts.Grammar.from_choice(['x' * 100_000] * 3 + ['y'], vocab)", "ok"),
+]
+
+
+def test_corpus_of_once_fatal_inputs() -> None:
+    outs = run_cases([c for c, _ in CORPUS], timeout=240)
+    wrong = [(c[:120], want, got) for (c, want), got in zip(CORPUS, outs) if got != want]
+    assert not wrong, wrong
+
+
+# ---- generated inputs ----------------------------------------------------------------------
+
+KEYWORDS = [
+    "type", "properties", "required", "items", "prefixItems", "enum", "const", "minimum",
+    "maximum", "exclusiveMinimum", "multipleOf", "minLength", "maxLength", "pattern", "format",
+    "anyOf", "oneOf", "allOf", "not", "$ref", "$defs", "additionalProperties", "minItems",
+    "maxItems", "uniqueItems", "if", "then", "else", "patternProperties", "propertyNames",
+    "minProperties", "contains", "dependentRequired", "x-ts-notIn", "a",
+]  # fmt: skip
+SCALARS = st.one_of(
+    st.integers(min_value=-(2**80), max_value=2**80),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+    st.none(),
+    st.sampled_from(
+        ["string", "integer", "number", "object", "array", "#/$defs/a", "^a+$", "date"]
+    ),
+    st.text(max_size=8),
+)
+JSON = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.sampled_from(KEYWORDS), inner, max_size=5),
+    ),
+    max_leaves=25,
+)
+SCHEMAS = st.dictionaries(st.sampled_from(KEYWORDS), JSON, max_size=6)
+REGEXES = st.lists(
+    st.sampled_from(
+        ["a", "b", "\\d", "[a-c]", "[^x]", ".", "\\p{L}", "(", ")", "|", "*", "+", "?", "{2,3}",
+         "{99999}", "(?:", "(?=", "\\1", "^", "$", "\\b", "[", "]", "é", "\\u{10FFFF}", "(?i)"]
+    ),
+    max_size=14,
+).map("".join)  # fmt: skip
+
+
+def collect(strategy: Any, n: int) -> list[Any]:
+    """`n` examples of `strategy`, drawn deterministically."""
+    out: list[Any] = []
+
+    @hypothesis.settings(
+        max_examples=n,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=list(hypothesis.HealthCheck),
+    )
+    @hypothesis.given(strategy)
+    def draw(x: Any) -> None:
+        out.append(x)
+
+    draw()
+    return out
+
+
+def test_generated_schemas_end_typed() -> None:
+    cases = [
+        f"g = ts.Grammar.from_json_schema({json.dumps(s)!r}, vocab, max_compile_seconds=5)\n"
+        "m = g.matcher(); bm = np.zeros((1, 9), dtype=np.int32)\n"
+        "for _ in range(16):\n"
+        "    m.fill_next_token_bitmask(bm)\n"
+        "    row = np.asarray(bm)[0].view(np.uint32)\n"
+        "    ids = [i for i in range(256) if row[i >> 5] >> (i & 31) & 1]\n"
+        "    if not ids or not m.accept_token(ids[len(ids) // 2]): break"
+        for s in collect(SCHEMAS, 300)
+    ]
+    outs = run_cases(cases, timeout=300)
+    bad = [(c.splitlines()[0][:200], o) for c, o in zip(cases, outs) if o not in TYPED]
+    assert not bad, bad
+
+
+def test_generated_regexes_end_typed() -> None:
+    cases = [
+        f"ts.Grammar.from_regex({r!r}, vocab, max_compile_seconds=5).matcher()"
+        ".fill_next_token_bitmask(np.zeros((1, 9), dtype=np.int32))"
+        for r in collect(REGEXES, 300)
+    ]
+    outs = run_cases(cases, timeout=300)
+    bad = [(c[:200], o) for c, o in zip(cases, outs) if o not in TYPED]
+    assert not bad, bad
