@@ -447,7 +447,7 @@ BAD_REQUESTS: list[tuple[dict[str, Any], str]] = [
         },
         "max_compile_seconds",
     ),
-    ({"guided_json": '{"not": ' * 300 + "{}" + "}" * 300}, "recursion limit"),
+    ({"guided_json": '{"not": ' * 300 + "{}" + "}" * 300}, "nests more than 128 levels"),
 ]
 
 

@@ -64,10 +64,7 @@ pub(crate) fn schema_text(py: Python<'_>, schema: &Bound<'_, PyAny>) -> PyResult
     {
         Ok(text) => text.extract(),
         Err(e) if e.is_instance_of::<pyo3::exceptions::PyRecursionError>(py) => {
-            Err(PyValueError::new_err(
-                "the schema nests too deeply to be converted to JSON (at most 128 levels are \
-                 accepted)",
-            ))
+            Err(core::json_schema::too_deep()).py(py)
         }
         Err(e) => Err(e),
     }

@@ -38,7 +38,7 @@ pub const MAX_SCHEMA_BYTES: usize = 64 << 20;
 
 /// Parse a schema document from JSON text, refusing texts over [`MAX_SCHEMA_BYTES`] before
 /// parsing. Numbers keep their decimal text (read exactly by the compiler); nesting deeper than
-/// 128 levels is a parse error.
+/// [`MAX_TEXT_DEPTH`] levels is a `SchemaError`.
 pub fn parse_text(what: &str, text: &str) -> Result<Value> {
     if text.len() > MAX_SCHEMA_BYTES {
         return Err(crate::error::Error::Budget(format!(
@@ -47,8 +47,25 @@ pub fn parse_text(what: &str, text: &str) -> Result<Value> {
             MAX_SCHEMA_BYTES >> 20
         )));
     }
-    serde_json::from_str(text)
-        .map_err(|e| crate::error::Error::InvalidArgument(format!("{what} is not valid JSON: {e}")))
+    serde_json::from_str(text).map_err(|e| {
+        if e.to_string().starts_with("recursion limit exceeded") {
+            too_deep()
+        } else {
+            crate::error::Error::InvalidArgument(format!("{what} is not valid JSON: {e}"))
+        }
+    })
+}
+
+/// Deepest nesting of a schema document read from JSON text (the parser's own limit).
+pub const MAX_TEXT_DEPTH: usize = 128;
+
+/// The error for a schema nested past [`MAX_TEXT_DEPTH`] levels.
+pub fn too_deep() -> crate::error::Error {
+    crate::error::Error::Schema {
+        keyword: String::new(),
+        pointer: String::new(),
+        message: format!("the schema nests more than {MAX_TEXT_DEPTH} levels deep"),
+    }
 }
 
 /// A compiled schema: the language in the automata layer's intermediate form, and the
