@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import multiprocessing as mp
 import statistics
 import sys
 import tempfile
@@ -39,7 +38,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import engines as engine_adapters  # noqa: E402
 from common import (  # noqa: E402
+    RESULTS_DIR,
+    SHARED_DATA,
+    SHARED_TOKENIZERS,
     TokenizerInfo,
     geomean,
     machine_info,
@@ -50,11 +53,11 @@ from common import (  # noqa: E402
     text_table,
     trim_heap,
 )
+from engines import OC, TS, CompileError  # noqa: E402
+from isolate import run_isolated  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-DEV = SHARED / "data" / "jsonschemabench-dev.jsonl.gz"
-RESULTS = REPO / "benches" / "results"
+DEV = SHARED_DATA / "jsonschemabench-dev.jsonl.gz"
+RESULTS = RESULTS_DIR
 
 
 def _rss_base() -> int:
@@ -67,18 +70,25 @@ def _peak_mib(base: int) -> float:
     return (proc_status().get("VmHWM", 0) - base) / 1024.0
 
 
-def tokensieve_worker(tokenizer: str, schema: Any, q: Any) -> None:
-    import tokensieve as ts
-    from tokensieve.cli import AOT_MAX_NFA_BYTES, AOT_MAX_STATES
+def aot_tokensieve(tokenizer: str) -> Any:
+    """tokensieve with the budgets `tokensieve compile` uses for ahead-of-time builds."""
+    from tokensieve.cli import AOT_MAX_COMPILE_SECONDS, AOT_MAX_NFA_BYTES, AOT_MAX_STATES
 
+    return engine_adapters.load(
+        TS,
+        TokenizerInfo(tokenizer),
+        max_states=AOT_MAX_STATES,
+        max_nfa_bytes=AOT_MAX_NFA_BYTES,
+        max_compile_seconds=AOT_MAX_COMPILE_SECONDS,
+    )
+
+
+def tokensieve_worker(tokenizer: str, schema: Any) -> dict[str, Any]:
     try:
-        vocab = ts.Vocabulary.from_pretrained(tokenizer)
+        eng = aot_tokensieve(tokenizer)
         base = _rss_base()
         t0 = time.perf_counter()
-        # the budgets `tokensieve compile` uses for ahead-of-time builds
-        g = ts.Grammar.from_json_schema(
-            schema, vocab, max_states=AOT_MAX_STATES, max_nfa_bytes=AOT_MAX_NFA_BYTES
-        )
+        g = eng.compile_json_schema(schema)
         stats = g.precompute()
         compile_s = time.perf_counter() - t0
         peak = _peak_mib(base)
@@ -89,79 +99,64 @@ def tokensieve_worker(tokenizer: str, schema: Any, q: Any) -> None:
             loads = []
             for _ in range(5):
                 t = time.perf_counter()
-                ts.Grammar.load(path, vocab)
+                eng.ts.Grammar.load(path, eng.vocab)
                 loads.append(time.perf_counter() - t)
-        q.put(
-            {
-                "ok": True,
-                "compile_s": compile_s,
-                "peak_mib": peak,
-                "file_bytes": size,
-                "load_s": statistics.median(loads),
-                "states": stats["states"],
-                "distinct_masks": stats["distinct_masks"],
-                "dfa_states": stats["dfa_states"],
-            }
-        )
+        return {
+            "ok": True,
+            "compile_s": compile_s,
+            "peak_mib": peak,
+            "file_bytes": size,
+            "load_s": statistics.median(loads),
+            "states": stats["states"],
+            "distinct_masks": stats["distinct_masks"],
+            "dfa_states": stats["dfa_states"],
+        }
+    except CompileError as e:
+        return {"ok": False, "error": str(e)[:300]}
     except Exception as e:  # noqa: BLE001 - reported as the engine's error
-        q.put({"ok": False, "error": f"{type(e).__name__}: {e}"[:300]})
+        return {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
 
 
-def tokensieve_regex_worker(tokenizer: str, schema: Any, q: Any) -> None:
+def tokensieve_regex_worker(tokenizer: str, schema: Any) -> dict[str, Any]:
     """tokensieve's eager build of outlines-core's regex for the schema: the same language."""
-    import tokensieve as ts
-    from tokensieve.cli import AOT_MAX_NFA_BYTES, AOT_MAX_STATES
-
     try:
         from outlines_core.json_schema import build_regex_from_schema
 
         regex = build_regex_from_schema(json.dumps(schema))
     except Exception as e:  # noqa: BLE001
-        q.put({"ok": False, "error": f"outlines-core has no regex: {type(e).__name__}: {e}"[:300]})
-        return
+        return {"ok": False, "error": f"outlines-core has no regex: {type(e).__name__}: {e}"[:300]}
     try:
-        vocab = ts.Vocabulary.from_pretrained(tokenizer)
+        eng = aot_tokensieve(tokenizer)
         base = _rss_base()
         t0 = time.perf_counter()
-        g = ts.Grammar.from_regex(
-            regex, vocab, max_states=AOT_MAX_STATES, max_nfa_bytes=AOT_MAX_NFA_BYTES
-        )
-        g.precompute()
-        q.put({"ok": True, "compile_s": time.perf_counter() - t0, "peak_mib": _peak_mib(base)})
+        eng.compile_regex(regex).precompute()
+        return {"ok": True, "compile_s": time.perf_counter() - t0, "peak_mib": _peak_mib(base)}
+    except CompileError as e:
+        return {"ok": False, "error": str(e)[:300]}
     except Exception as e:  # noqa: BLE001
-        q.put({"ok": False, "error": f"{type(e).__name__}: {e}"[:300]})
+        return {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
 
 
-def outlines_worker(tokenizer: str, schema: Any, q: Any) -> None:
+def outlines_worker(tokenizer: str, schema: Any) -> dict[str, Any]:
     try:
-        import outlines_core as oc
-        from outlines_core.json_schema import build_regex_from_schema
-
-        info = TokenizerInfo(tokenizer)
-        vocab = oc.Vocabulary(info.eos_id, info.outlines_map())
+        eng = engine_adapters.load(OC, TokenizerInfo(tokenizer))
         base = _rss_base()
         t0 = time.perf_counter()
-        regex = build_regex_from_schema(json.dumps(schema))
-        oc.Index(regex, vocab)
-        q.put({"ok": True, "compile_s": time.perf_counter() - t0, "peak_mib": _peak_mib(base)})
+        eng.compile_json_schema(schema)  # build_regex_from_schema + Index
+        return {"ok": True, "compile_s": time.perf_counter() - t0, "peak_mib": _peak_mib(base)}
+    except CompileError as e:
+        return {"ok": False, "error": str(e)[:300]}
     except Exception as e:  # noqa: BLE001
-        q.put({"ok": False, "error": f"{type(e).__name__}: {e}"[:300]})
+        return {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
 
 
 def run(target: Any, args: tuple[Any, ...], timeout: float) -> dict[str, Any]:
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    p = ctx.Process(target=target, args=(*args, q))
-    p.start()
-    t0 = time.perf_counter()
-    try:
-        return dict(q.get(timeout=timeout + 30))  # + process start and vocabulary load
-    except Exception:  # noqa: BLE001 - queue.Empty
+    # + 30 s for process start and vocabulary load
+    res = run_isolated(target, args, timeout=timeout + 30)
+    if res.get("timeout"):
         return {"ok": False, "timeout": True, "error": f"timeout after {timeout:.0f} s"}
-    finally:
-        p.kill()
-        p.join()
-        _ = t0
+    res.setdefault("ok", False)
+    return res
 
 
 def iter_dev_schemas() -> Any:
@@ -173,16 +168,14 @@ def iter_dev_schemas() -> Any:
 
 def select(tokenizer: str, count: int) -> list[tuple[str, Any]]:
     """The `count` largest dev schemas that tokensieve compiles (compile only, no index)."""
-    import tokensieve as ts
-
     rows = [(len(json.dumps(schema)), sid, schema) for sid, schema in iter_dev_schemas()]
     rows.sort(key=lambda r: -r[0])
-    vocab = ts.Vocabulary.from_pretrained(tokenizer)
+    eng = engine_adapters.load(TS, TokenizerInfo(tokenizer), max_compile_seconds=20)
     out = []
     for _, sid, schema in rows:
         try:
-            ts.Grammar.from_json_schema(schema, vocab, max_compile_seconds=20)
-        except (ts.TokensieveError, ValueError):
+            eng.compile_json_schema(schema)
+        except (CompileError, ValueError):
             continue
         out.append((sid, schema))
         if len(out) == count:
@@ -192,7 +185,7 @@ def select(tokenizer: str, count: int) -> list[tuple[str, Any]]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tokenizer", default=str(SHARED / "tokenizers" / "llama3"))
+    ap.add_argument("--tokenizer", default=str(SHARED_TOKENIZERS / "llama3"))
     ap.add_argument("--count", type=int, default=50)
     ap.add_argument("--timeout", type=float, default=60.0, help="per schema and engine, seconds")
     ap.add_argument("--quick", action="store_true", help="5 schemas, 20 s timeout")

@@ -23,8 +23,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import multiprocessing as mp
-import os
 import re
 import sys
 import time
@@ -36,26 +34,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402
+import engines as engine_adapters  # noqa: E402
 from common import geomean, md_table, num, percentile, text_table  # noqa: E402
-
-try:
-    import tokensieve as ts
-except ImportError:  # pragma: no cover
-    ts = None  # type: ignore[assignment]
-
-try:
-    import llguidance as llg
-    import llguidance.numpy as llg_np
-except ImportError:  # pragma: no cover
-    llg = None  # type: ignore[assignment]
-    llg_np = None  # type: ignore[assignment]
-
-try:
-    import outlines_core as oc
-except ImportError:  # pragma: no cover
-    oc = None  # type: ignore[assignment]
-
-TS, LLG, OC = "tokensieve", "llguidance", "outlines-core"
+from engines import LLG, OC, TS, Engine  # noqa: E402
+from isolate import run_isolated  # noqa: E402
 
 # (name, regex, sample strings that fully match). Only syntax the three engines share.
 REGEXES: list[tuple[str, str, list[str]]] = [
@@ -152,118 +134,74 @@ QUICK = ["int", "date", "email", "json_string", "colors"]
 
 
 # --------------------------------------------------------------------------------------------
-# engines
+# eager builds (each in a fresh subprocess)
 # --------------------------------------------------------------------------------------------
 
 
-def load_ts(info: common.TokenizerInfo) -> Any:
-    return ts.Vocabulary.from_pretrained(str(info.file), eos_token_ids=[info.eos_id])
+def eager_build(
+    engine: str, tok_path: str, pattern: str, repeats: int, slow_s: float
+) -> dict[str, Any]:
+    """In a fresh process: the engine's full index for `pattern` (tokensieve: ``precompute``;
+    outlines-core: ``Index``), its build time and memory."""
+    eng = engine_adapters.load(engine, common.TokenizerInfo(tok_path))
+    if engine == OC:
+        build: Any = lambda: eng.compile_regex(pattern)  # noqa: E731
+        warm: Any = lambda: eng.compile_regex("a")  # noqa: E731
+    else:
 
+        def build() -> Any:
+            g = eng.compile_regex(pattern)
+            return g, g.precompute()
 
-def load_llg(info: common.TokenizerInfo) -> Any:
-    # What llguidance.hf.from_tokenizer does with a transformers tokenizer: hand the serialized
-    # tokenizer.json to LLTokenizer.
-    return llg.LLTokenizer(info.json_text, eos_token=info.eos_id)
-
-
-def load_oc(info: common.TokenizerInfo) -> Any:
-    return oc.Vocabulary(info.eos_id, info.outlines_map())
-
-
-def eager_child(
-    conn: Any, engine: str, tok_path: str, pattern: str, repeats: int, slow_s: float
-) -> None:
-    """Run in a fresh (spawned) process: build the eager index; report time and memory."""
-    try:
-        info = common.TokenizerInfo(tok_path)
-        if engine == OC:
-            vocab = load_oc(info)
-            build: Any = lambda: oc.Index(pattern, vocab)  # noqa: E731
-            warm: Any = lambda: oc.Index("a", vocab)  # noqa: E731
-        else:
-            vocab = load_ts(info)
-
-            def build() -> Any:
-                g = ts.Grammar.from_regex(pattern, vocab)
-                return g, g.precompute()
-
-            warm = lambda: ts.Grammar.from_regex("a", vocab).precompute()  # noqa: E731
-        del info
-        warm()  # fault in any one-time, per-vocabulary work outside the measurement
-        gc.collect()
-        trimmed = common.trim_heap()
-        can_reset = common.reset_peak_rss()
-        before = common.proc_status()
+        warm = lambda: eng.compile_regex("a").precompute()  # noqa: E731
+    warm()  # fault in any one-time, per-vocabulary work outside the measurement
+    gc.collect()
+    trimmed = common.trim_heap()
+    can_reset = common.reset_peak_rss()
+    before = common.proc_status()
+    t0 = time.perf_counter_ns()
+    obj = build()
+    t1 = time.perf_counter_ns()
+    after = common.proc_status()
+    times = [t1 - t0]
+    base = before.get("VmRSS", 0) if can_reset else before.get("VmHWM", 0)
+    out: dict[str, Any] = {
+        "peak_rss_increase_kib": max(0, after.get("VmHWM", 0) - base),
+        "retained_rss_kib": after.get("VmRSS", 0) - before.get("VmRSS", 0),
+        "peak_exact": can_reset and trimmed,
+    }
+    if engine == OC:
+        trans = obj.get_transitions()
+        out["states"] = len(trans)
+        out["transitions"] = sum(len(v) for v in trans.values())
+    else:
+        out.update(obj[1])
+    del obj
+    while len(times) < repeats and sum(times) < slow_s * 1e9:
         t0 = time.perf_counter_ns()
         obj = build()
         t1 = time.perf_counter_ns()
-        after = common.proc_status()
-        times = [t1 - t0]
-        base = before.get("VmRSS", 0) if can_reset else before.get("VmHWM", 0)
-        out: dict[str, Any] = {
-            "peak_rss_increase_kib": max(0, after.get("VmHWM", 0) - base),
-            "retained_rss_kib": after.get("VmRSS", 0) - before.get("VmRSS", 0),
-            "peak_exact": can_reset and trimmed,
-        }
-        if engine == OC:
-            trans = obj.get_transitions()
-            out["states"] = len(trans)
-            out["transitions"] = sum(len(v) for v in trans.values())
-        else:
-            out.update(obj[1])
         del obj
-        while len(times) < repeats and sum(times) < slow_s * 1e9:
-            t0 = time.perf_counter_ns()
-            obj = build()
-            t1 = time.perf_counter_ns()
-            del obj
-            times.append(t1 - t0)
-        out["build_ns"] = times
-        conn.send(out)
-    except BaseException as e:  # reported to the parent, which records it per engine
-        conn.send({"error": f"{type(e).__name__}: {e}"})
-    finally:
-        conn.close()
+        times.append(t1 - t0)
+    out["build_ns"] = times
+    return out
 
 
 def run_eager(
     engine: str, tok_path: str, pattern: str, repeats: int, timeout: float, threads: int | None
 ) -> dict[str, Any]:
-    ctx = mp.get_context("spawn")
-    parent, child = ctx.Pipe(duplex=False)
-    old = os.environ.get("RAYON_NUM_THREADS")
-    if threads is not None:
-        os.environ["RAYON_NUM_THREADS"] = str(threads)
-    try:
-        p = ctx.Process(
-            target=eager_child, args=(child, engine, tok_path, pattern, repeats, min(timeout, 5.0))
-        )
-        p.start()
-    finally:
-        if threads is not None:
-            if old is None:
-                del os.environ["RAYON_NUM_THREADS"]
-            else:
-                os.environ["RAYON_NUM_THREADS"] = old
-    child.close()
+    env = {"RAYON_NUM_THREADS": str(threads)} if threads is not None else None
     # The child loads the vocabulary first (a second or so); the timeout is for the build.
-    deadline = time.monotonic() + timeout + 30.0
-    res: dict[str, Any] | None = None
-    while time.monotonic() < deadline:
-        if parent.poll(0.05):
-            try:
-                res = parent.recv()
-            except EOFError:
-                res = {"error": f"subprocess died (exit code {p.exitcode})"}
-            break
-        if not p.is_alive() and not parent.poll(0):
-            res = {"error": f"subprocess died (exit code {p.exitcode})"}
-            break
-    if res is None:
-        p.kill()
-        res = {"timeout": True, "timeout_s": timeout}
-    p.join(10)
-    parent.close()
+    res = run_isolated(
+        eager_build,
+        (engine, tok_path, pattern, repeats, min(timeout, 5.0)),
+        timeout=timeout + 30.0,
+        env=env,
+    )
+    if res.get("timeout"):
+        return {"timeout": True, "timeout_s": timeout}
+    if res.get("died"):
+        return {"error": res["error"]}
     if "build_ns" in res and res["build_ns"][0] > timeout * 1e9:
         res = {"timeout": True, "timeout_s": timeout, "observed_ns": res["build_ns"][0]}
     return res
@@ -278,146 +216,55 @@ def words(vocab_size: int) -> int:
     return (vocab_size + 31) // 32
 
 
-def ttfm_ts(vocab: Any, pattern: str, bm: np.ndarray, repeats: int) -> list[int]:
+def ttfm(eng: Engine, pattern: str, repeats: int) -> tuple[list[int], Any]:
+    """Time to first mask, `repeats` times: compile a fresh grammar, take its first matcher,
+    fill the mask. Returns the times and the last compiled grammar."""
     out = []
+    handle = None
     for _ in range(repeats):
+        del handle
         t0 = time.perf_counter_ns()
-        g = ts.Grammar.from_regex(pattern, vocab)
-        m = g.matcher()
-        m.fill_next_token_bitmask(bm, 0)
+        handle = eng.compile_regex(pattern)
+        m = eng.first_matcher(handle)
+        eng.fill(m)
         t1 = time.perf_counter_ns()
         out.append(t1 - t0)
-        del g, m
-    return out
-
-
-def ttfm_llg(tok: Any, pattern: str, bm: np.ndarray, repeats: int) -> tuple[list[int], Any]:
-    out = []
-    m = None
-    for _ in range(repeats):
         del m
-        t0 = time.perf_counter_ns()
-        m = llg.LLMatcher(tok, llg.LLMatcher.grammar_from_regex(pattern), log_level=0)
-        llg_np.fill_next_token_bitmask(m, bm, 0)
-        t1 = time.perf_counter_ns()
-        if m.is_error():
-            raise RuntimeError(m.get_error())
-        out.append(t1 - t0)
-    return out, m
+    return out, handle
 
 
-def ttfm_oc(vocab: Any, pattern: str, bm: np.ndarray, repeats: int) -> tuple[list[int], Any]:
-    out = []
-    idx = None
-    for _ in range(repeats):
-        del idx
-        t0 = time.perf_counter_ns()
-        idx = oc.Index(pattern, vocab)
-        guide = oc.Guide(idx)
-        guide.write_mask_into(bm.ctypes.data, bm.size, 4)
-        t1 = time.perf_counter_ns()
-        out.append(t1 - t0)
-        del guide
-    return out, idx
-
-
-class Stepper:
-    """One engine's per-token loop: ``start()``, then ``fill(bm)`` / ``advance(tok)``."""
-
-    def start(self) -> None: ...
-    def fill(self, bm: np.ndarray) -> None: ...
-    def advance(self, tok: int) -> bool: ...
-    def accepting(self) -> bool: ...
-
-
-class TsStepper(Stepper):
-    def __init__(self, grammar: Any) -> None:
-        self.g = grammar
-        self.m: Any = None
-
-    def start(self) -> None:
-        self.m = self.g.matcher()
-
-    def fill(self, bm: np.ndarray) -> None:
-        self.m.fill_next_token_bitmask(bm, 0)
-
-    def advance(self, tok: int) -> bool:
-        return bool(self.m.accept_token(tok))
-
-    def accepting(self) -> bool:
-        return bool(self.m.is_accepting())
-
-
-class LlgStepper(Stepper):
-    def __init__(self, matcher: Any) -> None:
-        self.m = matcher
-
-    def start(self) -> None:
-        self.m.reset()
-
-    def fill(self, bm: np.ndarray) -> None:
-        llg_np.fill_next_token_bitmask(self.m, bm, 0)
-
-    def advance(self, tok: int) -> bool:
-        return bool(self.m.consume_token(tok))
-
-    def accepting(self) -> bool:
-        return bool(self.m.is_accepting())
-
-
-class OcStepper(Stepper):
-    def __init__(self, index: Any) -> None:
-        self.guide = oc.Guide(index)
-
-    def start(self) -> None:
-        self.guide.reset()
-
-    def fill(self, bm: np.ndarray) -> None:
-        self.guide.write_mask_into(bm.ctypes.data, bm.size, 4)
-
-    def advance(self, tok: int) -> bool:
-        try:
-            self.guide.advance(tok, return_tokens=False)
-        except Exception:
-            return False
-        return True
-
-    def accepting(self) -> bool:
-        return bool(self.guide.is_finished())
-
-
-def step_pass(
-    stepper: Stepper, samples: list[list[int]], bm: np.ndarray
-) -> tuple[list[int], list[str]]:
-    """Time every mask fill along every sample; returns (ns per fill, problems)."""
+def step_pass(eng: Engine, m: Any, samples: list[list[int]]) -> tuple[list[int], list[str]]:
+    """Time every mask fill along every sample (matcher `m` reset before each); returns (ns per
+    fill, problems)."""
     times: list[int] = []
     problems: list[str] = []
     for si, toks in enumerate(samples):
-        stepper.start()
+        eng.reset(m)
         for k, tok in enumerate(toks):
             t0 = time.perf_counter_ns()
-            stepper.fill(bm)
+            eng.fill(m)
             t1 = time.perf_counter_ns()
             times.append(t1 - t0)
-            if not stepper.advance(tok):
+            if not eng.advance(m, tok):
                 problems.append(f"sample {si}: token #{k} ({tok}) refused")
                 break
         else:
             t0 = time.perf_counter_ns()
-            stepper.fill(bm)
+            eng.fill(m)
             t1 = time.perf_counter_ns()
             times.append(t1 - t0)
-            if not stepper.accepting():
+            if not eng.accepting(m):
                 problems.append(f"sample {si}: not accepting at the end")
     return times, problems
 
 
 def agreement(
-    steppers: dict[str, Stepper], samples: list[list[int]], nwords: int, special: np.ndarray
+    steppers: dict[str, tuple[Engine, Any]], samples: list[list[int]], special: np.ndarray
 ) -> dict[str, Any]:
-    """Untimed cross-check: steps whose masks differ from tokensieve's (special ids ignored)."""
+    """Untimed cross-check: steps whose masks differ from tokensieve's (special ids ignored).
+    `steppers` maps an engine name to its adapter and a matcher."""
     keep = ~special
-    bufs = {e: np.zeros((1, nwords), dtype=np.int32) for e in steppers}
+    bufs: dict[str, np.ndarray] = {}
     diff = {e: 0 for e in steppers if e != TS}
     only: dict[str, list[int]] = {e: [0, 0] for e in diff}  # [ids only tokensieve allows, ...]
     example: dict[str, Any] = {}
@@ -429,12 +276,14 @@ def agreement(
     steps = 0
     for toks in samples:
         alive = set(steppers)
-        for s in steppers.values():
-            s.start()
+        for eng, m in steppers.values():
+            eng.reset(m)
         for k in range(len(toks) + 1):
             for e in alive:
-                bufs[e][:] = -1
-                steppers[e].fill(bufs[e])
+                eng, m = steppers[e]
+                eng.bits[:] = -1  # a fill must write every word
+                eng.fill(m)
+                bufs[e] = eng.bits.copy()
                 if k == 0 and e not in first_counts:
                     first_counts[e] = int(
                         np.unpackbits((bufs[e] & keep).view(np.uint8), bitorder="little").sum()
@@ -460,7 +309,7 @@ def agreement(
                         )
             if k == len(toks):
                 break
-            alive = {e for e in alive if steppers[e].advance(toks[k])}
+            alive = {e for e in alive if steppers[e][0].advance(steppers[e][1], toks[k])}
     return {
         "steps": steps,
         "differing_steps": diff,
@@ -514,7 +363,7 @@ def main() -> int:
         if not common.resolve_tokenizer(tok_path)[1].is_file():
             print(f"error: no tokenizer.json at {tok_path}", file=sys.stderr)
             return 2
-    if ts is None:
+    if not engine_adapters.available(TS):
         print("error: tokensieve is not importable (run `make build`)", file=sys.stderr)
         return 2
 
@@ -531,13 +380,13 @@ def main() -> int:
 
     engines = [TS]
     notes: list[str] = []
-    if llg is not None:
+    if engine_adapters.available(LLG):
         engines.append(LLG)
     else:
         notes.append(
             "llguidance is not installed: its columns are skipped (pip install llguidance)"
         )
-    if oc is not None:
+    if engine_adapters.available(OC):
         engines.append(OC)
     else:
         notes.append(
@@ -565,18 +414,14 @@ def main() -> int:
 
     # ---- setup: every engine's vocabulary once (as a server would) --------------------------
     setup: dict[str, Any] = {}
-    t0 = time.perf_counter()
-    vts = load_ts(info)
-    setup[TS] = {"vocab_load_s": time.perf_counter() - t0, "vocab_size": vts.vocab_size}
-    ltok = voc = None
-    if LLG in engines:
+    eng: dict[str, Engine] = {}
+    for e in engines:
         t0 = time.perf_counter()
-        ltok = load_llg(info)
-        setup[LLG] = {"vocab_load_s": time.perf_counter() - t0, "vocab_size": ltok.vocab_size}
-    if OC in engines:
-        t0 = time.perf_counter()
-        voc = load_oc(info)
-        setup[OC] = {"vocab_load_s": time.perf_counter() - t0, "vocab_size": vts.vocab_size}
+        eng[e] = engine_adapters.load(e, info)
+        setup[e] = {"vocab_load_s": time.perf_counter() - t0}
+    vts = eng[TS].vocab  # type: ignore[attr-defined]
+    for e in engines:
+        setup[e]["vocab_size"] = eng[LLG].tok.vocab_size if e == LLG else vts.vocab_size  # type: ignore[attr-defined]
     nwords = words(vts.vocab_size)
     special = np.zeros((1, nwords), dtype=np.int32)
     flat = special.view(np.uint32).reshape(-1)
@@ -592,21 +437,18 @@ def main() -> int:
             return list(hf.encode(s, add_special_tokens=False).ids)
 
     except ImportError:
-        if ltok is None:
+        if LLG not in eng:
             print("error: need `tokenizers` (or llguidance) to tokenize samples", file=sys.stderr)
             return 2
         notes.append("samples tokenized with llguidance (the `tokenizers` package is missing)")
+        ltok = eng[LLG].tok  # type: ignore[attr-defined]
 
         def encode(s: str) -> list[int]:
             return list(ltok.tokenize_str(s))
 
     # warm-up, same for every engine: fault in one-time per-vocabulary work
-    bm_warm = np.zeros((1, nwords), dtype=np.int32)
-    ttfm_ts(vts, "(ab|cd)[0-9]+", bm_warm, 2)
-    if ltok is not None:
-        ttfm_llg(ltok, "(ab|cd)[0-9]+", bm_warm, 2)
-    if voc is not None:
-        ttfm_oc(voc, "(ab|cd)[0-9]+", bm_warm, 2)
+    for e in engines:
+        ttfm(eng[e], "(ab|cd)[0-9]+", 2)
 
     results: list[dict[str, Any]] = []
     for name, pat, samples in regexes:
@@ -639,34 +481,27 @@ def main() -> int:
 
     # ---- 2. time to first mask ---------------------------------------------------------------
     print(f"[2/3] time to first mask ({repeats} repeats; fresh grammar each time)")
-    bm = np.zeros((1, nwords), dtype=np.int32)
-    keep_llg: dict[str, Any] = {}
-    keep_oc: dict[str, Any] = {}
+    kept: dict[str, dict[str, Any]] = {e: {} for e in engines}  # compiled grammars, by regex
     gc.disable()
     try:
         for r in results:
             pat = r["regex"]
-            try:
-                r["ttfm"][TS] = {"ns": ttfm_ts(vts, pat, bm, repeats)}
-            except Exception as e:
-                r["ttfm"][TS] = {"error": f"{type(e).__name__}: {e}"}
-            if LLG in engines:
+            for e in engines:
+                n = repeats
+                if e == OC:
+                    ev = r["eager"][OC]
+                    if ev.get("timeout"):
+                        r["ttfm"][OC] = {"timeout": True}
+                        continue
+                    if "build_ns" in ev and ev["build_ns"][0] > 0.3e9:
+                        n = 1
                 try:
-                    ns, keep_llg[r["name"]] = ttfm_llg(ltok, pat, bm, repeats)
-                    r["ttfm"][LLG] = {"ns": ns}
-                except Exception as e:
-                    r["ttfm"][LLG] = {"error": f"{type(e).__name__}: {e}"}
-            if OC in engines:
-                ev = r["eager"][OC]
-                if ev.get("timeout"):
-                    r["ttfm"][OC] = {"timeout": True}
-                else:
-                    slow = "build_ns" in ev and ev["build_ns"][0] > 0.3e9
-                    try:
-                        ns, keep_oc[r["name"]] = ttfm_oc(voc, pat, bm, 1 if slow else repeats)
-                        r["ttfm"][OC] = {"ns": ns}
-                    except Exception as e:
-                        r["ttfm"][OC] = {"error": f"{type(e).__name__}: {e}"}
+                    ns, handle = ttfm(eng[e], pat, n)
+                    r["ttfm"][e] = {"ns": ns}
+                    if e != TS:  # tokensieve's walks start from a fresh, lazy grammar
+                        kept[e][r["name"]] = handle
+                except Exception as ex:
+                    r["ttfm"][e] = {"error": f"{type(ex).__name__}: {ex}"}
             gc.collect()
             cells = []
             for e in engines:
@@ -686,36 +521,30 @@ def main() -> int:
             toks = r["tokens"]
             pat = r["regex"]
             if "ns" in r["ttfm"][TS]:
-                g = ts.Grammar.from_regex(pat, vts)  # fresh, lazy: pass 1 computes masks
-                st = TsStepper(g)
-                cold, p1 = step_pass(st, toks, bm)
-                warm, p2 = step_pass(st, toks, bm)
+                g = eng[TS].compile_regex(pat)  # fresh, lazy: pass 1 computes masks
+                m = eng[TS].matcher(g)
+                cold, p1 = step_pass(eng[TS], m, toks)
+                warm, p2 = step_pass(eng[TS], m, toks)
                 r["mask"][TS + "_cold"] = {"ns": cold, "problems": p1}
                 r["mask"][TS + "_warm"] = {"ns": warm, "problems": p2}
                 r["ts_stats_after_walk"] = g.stats()
-            if r["name"] in keep_llg:
-                sl = LlgStepper(keep_llg[r["name"]])
-                a, p1 = step_pass(sl, toks, bm)
-                b, p2 = step_pass(sl, toks, bm)
-                r["mask"][LLG + "_pass1"] = {"ns": a, "problems": p1}
-                r["mask"][LLG + "_pass2"] = {"ns": b, "problems": p2}
-            if r["name"] in keep_oc:
-                so = OcStepper(keep_oc[r["name"]])
-                a, p1 = step_pass(so, toks, bm)
-                b, p2 = step_pass(so, toks, bm)
-                r["mask"][OC + "_pass1"] = {"ns": a, "problems": p1}
-                r["mask"][OC + "_pass2"] = {"ns": b, "problems": p2}
+            for e in (LLG, OC):
+                if r["name"] in kept.get(e, {}):
+                    m = eng[e].matcher(kept[e][r["name"]])
+                    a, p1 = step_pass(eng[e], m, toks)
+                    b, p2 = step_pass(eng[e], m, toks)
+                    r["mask"][e + "_pass1"] = {"ns": a, "problems": p1}
+                    r["mask"][e + "_pass2"] = {"ns": b, "problems": p2}
             gc.collect()
             # untimed: do the engines agree on the masks along the samples?
-            steppers: dict[str, Stepper] = {}
+            steppers: dict[str, tuple[Engine, Any]] = {}
             if "ns" in r["ttfm"][TS]:
-                steppers[TS] = TsStepper(ts.Grammar.from_regex(pat, vts))
-            if r["name"] in keep_llg:
-                steppers[LLG] = LlgStepper(keep_llg[r["name"]])
-            if r["name"] in keep_oc:
-                steppers[OC] = OcStepper(keep_oc[r["name"]])
+                steppers[TS] = (eng[TS], eng[TS].matcher(eng[TS].compile_regex(pat)))
+            for e in (LLG, OC):
+                if r["name"] in kept.get(e, {}):
+                    steppers[e] = (eng[e], eng[e].matcher(kept[e][r["name"]]))
             if TS in steppers and len(steppers) > 1:
-                r["agreement"] = agreement(steppers, toks, nwords, special)
+                r["agreement"] = agreement(steppers, toks, special)
             m = r["mask"]
             cells = []
             for key in m:
@@ -724,8 +553,7 @@ def main() -> int:
             print(f"  {r['name']:<14}" + "  ".join(cells) + " µs p50/p99", flush=True)
     finally:
         gc.enable()
-    keep_llg.clear()
-    keep_oc.clear()
+    kept.clear()
 
     report = summarize(results, engines, setup, machine, info, tok_name, quick, repeats, timeout)
     report["notes"] = notes + report["notes"]

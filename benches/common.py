@@ -21,7 +21,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_TOKENIZERS = REPO.parent / "shared" / "tokenizers"
+# The shared data folder beside the checkout (read-only): every benchmark finds it here.
+SHARED = REPO.parent / "shared"
+SHARED_TOKENIZERS = SHARED / "tokenizers"
+SHARED_DATA = SHARED / "data"
 RESULTS_DIR = REPO / "benches" / "results"
 
 

@@ -25,7 +25,6 @@ import collections
 import gc
 import gzip
 import json
-import multiprocessing as mp
 import re
 import sys
 import time
@@ -36,11 +35,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402
+import engines as engine_adapters  # noqa: E402
 from common import md_table, num, percentile, text_table  # noqa: E402
+from engines import ENGINES, LLG, OC, TS, CompileError, Engine  # noqa: E402
+from isolate import Worker, run_isolated  # noqa: E402
 
-TS, LLG, XGR, OC = "tokensieve", "llguidance", "xgrammar", "outlines-core"
-ENGINES = [TS, LLG, XGR, OC]
-DATA = common.REPO.parent / "shared" / "data"
+DATA = common.SHARED_DATA
 DEFAULT_TOKENIZER = common.SHARED_TOKENIZERS / "llama3"
 WARMUP_SCHEMA = {
     "type": "object",
@@ -56,155 +56,6 @@ PASS, COMPILE, TIMEOUT, CRASH, VALID_ERR, INVALID_ERR = (
     "validation_error",
     "invalidation_error",
 )
-
-
-class CompileError(Exception):
-    pass
-
-
-# --------------------------------------------------------------------------------------------
-# engines (run inside the worker)
-# --------------------------------------------------------------------------------------------
-
-
-class Engine:
-    """``compile(schema) -> handle``; ``matcher(handle)``; ``fill(m)`` (the timed call);
-    ``allowed(t)`` reads the bit of ``t`` in the last mask; ``advance(m, t) -> bool``."""
-
-    eos: int
-    bits: Any  # numpy int32 view of the bitmask that ``fill`` writes
-
-    def compile(self, schema: Any) -> Any: ...
-    def matcher(self, handle: Any) -> Any: ...
-    def fill(self, m: Any) -> None: ...
-    def advance(self, m: Any, tok: int) -> bool: ...
-
-    def allowed(self, tok: int) -> bool:
-        return bool((int(self.bits[0, tok >> 5]) >> (tok & 31)) & 1)
-
-
-class TsEngine(Engine):
-    def __init__(self, info: common.TokenizerInfo) -> None:
-        import tokensieve as ts
-
-        self.ts = ts
-        self.vocab = ts.Vocabulary.from_pretrained(str(info.folder))
-        self.eos = int(self.vocab.eos_token_ids[0])
-        self.bm = ts.allocate_token_bitmask(1, self.vocab.vocab_size)
-        self.bits = self.bm.numpy() if hasattr(self.bm, "numpy") else self.bm
-
-    def compile(self, schema: Any) -> Any:
-        try:
-            return self.ts.Grammar.from_json_schema(schema, self.vocab)
-        except self.ts.TokensieveError as e:
-            raise CompileError(f"{type(e).__name__}: {e}") from None
-
-    def matcher(self, handle: Any) -> Any:
-        return handle.matcher()
-
-    def fill(self, m: Any) -> None:
-        m.fill_next_token_bitmask(self.bm)
-
-    def advance(self, m: Any, tok: int) -> bool:
-        return bool(m.accept_token(tok))
-
-
-class LlgEngine(Engine):
-    def __init__(self, info: common.TokenizerInfo) -> None:
-        import llguidance as llg
-        import llguidance.numpy as llg_np
-        import numpy as np
-
-        self.llg, self.llg_np = llg, llg_np
-        # what llguidance.hf.from_tokenizer does with a transformers tokenizer
-        self.tok = llg.LLTokenizer(info.json_text, eos_token=info.eos_id)
-        self.eos = info.eos_id
-        self.bits = np.zeros((1, (self.tok.vocab_size + 31) // 32), dtype=np.int32)
-
-    def compile(self, schema: Any) -> Any:
-        grammar = self.llg.LLMatcher.grammar_from_json_schema(schema)
-        m = self.llg.LLMatcher(self.tok, grammar, log_level=0)
-        if m.is_error():
-            raise CompileError(m.get_error())
-        return m
-
-    def matcher(self, handle: Any) -> Any:
-        return handle.deep_copy()
-
-    def fill(self, m: Any) -> None:
-        self.llg_np.fill_next_token_bitmask(m, self.bits, 0)
-
-    def advance(self, m: Any, tok: int) -> bool:
-        return bool(m.consume_token(tok))
-
-
-class XgrEngine(Engine):
-    def __init__(self, info: common.TokenizerInfo) -> None:
-        import xgrammar as xgr
-        from transformers import AutoTokenizer
-
-        self.xgr = xgr
-        hf = AutoTokenizer.from_pretrained(str(info.folder))
-        ti = xgr.TokenizerInfo.from_huggingface(hf, vocab_size=info.size)
-        self.compiler = xgr.GrammarCompiler(ti)
-        self.eos = int(ti.stop_token_ids[0])
-        self.bm = xgr.allocate_token_bitmask(1, ti.vocab_size)
-        self.bits = self.bm.numpy()
-
-    def compile(self, schema: Any) -> Any:
-        try:
-            return self.compiler.compile_json_schema(
-                json.dumps(schema), any_whitespace=False, strict_mode=True
-            )
-        except RuntimeError as e:
-            raise CompileError(f"{type(e).__name__}: {e}") from None
-
-    def matcher(self, handle: Any) -> Any:
-        return self.xgr.GrammarMatcher(handle)
-
-    def fill(self, m: Any) -> None:
-        m.fill_next_token_bitmask(self.bm)
-
-    def advance(self, m: Any, tok: int) -> bool:
-        return bool(m.accept_token(tok))
-
-
-class OcEngine(Engine):
-    def __init__(self, info: common.TokenizerInfo) -> None:
-        import numpy as np
-        import outlines_core as oc
-        from outlines_core.json_schema import build_regex_from_schema
-
-        self.oc, self.build_regex = oc, build_regex_from_schema
-        self.vocab = oc.Vocabulary(info.eos_id, info.outlines_map())
-        self.eos = info.eos_id
-        self.bits = np.zeros((1, (info.size + 31) // 32), dtype=np.int32)
-
-    def compile(self, schema: Any) -> Any:
-        try:
-            regex = self.build_regex(json.dumps(schema))
-        except Exception as e:  # noqa: BLE001 - schema not supported by the regex builder
-            raise CompileError(f"{type(e).__name__}: {e}") from None
-        try:
-            return self.oc.Index(regex, self.vocab)
-        except Exception as e:  # noqa: BLE001
-            raise CompileError(f"Index: {type(e).__name__}: {e}") from None
-
-    def matcher(self, handle: Any) -> Any:
-        return self.oc.Guide(handle)
-
-    def fill(self, m: Any) -> None:
-        m.write_mask_into(self.bits.ctypes.data, self.bits.size, 4)
-
-    def advance(self, m: Any, tok: int) -> bool:
-        try:
-            m.advance(tok, return_tokens=False)
-        except Exception:  # noqa: BLE001
-            return False
-        return True
-
-
-ENGINE_CLASSES = {TS: TsEngine, LLG: LlgEngine, XGR: XgrEngine, OC: OcEngine}
 
 
 # --------------------------------------------------------------------------------------------
@@ -311,7 +162,7 @@ def run_schema(eng: Engine, job: dict[str, Any], tokenizer: Any) -> dict[str, An
     try:
         t0 = pc()
         try:
-            handle = eng.compile(job["schema"])
+            handle = eng.compile_json_schema(job["schema"])
             m = eng.matcher(handle)
             eng.fill(m)
         except CompileError as e:
@@ -436,7 +287,7 @@ def run_schema(eng: Engine, job: dict[str, Any], tokenizer: Any) -> dict[str, An
 def engine_build(engine: str) -> str:
     """What exactly was measured: the package version, and for tokensieve the extension
     module's hash and build time plus the repository HEAD (the tree is under development)."""
-    dist = {TS: "tokensieve", LLG: "llguidance", XGR: "xgrammar", OC: "outlines_core"}[engine]
+    dist = engine_adapters.package(engine)
     out = f"{dist} {common._version(dist)}"
     if engine == TS:
         import datetime as dt
@@ -461,115 +312,46 @@ def engine_build(engine: str) -> str:
     return out
 
 
-def worker_main(conn: Any, engine: str, tok_path: str, mem_bytes: int) -> None:
-    import resource
+def worker_setup(engine: str, tok_path: str) -> tuple[Any, dict[str, Any]]:
+    """In the worker: the engine and the tokenizer, loaded once outside every measurement."""
+    import tokenizers
 
-    if mem_bytes > 0:
-        resource.setrlimit(resource.RLIMIT_AS, (mem_bytes, mem_bytes))
+    t0 = time.monotonic()
+    info = common.TokenizerInfo(tok_path)
+    eng = engine_adapters.load(engine, info)
+    tokenizer = tokenizers.Tokenizer.from_file(str(info.file))
+    del info
+    # one-time per-vocabulary work outside the measurements
+    h = eng.compile_json_schema(WARMUP_SCHEMA)
+    m = eng.matcher(h)
+    eng.fill(m)
+    del h, m
+    return (eng, tokenizer), {"load_s": time.monotonic() - t0, "build": engine_build(engine)}
+
+
+def worker_job(state: Any, job: dict[str, Any]) -> dict[str, Any]:
+    """In the worker: one schema, every failure an outcome."""
+    eng, tokenizer = state
     try:
-        import tokenizers
-
-        t0 = time.monotonic()
-        info = common.TokenizerInfo(tok_path)
-        eng = ENGINE_CLASSES[engine](info)
-        tokenizer = tokenizers.Tokenizer.from_file(str(info.file))
-        del info
-        # one-time per-vocabulary work outside the measurements
-        h = eng.compile(WARMUP_SCHEMA)
-        m = eng.matcher(h)
-        eng.fill(m)
-        del h, m
-        conn.send({"ready": True, "load_s": time.monotonic() - t0, "build": engine_build(engine)})
+        return run_schema(eng, job, tokenizer)
+    except MemoryError:
+        return {"outcome": CRASH, "error": "MemoryError (address-space limit)"}
     except BaseException as e:  # noqa: BLE001
-        conn.send({"ready": False, "error": f"{type(e).__name__}: {e}"})
-        return
-    while True:
-        try:
-            job = conn.recv()
-        except EOFError:
-            return
-        if job is None:
-            return
-        try:
-            res = run_schema(eng, job, tokenizer)
-        except MemoryError:
-            res = {"outcome": CRASH, "error": "MemoryError (address-space limit)"}
-        except BaseException as e:  # noqa: BLE001
-            res = {
-                "outcome": CRASH,
-                "error": f"{type(e).__name__}: {e}",
-                "traceback": traceback.format_exc(limit=5),
-            }
-        conn.send(res)
+        return {
+            "outcome": CRASH,
+            "error": f"{type(e).__name__}: {e}",
+            "traceback": traceback.format_exc(limit=5),
+        }
 
 
-class Worker:
-    def __init__(self, engine: str, tok_path: str, mem_bytes: int) -> None:
-        self.engine, self.tok_path, self.mem_bytes = engine, tok_path, mem_bytes
-        self.proc: Any = None
-        self.conn: Any = None
-        self.loads: list[float] = []
-        self.build: Any = None
-
-    def start(self) -> None:
-        ctx = mp.get_context("spawn")
-        parent, child = ctx.Pipe()
-        self.proc = ctx.Process(
-            target=worker_main,
-            args=(child, self.engine, self.tok_path, self.mem_bytes),
-            daemon=True,
-        )
-        self.proc.start()
-        child.close()
-        self.conn = parent
-        if not parent.poll(300):
-            self.kill()
-            raise RuntimeError(f"{self.engine} worker did not start in 300 s")
-        msg = parent.recv()
-        if not msg.get("ready"):
-            self.kill()
-            raise RuntimeError(f"{self.engine} worker failed to start: {msg.get('error')}")
-        self.loads.append(msg["load_s"])
-        self.build = msg.get("build")
-
-    def kill(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.join(10)
-        if self.conn is not None:
-            self.conn.close()
-        self.proc = self.conn = None
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.is_alive():
-            try:
-                self.conn.send(None)
-                self.proc.join(5)
-            except OSError:
-                pass
-        self.kill()
-
-    def run(self, job: dict[str, Any], grace: float) -> dict[str, Any]:
-        if self.proc is None or not self.proc.is_alive():
-            self.kill()
-            self.start()
-        self.conn.send(job)
-        limit = float(job["timeout"]) + grace
-        t0 = time.monotonic()
-        while True:
-            if self.conn.poll(0.02):
-                try:
-                    return self.conn.recv()
-                except EOFError:
-                    break
-            if not self.proc.is_alive():
-                break
-            if time.monotonic() - t0 > limit:
-                self.kill()
-                return {"outcome": TIMEOUT, "error": f"killed after {limit:.0f} s"}
-        code = self.proc.exitcode if self.proc is not None else None
-        self.kill()
-        return {"outcome": CRASH, "error": f"worker died (exit code {code}; memory limit?)"}
+def run_job(w: Worker, job: dict[str, Any], grace: float) -> dict[str, Any]:
+    """A job on a persistent worker; an overrun is a timeout, a dead worker a crash."""
+    res = w.run(job, timeout=float(job["timeout"]) + grace)
+    if res.get("timeout"):
+        return {"outcome": TIMEOUT, "error": res["error"]}
+    if res.get("died"):
+        return {"outcome": CRASH, "error": res["error"]}
+    return res
 
 
 # --------------------------------------------------------------------------------------------
@@ -646,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
 
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     for e in engines:
-        if e not in ENGINE_CLASSES:
+        if e not in ENGINES:
             ap.error(f"unknown engine {e!r} (known: {', '.join(ENGINES)})")
     if not (DATA / "jsonschemabench-dev-sample500.txt").exists():
         print(f"SKIP: {DATA} not found")
@@ -665,7 +447,17 @@ def main(argv: list[str] | None = None) -> int:
         import tokenizers
 
         tok = tokenizers.Tokenizer.from_file(str(common.resolve_tokenizer(args.tokenizer)[1]))
-        workers = {e: Worker(e, args.tokenizer, int(args.mem_gb * 2**30)) for e in engines}
+        workers = {
+            e: Worker(
+                worker_setup,
+                worker_job,
+                (e, args.tokenizer),
+                mem_bytes=int(args.mem_gb * 2**30),
+                name=f"{e} worker",
+            )
+            for e in engines
+        }
+        loads: dict[str, list[float]] = {e: [] for e in engines}
         t_run = time.monotonic()
         try:
             with raw_path.open("a", encoding="utf-8") as out:
@@ -701,12 +493,15 @@ def main(argv: list[str] | None = None) -> int:
                         w = workers[e]
                         t0 = time.monotonic()
                         job["second_pass"] = e == TS
+                        starts = w.starts
                         try:
-                            res = w.run(job, grace=5.0)
+                            res = run_job(w, job, grace=5.0)
                         except RuntimeError as ex:
                             res = {"outcome": CRASH, "error": str(ex)}
+                        if w.starts != starts:
+                            loads[e].append(w.ready_info["load_s"])
                         res.update(engine=e, schema_id=sid, wall_s=round(time.monotonic() - t0, 3))
-                        res["build"] = w.build
+                        res["build"] = w.ready_info.get("build")
                         out.write(json.dumps(res) + "\n")
                         out.flush()
                         done[(e, sid)] = res
@@ -715,8 +510,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             for w in workers.values():
                 w.stop()
-            load = {e: w.loads for e, w in workers.items()}
-            print("worker loads (s):", {e: [round(x, 1) for x in v] for e, v in load.items()})
+            print("worker loads (s):", {e: [round(x, 1) for x in v] for e, v in loads.items()})
 
     rep = build_report(ids, engines, schemas, done, args, oc_ids)
     term, md = render(rep)
@@ -810,33 +604,26 @@ DIAG_TRIES: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-def diag_child(conn: Any, tok_path: str, schema: Any, ids: list[int], mem_bytes: int) -> None:
-    """Subprocess (memory-capped): the first relaxed tokensieve option that accepts ``ids``."""
-    import resource
+def diag_child(tok_path: str, schema: Any, ids: list[int]) -> dict[str, Any]:
+    """In a memory-capped subprocess: the first relaxed tokensieve option that accepts ``ids``."""
+    import numpy as np
 
-    resource.setrlimit(resource.RLIMIT_AS, (mem_bytes, mem_bytes))
-    try:
-        import numpy as np
+    import tokensieve as ts
 
-        import tokensieve as ts
-
-        vocab = ts.Vocabulary.from_pretrained(str(common.resolve_tokenizer(tok_path)[0]))
-        bm = np.zeros((1, (vocab.vocab_size + 31) // 32), dtype=np.int32)
-        eos = int(vocab.eos_token_ids[0])
-        for label, opts in DIAG_TRIES:
-            try:
-                g = ts.Grammar.from_json_schema(schema, vocab, **opts)
-            except Exception:  # noqa: BLE001
-                continue
-            m = g.matcher()
-            if m.accept_tokens(ids) == len(ids):
-                m.fill_next_token_bitmask(bm)
-                if (int(bm[0, eos >> 5]) >> (eos & 31)) & 1:
-                    conn.send([label, opts])
-                    return
-        conn.send(None)
-    except BaseException:  # noqa: BLE001
-        conn.send(None)
+    vocab = ts.Vocabulary.from_pretrained(str(common.resolve_tokenizer(tok_path)[0]))
+    bm = np.zeros((1, (vocab.vocab_size + 31) // 32), dtype=np.int32)
+    eos = int(vocab.eos_token_ids[0])
+    for label, opts in DIAG_TRIES:
+        try:
+            g = ts.Grammar.from_json_schema(schema, vocab, **opts)
+        except Exception:  # noqa: BLE001
+            continue
+        m = g.matcher()
+        if m.accept_tokens(ids) == len(ids):
+            m.fill_next_token_bitmask(bm)
+            if (int(bm[0, eos >> 5]) >> (eos & 31)) & 1:
+                return {"cause": [label, opts]}
+    return {"cause": None}
 
 
 class TsDiagnosis:
@@ -850,23 +637,11 @@ class TsDiagnosis:
     def cause(self, schema: Any, text: str) -> list[Any] | None:
         """``[cause, options that made it accepted]`` or ``None``."""
         ids = self.tok.encode(text, add_special_tokens=False).ids
-        ctx = mp.get_context("spawn")
-        parent, child = ctx.Pipe(duplex=False)
-        p = ctx.Process(
-            target=diag_child, args=(child, self.tok_path, schema, ids, self.mem), daemon=True
+        out = run_isolated(
+            diag_child, (self.tok_path, schema, ids), timeout=self.timeout, mem_bytes=self.mem
         )
-        p.start()
-        child.close()
-        out = None
-        if parent.poll(self.timeout):
-            try:
-                out = parent.recv()
-            except EOFError:
-                out = None
-        p.kill()
-        p.join(5)
-        parent.close()
-        return out
+        cause: list[Any] | None = out.get("cause")
+        return cause
 
 
 def build_report(
