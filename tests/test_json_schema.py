@@ -338,7 +338,14 @@ def test_keyword_table(
 
 
 def test_escaped_spellings(vocab: ts.Vocabulary, lookup: Lookup) -> None:
+    # enum strings are spelled as written (json.dumps, with or without ensure_ascii) ...
     g = ts.Grammar.from_json_schema({"enum": ["é/x", "b"]}, vocab)
+    for text in ['"é/x"', '"\\u00e9/x"', '"b"']:
+        assert accepts(g, text, lookup), text
+    for text in ['"\\u00e9\\/x"', '"\\u00E9/x"', '"\\u0062"']:
+        assert not accepts(g, text, lookup), text
+    # ... or in every spelling with literal_spelling="any"
+    g = ts.Grammar.from_json_schema({"enum": ["é/x", "b"]}, vocab, literal_spelling="any")
     for text in ['"é/x"', '"\\u00e9\\/x"', '"\\u00E9/x"', '"\\u0062"']:
         assert accepts(g, text, lookup), text
     g = ts.Grammar.from_json_schema({"type": "string", "maxLength": 1}, vocab)

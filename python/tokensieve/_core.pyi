@@ -101,6 +101,7 @@ class Grammar:
         max_nesting_depth: int = 3,
         truncate_recursion: bool = False,
         lenient: bool = False,
+        literal_spelling: Literal["as_written", "any"] = "as_written",
         registry: Mapping[str, Any] | None = None,
         max_states: int | None = None,
         max_nfa_bytes: int | None = None,

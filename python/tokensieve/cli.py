@@ -90,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--max-nesting-depth", type=int)
     g.add_argument("--truncate-recursion", action="store_true", default=None)
     g.add_argument("--lenient", action="store_true", default=None)
+    g.add_argument("--literal-spelling", choices=["as_written", "any"])
     g.add_argument(
         "--registry",
         metavar="FILE",

@@ -5,8 +5,10 @@
 //! JSON spellings — the raw character (unless it is `"`, `\` or a control character), its short
 //! escape (`\" \\ \/ \b \f \n \r \t`), `\uXXXX` with hex digits of either case, and for
 //! characters outside the BMP the UTF-16 surrogate pair `\uD8xx\uDCxx`. So a pattern or length
-//! applies exactly to the decoded string, whatever spelling the model chooses. Nothing here
-//! knows JSON Schema; `crate::json_schema::string` builds on it.
+//! applies exactly to the decoded string, whatever spelling the model chooses. Strings written
+//! in the schema itself (property names, `const`/`enum` strings) are spelled by [`Spelling`]:
+//! by default only as written. Nothing here knows JSON Schema; `crate::json_schema::string`
+//! builds on it.
 
 use regex_syntax::hir::{Class, Hir, HirKind};
 
@@ -362,13 +364,101 @@ pub(crate) fn spell_str(s: &str) -> Hir {
     concat(s.chars().map(spell_char).collect())
 }
 
-/// All JSON spellings of any one of `strings`, with shared prefixes spelled once (a trie): an
-/// enum of many strings becomes an automaton the size of its distinct prefixes, not one branch
-/// per member. The language is exactly the union of `spell_str` of each string.
+/// Which spellings a string written in a schema (a declared property name, a `const` or
+/// `enum` string) may take in the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Spelling {
+    /// As written: the form `json.dumps` writes, and for a non-ASCII character also its raw
+    /// UTF-8 (see [`spell_char_as_written`]).
+    AsWritten,
+    /// Every JSON spelling of each character ([`spell_char`]).
+    Any,
+}
+
+impl Spelling {
+    /// The spellings of one character under this choice.
+    pub(crate) fn char(self, c: char) -> Hir {
+        match self {
+            Spelling::AsWritten => spell_char_as_written(c),
+            Spelling::Any => spell_char(c),
+        }
+    }
+
+    /// The spellings of the string `s` (without the quotes) under this choice.
+    pub(crate) fn str(self, s: &str) -> Hir {
+        match self {
+            Spelling::Any => spell_str(s),
+            // runs of one-spelling characters become one literal
+            Spelling::AsWritten => {
+                let mut parts = Vec::new();
+                let mut run = String::new();
+                for c in s.chars() {
+                    if c.is_ascii() && c != '\u{7f}' {
+                        push_written_ascii(&mut run, c);
+                    } else {
+                        if !run.is_empty() {
+                            parts.push(lit(&std::mem::take(&mut run)));
+                        }
+                        parts.push(spell_char_as_written(c));
+                    }
+                }
+                if !run.is_empty() {
+                    parts.push(lit(&run));
+                }
+                concat(parts)
+            }
+        }
+    }
+}
+
+/// The one spelling `json.dumps` writes for an ASCII character: the character itself, `\"`
+/// and `\\`, the short escapes `\b \f \n \r \t`, and `\u00xx` (lowercase hex) for the
+/// other control characters.
+fn push_written_ascii(out: &mut String, c: char) {
+    match c {
+        '"' => out.push_str("\\\""),
+        '\\' => out.push_str("\\\\"),
+        '\u{8}' => out.push_str("\\b"),
+        '\u{c}' => out.push_str("\\f"),
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        '\t' => out.push_str("\\t"),
+        c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+        c => out.push(c),
+    }
+}
+
+/// The spellings of `c` as written: for an ASCII character the one form `json.dumps` writes
+/// (see [`push_written_ascii`]); for DEL and any non-ASCII character its raw UTF-8 or the
+/// `\uxxxx` form (lowercase hex; a surrogate pair above the BMP) that `json.dumps` writes by
+/// default (`ensure_ascii=False` writes them raw).
+pub(crate) fn spell_char_as_written(c: char) -> Hir {
+    let mut s = String::new();
+    if c.is_ascii() && c != '\u{7f}' {
+        push_written_ascii(&mut s, c);
+        return lit(&s);
+    }
+    let mut units = [0u16; 2];
+    let escaped: String = c
+        .encode_utf16(&mut units)
+        .iter()
+        .map(|u| format!("\\u{u:04x}"))
+        .collect();
+    alt(vec![lit(c.encode_utf8(&mut [0u8; 4])), lit(&escaped)])
+}
+
+/// The spellings (under `spelling`) of any one of `strings`, with shared prefixes spelled once
+/// (a trie): an enum of many strings becomes an automaton the size of its distinct prefixes,
+/// not one branch per member. The language is exactly the union of `spelling.str` of each
+/// string.
 ///
 /// `Err(n)` when the trie would hold `n > max_chars` characters (counted before anything is
 /// built: a huge literal is refused without allocating its automaton).
-pub(crate) fn spell_any_of(strings: &[&str], max_chars: usize) -> Result<Hir, usize> {
+pub(crate) fn spell_any_of(
+    strings: &[&str],
+    max_chars: usize,
+    spelling: Spelling,
+) -> Result<Hir, usize> {
     let mut words: Vec<Vec<char>> = strings.iter().map(|s| s.chars().collect()).collect();
     words.sort_unstable();
     words.dedup();
@@ -381,7 +471,7 @@ pub(crate) fn spell_any_of(strings: &[&str], max_chars: usize) -> Result<Hir, us
     if chars > max_chars {
         return Err(chars);
     }
-    Ok(trie(&words, 0, 0))
+    Ok(trie(&words, 0, 0, spelling))
 }
 
 /// Deepest branching level built as a trie; below it the remaining suffixes are alternatives
@@ -390,12 +480,12 @@ const MAX_TRIE_DEPTH: usize = 512;
 
 /// The spellings of the suffixes from `at` of `words` (sorted, distinct; all sharing their first
 /// `at` characters).
-fn trie(words: &[Vec<char>], mut at: usize, depth: usize) -> Hir {
+fn trie(words: &[Vec<char>], mut at: usize, depth: usize, spelling: Spelling) -> Hir {
     let mut out = Vec::new();
     // the common prefix of a sorted slice is that of its first and last words
     let (first, last) = (&words[0], &words[words.len() - 1]);
     while at < first.len() && at < last.len() && first[at] == last[at] {
-        out.push(spell_char(first[at]));
+        out.push(spelling.char(first[at]));
         at += 1;
     }
     if words.len() == 1 {
@@ -404,7 +494,7 @@ fn trie(words: &[Vec<char>], mut at: usize, depth: usize) -> Hir {
     if depth >= MAX_TRIE_DEPTH {
         let rest = words
             .iter()
-            .map(|w| concat(w[at..].iter().map(|&c| spell_char(c)).collect()));
+            .map(|w| concat(w[at..].iter().map(|&c| spelling.char(c)).collect()));
         out.push(alt(rest.collect()));
         return concat(out);
     }
@@ -417,7 +507,7 @@ fn trie(words: &[Vec<char>], mut at: usize, depth: usize) -> Hir {
     while i < words.len() {
         let c = words[i][at];
         let j = i + words[i..].partition_point(|w| w[at] == c);
-        branches.push(trie(&words[i..j], at, depth + 1));
+        branches.push(trie(&words[i..j], at, depth + 1, spelling));
         i = j;
     }
     out.push(alt(branches));

@@ -31,7 +31,7 @@ use serde_json::Value;
 
 use crate::automata::expr::Expr;
 use crate::error::Result;
-pub use options::{AdditionalProperties, Formats, JsonSchemaOptions, OneOf, Whitespace};
+pub use options::{AdditionalProperties, Formats, JsonSchemaOptions, OneOf, Spelling, Whitespace};
 
 /// Largest schema text (or registry document) accepted, in bytes.
 pub const MAX_SCHEMA_BYTES: usize = 64 << 20;

@@ -3,6 +3,8 @@
 
 use crate::error::{Error, Result};
 
+pub use crate::automata::spell::Spelling;
+
 /// Whether objects accept properties the schema does not declare, when it says nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AdditionalProperties {
@@ -62,6 +64,9 @@ pub struct JsonSchemaOptions {
     pub truncate_recursion: bool,
     /// Unsupported keywords become warnings (the grammar then accepts a superset).
     pub lenient: bool,
+    /// How declared property names and `const`/`enum` strings may be spelled in the output:
+    /// as written (the default) or in any JSON spelling. String values keep every spelling.
+    pub literal_spelling: Spelling,
     /// Documents `$ref` may name by URI: (absolute URI, schema as canonical JSON text), sorted
     /// by URI. Nothing is ever fetched.
     pub registry: Vec<(String, String)>,
@@ -79,6 +84,7 @@ impl Default for JsonSchemaOptions {
             max_nesting_depth: 3,
             truncate_recursion: false,
             lenient: false,
+            literal_spelling: Spelling::AsWritten,
             registry: Vec::new(),
         }
     }
@@ -145,6 +151,13 @@ impl JsonSchemaOptions {
             "max_nesting_depth" => self.max_nesting_depth = int(value)?,
             "truncate_recursion" => self.truncate_recursion = boolean(value)?,
             "lenient" => self.lenient = boolean(value)?,
+            "literal_spelling" => {
+                self.literal_spelling = match value {
+                    "as_written" => Spelling::AsWritten,
+                    "any" => Spelling::Any,
+                    _ => return Err(bad(name, value, "\"as_written\", \"any\"")),
+                }
+            }
             "registry" => {
                 let v: serde_json::Value = serde_json::from_str(value).map_err(|e| {
                     Error::InvalidArgument(format!(
@@ -187,7 +200,7 @@ impl JsonSchemaOptions {
             Whitespace::Flexible => "flexible".to_string(),
             Whitespace::Pattern(p) => p.clone(),
         };
-        let values: [String; 9] = [
+        let values: [String; 10] = [
             match self.additional_properties {
                 AdditionalProperties::Allow => "allow",
                 AdditionalProperties::Forbid => "forbid",
@@ -209,6 +222,11 @@ impl JsonSchemaOptions {
             self.max_nesting_depth.to_string(),
             self.truncate_recursion.to_string(),
             self.lenient.to_string(),
+            match self.literal_spelling {
+                Spelling::AsWritten => "as_written",
+                Spelling::Any => "any",
+            }
+            .into(),
         ];
         let mut map = serde_json::Map::new();
         for (k, v) in Self::NAMES.iter().zip(values) {
@@ -227,7 +245,7 @@ impl JsonSchemaOptions {
     }
 
     /// The option names.
-    pub const NAMES: [&'static str; 9] = [
+    pub const NAMES: [&'static str; 10] = [
         "additional_properties",
         "formats",
         "one_of",
@@ -237,5 +255,6 @@ impl JsonSchemaOptions {
         "max_nesting_depth",
         "truncate_recursion",
         "lenient",
+        "literal_spelling",
     ];
 }

@@ -7,7 +7,7 @@ use super::scalars::{spelled_combination, spelled_not_in};
 use super::{child, literal_values, schema_error, Compiler, MAX_BUILT, MAX_WEIGHT};
 use crate::automata::expr::{alt, concat, lit, rep, Expr};
 use crate::automata::hir as hirs;
-use crate::automata::spell::{dot_all, spell_str};
+use crate::automata::spell::dot_all;
 use crate::error::{Error, Result};
 use crate::json_schema::keywords::{SOME_EXTRA, T_STRING};
 use crate::json_schema::options::AdditionalProperties;
@@ -128,7 +128,7 @@ impl<'a> Compiler<'a> {
                 Some(v) => {
                     let kv = concat(vec![
                         lit("\""),
-                        spell_str(&name).into(),
+                        self.spell_literal(&name),
                         lit("\""),
                         self.colon(),
                         v,

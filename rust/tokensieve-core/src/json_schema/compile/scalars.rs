@@ -8,9 +8,7 @@ use crate::automata::expr::{alt, alt_opt, concat, lit, Expr};
 use crate::automata::hir as hirs;
 #[cfg(test)]
 use crate::automata::hir::class;
-use crate::automata::spell::{
-    any_char, dot_all, encode, spell_any_of, spell_char, spell_not, spell_str,
-};
+use crate::automata::spell::{any_char, dot_all, encode, spell_any_of, spell_char, spell_not};
 use crate::error::{Error, Result};
 use crate::json_schema::keywords::{
     type_bits, ALL_PATTERNS, NOT_IN, NOT_MULTIPLE, NOT_PATTERN, T_ALL, T_ARRAY, T_BOOL, T_FRAC,
@@ -89,7 +87,7 @@ impl<'a> Compiler<'a> {
         let mut nodes = 0u64;
         if !strings.is_empty() {
             let room = (MAX_WEIGHT / NODES_PER_CHAR) as usize;
-            let trie = spell_any_of(&strings, room)
+            let trie = spell_any_of(&strings, room, self.opts.literal_spelling)
                 .map_err(|chars| too_big(NODES_PER_CHAR.saturating_mul(chars as u64)))?;
             alts.push(concat(vec![lit("\""), trie.into(), lit("\"")]));
             nodes = alts[0].weight();
@@ -108,13 +106,21 @@ impl<'a> Compiler<'a> {
         })
     }
 
+    /// A string written in the schema (a property name, a `const`/`enum` string), without its
+    /// quotes, spelled as [`JsonSchemaOptions::literal_spelling`] says.
+    ///
+    /// [`JsonSchemaOptions::literal_spelling`]: crate::json_schema::JsonSchemaOptions
+    pub(super) fn spell_literal(&self, s: &str) -> Expr {
+        self.opts.literal_spelling.str(s).into()
+    }
+
     pub(super) fn literal(&self, v: &Value) -> Expr {
         match v {
             Value::Null => lit("null"),
             Value::Bool(true) => lit("true"),
             Value::Bool(false) => lit("false"),
             Value::Number(n) => number_literal(&Dec::from_json(n)).into(),
-            Value::String(s) => concat(vec![lit("\""), spell_str(s).into(), lit("\"")]),
+            Value::String(s) => concat(vec![lit("\""), self.spell_literal(s), lit("\"")]),
             Value::Array(xs) => {
                 let mut items = Vec::new();
                 for (i, x) in xs.iter().enumerate() {
@@ -131,7 +137,7 @@ impl<'a> Compiler<'a> {
                     if i > 0 {
                         items.push(self.comma());
                     }
-                    items.push(concat(vec![lit("\""), spell_str(k).into(), lit("\"")]));
+                    items.push(concat(vec![lit("\""), self.spell_literal(k), lit("\"")]));
                     items.push(self.colon());
                     items.push(self.literal(x));
                 }

@@ -12,11 +12,28 @@ fn const_and_enum() {
         &["2", "1e0", "01"],
     );
     check(json!({"const": 1.5}), &["1.5", "1.50"], &["1.51"]);
+    // strings written in the schema: as written (json.dumps, with or without ensure_ascii)
     check(
         json!({"const": "a/é"}),
-        &[r#""a/é""#, r#""a\/\u00e9""#, r#""\u0061/\u00E9""#],
-        &[r#""a/E""#, r#""a/\u00C9""#],
+        &[r#""a/é""#, r#""a/\u00e9""#],
+        &[
+            r#""a/E""#,
+            r#""a/\u00C9""#,
+            r#""a\/\u00e9""#,
+            r#""\u0061/\u00E9""#,
+            r#""a/\u00E9""#,
+        ],
     );
+    // every spelling with literal_spelling = "any"
+    let any = JsonSchemaOptions {
+        literal_spelling: Spelling::Any,
+        ..Default::default()
+    };
+    let r = lang_with(json!({"const": "a/é"}), &any);
+    for t in [r#""a/é""#, r#""a\/\u00e9""#, r#""\u0061/\u00E9""#] {
+        assert!(r.is_match(t), "{t}");
+    }
+    assert!(!r.is_match(r#""a/\u00C9""#));
     check(
         json!({"enum": ["x", 2, null, [1, "y"], {"k": false}]}),
         &[
@@ -463,7 +480,7 @@ fn lower_bounds_above_upper_bounds_allow_nothing() {
 #[test]
 fn string_trie_is_the_union_of_its_members() {
     use crate::automata::hir::alt;
-    use crate::automata::spell::{spell_any_of, spell_str};
+    use crate::automata::spell::{spell_any_of, spell_str, Spelling};
     let union = |xs: &[&str]| alt(xs.iter().map(|s| spell_str(s)).collect());
     let sets: Vec<Vec<&str>> = vec![
         vec!["a", "ab", "abc", "b", ""],
@@ -481,19 +498,113 @@ fn string_trie_is_the_union_of_its_members() {
         vec!["", "\\", "\n", "/"],
     ];
     for set in &sets {
-        let trie = spell_any_of(set, usize::MAX).unwrap();
+        let trie = spell_any_of(set, usize::MAX, Spelling::Any).unwrap();
         super::test_util::assert_same_language(&trie, &union(set));
     }
     // branching deeper than the trie's depth bound: the rest are plain alternatives
     let chain: Vec<String> = (0..700).map(|n| "a".repeat(n) + "b").collect();
     let chain: Vec<&str> = chain.iter().map(String::as_str).collect();
-    let t = super::test_util::Re::new(&spell_any_of(&chain, usize::MAX).unwrap());
+    let t = super::test_util::Re::new(&spell_any_of(&chain, usize::MAX, Spelling::Any).unwrap());
     for n in [0, 1, 511, 512, 513, 699] {
         assert!(t.is_match(&("a".repeat(n) + "b")), "{n}");
         assert!(!t.is_match(&"a".repeat(n + 1)), "{n}");
     }
     assert!(!t.is_match(&("a".repeat(700) + "b")));
     // the size bound counts the trie's characters (shared prefixes once)
-    assert_eq!(spell_any_of(&["abc", "abd", "b"], 5).err(), None);
-    assert_eq!(spell_any_of(&["abc", "abd", "b"], 4).err(), Some(5));
+    assert_eq!(
+        spell_any_of(&["abc", "abd", "b"], 5, Spelling::Any).err(),
+        None
+    );
+    assert_eq!(
+        spell_any_of(&["abc", "abd", "b"], 4, Spelling::Any).err(),
+        Some(5)
+    );
+}
+
+/// Declared names and const/enum strings as written: exactly the spellings `json.dumps` gives
+/// (ASCII: one; DEL and beyond: raw or lowercase `\uxxxx`), for every ASCII character and a
+/// sample beyond, checked character by character against an independent spelling.
+#[test]
+fn literals_as_written() {
+    use crate::automata::spell::spell_char;
+    // what json.dumps(c) (ensure_ascii=True) writes, and what it writes with ensure_ascii=False
+    fn dumps(c: char, ensure_ascii: bool) -> String {
+        match c {
+            '"' => "\\\"".into(),
+            '\\' => "\\\\".into(),
+            '\n' => "\\n".into(),
+            '\r' => "\\r".into(),
+            '\t' => "\\t".into(),
+            '\u{8}' => "\\b".into(),
+            '\u{c}' => "\\f".into(),
+            c if (c as u32) < 0x20 => format!("\\u{:04x}", c as u32),
+            c if (c as u32) < 0x7f || !ensure_ascii => c.to_string(),
+            c => {
+                let mut b = [0u16; 2];
+                c.encode_utf16(&mut b)
+                    .iter()
+                    .map(|u| format!("\\u{u:04x}"))
+                    .collect()
+            }
+        }
+    }
+    let sample = (0u32..0x80)
+        .chain([0xe9, 0x7ff, 0x800, 0xfffd, 0x10000, 0x1f600, 0x10ffff])
+        .filter_map(char::from_u32);
+    for c in sample {
+        let written = Re::new(&Spelling::AsWritten.char(c));
+        let all = Re::new(&spell_char(c));
+        let ok = [dumps(c, true), dumps(c, false)];
+        for t in &ok {
+            assert!(written.is_match(t), "{c:?} as written should accept {t:?}");
+            assert!(all.is_match(t), "{t:?} is a spelling of {c:?}");
+        }
+        // every other spelling of the character is refused: the raw form, the short escape,
+        // both hex cases, `\/`
+        let mut others = vec![c.to_string(), format!("\\u{:04X}", c as u32)];
+        if (c as u32) <= 0xffff {
+            others.push(format!("\\u{:04x}", c as u32));
+        }
+        if c == '/' {
+            others.push("\\/".into());
+        }
+        for t in others.iter().filter(|t| !ok.contains(t)) {
+            if all.is_match(t) {
+                assert!(!written.is_match(t), "{c:?} as written should refuse {t:?}");
+            }
+        }
+    }
+    // whole strings: property names and enum strings (the trie) go the same way
+    check(
+        json!({"type": "object", "properties": {"name": {"const": 1}}, "required": ["name"]}),
+        &[r#"{"name": 1}"#],
+        &[r#"{"\u006eame": 1}"#, r#"{"n\u0061me": 1}"#],
+    );
+    check(
+        json!({"enum": ["tab\there", "quote\"", "é", "x"]}),
+        &[
+            r#""tab\there""#,
+            r#""quote\"""#,
+            r#""é""#,
+            r#""\u00e9""#,
+            r#""x""#,
+        ],
+        &[
+            r#""tab\u0009here""#,
+            r#""quote\u0022""#,
+            r#""\u00E9""#,
+            r#""\u0078""#,
+        ],
+    );
+    check(
+        json!({"const": {"k\u{1}": ["v/"]}}),
+        &[r#"{"k\u0001": ["v/"]}"#],
+        &[r#"{"k\u0001": ["v\/"]}"#, r#"{"\u006b\u0001": ["v/"]}"#],
+    );
+    // an additional property never decodes to a declared name, in any spelling
+    check(
+        json!({"properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "string"}}),
+        &[r#"{"a": 1}"#, r#"{"a": 1, "b": "x"}"#],
+        &[r#"{"\u0061": "x"}"#, r#"{"a": 1, "\u0061": "x"}"#],
+    );
 }
