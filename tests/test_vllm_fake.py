@@ -16,6 +16,7 @@ import enum
 import json
 import random
 import re
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,7 @@ torch = pytest.importorskip("torch")
 import tokensieve as ts  # noqa: E402
 from tokensieve.vllm import (  # noqa: E402
     GRAMMAR_CACHE,
+    GrammarCache,
     GuidedLogitsProcessor,
     GuidedLogitsProcessorV1,
     constraint_from_extra_args,
@@ -54,6 +56,7 @@ class BatchUpdate:
 @dataclass
 class SamplingParams:
     extra_args: dict[str, Any] | None = None
+    min_tokens: int = 0
 
 
 class BatchUpdateBuilder:
@@ -494,6 +497,22 @@ def test_validate_params_accepts_and_caches() -> None:
     GuidedLogitsProcessorV1.validate_params(SamplingParams({"guided_choice": ["a.b", "(x)|y"]}))
 
 
+def test_min_tokens_with_a_constraint_is_refused() -> None:
+    # Once the output completes the grammar only EOS may follow; min_tokens blocks EOS, so
+    # every token would be masked. Refused at admission with the reason.
+    regex = {"guided_regex": "[0-9]{3}"}
+    for proc in (GuidedLogitsProcessorV1, GuidedLogitsProcessor):
+        with pytest.raises(ValueError, match="min_tokens=10 cannot be combined with guided_regex"):
+            proc.validate_params(SamplingParams(regex, min_tokens=10))
+        proc.validate_params(SamplingParams(regex, min_tokens=0))
+        proc.validate_params(SamplingParams(None, min_tokens=10))  # unconstrained: not ours
+    # an engine that skipped admission fails only that request (EOS only), with the reason
+    proc = GuidedLogitsProcessorV1.with_vocabulary(VOCAB)(None, "cpu", False)
+    guide = proc._new_guide(SamplingParams(regex, min_tokens=10))
+    assert guide is not None and guide.failed
+    assert guide.error is not None and "min_tokens" in guide.error
+
+
 def test_validation_vocabulary_choice() -> None:
     bound = GuidedLogitsProcessorV1.with_vocabulary(VOCAB)
     assert bound.admission_vocabulary() is VOCAB
@@ -562,6 +581,56 @@ def test_hostile_constraint_in_the_engine_fails_only_its_request() -> None:
     for r in healthy:
         assert r.grammar is not None
         assert r.grammar.matcher().accept_tokens(r.output) == len(r.output)
+
+
+class GatedCache(GrammarCache):
+    """A grammar cache whose compiles wait for ``gate``: a compile on the step's path would
+    block ``update_state`` / ``add_request`` until the test opens it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.compiling = threading.Event()
+
+    def get(self, constraint: Any, vocab: Any) -> Any:
+        if self.lookup(constraint, vocab) is None:
+            self.compiling.set()
+            assert self.gate.wait(30), "the gate was never opened"
+        return super().get(constraint, vocab)
+
+
+def test_compiles_run_off_the_step_and_apply_waits_for_them() -> None:
+    cache = GatedCache()
+    v1 = type("Gated", (GuidedLogitsProcessorV1.with_vocabulary(VOCAB),), {"cache": cache})
+    proc = v1(None, "cpu", False)
+    out: list[int] = []
+    ok = SamplingParams({"guided_regex": "ab|c0"})
+    bad = SamplingParams({"guided_regex": "zz"})  # unspellable with VOCAB
+    # update_state returns while both compiles are held at the gate
+    proc.update_state(BatchUpdate(2, [], [(0, ok, None, out), (1, bad, None, [])], []))
+    assert cache.compiling.wait(30)
+    guide = proc.guide(0)
+    assert guide is not None and not guide.is_ready
+    cache.gate.set()
+    rows = proc.apply(torch.zeros(2, WIDTH))
+    assert finite(rows[0]) == {0, 2, 3} and finite(rows[1]) == {EOS}  # a, c, ab
+    bad_guide = proc.guide(1)
+    assert bad_guide is not None and "Unspellable" in (bad_guide.error or "")
+    # a cache hit is ready at once; so is a cached failure
+    proc.update_state(BatchUpdate(2, [0, 1], [(0, ok, None, []), (1, bad, None, [])], []))
+    for i in (0, 1):
+        g = proc.guide(i)
+        assert g is not None and g.pending is None
+    # the same through the V2 interface's add_request
+    cache2 = GatedCache()
+    batch = V2Batch(type("Gated2", (GuidedLogitsProcessor,), {"cache": cache2}), VOCAB)
+    assert batch.add(0, ok, prompt=[1])
+    assert cache2.compiling.wait(30)
+    g2 = batch.proc.guide(0)
+    assert g2 is not None and not g2.is_ready
+    cache2.gate.set()
+    g2.ready()
+    assert g2.matcher is not None and not g2.failed
 
 
 def test_budget_hit_mid_run_forces_eos() -> None:

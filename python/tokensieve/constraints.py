@@ -217,6 +217,20 @@ class GrammarCache:
             self._entries.clear()
             self.hits = self.misses = 0
 
+    def lookup(self, constraint: Constraint, vocab: Vocabulary) -> Grammar | str | None:
+        """The cached grammar, the cached error message, or ``None`` when this constraint has
+        not been compiled for ``vocab`` yet (nothing is compiled here)."""
+        try:
+            key = (constraint.key, vocab.fingerprint)
+        except (ValueError, TokensieveError) as e:
+            return describe_error(constraint, e)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                self.hits += 1
+        return entry
+
     def get(self, constraint: Constraint, vocab: Vocabulary) -> Grammar:
         """The compiled grammar; ``ValueError`` (cached or new) when it does not compile."""
         try:

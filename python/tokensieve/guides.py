@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 import tokensieve as ts
@@ -38,7 +39,16 @@ class RequestGuide:
     that the engine appends to); :meth:`sync` then feeds what was appended since the last call.
     """
 
-    __slots__ = ("grammar", "matcher", "consumed", "error", "compile_error", "label", "tokens")
+    __slots__ = (
+        "grammar",
+        "matcher",
+        "consumed",
+        "error",
+        "compile_error",
+        "label",
+        "tokens",
+        "pending",
+    )
 
     def __init__(
         self,
@@ -47,9 +57,13 @@ class RequestGuide:
         error: str | None = None,
         label: str = "",
         tokens: Sequence[int] | None = None,
+        pending: Future[ts.Grammar] | None = None,
     ) -> None:
-        if grammar is None and error is None:
-            raise ValueError("a RequestGuide needs a grammar or an error")
+        if grammar is None and error is None and pending is None:
+            raise ValueError("a RequestGuide needs a grammar, a pending compile or an error")
+        # A compile running in the background: the guide waits for it on first use
+        # (:meth:`ready`), so the compile overlaps whatever the engine does until then.
+        self.pending = pending
         self.grammar = grammar
         self.matcher = grammar.matcher(max_rollback=MAX_ROLLBACK) if grammar is not None else None
         self.consumed = 0
@@ -62,7 +76,30 @@ class RequestGuide:
 
     @property
     def failed(self) -> bool:
+        self.ready()
         return self.error is not None
+
+    @property
+    def is_ready(self) -> bool:
+        """False while a background compile is still running."""
+        return self.pending is None or self.pending.done()
+
+    def ready(self) -> None:
+        """Wait for the background compile, if any: afterwards the guide has its matcher, or
+        is failed with the compile's message."""
+        pending = self.pending
+        if pending is None:
+            return
+        self.pending = None
+        try:
+            grammar = pending.result()
+        except Exception as e:  # the cache's client-readable ValueError, or anything else
+            message = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
+            self.compile_error = message
+            self.fail(message)
+            return
+        self.grammar = grammar
+        self.matcher = grammar.matcher(max_rollback=MAX_ROLLBACK)
 
     def fail(self, message: str) -> None:
         """Allow only EOS from now on; logged once per request."""
@@ -74,6 +111,7 @@ class RequestGuide:
 
     def reset(self) -> None:
         """Back to the start of the output (a compile failure stays)."""
+        self.ready()
         if self.matcher is not None:
             self.matcher.reset()
         self.consumed = 0
@@ -81,6 +119,7 @@ class RequestGuide:
 
     def feed(self, token: int) -> None:
         """Advance by one output token (counted even when ignored)."""
+        self.ready()
         self.consumed += 1
         m = self.matcher
         if m is None or self.error is not None or m.is_finished():
@@ -99,6 +138,7 @@ class RequestGuide:
         Negative ids are placeholders for tokens not yet known (async scheduling): consumption
         stops there. A list shorter than what was consumed (tokens discarded) is replayed.
         """
+        self.ready()
         seq = self.tokens if tokens is None else tokens
         if seq is None:
             return
@@ -119,6 +159,7 @@ class RequestGuide:
         ``fetch(start, end)`` returns output tokens ``start .. end`` (exclusive) when more than
         one is missing (several accepted draft tokens, or a resumed request).
         """
+        self.ready()
         if n <= 0:
             if self.consumed:
                 self.reset()
@@ -172,7 +213,10 @@ def fill_guides(
     """Fill ``bitmask[rows[k]]`` for ``guides[k]``: one parallel call for the healthy ones.
 
     A guide whose fill raises is failed (and gets the EOS-only row) without affecting others.
+    A guide still compiling is waited for first.
     """
+    for g in guides:
+        g.ready()
     live = [(g, r) for g, r in zip(guides, rows) if g.error is None and g.matcher is not None]
     if live:
         try:

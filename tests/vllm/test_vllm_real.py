@@ -116,6 +116,14 @@ def test_validate_params_with_vllms_sampling_params(extra_args: Any, message: st
         GuidedLogitsProcessor.validate_params(params)
 
 
+def test_min_tokens_with_vllms_sampling_params_is_refused() -> None:
+    params = SamplingParams(extra_args={"guided_regex": "[0-9]{3}"}, min_tokens=10)
+    for proc in (GuidedLogitsProcessorV1, GuidedLogitsProcessor):
+        with pytest.raises(ValueError, match="min_tokens=10 cannot be combined"):
+            proc.validate_params(params)
+    GuidedLogitsProcessorV1.validate_params(SamplingParams(extra_args={"guided_regex": "[0-9]"}))
+
+
 def test_vllms_own_validation_hooks_load_and_call_ours() -> None:
     from vllm.exceptions import VLLMValidationError
     from vllm.v1.sample.logits_processor import validate_logits_processors_parameters

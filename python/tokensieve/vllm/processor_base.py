@@ -11,7 +11,10 @@ else the one engine vocabulary built in this process, else a model-independent b
 (:func:`~tokensieve.vllm.constraints.validation_vocabulary`), which catches malformed and
 unsupported constraints and budget overruns. Compiled grammars go through the shared bounded
 cache, so the engine's compile of an admitted request is a cache hit when both run in one
-process.
+process. On a cache miss the engine side compiles in a worker thread as the request joins the
+batch (:attr:`GuidedProcessorBase.compile_in_background`); the guide waits for it when the
+request's row is first masked. ``min_tokens > 0`` with a constraint is refused: once the output
+completes the grammar only EOS may follow, and ``min_tokens`` forbids EOS.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 import tokensieve as ts
@@ -142,6 +146,18 @@ def vocabulary_from_vllm_config(vllm_config: Any) -> ts.Vocabulary:
     return vocab
 
 
+_COMPILER: list[ThreadPoolExecutor] = []
+
+
+def _compiler() -> ThreadPoolExecutor:
+    """The process's compile threads (two: one slow schema does not hold up the next request;
+    the compile releases the GIL)."""
+    with _LOCK:
+        if not _COMPILER:
+            _COMPILER.append(ThreadPoolExecutor(2, thread_name_prefix="tokensieve-compile"))
+        return _COMPILER[0]
+
+
 def _request_label(params: Any) -> str:
     for attr in ("request_id", "req_id"):
         v = getattr(params, attr, None)
@@ -150,12 +166,32 @@ def _request_label(params: Any) -> str:
     return f"{id(params):x}"
 
 
+def _unsupported_sampling(params: Any, constraint: Constraint) -> str | None:
+    """Why these sampling parameters cannot be combined with a constraint, or None.
+
+    ``min_tokens``: vLLM blocks EOS until that many tokens exist, but once an output completes
+    the grammar only EOS continues it, so every token would be masked and the sampler would
+    pick an arbitrary one (output outside the grammar, reported as a normal stop).
+    """
+    min_tokens = getattr(params, "min_tokens", 0) or 0
+    if isinstance(min_tokens, int) and min_tokens > 0:
+        return (
+            f"min_tokens={min_tokens} cannot be combined with {constraint.name}: once the "
+            "output completes the constraint only EOS may follow, which min_tokens forbids; "
+            "drop min_tokens (the constraint decides where the output ends)"
+        )
+    return None
+
+
 class GuidedProcessorBase:
     """Vocabulary binding, ``validate_params`` and guide creation for both runner interfaces."""
 
     # Set on the subclasses that with_vocabulary() creates.
     bound_vocabulary: ClassVar[ts.Vocabulary | None] = None
     cache: ClassVar[GrammarCache] = GRAMMAR_CACHE
+    # Compile a request's constraint in a worker thread when it joins the batch (a cache miss),
+    # so the compile overlaps the forward pass; ``apply`` waits only for what is not ready.
+    compile_in_background: ClassVar[bool] = True
 
     vocab: ts.Vocabulary
 
@@ -194,6 +230,9 @@ class GuidedProcessorBase:
         constraint = constraint_from_extra_args(getattr(sampling_params, "extra_args", None))
         if constraint is None:
             return
+        problem = _unsupported_sampling(sampling_params, constraint)
+        if problem is not None:
+            raise ValueError(problem)
         vocab = cls.admission_vocabulary()
         grammar = cls.cache.get(constraint, vocab)
         # The first mask (memoized in the grammar): a start the vocabulary cannot spell, or an
@@ -228,6 +267,17 @@ class GuidedProcessorBase:
             return RequestGuide(None, error=str(e), label=label, tokens=tokens)
         if constraint is None:
             return None
+        problem = _unsupported_sampling(params, constraint)
+        if problem is not None:  # admission rejects it; an engine without admission gets here
+            return RequestGuide(None, error=problem, label=label, tokens=tokens)
+        if self.compile_in_background:
+            cached = self.cache.lookup(constraint, self.vocab)
+            if isinstance(cached, str):
+                return RequestGuide(None, error=cached, label=label, tokens=tokens)
+            if cached is not None:
+                return RequestGuide(cached, label=label, tokens=tokens)
+            pending = _compiler().submit(self.cache.get, constraint, self.vocab)
+            return RequestGuide(None, pending=pending, label=label, tokens=tokens)
         try:
             grammar = self.cache.get(constraint, self.vocab)
         except Exception as e:
