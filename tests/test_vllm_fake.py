@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import json
+import logging
 import random
 import re
 import threading
@@ -631,6 +632,52 @@ def test_compiles_run_off_the_step_and_apply_waits_for_them() -> None:
     cache2.gate.set()
     g2.ready()
     assert g2.matcher is not None and not g2.failed
+
+
+def test_failure_log_lines_name_the_request(caplog: pytest.LogCaptureFixture) -> None:
+    proc = v1_processor()
+    args = {"guided_regex": "zz", "guided_request_id": "cmpl-42"}  # unspellable with VOCAB
+    assert constraint_from_extra_args({"guided_request_id": "x"}) is None  # not an option
+    with caplog.at_level(logging.WARNING, logger="tokensieve"):
+        proc.update_state(
+            BatchUpdate(
+                2,
+                [],
+                [
+                    (1, SamplingParams(args), None, []),
+                    (0, SamplingParams({"guided_regex": "zz"}), None, []),
+                ],
+                [],
+            )
+        )
+        proc.apply(torch.zeros(2, WIDTH))
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("tokensieve")]
+    assert any("cmpl-42 (batch row 1), guided_regex" in m and "Unspellable" in m for m in lines)
+    assert any("request batch row 0, guided_regex" in m for m in lines), lines
+
+
+def test_engine_processors_print_through_vllms_log_handler() -> None:
+    from tokensieve.vllm.processor_base import adopt_vllm_logging
+
+    ours, theirs = logging.getLogger("tokensieve"), logging.getLogger("vllm")
+    saved = (ours.handlers[:], ours.level, ours.propagate, theirs.handlers[:])
+    try:
+        ours.handlers.clear()
+        handler = logging.StreamHandler()
+        theirs.handlers[:] = [handler]
+        adopt_vllm_logging()
+        assert ours.handlers == [handler] and not ours.propagate
+        mine = logging.NullHandler()  # a user's own configuration is left alone
+        ours.handlers[:] = [mine]
+        adopt_vllm_logging()
+        assert ours.handlers == [mine]
+    finally:
+        ours.handlers[:], ours.level, ours.propagate, theirs.handlers[:] = (
+            saved[0],
+            saved[1],
+            saved[2],
+            saved[3],
+        )
 
 
 def test_budget_hit_mid_run_forces_eos() -> None:

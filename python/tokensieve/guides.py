@@ -25,7 +25,7 @@ import tokensieve as ts
 
 __all__ = ["MaskBuffer", "RequestGuide", "apply_bitmask", "eos_only_row", "fill_guides"]
 
-logger = logging.getLogger("tokensieve")
+logger = logging.getLogger("tokensieve.guides")
 
 # History kept by each matcher: enough to roll back speculative (draft) tokens or a few
 # discarded outputs; anything longer is replayed from the start instead.
@@ -105,9 +105,7 @@ class RequestGuide:
         """Allow only EOS from now on; logged once per request."""
         if self.error is None:
             self.error = message
-            logger.warning(
-                "tokensieve: request %s is forced to end (EOS only): %s", self.label or "?", message
-            )
+            logger.warning("request %s is forced to end (EOS only): %s", self.label or "?", message)
 
     def reset(self) -> None:
         """Back to the start of the output (a compile failure stays)."""

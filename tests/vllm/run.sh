@@ -37,7 +37,8 @@ if ! ready; then
 fi
 
 # This package: maturin installs into the venv named by VIRTUAL_ENV (not the repo's .venv).
-VIRTUAL_ENV="$PWD/$VENV" "$VENV/bin/maturin" develop --release -q
+case "$VENV" in /*) venv_abs="$VENV" ;; *) venv_abs="$PWD/$VENV" ;; esac
+VIRTUAL_ENV="$venv_abs" "$VENV/bin/maturin" develop --release -q
 
 "$PY" -m pytest -q -p no:cacheprovider tests/vllm "$@"
 echo "test-vllm: done in $(( $(date +%s) - start )) s"

@@ -8,7 +8,8 @@ OpenAI server)::
     {"guided_choice": ["yes", "no"]}
     {"guided_json_object": true}
 
-Options are the Python API's keyword arguments with a ``guided_`` prefix. Over HTTP they arrive
+Options are the Python API's keyword arguments with a ``guided_`` prefix; ``guided_request_id``
+(any value) names the request in tokensieve's log lines. Over HTTP they arrive
 as strings or numbers, so strings spelling JSON literals (``"true"``, ``"12"``, ``"null"``,
 ``"[...]"``) are decoded; any other string stays a string. The constraint model, its compile
 and the grammar cache are :mod:`tokensieve.constraints`'; this module only maps request keys
@@ -32,6 +33,7 @@ from tokensieve.constraints import (
 __all__ = [
     "EXTRA_ARGS_KINDS",
     "GRAMMAR_CACHE",
+    "REQUEST_ID_KEY",
     "Constraint",
     "GrammarCache",
     "constraint_from_extra_args",
@@ -48,6 +50,9 @@ EXTRA_ARGS_KINDS: dict[str, str] = {
     "guided_json_object": "json_object",
 }
 _PREFIX = "guided_"
+# A client-chosen name for the request in tokensieve's log lines (vLLM passes logits processors
+# no request id); not an option.
+REQUEST_ID_KEY = "guided_request_id"
 
 
 def _coerce_option(value: Any) -> Any:
@@ -84,7 +89,7 @@ def constraint_from_extra_args(extra_args: Mapping[str, Any] | None) -> Constrai
     kinds: list[tuple[str, Any]] = []
     options: dict[str, Any] = {}
     for name, value in extra_args.items():
-        if not isinstance(name, str) or not name.startswith(_PREFIX):
+        if not isinstance(name, str) or not name.startswith(_PREFIX) or name == REQUEST_ID_KEY:
             continue
         if name in EXTRA_ARGS_KINDS:
             if value is None:

@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 import tokensieve as ts
 from tokensieve.guides import RequestGuide
 from tokensieve.vllm.constraints import (
+    EXTRA_ARGS_KINDS,
     GRAMMAR_CACHE,
     Constraint,
     GrammarCache,
@@ -43,7 +44,7 @@ __all__ = [
     "vocabulary_from_vllm_config",
 ]
 
-logger = logging.getLogger("tokensieve")
+logger = logging.getLogger("tokensieve.vllm")
 
 _DEFAULT: list[ts.Vocabulary] = []
 # (tokenizer name, vocab size) -> vocabulary, for engines built in this process
@@ -158,12 +159,35 @@ def _compiler() -> ThreadPoolExecutor:
         return _COMPILER[0]
 
 
-def _request_label(params: Any) -> str:
-    for attr in ("request_id", "req_id"):
-        v = getattr(params, attr, None)
-        if v:
-            return str(v)
-    return f"{id(params):x}"
+def _request_label(where: str, extra_args: Any) -> str:
+    """How log lines name a request. vLLM hands logits processors no request id (a V1
+    ``BatchUpdate.added`` entry is ``(index, SamplingParams, prompt ids, output ids)`` and
+    ``SamplingParams`` holds none), so the line names the batch position, the constraint key
+    and, when the client sent one, ``guided_request_id``."""
+    label = where
+    if isinstance(extra_args, dict):
+        rid = extra_args.get("guided_request_id")
+        if rid is not None:
+            label = f"{rid} ({where})"
+        kinds = [k for k in EXTRA_ARGS_KINDS if extra_args.get(k) is not None]
+        if kinds:
+            label += f", {kinds[0]}"
+    return label
+
+
+def adopt_vllm_logging() -> None:
+    """Print tokensieve's log lines the way vLLM prints its own (called when a processor is
+    built inside an engine): the ``tokensieve`` logger gets the ``vllm`` logger's handlers and
+    level and stops propagating, unless the user gave it handlers already."""
+    ours = logging.getLogger("tokensieve")
+    theirs = logging.getLogger("vllm")
+    if ours.handlers or not theirs.handlers:
+        return
+    for handler in theirs.handlers:
+        ours.addHandler(handler)
+    if ours.level == logging.NOTSET:
+        ours.setLevel(theirs.level)
+    ours.propagate = False
 
 
 def _unsupported_sampling(params: Any, constraint: Constraint) -> str | None:
@@ -245,6 +269,7 @@ class GuidedProcessorBase:
             raise ValueError(describe_error(constraint, e)) from e
 
     def _resolve_vocabulary(self, vllm_config: Any) -> ts.Vocabulary:
+        adopt_vllm_logging()
         if self.bound_vocabulary is not None:
             return self.bound_vocabulary
         default = default_vocabulary()
@@ -252,13 +277,15 @@ class GuidedProcessorBase:
             return default
         return vocabulary_from_vllm_config(vllm_config)
 
-    def _new_guide(self, params: Any, tokens: Sequence[int] | None = None) -> RequestGuide | None:
+    def _new_guide(
+        self, params: Any, tokens: Sequence[int] | None = None, where: str = "?"
+    ) -> RequestGuide | None:
         """The guide for a request entering the batch, or None when it is unconstrained.
 
         Never raises: a request whose constraint cannot be compiled (it skipped validation, or
         only this vocabulary cannot spell it) gets a failed guide, which allows only EOS.
         """
-        label = _request_label(params)
+        label = _request_label(where, getattr(params, "extra_args", None))
         try:
             constraint: Constraint | None = constraint_from_extra_args(
                 getattr(params, "extra_args", None)

@@ -86,7 +86,11 @@ class GuidedLogitsProcessorV1(GuidedProcessorBase, _V1Base):
         for added in batch_update.added:
             # (index, params, prompt_tok_ids, output_tok_ids); older vLLMs: 3-tuples
             index, params, output = added[0], added[1], added[-1]
-            guide = self._new_guide(params, output) if params is not None else None
+            guide = (
+                self._new_guide(params, output, f"batch row {index}")
+                if params is not None
+                else None
+            )
             if guide is None:
                 guides.pop(index, None)
             else:

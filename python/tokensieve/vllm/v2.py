@@ -65,7 +65,11 @@ class GuidedLogitsProcessor(GuidedProcessorBase, _V2Base):
         return self._guides[slot]
 
     def add_request(self, req_idx: int, sampling_params: Any) -> bool:
-        guide = self._new_guide(sampling_params) if sampling_params is not None else None
+        guide = (
+            self._new_guide(sampling_params, where=f"slot {req_idx}")
+            if sampling_params is not None
+            else None
+        )
         self._guides[req_idx] = guide
         self._constrained[req_idx] = guide is not None
         return guide is not None
