@@ -356,6 +356,25 @@ def test_random_batch_walk_matches_reference(seed: int) -> None:
             assert m.accept_tokens(req.output) == len(req.output) and m.is_finished()
 
 
+def test_one_class_serves_both_runners() -> None:
+    # the V1 runner builds cls(vllm_config, device, is_pin_memory): a V1 processor comes back,
+    # with the class's vocabulary and cache
+    cls = GuidedLogitsProcessor.with_vocabulary(VOCAB)
+    proc = cls(None, "cpu", False)
+    assert isinstance(proc, GuidedLogitsProcessorV1) and proc.vocab is VOCAB
+    assert type(proc) is cls.for_v1_runner() and cls.for_v1_runner().cache is cls.cache
+    eng = FakeEngine(proc, VOCAB, seed=3, width=WIDTH)
+    rng = random.Random(3)
+    for _ in range(500):
+        eng.step([eng.new_request(rng.choice(CONSTRAINTS), max_tokens=8) for _ in range(2)])
+    assert eng.checked_rows > 1000
+    # the V2 runner builds cls(vllm_config, req_states): this class itself
+    batch = V2Batch(GuidedLogitsProcessor, VOCAB)
+    assert type(batch.proc).__mro__[1] is GuidedLogitsProcessor
+    with pytest.raises(TypeError, match="V2 model runner"):
+        batch.proc.update_state(None)
+
+
 def test_padded_logits_and_finished_grammar_allow_only_eos() -> None:
     proc = v1_processor()
     out: list[int] = []

@@ -73,6 +73,15 @@ def test_processors_implement_vllms_interfaces(vllm_config: Any) -> None:
     assert proc.is_argmax_invariant() is False
     assert not GuidedLogitsProcessorV1.__abstractmethods__
     assert not GuidedLogitsProcessor.__abstractmethods__
+    # one class for both runners: the V1 runner's loader accepts it and gets a V1 processor
+    assert issubclass(GuidedLogitsProcessor, V1LogitsProcessor)
+    from vllm.v1.sample.logits_processor import _load_custom_logitsprocs
+
+    bound = GuidedLogitsProcessor.with_vocabulary(fake.VOCAB)
+    (loaded,) = _load_custom_logitsprocs([bound])  # the V1 loader's subclass check
+    # ... and its constructor call, as build_logitsprocs makes it
+    proc = loaded(vllm_config, torch.device("cpu"), False)
+    assert isinstance(proc, GuidedLogitsProcessorV1) and proc.vocab is fake.VOCAB
 
 
 @pytest.mark.parametrize("seed", [0, 1])

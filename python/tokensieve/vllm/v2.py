@@ -1,4 +1,5 @@
-"""The logits processor for vLLM's V2 model runner (the default where Triton is available).
+"""The logits processor for vLLM's V2 model runner (the default where Triton is available), which
+also serves the V1 runner by handing it a :class:`~tokensieve.vllm.v1.GuidedLogitsProcessorV1`.
 
 ::
 
@@ -30,24 +31,67 @@ import numpy as np
 
 from tokensieve.guides import MaskBuffer, RequestGuide
 from tokensieve.vllm.processor_base import GuidedProcessorBase
+from tokensieve.vllm.v1 import GuidedLogitsProcessorV1
 
 if TYPE_CHECKING:  # typed the same with or without vLLM installed
-    _V2Base = object
+    _Bases = object
 else:
     try:
         from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as _V2Base
     except ImportError:  # vLLM absent: the class still works when driven directly
-        _V2Base = object
+        _V2Base = None
+    try:
+        from vllm.v1.sample.logits_processor import LogitsProcessor as _V1Base
+    except ImportError:
+        _V1Base = None
+    # Both runners' base classes, so that either runner's loader accepts the class.
+    _found = tuple(b for b in (_V2Base, _V1Base) if b is not None)
+    _Bases = type("_RunnerBases", _found, {}) if len(_found) > 1 else (_found or (object,))[0]
 
 __all__ = ["GuidedLogitsProcessor"]
 
+_V1_TWINS: dict[type, type] = {}
 
-class GuidedLogitsProcessor(GuidedProcessorBase, _V2Base):
-    """Regex / JSON Schema / choice constraints per request, for vLLM's V2 model runner.
+
+class GuidedLogitsProcessor(GuidedProcessorBase, _Bases):
+    """Regex / JSON Schema / choice constraints per request, for either vLLM model runner.
 
     A request opts in through ``SamplingParams.extra_args`` (see
-    :mod:`tokensieve.vllm.constraints`).
+    :mod:`tokensieve.vllm.constraints`). The class is a subclass of both runners'
+    ``LogitsProcessor``: the V2 runner builds it as ``cls(vllm_config, req_states)`` and gets
+    this class; the V1 runner (``VLLM_USE_V2_MODEL_RUNNER=0``, CPU hosts) builds it as
+    ``cls(vllm_config, device, is_pin_memory)`` and gets a
+    :class:`~tokensieve.vllm.v1.GuidedLogitsProcessorV1` with the same vocabulary, cache and
+    settings (:meth:`for_v1_runner`).
     """
+
+    def __new__(cls, vllm_config: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if len(args) + len(kwargs) >= 2:  # the V1 runner: (vllm_config, device, is_pin_memory)
+            return cls.for_v1_runner()(vllm_config, *args, **kwargs)
+        return super().__new__(cls)
+
+    @classmethod
+    def for_v1_runner(cls) -> type[GuidedLogitsProcessorV1]:
+        """The V1-runner processor carrying this class's vocabulary, cache and settings."""
+        twin = _V1_TWINS.get(cls)
+        if twin is None:
+            attrs = {
+                "bound_vocabulary": cls.bound_vocabulary,
+                "cache": cls.cache,
+                "compile_in_background": cls.compile_in_background,
+                "__module__": cls.__module__,
+            }
+            twin = _V1_TWINS.setdefault(cls, type(cls.__name__, (GuidedLogitsProcessorV1,), attrs))
+        return twin
+
+    def update_state(self, batch_update: Any) -> None:
+        """Part of the V1 interface only; instances of this class serve the V2 runner (the V1
+        runner gets a :class:`~tokensieve.vllm.v1.GuidedLogitsProcessorV1`)."""
+        raise TypeError(
+            "this GuidedLogitsProcessor was built for vLLM's V2 model runner; the V1 runner "
+            "builds GuidedLogitsProcessor(vllm_config, device, is_pin_memory), which returns a "
+            "GuidedLogitsProcessorV1"
+        )
 
     def __init__(self, vllm_config: Any, req_states: Any) -> None:
         import torch
