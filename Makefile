@@ -39,7 +39,7 @@ test-rust:
 test-python:
 	$(PY) -m pytest -q
 
-# tokensieve.vllm against a real vLLM 0.32.0 in .venv-vllm (first run ~5 min and 8.5 GB, then ~40 s)
+# tokensieve.vllm in a real vLLM 0.32.0 CPU engine and server, in .venv-vllm (first run ~8 min and 6.5 GB, then ~3 min)
 test-vllm:
 	bash tests/vllm/run.sh
 

