@@ -8,7 +8,7 @@ EXTRAS ?= test,lint,torch
 
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: help venv build demo test test-rust test-python test-vllm lint fmt bench clean
+.PHONY: help venv build demo test test-rust test-python test-wheel test-vllm lint fmt bench clean
 
 help:
 	@echo "make demo   - set up, compile a constraint for a real tokenizer, show constrained output"
@@ -31,13 +31,17 @@ demo:
 	$(MAKE) build EXTRAS=demo
 	$(PY) -m tokensieve.demo
 
-test: build lint test-rust test-python
+test: build lint test-rust test-python test-wheel
 
 test-rust:
 	cargo test -p tokensieve-core --quiet
 
 test-python:
 	$(PY) -m pytest -q
+
+# the release abi3 wheel in a fresh venv without torch: import, numpy bitmask, the CLI
+test-wheel: build
+	MATURIN=$(VENV)/bin/maturin bash tests/wheel/check_wheel.sh
 
 # tokensieve.vllm in a real vLLM 0.32.0 CPU engine and server, in .venv-vllm (first run ~8 min and 6.5 GB, then ~3 min)
 test-vllm:
