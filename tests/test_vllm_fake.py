@@ -58,6 +58,7 @@ class BatchUpdate:
 class SamplingParams:
     extra_args: dict[str, Any] | None = None
     min_tokens: int = 0
+    max_tokens: int | None = 16
 
 
 class BatchUpdateBuilder:
@@ -651,6 +652,37 @@ def test_compiles_run_off_the_step_and_apply_waits_for_them() -> None:
     cache2.gate.set()
     g2.ready()
     assert g2.matcher is not None and not g2.failed
+
+
+def test_fit_max_tokens_gives_the_guide_a_budget() -> None:
+    proc = v1_processor()
+    args = {"guided_regex": "(ab|c)+0", "guided_fit_max_tokens": "true"}
+    proc.update_state(BatchUpdate(1, [], [(0, SamplingParams(args, max_tokens=3), None, [])], []))
+    guide = proc.guide(0)
+    assert guide is not None
+    guide.ready()
+    assert guide.matcher is not None and guide.matcher.max_tokens == 3
+    # without the key, or with it false: no budget
+    for extra in ({}, {"guided_fit_max_tokens": False}):
+        p = SamplingParams({"guided_regex": "(ab|c)+0", **extra}, max_tokens=3)
+        proc.update_state(BatchUpdate(1, [0], [(0, p, None, [])], []))
+        g = proc.guide(0)
+        assert g is not None
+        g.ready()
+        assert g.matcher is not None and g.matcher.max_tokens is None
+    # every walk under a budget of 3 tokens ends complete: "(ab|c)+0" needs at least 2
+    out: list[int] = []
+    proc.update_state(BatchUpdate(1, [0], [(0, SamplingParams(args, max_tokens=3), None, out)], []))
+    rng = random.Random(0)
+    for _ in range(3):
+        allowed = sorted(finite(proc.apply(torch.zeros(1, WIDTH))[0]))
+        out.append(rng.choice(allowed))
+        if out[-1] == EOS:
+            break
+    g = proc.guide(0)
+    assert g is not None and g.matcher is not None
+    g.sync()
+    assert g.matcher.is_accepting(), out
 
 
 def test_failure_log_lines_name_the_request(caplog: pytest.LogCaptureFixture) -> None:

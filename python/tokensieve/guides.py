@@ -48,6 +48,7 @@ class RequestGuide:
         "label",
         "tokens",
         "pending",
+        "max_tokens",
     )
 
     def __init__(
@@ -58,14 +59,17 @@ class RequestGuide:
         label: str = "",
         tokens: Sequence[int] | None = None,
         pending: Future[ts.Grammar] | None = None,
+        max_tokens: int | None = None,
     ) -> None:
         if grammar is None and error is None and pending is None:
             raise ValueError("a RequestGuide needs a grammar, a pending compile or an error")
         # A compile running in the background: the guide waits for it on first use
         # (:meth:`ready`), so the compile overlaps whatever the engine does until then.
         self.pending = pending
+        # With a budget, masks keep the output finishable within it (Matcher.max_tokens).
+        self.max_tokens = max_tokens
         self.grammar = grammar
-        self.matcher = grammar.matcher(max_rollback=MAX_ROLLBACK) if grammar is not None else None
+        self.matcher = self._new_matcher(grammar) if grammar is not None else None
         self.consumed = 0
         self.compile_error = error
         self.error: str | None = None
@@ -99,7 +103,10 @@ class RequestGuide:
             self.fail(message)
             return
         self.grammar = grammar
-        self.matcher = grammar.matcher(max_rollback=MAX_ROLLBACK)
+        self.matcher = self._new_matcher(grammar)
+
+    def _new_matcher(self, grammar: ts.Grammar) -> ts._core.Matcher:
+        return grammar.matcher(max_rollback=MAX_ROLLBACK, max_tokens=self.max_tokens)
 
     def fail(self, message: str) -> None:
         """Allow only EOS from now on; logged once per request."""

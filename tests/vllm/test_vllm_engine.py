@@ -239,6 +239,51 @@ def test_a_bad_constraint_is_rejected_and_the_engine_goes_on(engine_runs: dict[s
         assert re.fullmatch(REGEX, o.outputs[0].text), o.outputs[0].text
 
 
+UNBOUNDED: list[Any] = [
+    {"type": "object", "properties": {"id": {"type": "integer"}, "note": {"type": "string"}}},
+    {"type": "array", "items": {"type": "number"}},
+    {},
+]
+
+
+def test_fit_max_tokens_makes_cut_outputs_complete(engine_runs: dict[str, Any]) -> None:
+    from vllm import SamplingParams
+
+    llm = engine_runs["llm"]
+    parsed: dict[bool, int] = {}
+    total = 0
+    for fit in (False, True):
+        params, schemas = [], []
+        for k, schema in enumerate(UNBOUNDED):
+            for seed in range(8):
+                args = {"guided_json": schema, "guided_fit_max_tokens": fit}
+                params.append(
+                    SamplingParams(
+                        max_tokens=MAX_TOKENS, temperature=1.0, seed=100 * k + seed, extra_args=args
+                    )
+                )
+                schemas.append(schema)
+        outs = llm.generate(["Data:"] * len(params), params, use_tqdm=False)
+        total = len(outs)
+        parsed[fit] = 0
+        for schema, o in zip(schemas, outs, strict=True):
+            c = o.outputs[0]
+            assert len(c.token_ids) <= MAX_TOKENS
+            try:
+                value = json.loads(c.text)
+            except json.JSONDecodeError:
+                assert not fit, f"cut despite guided_fit_max_tokens: {c.text!r}"
+                continue
+            jsonschema.validate(value, schema)
+            parsed[fit] += 1
+    print(
+        f"outputs that parse with max_tokens={MAX_TOKENS}: with guided_fit_max_tokens "
+        f"{parsed[True]}/{total}, without {parsed[False]}/{total}"
+    )
+    assert parsed[True] == total
+    assert parsed[False] < total
+
+
 # --- the OpenAI-compatible server ---------------------------------------------------------------
 
 

@@ -9,7 +9,9 @@ OpenAI server)::
     {"guided_json_object": true}
 
 Options are the Python API's keyword arguments with a ``guided_`` prefix; ``guided_request_id``
-(any value) names the request in tokensieve's log lines. Over HTTP they arrive
+(any value) names the request in tokensieve's log lines; ``guided_fit_max_tokens`` (true) keeps
+the output finishable within the request's ``max_tokens`` (a token is allowed only if the output
+can still be completed in the tokens left; see :mod:`tokensieve.guides`). Over HTTP they arrive
 as strings or numbers, so strings spelling JSON literals (``"true"``, ``"12"``, ``"null"``,
 ``"[...]"``) are decoded; any other string stays a string. The constraint model, its compile
 and the grammar cache are :mod:`tokensieve.constraints`'; this module only maps request keys
@@ -33,11 +35,13 @@ from tokensieve.constraints import (
 __all__ = [
     "EXTRA_ARGS_KINDS",
     "GRAMMAR_CACHE",
+    "FIT_KEY",
     "REQUEST_ID_KEY",
     "Constraint",
     "GrammarCache",
     "constraint_from_extra_args",
     "describe_error",
+    "fit_max_tokens",
     "set_index_directory",
     "validation_vocabulary",
 ]
@@ -53,6 +57,9 @@ _PREFIX = "guided_"
 # A client-chosen name for the request in tokensieve's log lines (vLLM passes logits processors
 # no request id); not an option.
 REQUEST_ID_KEY = "guided_request_id"
+# Opt-in: keep the output finishable within the request's max_tokens; not a grammar option.
+FIT_KEY = "guided_fit_max_tokens"
+_NOT_OPTIONS = (REQUEST_ID_KEY, FIT_KEY)
 
 
 def _coerce_option(value: Any) -> Any:
@@ -89,7 +96,7 @@ def constraint_from_extra_args(extra_args: Mapping[str, Any] | None) -> Constrai
     kinds: list[tuple[str, Any]] = []
     options: dict[str, Any] = {}
     for name, value in extra_args.items():
-        if not isinstance(name, str) or not name.startswith(_PREFIX) or name == REQUEST_ID_KEY:
+        if not isinstance(name, str) or not name.startswith(_PREFIX) or name in _NOT_OPTIONS:
             continue
         if name in EXTRA_ARGS_KINDS:
             if value is None:
@@ -113,6 +120,16 @@ def constraint_from_extra_args(extra_args: Mapping[str, Any] | None) -> Constrai
         )
     name, value = kinds[0]
     return Constraint.make(EXTRA_ARGS_KINDS[name], value, options, label=name)
+
+
+def fit_max_tokens(params: Any) -> int | None:
+    """The token budget a request's output must fit: its ``max_tokens`` when it sent
+    ``guided_fit_max_tokens`` (true), else None."""
+    extra = getattr(params, "extra_args", None)
+    if not isinstance(extra, Mapping) or not _truthy(extra.get(FIT_KEY, False)):
+        return None
+    limit = getattr(params, "max_tokens", None)
+    return int(limit) if isinstance(limit, int) and limit > 0 else None
 
 
 _VALIDATION_VOCAB: list[ts.Vocabulary] = []

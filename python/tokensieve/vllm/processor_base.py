@@ -34,6 +34,7 @@ from tokensieve.vllm.constraints import (
     GrammarCache,
     constraint_from_extra_args,
     describe_error,
+    fit_max_tokens,
     validation_vocabulary,
 )
 
@@ -297,16 +298,19 @@ class GuidedProcessorBase:
         problem = _unsupported_sampling(params, constraint)
         if problem is not None:  # admission rejects it; an engine without admission gets here
             return RequestGuide(None, error=problem, label=label, tokens=tokens)
+        budget = fit_max_tokens(params)
         if self.compile_in_background:
             cached = self.cache.lookup(constraint, self.vocab)
             if isinstance(cached, str):
                 return RequestGuide(None, error=cached, label=label, tokens=tokens)
             if cached is not None:
-                return RequestGuide(cached, label=label, tokens=tokens)
+                return RequestGuide(cached, label=label, tokens=tokens, max_tokens=budget)
             pending = _compiler().submit(self.cache.get, constraint, self.vocab)
-            return RequestGuide(None, pending=pending, label=label, tokens=tokens)
+            return RequestGuide(
+                None, pending=pending, label=label, tokens=tokens, max_tokens=budget
+            )
         try:
             grammar = self.cache.get(constraint, self.vocab)
         except Exception as e:
             return RequestGuide(None, error=str(e), label=label, tokens=tokens)
-        return RequestGuide(grammar, label=label, tokens=tokens)
+        return RequestGuide(grammar, label=label, tokens=tokens, max_tokens=budget)

@@ -18,6 +18,7 @@
 pub mod automata;
 pub mod budget;
 pub mod error;
+pub mod fit;
 pub mod index;
 pub mod json_schema;
 pub mod kernel;

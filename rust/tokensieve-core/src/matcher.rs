@@ -28,6 +28,7 @@ use crate::automata::dfa::{LazyDfa, DEAD};
 use crate::automata::expr::Expr;
 use crate::budget::{self, Deadline};
 use crate::error::{Error, Result};
+use crate::fit::Fit;
 use crate::index::{IndexStats, TokenIndex};
 use crate::json_schema::JsonSchemaOptions;
 use crate::regex::RegexOptions;
@@ -155,6 +156,8 @@ pub struct Grammar {
     options: GrammarOptions,
     source: ConstraintSource,
     warnings: Vec<String>,
+    /// Distances to acceptance, for matchers with a token budget.
+    fit: Fit,
 }
 
 /// What a grammar was compiled from, in canonical form (the key of caches and index files).
@@ -277,6 +280,7 @@ impl Grammar {
             options: opts.clone(),
             source: ConstraintSource::regex(&pattern),
             warnings: Vec::new(),
+            fit: Fit::default(),
         };
         g.index.mask(&g.vocab, &g.dfa, g.dfa.start())?;
         Ok(g)
@@ -296,6 +300,7 @@ impl Grammar {
             options: GrammarOptions::default(),
             source,
             warnings: Vec::new(),
+            fit: Fit::default(),
         }
     }
 
@@ -427,6 +432,41 @@ impl Grammar {
         Ok(())
     }
 
+    /// [`Grammar::fill_mask`], then, with `tokens_left` (the tokens the output may still
+    /// have, the next one included), without the tokens after which no accepting state is
+    /// reachable in time (see [`crate::fit`]).
+    pub fn fill_mask_within(
+        &self,
+        state: u32,
+        finished: bool,
+        tokens_left: Option<u32>,
+        out: &mut [u32],
+    ) -> Result<()> {
+        self.fill_mask(state, finished, out)?;
+        match tokens_left {
+            Some(n) if !finished => {
+                let words = self.vocab.mask_words();
+                self.fit
+                    .restrict(&self.fit_parts(), state, n, &mut out[..words])
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The fewest tokens from `state` to an accepting state ([`crate::fit::UNREACHABLE`]
+    /// when there is none).
+    pub fn min_tokens_to_accept(&self, state: u32) -> Result<u32> {
+        self.fit.distance(&self.fit_parts(), state)
+    }
+
+    fn fit_parts(&self) -> crate::fit::Parts<'_> {
+        crate::fit::Parts {
+            vocab: &self.vocab,
+            dfa: &self.dfa,
+            index: &self.index,
+        }
+    }
+
     /// The state after `token` from `state`, or `None` if the token is not allowed there.
     /// EOS is not handled here (see [`Matcher::accept_token`]).
     pub fn advance(&self, state: u32, token: u32) -> Result<Option<u32>> {
@@ -449,6 +489,10 @@ pub struct Matcher {
     /// (state, finished) before each accepted token, oldest first.
     history: VecDeque<(u32, bool)>,
     max_rollback: Option<usize>,
+    /// The most tokens the output may have (EOS included), when the output must fit them.
+    max_tokens: Option<u32>,
+    /// Tokens accepted since the start (EOS included).
+    consumed: u32,
 }
 
 impl Matcher {
@@ -461,7 +505,31 @@ impl Matcher {
             finished: false,
             history: VecDeque::new(),
             max_rollback,
+            max_tokens: None,
+            consumed: 0,
         }
+    }
+
+    /// Keep the output within `max_tokens` tokens (None: no budget): from then on a mask
+    /// allows a token only if the output can still be finished within the tokens left
+    /// ([`crate::fit`]).
+    pub fn set_max_tokens(&mut self, max_tokens: Option<u32>) {
+        self.max_tokens = max_tokens;
+    }
+
+    /// The token budget, if any.
+    pub fn max_tokens(&self) -> Option<u32> {
+        self.max_tokens
+    }
+
+    /// Tokens accepted since the start (EOS included).
+    pub fn consumed(&self) -> u32 {
+        self.consumed
+    }
+
+    /// Tokens the output may still have under the budget (the next one included).
+    pub fn tokens_left(&self) -> Option<u32> {
+        self.max_tokens.map(|m| m.saturating_sub(self.consumed))
     }
 
     /// The grammar.
@@ -490,6 +558,7 @@ impl Matcher {
     }
 
     fn push_history(&mut self) {
+        self.consumed = self.consumed.saturating_add(1);
         self.history.push_back((self.state, self.finished));
         if let Some(max) = self.max_rollback {
             while self.history.len() > max {
@@ -551,6 +620,7 @@ impl Matcher {
             let (s, f) = self.history.pop_back().expect("checked length");
             self.state = s;
             self.finished = f;
+            self.consumed -= 1;
         }
         Ok(())
     }
@@ -560,11 +630,13 @@ impl Matcher {
         self.state = self.grammar.dfa.start();
         self.finished = false;
         self.history.clear();
+        self.consumed = 0;
     }
 
     /// Overwrite `row` with the mask of tokens allowed next.
     pub fn fill_next_token_bitmask(&self, row: &mut [u32]) -> Result<()> {
-        self.grammar.fill_mask(self.state, self.finished, row)
+        self.grammar
+            .fill_mask_within(self.state, self.finished, self.tokens_left(), row)
     }
 }
 
@@ -577,6 +649,8 @@ pub struct MaskRequest {
     pub state: u32,
     /// EOS consumed.
     pub finished: bool,
+    /// Tokens the output may still have, when it must fit a budget.
+    pub tokens_left: Option<u32>,
 }
 
 impl From<&Matcher> for MaskRequest {
@@ -585,6 +659,7 @@ impl From<&Matcher> for MaskRequest {
             grammar: m.grammar.clone(),
             state: m.state,
             finished: m.finished,
+            tokens_left: m.tokens_left(),
         }
     }
 }
@@ -628,9 +703,12 @@ pub fn fill_next_token_bitmask_batch(
         // One row: no thread pool round trip.
         let r = &requests[0];
         let at = rows[0] * row_words;
-        return r
-            .grammar
-            .fill_mask(r.state, r.finished, &mut bitmask[at..at + row_words]);
+        return r.grammar.fill_mask_within(
+            r.state,
+            r.finished,
+            r.tokens_left,
+            &mut bitmask[at..at + row_words],
+        );
     }
     bitmask
         .par_chunks_mut(row_words)
@@ -639,7 +717,8 @@ pub fn fill_next_token_bitmask_batch(
         .try_for_each(|(row, t)| match t {
             Some(k) => {
                 let r = &requests[*k];
-                r.grammar.fill_mask(r.state, r.finished, row)
+                r.grammar
+                    .fill_mask_within(r.state, r.finished, r.tokens_left, row)
             }
             None => Ok(()),
         })
@@ -734,5 +813,122 @@ mod tests {
         assert_eq!(&bm[2..4], &[0xFFFF_FFFF, 0xFFFF_FFFF]);
         assert!(fill_next_token_bitmask_batch(&reqs, &[1, 1], &mut bm, 2).is_err());
         assert!(fill_next_token_bitmask_batch(&reqs, &[0, 3], &mut bm, 2).is_err());
+    }
+
+    /// Whether some token sequence of at most `steps` tokens leads from `state` to acceptance
+    /// (brute force over the vocabulary).
+    fn can_finish(g: &Grammar, state: u32, steps: u32) -> bool {
+        if g.dfa.is_accepting(state) {
+            return true;
+        }
+        if steps == 0 {
+            return false;
+        }
+        (0..g.vocab.vocab_size() as u32).any(|t| {
+            !g.vocab.is_eos(t)
+                && matches!(g.advance(state, t), Ok(Some(s)) if can_finish(g, s, steps - 1))
+        })
+    }
+
+    #[test]
+    fn budget_keeps_exactly_the_tokens_that_fit() {
+        // brute force: kept = the tokens after which some token sequence finishes in time
+        let toks: Vec<Vec<u8>> = ["a", "b", "c", "{", "}", ",", "ab", "abc", "{a", "}}", "<e>"]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect();
+        let v = Arc::new(Vocabulary::new(toks, vec![10], vec![], None).unwrap());
+        for pattern in [
+            "a{2,9}",
+            "(ab|c)*b",
+            r"\{(a,)*a\}",
+            r"(\{a*\})+",
+            "abc(a|b)*c",
+        ] {
+            let g = Arc::new(
+                Grammar::from_regex(pattern, v.clone(), &GrammarOptions::default()).unwrap(),
+            );
+            let words = v.mask_words();
+            // walk a few prefixes; at each, every budget from 1 to 8
+            let mut m = g.matcher();
+            for step in 0..6 {
+                for left in 1..=8u32 {
+                    let mut full = vec![0u32; words];
+                    let mut kept = vec![0u32; words];
+                    g.fill_mask(m.state, false, &mut full).unwrap();
+                    g.fill_mask_within(m.state, false, Some(left), &mut kept)
+                        .unwrap();
+                    let fits: Vec<u32> = bits(&full)
+                        .into_iter()
+                        .filter(|&t| {
+                            v.is_eos(t)
+                                || can_finish(&g, g.advance(m.state, t).unwrap().unwrap(), left - 1)
+                        })
+                        .collect();
+                    let expected = if fits.is_empty() { bits(&full) } else { fits };
+                    assert_eq!(bits(&kept), expected, "{pattern} step {step} left {left}");
+                }
+                // advance by the first allowed non-EOS token
+                let mut row = vec![0u32; words];
+                m.fill_next_token_bitmask(&mut row).unwrap();
+                match bits(&row).into_iter().find(|&t| !v.is_eos(t)) {
+                    Some(t) => assert!(m.accept_token(t).unwrap()),
+                    None => break,
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn budgeted_walks_finish_in_time() {
+        // a random walk over what the budgeted mask allows always ends accepting in budget
+        let toks: Vec<Vec<u8>> = ["1", "2", "12", "123", "[", "]", ",", "[1", "],", "<e>"]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect();
+        let v = Arc::new(Vocabulary::new(toks, vec![9], vec![], None).unwrap());
+        let g = Arc::new(
+            Grammar::from_regex(
+                r"\[([123]+(,[123]+)*)?\]",
+                v.clone(),
+                &GrammarOptions::default(),
+            )
+            .unwrap(),
+        );
+        let mut seed = 7u64;
+        for budget in [2u32, 3, 5, 8, 20] {
+            for _ in 0..200 {
+                let mut m = g.matcher();
+                m.set_max_tokens(Some(budget));
+                let mut row = vec![0u32; v.mask_words()];
+                loop {
+                    assert_eq!(m.tokens_left(), Some(budget - m.consumed()));
+                    if m.consumed() == budget {
+                        break;
+                    }
+                    m.fill_next_token_bitmask(&mut row).unwrap();
+                    let allowed = bits(&row);
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    let t = allowed[(seed >> 33) as usize % allowed.len()];
+                    assert!(m.accept_token(t).unwrap());
+                    if m.is_finished() {
+                        break;
+                    }
+                }
+                assert!(m.is_accepting(), "budget {budget}: not finished in time");
+            }
+        }
+        // rollback and reset keep the count
+        let mut m = g.matcher();
+        m.set_max_tokens(Some(4));
+        assert_eq!(m.accept_tokens(&[4, 0, 1]).unwrap(), 3);
+        assert_eq!(m.tokens_left(), Some(1));
+        m.rollback(2).unwrap();
+        assert_eq!(m.tokens_left(), Some(3));
+        m.reset();
+        assert_eq!(m.tokens_left(), Some(4));
+        assert_eq!(g.min_tokens_to_accept(g.dfa.start()).unwrap(), 2);
     }
 }

@@ -18,6 +18,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("regex", &["error", "budget", "automata"]),
     ("json_schema", &["error", "budget", "automata", "regex"]),
     ("index", &["error", "budget", "automata", "trie", "vocab"]),
+    ("fit", &["error", "budget", "automata", "vocab", "index"]),
     (
         "matcher",
         &[
@@ -29,6 +30,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "regex",
             "json_schema",
             "index",
+            "fit",
         ],
     ),
     (
@@ -42,6 +44,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "regex",
             "json_schema",
             "index",
+            "fit",
             "matcher",
         ],
     ),

@@ -311,12 +311,19 @@ impl PyGrammar {
         format!("{:016x}", self.inner.source().hash())
     }
 
-    /// A new matcher at the start of the grammar.
-    #[pyo3(signature = (max_rollback=None))]
-    fn matcher(slf: Bound<'_, Self>, max_rollback: Option<usize>) -> PyMatcher {
+    /// A new matcher at the start of the grammar. With `max_tokens`, its masks keep the
+    /// output finishable within that many tokens (EOS included).
+    #[pyo3(signature = (max_rollback=None, max_tokens=None))]
+    fn matcher(
+        slf: Bound<'_, Self>,
+        max_rollback: Option<usize>,
+        max_tokens: Option<u32>,
+    ) -> PyMatcher {
         let g = slf.get();
+        let mut inner = core::Matcher::new(g.inner.clone(), max_rollback);
+        inner.set_max_tokens(max_tokens);
         PyMatcher {
-            inner: core::Matcher::new(g.inner.clone(), max_rollback),
+            inner,
             grammar: slf.clone().unbind(),
         }
     }

@@ -79,6 +79,29 @@ impl PyMatcher {
         self.inner.history_len()
     }
 
+    /// The token budget the output must fit (None: none); settable.
+    #[getter]
+    fn max_tokens(&self) -> Option<u32> {
+        self.inner.max_tokens()
+    }
+
+    #[setter]
+    fn set_max_tokens(&mut self, max_tokens: Option<u32>) {
+        self.inner.set_max_tokens(max_tokens)
+    }
+
+    /// Tokens accepted since the start (EOS included).
+    #[getter]
+    fn consumed(&self) -> u32 {
+        self.inner.consumed()
+    }
+
+    /// Tokens the output may still have under `max_tokens` (None without a budget).
+    #[getter]
+    fn tokens_left(&self) -> Option<u32> {
+        self.inner.tokens_left()
+    }
+
     /// Current automaton state id (stable for the grammar's lifetime).
     #[getter]
     fn state(&self) -> u32 {
