@@ -132,3 +132,40 @@ def test_schema_text_keeps_its_numbers_exact() -> None:
     assert m.accept_tokens(list(b"0.1000000000000000000002")) == 24 and m.is_accepting()
     with pytest.raises(ts.SchemaError, match="exponent"):
         Constraint.make("json_schema", '{"maximum": 1e100000}').compile(vocab)
+
+
+def test_pending_compiles_run_without_the_gil() -> None:
+    """``compile_pending`` returns at once and compiles on a thread that never needs the GIL:
+    it finishes while this thread keeps the GIL in a busy loop (switch interval raised, so no
+    Python thread could run meanwhile)."""
+    import time
+
+    vocab = ts.Vocabulary([bytes([b]) for b in range(256)] + [b"<eos>"], eos_token_ids=[256])
+    c = constraints.Constraint.make("json_schema", {"type": "string", "maxLength": 3000})
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(100.0)
+    try:
+        pending = c.compile_pending(vocab)
+        deadline = time.perf_counter() + 20
+        while not pending.done() and time.perf_counter() < deadline:
+            pass
+        finished = pending.done()
+    finally:
+        sys.setswitchinterval(old)
+    assert finished
+    g = pending.result()
+    assert g.matcher().accept_tokens(list(b'"ab"')) == 4
+    # errors come from result(); input errors at once
+    bad = constraints.Constraint.make("regex", "[ab]{1,200}[ab]{1,200}", {"max_nfa_bytes": 100})
+    with pytest.raises(ts.BudgetError):
+        bad.compile_pending(vocab).result()
+    with pytest.raises(ValueError, match="unknown constraint kind"):
+        ts.Grammar.compile_pending("nope", "x", vocab)
+    # the cache's pending compile caches what it got, grammar or message
+    cache = constraints.GrammarCache()
+    p = cache.get_pending(c, vocab)
+    assert p.result() is cache.get(c, vocab)
+    with pytest.raises(ValueError, match="max_nfa_bytes"):
+        cache.get_pending(bad, vocab).result()
+    with pytest.raises(ValueError, match="max_nfa_bytes"):
+        cache.get(bad, vocab)

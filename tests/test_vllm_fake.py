@@ -613,11 +613,19 @@ class GatedCache(GrammarCache):
         self.gate = threading.Event()
         self.compiling = threading.Event()
 
-    def get(self, constraint: Any, vocab: Any) -> Any:
-        if self.lookup(constraint, vocab) is None:
-            self.compiling.set()
-            assert self.gate.wait(30), "the gate was never opened"
-        return super().get(constraint, vocab)
+    def get_pending(self, constraint: Any, vocab: Any) -> Any:
+        cache = self
+
+        class Gated:
+            def done(self) -> bool:
+                return cache.gate.is_set()
+
+            def result(self) -> Any:
+                assert cache.gate.wait(30), "the gate was never opened"
+                return GrammarCache.get(cache, constraint, vocab)
+
+        self.compiling.set()
+        return Gated()
 
 
 def test_compiles_run_off_the_step_and_apply_waits_for_them() -> None:

@@ -11,6 +11,7 @@ __all__ = [
     "Vocabulary",
     "_PreparedVocabulary",
     "Grammar",
+    "PendingGrammar",
     "Matcher",
     "fill_next_token_bitmask",
     "read_index_header",
@@ -121,6 +122,13 @@ class Grammar:
         max_compile_seconds: float | None = None,
     ) -> Grammar: ...
     @staticmethod
+    def compile_pending(
+        kind: str,
+        source: Any,
+        vocab: Vocabulary,
+        **options: Any,
+    ) -> PendingGrammar: ...
+    @staticmethod
     def from_choice(
         choices: Sequence[str],
         vocab: Vocabulary,
@@ -155,6 +163,11 @@ class Grammar:
     def matcher(
         self, max_rollback: int | None = None, max_tokens: int | None = None
     ) -> Matcher: ...
+
+@final
+class PendingGrammar:
+    def done(self) -> bool: ...
+    def result(self) -> Grammar: ...
 
 @disjoint_base
 class Matcher:

@@ -125,14 +125,13 @@ class Constraint:
 
     def compile(self, vocab: Vocabulary) -> Grammar:
         """The grammar for ``vocab``; ``ValueError`` or a ``TokensieveError`` when it fails."""
-        opts = dict(self.options)
-        if self.kind == "regex":
-            return Grammar.from_regex(self.value, vocab, **opts)
-        if self.kind == "json_schema":
-            return Grammar.from_json_schema(self.value, vocab, **opts)
-        if self.kind == "choice":
-            return Grammar.from_choice(list(self.value), vocab, **opts)
-        return Grammar.from_json_object(vocab, **opts)
+        return self.compile_pending(vocab).result()
+
+    def compile_pending(self, vocab: Vocabulary) -> _core.PendingGrammar:
+        """Start compiling on a thread of its own (no GIL needed, so it overlaps whatever
+        the caller does next); ``.result()`` waits. Input errors are raised here."""
+        value = list(self.value) if self.kind == "choice" else self.value
+        return Grammar.compile_pending(self.kind, value, vocab, **dict(self.options))
 
 
 def _schema_value(value: Any, name: str) -> Any:
@@ -231,6 +230,19 @@ class GrammarCache:
                 self.hits += 1
         return entry
 
+    def get_pending(self, constraint: Constraint, vocab: Vocabulary) -> PendingCompile:
+        """The grammar, compiling on a thread of its own on a cache miss: ``.result()`` gives
+        it (and caches it) or raises the ``ValueError`` :meth:`get` would."""
+        return PendingCompile(self, constraint, vocab)
+
+    def _store(self, key: tuple[str, str], entry: Grammar | str) -> None:
+        with self._lock:
+            self.misses += 1
+            self._entries[key] = entry
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.maxsize:
+                self._entries.popitem(last=False)
+
     def get(self, constraint: Constraint, vocab: Vocabulary) -> Grammar:
         """The compiled grammar; ``ValueError`` (cached or new) when it does not compile."""
         try:
@@ -247,12 +259,7 @@ class GrammarCache:
                 entry = _precompiled(constraint, vocab) or constraint.compile(vocab)
             except (ValueError, TokensieveError) as e:
                 entry = describe_error(constraint, e)
-            with self._lock:
-                self.misses += 1
-                self._entries[key] = entry
-                self._entries.move_to_end(key)
-                while len(self._entries) > self.maxsize:
-                    self._entries.popitem(last=False)
+            self._store(key, entry)
         if isinstance(entry, str):
             raise ValueError(entry)
         return entry
@@ -271,6 +278,48 @@ def set_index_directory(path: str | os.PathLike[str] | None) -> None:
     _INDEX_DIR = None if path is None else str(path)
     with _INDEX_DIRS_LOCK:
         _INDEX_DIRS.clear()
+
+
+class PendingCompile:
+    """A grammar on its way (:meth:`GrammarCache.get_pending`): a cache hit or a precompiled
+    file at once, otherwise a compile on its own thread. ``done()`` and ``result()`` as a
+    ``concurrent.futures.Future``'s."""
+
+    def __init__(self, cache: GrammarCache, constraint: Constraint, vocab: Vocabulary) -> None:
+        self._cache = cache
+        self._constraint = constraint
+        self._entry: Grammar | str | None = cache.lookup(constraint, vocab)
+        self._pending: _core.PendingGrammar | None = None
+        self._key: tuple[str, str] | None = None
+        if self._entry is not None:
+            return
+        self._key = (constraint.key, vocab.fingerprint)
+        try:
+            self._entry = _precompiled(constraint, vocab)
+            if self._entry is None:
+                self._pending = constraint.compile_pending(vocab)
+        except (ValueError, TokensieveError) as e:
+            self._entry = describe_error(constraint, e)
+        if self._entry is not None:
+            cache._store(self._key, self._entry)
+
+    def done(self) -> bool:
+        return self._pending is None or self._pending.done()
+
+    def result(self) -> Grammar:
+        """The grammar; ``ValueError`` with the client-readable message when it failed."""
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            try:
+                self._entry = pending.result()
+            except (ValueError, TokensieveError) as e:
+                self._entry = describe_error(self._constraint, e)
+            assert self._key is not None
+            self._cache._store(self._key, self._entry)
+        if isinstance(self._entry, str):
+            raise ValueError(self._entry)
+        assert self._entry is not None
+        return self._entry
 
 
 def _precompiled(constraint: Constraint, vocab: Vocabulary) -> Grammar | None:

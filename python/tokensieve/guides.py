@@ -18,14 +18,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
-from typing import Any
+from typing import Any, Protocol
 
 import tokensieve as ts
 
-__all__ = ["MaskBuffer", "RequestGuide", "apply_bitmask", "eos_only_row", "fill_guides"]
+__all__ = ["MaskBuffer", "Pending", "RequestGuide", "apply_bitmask", "eos_only_row", "fill_guides"]
 
 logger = logging.getLogger("tokensieve.guides")
+
+
+class Pending(Protocol):
+    """A grammar being compiled: :class:`tokensieve.constraints.PendingCompile`, or any
+    object with a ``Future``'s ``done()`` and ``result()``."""
+
+    def done(self) -> bool: ...
+
+    def result(self) -> ts.Grammar: ...
+
 
 # History kept by each matcher: enough to roll back speculative (draft) tokens or a few
 # discarded outputs; anything longer is replayed from the start instead.
@@ -58,7 +67,7 @@ class RequestGuide:
         error: str | None = None,
         label: str = "",
         tokens: Sequence[int] | None = None,
-        pending: Future[ts.Grammar] | None = None,
+        pending: Pending | None = None,
         max_tokens: int | None = None,
     ) -> None:
         if grammar is None and error is None and pending is None:

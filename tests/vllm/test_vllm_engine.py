@@ -16,7 +16,6 @@ import importlib.metadata
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -32,6 +31,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from shared_data import LLAMA3_DIR  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tiny_model import build_tiny_llama  # noqa: E402
 
 pytest.importorskip("vllm", reason="vLLM is not installed here; `make test-vllm` runs these tests")
 try:
@@ -66,40 +68,16 @@ LIST = {"type": "array", "items": {"type": "boolean"}, "minItems": 1, "maxItems"
 CHOICE_SCHEMA = {"enum": ["red", "green", {"rgb": [1, 2, 3]}]}
 REGEX = r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])"
 CHOICES = ["yes", "no", "maybe later"]
-LLAMA_CHAT = (
-    "{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
-    "{{ m['content'] }}<|eot_id|>{% endfor %}<|start_header_id|>assistant<|end_header_id|>\n\n"
-)
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random-weight Llama with the shared Llama 3 tokenizer (built in a few seconds)."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    tok = LLAMA3_DIR
-    if not (tok / "tokenizer.json").exists():
-        pytest.skip(f"{tok} not found: the engine tests need the shared data folder (../shared)")
-    out = tmp_path_factory.mktemp("tiny-llama3")
-    cfg = LlamaConfig(
-        vocab_size=128256,
-        hidden_size=128,  # head size 64: the CPU attention kernels need a supported one
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=1024,
-        tie_word_embeddings=True,
-        bos_token_id=128000,
-        eos_token_id=128001,
-    )
-    torch.manual_seed(0)
-    LlamaForCausalLM(cfg).save_pretrained(out)
-    for f in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(tok / f, out / f)
-    (out / "chat_template.jinja").write_text(LLAMA_CHAT)
-    return out
+    if not (LLAMA3_DIR / "tokenizer.json").exists():
+        pytest.skip(
+            f"{LLAMA3_DIR} not found: the engine tests need the shared data folder (../shared)"
+        )
+    return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama3"), LLAMA3_DIR)
 
 
 def check(kind: str, spec: Any, text: str) -> None:

@@ -11,8 +11,9 @@ else the one engine vocabulary built in this process, else a model-independent b
 (:func:`~tokensieve.vllm.constraints.validation_vocabulary`), which catches malformed and
 unsupported constraints and budget overruns. Compiled grammars go through the shared bounded
 cache, so the engine's compile of an admitted request is a cache hit when both run in one
-process. On a cache miss the engine side compiles in a worker thread as the request joins the
-batch (:attr:`GuidedProcessorBase.compile_in_background`); the guide waits for it when the
+process. On a cache miss the engine side compiles on a thread of its own
+(``Grammar.compile_pending``, no GIL needed) as the request joins the batch
+(:attr:`GuidedProcessorBase.compile_in_background`); the guide waits for it when the
 request's row is first masked. ``min_tokens > 0`` with a constraint is refused: once the output
 completes the grammar only EOS may follow, and ``min_tokens`` forbids EOS.
 """
@@ -22,7 +23,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 import tokensieve as ts
@@ -148,18 +148,6 @@ def vocabulary_from_vllm_config(vllm_config: Any) -> ts.Vocabulary:
     return vocab
 
 
-_COMPILER: list[ThreadPoolExecutor] = []
-
-
-def _compiler() -> ThreadPoolExecutor:
-    """The process's compile threads (two: one slow schema does not hold up the next request;
-    the compile releases the GIL)."""
-    with _LOCK:
-        if not _COMPILER:
-            _COMPILER.append(ThreadPoolExecutor(2, thread_name_prefix="tokensieve-compile"))
-        return _COMPILER[0]
-
-
 def _request_label(where: str, extra_args: Any) -> str:
     """How log lines name a request. vLLM hands logits processors no request id (a V1
     ``BatchUpdate.added`` entry is ``(index, SamplingParams, prompt ids, output ids)`` and
@@ -214,8 +202,9 @@ class GuidedProcessorBase:
     # Set on the subclasses that with_vocabulary() creates.
     bound_vocabulary: ClassVar[ts.Vocabulary | None] = None
     cache: ClassVar[GrammarCache] = GRAMMAR_CACHE
-    # Compile a request's constraint in a worker thread when it joins the batch (a cache miss),
-    # so the compile overlaps the forward pass; ``apply`` waits only for what is not ready.
+    # Compile a request's constraint on a thread of its own when it joins the batch (a cache
+    # miss), so the compile overlaps the forward pass; ``apply`` waits only for what is not
+    # ready. The thread is the core's: it needs no GIL, which the engine's step may hold.
     compile_in_background: ClassVar[bool] = True
 
     vocab: ts.Vocabulary
@@ -305,7 +294,7 @@ class GuidedProcessorBase:
                 return RequestGuide(None, error=cached, label=label, tokens=tokens)
             if cached is not None:
                 return RequestGuide(cached, label=label, tokens=tokens, max_tokens=budget)
-            pending = _compiler().submit(self.cache.get, constraint, self.vocab)
+            pending = self.cache.get_pending(constraint, self.vocab)
             return RequestGuide(
                 None, pending=pending, label=label, tokens=tokens, max_tokens=budget
             )

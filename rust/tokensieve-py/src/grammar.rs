@@ -1,6 +1,7 @@
 //! `Grammar`: compiled constraints (regex, JSON Schema, choice, any JSON object), their
 //! options, index files, and the constraint hash that finds a precompiled file.
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -145,8 +146,111 @@ impl PyGrammar {
     }
 }
 
+/// A compile running on its own thread (started without waiting for the GIL, so it overlaps
+/// whatever the calling thread does next, GIL held or not).
+#[pyclass(module = "tokensieve._core", name = "PendingGrammar", frozen)]
+pub(crate) struct PyPendingGrammar {
+    state: Mutex<Pending>,
+    vocab: Py<PyVocabulary>,
+}
+
+enum Pending {
+    Running(JoinHandle<core::Result<core::Grammar>>),
+    Done(Result<Arc<core::Grammar>, PyErr>),
+    Taken,
+}
+
+#[pymethods]
+impl PyPendingGrammar {
+    /// Whether the compile has finished (successfully or not).
+    fn done(&self) -> bool {
+        match &*self.state.lock().unwrap_or_else(|e| e.into_inner()) {
+            Pending::Running(h) => h.is_finished(),
+            _ => true,
+        }
+    }
+
+    /// The grammar, waiting (GIL released) for the compile; raises what the compile raised.
+    fn result(&self, py: Python<'_>) -> PyResult<PyGrammar> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Pending::Running(_) = &*st {
+            let Pending::Running(h) = std::mem::replace(&mut *st, Pending::Taken) else {
+                unreachable!("matched above")
+            };
+            let joined = py.detach(|| h.join());
+            *st = Pending::Done(match joined {
+                Ok(r) => r.map(Arc::new).py(py),
+                Err(_) => Err(pyo3::exceptions::PyRuntimeError::new_err(
+                    "the compile thread panicked",
+                )),
+            });
+        }
+        match &*st {
+            Pending::Done(Ok(g)) => Ok(PyGrammar {
+                inner: g.clone(),
+                vocab: self.vocab.clone_ref(py),
+            }),
+            Pending::Done(Err(e)) => Err(e.clone_ref(py)),
+            _ => unreachable!("a finished compile is Done"),
+        }
+    }
+}
+
 #[pymethods]
 impl PyGrammar {
+    /// Start compiling a constraint on a new thread and return at once. `kind` is one of
+    /// `"regex"`, `"json_schema"`, `"choice"`, `"json_object"`; `source` its pattern, schema
+    /// (dict, JSON text or pydantic model), list of strings, or None; keyword arguments as for
+    /// the matching `from_*`. Input errors (malformed options, schema text that is not JSON)
+    /// are raised here; compile errors by `PendingGrammar.result()`.
+    #[staticmethod]
+    #[pyo3(signature = (kind, source, vocab, **options))]
+    fn compile_pending(
+        py: Python<'_>,
+        kind: &str,
+        source: &Bound<'_, PyAny>,
+        vocab: Py<PyVocabulary>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyPendingGrammar> {
+        let o = compile_options(py, options)?;
+        let v = vocab.get().inner.clone();
+        let make: Box<dyn FnOnce() -> core::Result<core::Grammar> + Send> = match kind {
+            "regex" => {
+                let pattern: String = source.extract()?;
+                Box::new(move || core::Grammar::from_regex(&pattern, v, &o.grammar))
+            }
+            "json_schema" => {
+                let text = schema_text(py, source)?;
+                let schema = core::json_schema::parse_text("the schema", &text).py(py)?;
+                Box::new(move || core::Grammar::from_json_schema(&schema, v, &o.schema, &o.grammar))
+            }
+            "choice" => {
+                let choices: Vec<String> = source.extract()?;
+                Box::new(move || core::Grammar::from_choice(&choices, v, &o.grammar))
+            }
+            "json_object" => {
+                Box::new(move || core::Grammar::from_json_object(v, &o.schema, &o.grammar))
+            }
+            _ => {
+                return Err(PyValueError::new_err(format!(
+                "unknown constraint kind {kind:?}; use regex, json_schema, choice or json_object"
+            )))
+            }
+        };
+        let handle = std::thread::Builder::new()
+            .name("tokensieve-compile".into())
+            .spawn(make)
+            .map_err(|e| {
+                pyo3::exceptions::PyRuntimeError::new_err(format!(
+                    "cannot start a compile thread: {e}"
+                ))
+            })?;
+        Ok(PyPendingGrammar {
+            state: Mutex::new(Pending::Running(handle)),
+            vocab,
+        })
+    }
+
     /// Compile a regex (full-match semantics) for `vocab`.
     #[staticmethod]
     #[pyo3(signature = (pattern, vocab, *, max_states=None, max_nfa_bytes=None, mask_cache_bytes=None, max_compile_seconds=None))]

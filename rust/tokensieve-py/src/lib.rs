@@ -40,6 +40,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyVocabulary>()?;
     m.add_class::<PreparedVocabulary>()?;
     m.add_class::<PyGrammar>()?;
+    m.add_class::<grammar::PyPendingGrammar>()?;
     m.add_class::<PyMatcher>()?;
     m.add_function(wrap_pyfunction!(fill_next_token_bitmask, m)?)?;
     m.add_function(wrap_pyfunction!(read_index_header, m)?)?;

@@ -1,0 +1,40 @@
+"""A random-weight Llama for tests and benchmarks that run a real vLLM engine on the CPU."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+LLAMA_CHAT = (
+    "{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
+    "{{ m['content'] }}<|eot_id|>{% endfor %}<|start_header_id|>assistant<|end_header_id|>\n\n"
+)
+
+
+def build_tiny_llama(
+    out: Path, tokenizer_dir: Path, hidden_size: int = 128, layers: int = 2, seed: int = 0
+) -> Path:
+    """Save a random Llama (Llama 3 vocabulary, head size 64: the CPU attention kernels need
+    a supported one) with the tokenizer of `tokenizer_dir` and a chat template into `out`."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = LlamaConfig(
+        vocab_size=128256,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=layers,
+        num_attention_heads=hidden_size // 64,
+        num_key_value_heads=max(1, hidden_size // 128),
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        bos_token_id=128000,
+        eos_token_id=128001,
+    )
+    torch.manual_seed(seed)
+    LlamaForCausalLM(cfg).save_pretrained(out)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(tokenizer_dir / f, out / f)
+    (out / "chat_template.jinja").write_text(LLAMA_CHAT)
+    return out
