@@ -376,7 +376,9 @@ def test_server_rejects_bad_constraints_with_http_400(server: str) -> None:
         assert message in str(e.value), str(e.value)
 
 
-def test_server_answers_32_concurrent_mixed_requests_and_keeps_serving(server: str) -> None:
+def test_server_answers_32_concurrent_mixed_requests_rejects_bad_ones_and_keeps_serving(
+    server: str,
+) -> None:
     c = client(server)
     kinds = [
         ("json", PERSON, {"guided_json": json.dumps(PERSON)}),
@@ -386,7 +388,18 @@ def test_server_answers_32_concurrent_mixed_requests_and_keeps_serving(server: s
         ("free", None, None),
     ]
 
+    import openai
+
     def one(i: int) -> tuple[str, Any, str]:
+        if i % 8 == 7:  # a bad constraint among the others: rejected alone
+            with pytest.raises(openai.BadRequestError, match="uniqueItems"):
+                c.completions.create(
+                    model="tiny",
+                    prompt="x",
+                    max_tokens=8,
+                    extra_body={"vllm_xargs": {"guided_json": '{"uniqueItems": true}'}},
+                )
+            return "rejected", None, ""
         kind, spec, xargs = kinds[i % len(kinds)]
         body = {"vllm_xargs": xargs} if xargs else None
         r = c.completions.create(
@@ -397,8 +410,9 @@ def test_server_answers_32_concurrent_mixed_requests_and_keeps_serving(server: s
     with ThreadPoolExecutor(32) as pool:
         results = list(pool.map(one, range(32)))
     assert len(results) == 32
+    assert sum(k == "rejected" for k, _, _ in results) == 4
     for kind, spec, text in results:
-        if kind != "free":
+        if kind not in ("free", "rejected"):
             check(kind, spec, text)
     # still serving afterwards
     kind, spec, text = one(2)
