@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests" / "vllm"))
 from common import SHARED_TOKENIZERS  # noqa: E402
-from tiny_model import build_tiny_llama  # noqa: E402
+from tiny_model import build_tiny_llama, tiny_engine  # noqa: E402
 
 import tokensieve as ts  # noqa: E402
 from tokensieve.vllm import GuidedLogitsProcessor  # noqa: E402
@@ -60,16 +60,9 @@ def slow_schema(i: int, max_length: int) -> dict[str, Any]:
 
 
 def run(model: Path, batch: int, max_length: int, trials: int) -> dict[str, Any]:
-    from vllm import LLM, SamplingParams
+    from vllm import SamplingParams
 
-    llm = LLM(
-        model=str(model),
-        dtype="float32",
-        enforce_eager=True,
-        max_model_len=2048,
-        seed=0,
-        logits_processors=[EngineCompiles],
-    )
+    llm = tiny_engine(model, [EngineCompiles], max_model_len=2048)
     engine = llm.llm_engine
     twin = EngineCompiles.for_v1_runner()
     vocab = ts.Vocabulary.from_pretrained(str(model / "tokenizer.json"), vocab_size=128256)

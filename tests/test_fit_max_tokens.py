@@ -31,14 +31,6 @@ UNBOUNDED: list[Any] = [
 ]
 
 
-@pytest.fixture(scope="module")
-def vocab() -> ts.Vocabulary:
-    try:
-        return ts.Vocabulary.from_tekken()
-    except Exception as e:  # pragma: no cover - mistral-common missing
-        pytest.skip(f"no Tekken vocabulary: {e}")
-
-
 def walk(grammar: ts.Grammar, vocab: ts.Vocabulary, n: int, budget: bool, seed: int) -> str | None:
     """Sample up to `n` tokens uniformly from the masks; the text if the output is complete."""
     rng = random.Random(seed)

@@ -12,22 +12,9 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from feed import Lookup, accepts, token_lookup
+from feed import Lookup, accepts
 
 import tokensieve as ts
-
-
-@pytest.fixture(scope="module")
-def vocab() -> ts.Vocabulary:
-    try:
-        return ts.Vocabulary.from_tekken()
-    except Exception as e:  # pragma: no cover - mistral-common missing
-        pytest.skip(f"no Tekken vocabulary: {e}")
-
-
-@pytest.fixture(scope="module")
-def lookup(vocab: ts.Vocabulary) -> Lookup:
-    return token_lookup(vocab)
 
 
 def both_forms(schema: dict[str, Any]) -> list[Any]:

@@ -9,25 +9,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from feed import Lookup, accepts, token_lookup
+from feed import Lookup, accepts
 
 import tokensieve as ts
 from tokensieve.constraints import Constraint
 
 jsonschema = pytest.importorskip("jsonschema")
-
-
-@pytest.fixture(scope="module")
-def vocab() -> ts.Vocabulary:
-    try:
-        return ts.Vocabulary.from_tekken()
-    except Exception as e:  # pragma: no cover - mistral-common missing
-        pytest.skip(f"no Tekken vocabulary: {e}")
-
-
-@pytest.fixture(scope="module")
-def lookup(vocab: ts.Vocabulary) -> Lookup:
-    return token_lookup(vocab)
 
 
 def allowed(row: np.ndarray) -> np.ndarray:

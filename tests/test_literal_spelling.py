@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from feed import Lookup, accepts, token_lookup
+from feed import Lookup, accepts
 
 import tokensieve as ts
 
@@ -45,19 +45,6 @@ def spellings(c: str) -> set[str]:
 def written(c: str) -> set[str]:
     """The spellings `json.dumps` writes for `c`."""
     return {json.dumps(c)[1:-1], json.dumps(c, ensure_ascii=False)[1:-1]}
-
-
-@pytest.fixture(scope="module")
-def vocab() -> ts.Vocabulary:
-    try:
-        return ts.Vocabulary.from_tekken()
-    except Exception as e:  # pragma: no cover - mistral-common missing
-        pytest.skip(f"no Tekken vocabulary: {e}")
-
-
-@pytest.fixture(scope="module")
-def lookup(vocab: ts.Vocabulary) -> Lookup:
-    return token_lookup(vocab)
 
 
 NAMES = ["name", 'q"uote', "back\\slash", "a/b", "tab\there", "bell\x07", "del\x7f", "é", "😀x"]

@@ -622,7 +622,7 @@ class GatedCache(GrammarCache):
 
             def result(self) -> Any:
                 assert cache.gate.wait(30), "the gate was never opened"
-                return GrammarCache.get(cache, constraint, vocab)
+                return GrammarCache.get_pending(cache, constraint, vocab).result()
 
         self.compiling.set()
         return Gated()

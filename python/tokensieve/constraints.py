@@ -232,7 +232,8 @@ class GrammarCache:
 
     def get_pending(self, constraint: Constraint, vocab: Vocabulary) -> PendingCompile:
         """The grammar, compiling on a thread of its own on a cache miss: ``.result()`` gives
-        it (and caches it) or raises the ``ValueError`` :meth:`get` would."""
+        it (and caches it) or raises a ``ValueError`` with the client-readable message (also
+        cached)."""
         return PendingCompile(self, constraint, vocab)
 
     def _store(self, key: tuple[str, str], entry: Grammar | str) -> None:
@@ -245,24 +246,7 @@ class GrammarCache:
 
     def get(self, constraint: Constraint, vocab: Vocabulary) -> Grammar:
         """The compiled grammar; ``ValueError`` (cached or new) when it does not compile."""
-        try:
-            key = (constraint.key, vocab.fingerprint)
-        except (ValueError, TokensieveError) as e:
-            raise ValueError(describe_error(constraint, e)) from e
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None:
-                self._entries.move_to_end(key)
-                self.hits += 1
-        if entry is None:
-            try:
-                entry = _precompiled(constraint, vocab) or constraint.compile(vocab)
-            except (ValueError, TokensieveError) as e:
-                entry = describe_error(constraint, e)
-            self._store(key, entry)
-        if isinstance(entry, str):
-            raise ValueError(entry)
-        return entry
+        return self.get_pending(constraint, vocab).result()
 
 
 _INDEX_DIRS: dict[tuple[str, str], IndexDirectory] = {}

@@ -86,6 +86,8 @@ class RequestGuide:
         self.tokens = tokens
         if error is not None:
             self.fail(error)
+        if pending is not None and pending.done():
+            self.ready()  # a cache hit, or a compile already over: no waiting later
 
     @property
     def failed(self) -> bool:

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from shared_data import LLAMA3_DIR  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tiny_model import build_tiny_llama  # noqa: E402
+from tiny_model import build_tiny_llama, tiny_engine  # noqa: E402
 
 # (a submodule: tests/ is on sys.path, where tests/vllm alone would import as `vllm`)
 pytest.importorskip(
@@ -128,18 +128,9 @@ def run_batch(llm: Any) -> list[tuple[str, Any, Any]]:
 @pytest.fixture(scope="module")
 def engine_runs(model_dir: Path) -> dict[str, Any]:
     """One engine with the processor and one without, the same batch through both."""
-    from vllm import LLM
-
     runs: dict[str, Any] = {}
     for name, procs in (("with", [PROCESSOR]), ("without", [])):
-        llm = LLM(
-            model=str(model_dir),
-            dtype="float32",
-            enforce_eager=True,
-            max_model_len=512,
-            seed=0,
-            logits_processors=procs,
-        )
+        llm = tiny_engine(model_dir, procs)
         runs[name] = run_batch(llm)
         if name == "with":
             runs["llm"] = llm  # kept for the admission test

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 LLAMA_CHAT = (
     "{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
@@ -38,3 +39,17 @@ def build_tiny_llama(
         shutil.copy(tokenizer_dir / f, out / f)
     (out / "chat_template.jinja").write_text(LLAMA_CHAT)
     return out
+
+
+def tiny_engine(model: Path, logits_processors: list[Any], max_model_len: int = 512) -> Any:
+    """A vLLM engine on `model` as the tests and benchmarks run it: float32, eager, seed 0."""
+    from vllm import LLM
+
+    return LLM(
+        model=str(model),
+        dtype="float32",
+        enforce_eager=True,
+        max_model_len=max_model_len,
+        seed=0,
+        logits_processors=logits_processors,
+    )

@@ -30,6 +30,7 @@ from tokensieve.guides import RequestGuide
 from tokensieve.vllm.constraints import (
     EXTRA_ARGS_KINDS,
     GRAMMAR_CACHE,
+    REQUEST_ID_KEY,
     Constraint,
     GrammarCache,
     constraint_from_extra_args,
@@ -151,11 +152,11 @@ def vocabulary_from_vllm_config(vllm_config: Any) -> ts.Vocabulary:
 def _request_label(where: str, extra_args: Any) -> str:
     """How log lines name a request. vLLM hands logits processors no request id (a V1
     ``BatchUpdate.added`` entry is ``(index, SamplingParams, prompt ids, output ids)`` and
-    ``SamplingParams`` holds none), so the line names the batch position, the constraint key
+    ``SamplingParams`` holds none), so the line names the batch position, the constraint kind
     and, when the client sent one, ``guided_request_id``."""
     label = where
     if isinstance(extra_args, dict):
-        rid = extra_args.get("guided_request_id")
+        rid = extra_args.get(REQUEST_ID_KEY)
         if rid is not None:
             label = f"{rid} ({where})"
         kinds = [k for k in EXTRA_ARGS_KINDS if extra_args.get(k) is not None]
@@ -287,19 +288,13 @@ class GuidedProcessorBase:
         problem = _unsupported_sampling(params, constraint)
         if problem is not None:  # admission rejects it; an engine without admission gets here
             return RequestGuide(None, error=problem, label=label, tokens=tokens)
-        budget = fit_max_tokens(params)
-        if self.compile_in_background:
-            cached = self.cache.lookup(constraint, self.vocab)
-            if isinstance(cached, str):
-                return RequestGuide(None, error=cached, label=label, tokens=tokens)
-            if cached is not None:
-                return RequestGuide(cached, label=label, tokens=tokens, max_tokens=budget)
-            pending = self.cache.get_pending(constraint, self.vocab)
-            return RequestGuide(
-                None, pending=pending, label=label, tokens=tokens, max_tokens=budget
-            )
-        try:
-            grammar = self.cache.get(constraint, self.vocab)
-        except Exception as e:
-            return RequestGuide(None, error=str(e), label=label, tokens=tokens)
-        return RequestGuide(grammar, label=label, tokens=tokens, max_tokens=budget)
+        guide = RequestGuide(
+            None,
+            pending=self.cache.get_pending(constraint, self.vocab),
+            label=label,
+            tokens=tokens,
+            max_tokens=fit_max_tokens(params),
+        )
+        if not self.compile_in_background:
+            guide.ready()  # compile inside the step
+        return guide

@@ -70,13 +70,7 @@ fn token_ends(p: &Parts<'_>, state: u32, row: &[u32]) -> Result<Vec<(u32, u32)>>
             let Some(bytes) = p.vocab.token_bytes(t) else {
                 continue;
             };
-            let mut s = state;
-            for &b in bytes {
-                s = view.next(s, b)?;
-                if s == DEAD {
-                    break;
-                }
-            }
+            let s = view.walk(state, bytes)?;
             if s != DEAD {
                 out.push((t, s));
             }
@@ -132,12 +126,12 @@ impl Fit {
         if too_far.is_empty() {
             return Ok(());
         }
-        let saved = row.to_vec();
+        let allowed: u32 = row.iter().map(|w| w.count_ones()).sum();
+        if too_far.len() as u32 == allowed {
+            return Ok(()); // nothing fits: the grammar's own mask stays
+        }
         for t in too_far {
             row[(t >> 5) as usize] &= !(1 << (t & 31));
-        }
-        if row.iter().all(|&w| w == 0) {
-            row.copy_from_slice(&saved);
         }
         Ok(())
     }
@@ -178,13 +172,12 @@ fn distance(p: &Parts<'_>, cache: &mut Cache, state: u32) -> Result<u32> {
                 best = best.min(depth);
                 continue;
             }
-            if q != state {
-                if let Some(&dq) = cache.dist.get(&q) {
-                    if dq != UNREACHABLE {
-                        best = best.min(depth.saturating_add(dq));
-                    }
-                    continue;
+            // (the start state's distance is not known: checked above)
+            if let Some(&dq) = cache.dist.get(&q) {
+                if dq != UNREACHABLE {
+                    best = best.min(depth.saturating_add(dq));
                 }
+                continue;
             }
             if depth + 1 >= best {
                 continue; // a successor cannot improve on what is known

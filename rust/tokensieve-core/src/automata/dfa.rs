@@ -214,15 +214,7 @@ impl LazyDfa {
     /// Run the DFA over `bytes` from `state`; returns [`DEAD`] as soon as the input cannot
     /// be continued into a match.
     pub fn walk(&self, state: u32, bytes: &[u8]) -> Result<u32> {
-        let mut view = self.view();
-        let mut s = state;
-        for &b in bytes {
-            s = view.next(s, b)?;
-            if s == DEAD {
-                break;
-            }
-        }
-        Ok(s)
+        self.view().walk(state, bytes)
     }
 
     /// Lock the transition table for a sequence of steps (one trie walk, one token).
@@ -585,6 +577,18 @@ impl DfaView<'_> {
     #[inline]
     pub fn is_accepting(&self, state: u32) -> bool {
         self.table.accepting[state as usize]
+    }
+
+    /// The state after `bytes` from `state` ([`DEAD`] as soon as a byte is refused).
+    pub fn walk(&mut self, state: u32, bytes: &[u8]) -> Result<u32> {
+        let mut s = state;
+        for &b in bytes {
+            s = self.next(s, b)?;
+            if s == DEAD {
+                break;
+            }
+        }
+        Ok(s)
     }
 
     /// Raw access for hot loops: byte classes, stride and the transition table.

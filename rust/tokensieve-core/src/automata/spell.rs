@@ -384,30 +384,10 @@ impl Spelling {
         }
     }
 
-    /// The spellings of the string `s` (without the quotes) under this choice.
+    /// The spellings of the string `s` (without the quotes) under this choice (adjacent
+    /// literals merge in the concatenation).
     pub(crate) fn str(self, s: &str) -> Hir {
-        match self {
-            Spelling::Any => spell_str(s),
-            // runs of one-spelling characters become one literal
-            Spelling::AsWritten => {
-                let mut parts = Vec::new();
-                let mut run = String::new();
-                for c in s.chars() {
-                    if c.is_ascii() && c != '\u{7f}' {
-                        push_written_ascii(&mut run, c);
-                    } else {
-                        if !run.is_empty() {
-                            parts.push(lit(&std::mem::take(&mut run)));
-                        }
-                        parts.push(spell_char_as_written(c));
-                    }
-                }
-                if !run.is_empty() {
-                    parts.push(lit(&run));
-                }
-                concat(parts)
-            }
-        }
+        concat(s.chars().map(|c| self.char(c)).collect())
     }
 }
 
