@@ -693,6 +693,74 @@ def test_fit_max_tokens_gives_the_guide_a_budget() -> None:
     assert g.matcher.is_accepting(), out
 
 
+def _walk(proc: Any, params: Any, rng: random.Random, steps: int = 24) -> list[int]:
+    """One request sampled uniformly among the allowed tokens until EOS (or ``steps``)."""
+    out: list[int] = []
+    proc.update_state(BatchUpdate(1, [0], [(0, params, None, out)], []))
+    for _ in range(steps):
+        allowed = sorted(finite(proc.apply(torch.zeros(1, WIDTH))[0]))
+        out.append(rng.choice(allowed))
+        if out[-1] == EOS:
+            break
+    return out
+
+
+def test_reasoning_span_before_the_constraint() -> None:
+    proc = v1_processor()
+    rng = random.Random(1)
+    text_of = lambda out: b"".join(TOKENS[t] for t in out if t != EOS).decode()  # noqa: E731
+    for budget in ("0", 2, 5):
+        args = {
+            "guided_regex": "(ab|c)*0",
+            "guided_reasoning_end": "--",
+            "guided_thinking_budget": budget,
+        }
+        for _ in range(10):
+            out = _walk(proc, SamplingParams(args), rng, steps=40)
+            assert out[-1] == EOS, out
+            reasoning, marker, answer = text_of(out).partition("--")
+            assert marker and re.fullmatch("(ab|c)*0", answer), out
+            g = proc.guide(0)
+            assert g is not None and g.matcher is not None and not g.matcher.is_reasoning()
+            # after `budget` free tokens only the marker's bytes follow
+            assert len(reasoning.encode()) <= 3 * int(budget) + 1
+    # the processor's default marker, switched off by a request's empty string
+    with_default = GuidedLogitsProcessorV1.with_vocabulary(VOCAB).with_reasoning("--", 3)
+    proc = with_default(None, "cpu", False)
+    out = _walk(proc, SamplingParams({"guided_regex": "(ab|c)*0"}), rng, steps=40)
+    assert "--" in text_of(out) and out[-1] == EOS
+    g = proc.guide(0)
+    assert g is not None and g.matcher is not None
+    assert g.matcher.reasoning_end == "--" and g.matcher.thinking_budget == 3
+    off = {"guided_regex": "(ab|c)*0", "guided_reasoning_end": ""}
+    out = _walk(proc, SamplingParams(off), rng, steps=40)
+    assert re.fullmatch("(ab|c)*0", text_of(out)), out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"guided_thinking_budget": 4}, "needs a reasoning end marker"),
+        ({"guided_reasoning_end": "--", "guided_thinking_budget": -1}, "non-negative integer"),
+        ({"guided_reasoning_end": "--", "guided_thinking_budget": "many"}, "non-negative"),
+        ({"guided_reasoning_end": 5}, "must be a string"),
+        ({"guided_reasoning_end": "--", "guided_fit_max_tokens": True}, "cannot be combined"),
+        ({"guided_reasoning_end": "</think>"}, "no sequence of tokens spells"),
+    ],
+)
+def test_reasoning_settings_are_checked_at_admission(extra: dict[str, Any], message: str) -> None:
+    params = SamplingParams({"guided_regex": "(ab|c)*0", **extra})
+    cls = GuidedLogitsProcessorV1.with_vocabulary(VOCAB)
+    with pytest.raises(ValueError, match=message):
+        cls.validate_params(params)
+    # an engine without admission fails the request (EOS only) instead
+    proc = cls(None, "cpu", False)
+    proc.update_state(BatchUpdate(1, [], [(0, params, None, [])], []))
+    assert finite(proc.apply(torch.zeros(1, WIDTH))[0]) == {EOS}
+    with pytest.raises(ValueError):
+        cls.with_reasoning("--", -2)
+
+
 def test_failure_log_lines_name_the_request(caplog: pytest.LogCaptureFixture) -> None:
     proc = v1_processor()
     args = {"guided_regex": "zz", "guided_request_id": "cmpl-42"}  # unspellable with VOCAB

@@ -58,6 +58,8 @@ class RequestGuide:
         "tokens",
         "pending",
         "max_tokens",
+        "reasoning_end",
+        "thinking_budget",
     )
 
     def __init__(
@@ -69,16 +71,21 @@ class RequestGuide:
         tokens: Sequence[int] | None = None,
         pending: Pending | None = None,
         max_tokens: int | None = None,
+        reasoning_end: str | None = None,
+        thinking_budget: int | None = None,
     ) -> None:
         if grammar is None and error is None and pending is None:
             raise ValueError("a RequestGuide needs a grammar, a pending compile or an error")
+        # Free reasoning text up to this marker before the grammar (Grammar.matcher).
+        self.reasoning_end = reasoning_end
+        self.thinking_budget = thinking_budget
         # A compile running in the background: the guide waits for it on first use
         # (:meth:`ready`), so the compile overlaps whatever the engine does until then.
         self.pending = pending
         # With a budget, masks keep the output finishable within it (Matcher.max_tokens).
         self.max_tokens = max_tokens
         self.grammar = grammar
-        self.matcher = self._new_matcher(grammar) if grammar is not None else None
+        self.matcher: ts._core.Matcher | None = None
         self.consumed = 0
         self.compile_error = error
         self.error: str | None = None
@@ -86,6 +93,8 @@ class RequestGuide:
         self.tokens = tokens
         if error is not None:
             self.fail(error)
+        if grammar is not None:
+            self._start(grammar)
         if pending is not None and pending.done():
             self.ready()  # a cache hit, or a compile already over: no waiting later
 
@@ -113,11 +122,22 @@ class RequestGuide:
             self.compile_error = message
             self.fail(message)
             return
-        self.grammar = grammar
-        self.matcher = self._new_matcher(grammar)
+        self._start(grammar)
 
-    def _new_matcher(self, grammar: ts.Grammar) -> ts._core.Matcher:
-        return grammar.matcher(max_rollback=MAX_ROLLBACK, max_tokens=self.max_tokens)
+    def _start(self, grammar: ts.Grammar) -> None:
+        """The matcher at the start of the output; a setting it refuses (a reasoning marker
+        the vocabulary cannot spell) fails the guide like a compile error."""
+        self.grammar = grammar
+        try:
+            self.matcher = grammar.matcher(
+                max_rollback=MAX_ROLLBACK,
+                max_tokens=self.max_tokens,
+                reasoning_end=self.reasoning_end,
+                thinking_budget=self.thinking_budget,
+            )
+        except (ValueError, ts.TokensieveError) as e:
+            self.compile_error = str(e)
+            self.fail(str(e))
 
     def fail(self, message: str) -> None:
         """Allow only EOS from now on; logged once per request."""

@@ -54,8 +54,14 @@ jsonschema = pytest.importorskip("jsonschema")
 import tokensieve as ts  # noqa: E402
 
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+# the engine's own process imports the test-only processor (force_marker.py) by name
+_HERE = str(Path(__file__).resolve().parent)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (_HERE, os.environ.get("PYTHONPATH", "")) if p
+)
 
 PROCESSOR = "tokensieve.vllm:GuidedLogitsProcessor"
+FORCE_MARKER = "force_marker:ForceMarker"  # test-only: ends a random model's reasoning
 MAX_TOKENS = 60
 
 PERSON = {
@@ -129,7 +135,7 @@ def run_batch(llm: Any) -> list[tuple[str, Any, Any]]:
 def engine_runs(model_dir: Path) -> dict[str, Any]:
     """One engine with the processor and one without, the same batch through both."""
     runs: dict[str, Any] = {}
-    for name, procs in (("with", [PROCESSOR]), ("without", [])):
+    for name, procs in (("with", [PROCESSOR, FORCE_MARKER]), ("without", [])):
         llm = tiny_engine(model_dir, procs)
         runs[name] = run_batch(llm)
         if name == "with":
@@ -255,6 +261,68 @@ def test_fit_max_tokens_makes_cut_outputs_complete(engine_runs: dict[str, Any]) 
     )
     assert parsed[True] == total
     assert parsed[False] < total
+
+
+THINK_END = "</think>"
+
+
+def _marker_token(vocab: ts.Vocabulary, ids: list[int], marker: str) -> int | None:
+    """The index of the token the first ``marker`` ends in (None: no marker)."""
+    text = b""
+    for i, t in enumerate(ids):
+        text += vocab.token_bytes(t) or b""
+        if marker.encode() in text:
+            return i
+    return None
+
+
+def test_reasoning_span_then_constrained_answer(engine_runs: dict[str, Any]) -> None:
+    from transformers import AutoTokenizer
+    from vllm import SamplingParams
+
+    llm = engine_runs["llm"]
+    vocab = ts.Vocabulary.from_pretrained(str(LLAMA3_DIR / "tokenizer.json"), vocab_size=128256)
+    marker_ids = AutoTokenizer.from_pretrained(str(LLAMA3_DIR)).encode(
+        THINK_END, add_special_tokens=False
+    )
+    assert len(marker_ids) > 1  # the marker is split over several tokens
+    reqs: list[tuple[str, Any, dict[str, Any], int]] = []
+    for seed in range(6):
+        # the model thinks 5 + seed tokens, then the test-only processor writes the marker
+        for kind, spec, args in (
+            ("json", PERSON, {"guided_json": PERSON}),
+            ("regex", REGEX, {"guided_regex": REGEX}),
+        ):
+            force = {"test_force_after": 5 + seed, "test_force_ids": marker_ids}
+            reqs.append((kind, spec, {**args, "guided_reasoning_end": THINK_END, **force}, -1))
+        # a thinking budget ends the reasoning on its own
+        budget = 3 + 2 * seed
+        args = {"guided_json": LIST, "guided_reasoning_end": THINK_END}
+        reqs.append(("json", LIST, {**args, "guided_thinking_budget": budget}, budget))
+    params = [
+        SamplingParams(max_tokens=MAX_TOKENS + 20, temperature=1.0, seed=i, extra_args=a)
+        for i, (_, _, a, _) in enumerate(reqs)
+    ]
+    outs = llm.generate(["Think first:"] * len(reqs), params, use_tqdm=False)
+    for (kind, spec, args, budget), o in zip(reqs, outs, strict=True):
+        c = o.outputs[0]
+        if len(o.request_id) and budget in (-1, 3, 5):
+            print("reasoning output:", repr(c.text))
+        assert c.finish_reason == "stop", c.text
+        reasoning, marker, answer = c.text.partition(THINK_END)
+        assert marker, c.text
+        check(kind, spec, answer)
+        ids = list(c.token_ids)
+        end = _marker_token(vocab, ids, THINK_END)
+        assert end is not None
+        if budget < 0:
+            after = args["test_force_after"]
+            assert ids[after : after + len(marker_ids)] == marker_ids, c.text
+        else:
+            # past the budget only the marker's own bytes (one token each at most) follow
+            assert end <= budget + len(THINK_END), (budget, end, c.text)
+        assert reasoning, c.text
+    print(f"reasoning then answer: {len(outs)}/{len(outs)} answers valid")
 
 
 # --- the OpenAI-compatible server ---------------------------------------------------------------

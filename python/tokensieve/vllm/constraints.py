@@ -11,7 +11,11 @@ OpenAI server)::
 Options are the Python API's keyword arguments with a ``guided_`` prefix; ``guided_request_id``
 (any value) names the request in tokensieve's log lines; ``guided_fit_max_tokens`` (true) keeps
 the output finishable within the request's ``max_tokens`` (a token is allowed only if the output
-can still be completed in the tokens left; see :mod:`tokensieve.guides`). Over HTTP they arrive
+can still be completed in the tokens left; see :mod:`tokensieve.guides`).
+``guided_reasoning_end`` (a string such as ``"</think>"``) lets the output start with free
+reasoning text up to that marker, the constraint applying right after it; ``guided_thinking_budget``
+(an integer) forces the marker after that many reasoning tokens (:func:`reasoning_settings`).
+Over HTTP they arrive
 as strings or numbers, so strings spelling JSON literals (``"true"``, ``"12"``, ``"null"``,
 ``"[...]"``) are decoded; any other string stays a string. The constraint model, its compile
 and the grammar cache are :mod:`tokensieve.constraints`'; this module only maps request keys
@@ -42,6 +46,9 @@ __all__ = [
     "constraint_from_extra_args",
     "describe_error",
     "fit_max_tokens",
+    "REASONING_END_KEY",
+    "THINKING_BUDGET_KEY",
+    "reasoning_settings",
     "set_index_directory",
     "validation_vocabulary",
 ]
@@ -59,7 +66,11 @@ _PREFIX = "guided_"
 REQUEST_ID_KEY = "guided_request_id"
 # Opt-in: keep the output finishable within the request's max_tokens; not a grammar option.
 FIT_KEY = "guided_fit_max_tokens"
-_NOT_OPTIONS = (REQUEST_ID_KEY, FIT_KEY)
+# The output starts with free reasoning text up to this marker; not a grammar option.
+REASONING_END_KEY = "guided_reasoning_end"
+# Reasoning tokens after which the marker is forced; not a grammar option.
+THINKING_BUDGET_KEY = "guided_thinking_budget"
+_NOT_OPTIONS = (REQUEST_ID_KEY, FIT_KEY, REASONING_END_KEY, THINKING_BUDGET_KEY)
 
 
 def _coerce_option(value: Any) -> Any:
@@ -130,6 +141,43 @@ def fit_max_tokens(params: Any) -> int | None:
         return None
     limit = getattr(params, "max_tokens", None)
     return int(limit) if isinstance(limit, int) and limit > 0 else None
+
+
+def reasoning_settings(
+    params: Any, default_end: str | None = None, default_budget: int | None = None
+) -> tuple[str | None, int | None]:
+    """The reasoning end marker and thinking budget for a request: its
+    ``guided_reasoning_end`` / ``guided_thinking_budget`` keys, else the processor's defaults.
+
+    A request switches a default marker off (and its budget) with an empty string or null. Raises
+    ``ValueError`` for a marker that is not a string, a budget that is not a non-negative
+    integer, or a budget without a marker.
+    """
+    extra = getattr(params, "extra_args", None)
+    extra = extra if isinstance(extra, Mapping) else {}
+    end: Any = extra[REASONING_END_KEY] if REASONING_END_KEY in extra else default_end
+    if end is not None and not isinstance(end, str):
+        raise ValueError(f"{REASONING_END_KEY} must be a string, got {type(end).__name__}")
+    end = end or None
+    # a request that switches the marker off drops the processor's budget with it
+    budget: Any = default_budget if end is not None else None
+    if THINKING_BUDGET_KEY in extra:
+        budget = _coerce_option(extra[THINKING_BUDGET_KEY])
+    if budget is not None:
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+            raise ValueError(
+                f"{THINKING_BUDGET_KEY} must be a non-negative integer, got {budget!r}"
+            )
+        if end is None:
+            raise ValueError(
+                f"{THINKING_BUDGET_KEY} needs a reasoning end marker ({REASONING_END_KEY})"
+            )
+    if end is not None and fit_max_tokens(params) is not None:
+        raise ValueError(
+            f"{FIT_KEY} cannot be combined with a reasoning span ({REASONING_END_KEY}): "
+            "not supported yet"
+        )
+    return end, budget
 
 
 _VALIDATION_VOCAB: list[ts.Vocabulary] = []

@@ -16,6 +16,11 @@ process. On a cache miss the engine side compiles on a thread of its own
 (:attr:`GuidedProcessorBase.compile_in_background`); the guide waits for it when the
 request's row is first masked. ``min_tokens > 0`` with a constraint is refused: once the output
 completes the grammar only EOS may follow, and ``min_tokens`` forbids EOS.
+
+Reasoning models: with a reasoning end marker (the request's ``guided_reasoning_end``, else the
+processor's :attr:`GuidedProcessorBase.reasoning_end`, set with
+:meth:`GuidedProcessorBase.with_reasoning`), the output is free text up to the marker and the
+constraint starts right after it; a thinking budget forces the marker after that many tokens.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from tokensieve.vllm.constraints import (
     constraint_from_extra_args,
     describe_error,
     fit_max_tokens,
+    reasoning_settings,
     validation_vocabulary,
 )
 
@@ -207,8 +213,33 @@ class GuidedProcessorBase:
     # miss), so the compile overlaps the forward pass; ``apply`` waits only for what is not
     # ready. The thread is the core's: it needs no GIL, which the engine's step may hold.
     compile_in_background: ClassVar[bool] = True
+    # Reasoning models: constrained outputs start with free text up to this marker (None: the
+    # constraint applies from the first token), forced after ``thinking_budget`` tokens. A
+    # request's guided_reasoning_end / guided_thinking_budget override them.
+    reasoning_end: ClassVar[str | None] = None
+    thinking_budget: ClassVar[int | None] = None
 
     vocab: ts.Vocabulary
+
+    @classmethod
+    def with_reasoning(cls, end: str | None, thinking_budget: int | None = None) -> Any:
+        """A subclass of this processor whose constrained requests start with free reasoning
+        text up to ``end`` (e.g. ``"</think>"``), the marker forced after ``thinking_budget``
+        reasoning tokens when given. Pass the class object to vLLM, like
+        :meth:`with_vocabulary`'s."""
+        if end is not None and (not isinstance(end, str) or not end):
+            raise ValueError("the reasoning end marker must be a non-empty string or None")
+        reasoning_settings(None, end, thinking_budget)  # the same checks as a request's
+        return type(
+            cls.__name__,
+            (cls,),
+            {
+                "reasoning_end": end,
+                "thinking_budget": thinking_budget,
+                "__module__": cls.__module__,
+                "__doc__": cls.__doc__,
+            },
+        )
 
     @classmethod
     def with_vocabulary(cls, vocab: ts.Vocabulary) -> Any:
@@ -248,12 +279,14 @@ class GuidedProcessorBase:
         problem = _unsupported_sampling(sampling_params, constraint)
         if problem is not None:
             raise ValueError(problem)
+        end, budget = reasoning_settings(sampling_params, cls.reasoning_end, cls.thinking_budget)
         vocab = cls.admission_vocabulary()
         grammar = cls.cache.get(constraint, vocab)
         # The first mask (memoized in the grammar): a start the vocabulary cannot spell, or an
-        # automaton over budget right away, fails here rather than in the engine.
+        # automaton over budget right away, fails here rather than in the engine; so does a
+        # reasoning marker the vocabulary cannot spell before the constraint's start.
         try:
-            grammar.matcher().fill_next_token_bitmask(
+            grammar.matcher(reasoning_end=end, thinking_budget=budget).fill_next_token_bitmask(
                 ts.allocate_token_bitmask(1, vocab.vocab_size)
             )
         except ts.TokensieveError as e:
@@ -288,12 +321,18 @@ class GuidedProcessorBase:
         problem = _unsupported_sampling(params, constraint)
         if problem is not None:  # admission rejects it; an engine without admission gets here
             return RequestGuide(None, error=problem, label=label, tokens=tokens)
+        try:
+            end, budget = reasoning_settings(params, self.reasoning_end, self.thinking_budget)
+        except ValueError as e:
+            return RequestGuide(None, error=str(e), label=label, tokens=tokens)
         guide = RequestGuide(
             None,
             pending=self.cache.get_pending(constraint, self.vocab),
             label=label,
             tokens=tokens,
             max_tokens=fit_max_tokens(params),
+            reasoning_end=end,
+            thinking_budget=budget,
         )
         if not self.compile_in_background:
             guide.ready()  # compile inside the step

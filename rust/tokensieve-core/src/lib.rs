@@ -23,6 +23,7 @@ pub mod index;
 pub mod json_schema;
 pub mod kernel;
 pub mod matcher;
+pub mod reasoning;
 pub mod regex;
 pub mod serialize;
 pub mod trie;

@@ -19,10 +19,11 @@
 //! ```
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 
 use crate::automata::dfa::{LazyDfa, DEAD};
 use crate::automata::expr::Expr;
@@ -31,6 +32,7 @@ use crate::error::{Error, Result};
 use crate::fit::Fit;
 use crate::index::{IndexStats, TokenIndex};
 use crate::json_schema::JsonSchemaOptions;
+use crate::reasoning::{Span, Step};
 use crate::regex::RegexOptions;
 use crate::vocab::Vocabulary;
 use regex_syntax::hir::Hir;
@@ -158,6 +160,8 @@ pub struct Grammar {
     warnings: Vec<String>,
     /// Distances to acceptance, for matchers with a token budget.
     fit: Fit,
+    /// Reasoning spans before the grammar, by end marker (built on first use).
+    spans: Mutex<FxHashMap<Vec<u8>, Arc<Span>>>,
 }
 
 /// What a grammar was compiled from, in canonical form (the key of caches and index files).
@@ -281,6 +285,7 @@ impl Grammar {
             source: ConstraintSource::regex(&pattern),
             warnings: Vec::new(),
             fit: Fit::default(),
+            spans: Mutex::default(),
         };
         g.index.mask(&g.vocab, &g.dfa, g.dfa.start())?;
         Ok(g)
@@ -301,6 +306,7 @@ impl Grammar {
             source,
             warnings: Vec::new(),
             fit: Fit::default(),
+            spans: Mutex::default(),
         }
     }
 
@@ -467,6 +473,17 @@ impl Grammar {
         }
     }
 
+    /// The reasoning span ending at `marker` before this grammar (built once per marker).
+    pub fn reasoning_span(&self, marker: &[u8]) -> Result<Arc<Span>> {
+        let mut spans = self.spans.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = spans.get(marker) {
+            return Ok(s.clone());
+        }
+        let span = Arc::new(Span::new(marker, &self.vocab, &self.dfa, self.dfa.start())?);
+        spans.insert(marker.to_vec(), span.clone());
+        Ok(span)
+    }
+
     /// The state after `token` from `state`, or `None` if the token is not allowed there.
     /// EOS is not handled here (see [`Matcher::accept_token`]).
     pub fn advance(&self, state: u32, token: u32) -> Result<Option<u32>> {
@@ -480,20 +497,38 @@ impl Grammar {
     }
 }
 
+/// Where a matcher is inside its reasoning span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Think {
+    /// Bytes of the end marker matched by the end of the output.
+    matched: u32,
+    /// Reasoning tokens so far.
+    tokens: u32,
+}
+
 /// One sequence's position in a grammar.
 #[derive(Debug, Clone)]
 pub struct Matcher {
     grammar: Arc<Grammar>,
     state: u32,
     finished: bool,
-    /// (state, finished) before each accepted token, oldest first.
-    history: VecDeque<(u32, bool)>,
+    /// (state, finished, reasoning position) before each accepted token, oldest first.
+    history: VecDeque<(u32, bool, Option<Think>)>,
     max_rollback: Option<usize>,
     /// The most tokens the output may have (EOS included), when the output must fit them.
     max_tokens: Option<u32>,
     /// Tokens accepted since the start (EOS included).
     consumed: u32,
+    /// A reasoning span before the grammar ([`crate::reasoning`]) and its thinking budget.
+    span: Option<(Arc<Span>, Option<u32>)>,
+    /// Inside the reasoning span: how far; `None` once the grammar has started.
+    think: Option<Think>,
 }
+
+const THINK_START: Think = Think {
+    matched: 0,
+    tokens: 0,
+};
 
 impl Matcher {
     /// A matcher at the start state; `max_rollback` bounds the history kept (None: unlimited).
@@ -507,14 +542,75 @@ impl Matcher {
             max_rollback,
             max_tokens: None,
             consumed: 0,
+            span: None,
+            think: None,
         }
     }
 
     /// Keep the output within `max_tokens` tokens (None: no budget): from then on a mask
     /// allows a token only if the output can still be finished within the tokens left
-    /// ([`crate::fit`]).
-    pub fn set_max_tokens(&mut self, max_tokens: Option<u32>) {
+    /// ([`crate::fit`]). Not supported together with a reasoning span.
+    pub fn set_max_tokens(&mut self, max_tokens: Option<u32>) -> Result<()> {
+        if max_tokens.is_some() && self.span.is_some() {
+            return Err(unsupported_fit_with_reasoning());
+        }
         self.max_tokens = max_tokens;
+        Ok(())
+    }
+
+    /// Start the output with a reasoning span ending at `marker` (None: none), forced onto the
+    /// marker once `thinking_budget` reasoning tokens are spent ([`crate::reasoning`]). Only
+    /// before the first token.
+    pub fn set_reasoning(
+        &mut self,
+        marker: Option<&[u8]>,
+        thinking_budget: Option<u32>,
+    ) -> Result<()> {
+        if self.consumed > 0 {
+            return Err(Error::InvalidArgument(
+                "a reasoning span can only be set before the first token".into(),
+            ));
+        }
+        match marker {
+            None => {
+                if thinking_budget.is_some() {
+                    return Err(Error::InvalidArgument(
+                        "a thinking budget needs a reasoning end marker".into(),
+                    ));
+                }
+                self.span = None;
+                self.think = None;
+            }
+            Some(marker) => {
+                if self.max_tokens.is_some() {
+                    return Err(unsupported_fit_with_reasoning());
+                }
+                self.span = Some((self.grammar.reasoning_span(marker)?, thinking_budget));
+                self.think = Some(THINK_START);
+            }
+        }
+        self.history.clear();
+        Ok(())
+    }
+
+    /// The reasoning end marker, if the output starts with a reasoning span.
+    pub fn reasoning_end(&self) -> Option<&[u8]> {
+        self.span.as_ref().map(|(s, _)| s.marker())
+    }
+
+    /// The thinking budget, if any.
+    pub fn thinking_budget(&self) -> Option<u32> {
+        self.span.as_ref().and_then(|(_, b)| *b)
+    }
+
+    /// Still inside the reasoning span (the grammar has not started).
+    pub fn is_reasoning(&self) -> bool {
+        self.think.is_some()
+    }
+
+    /// Tokens of the reasoning span so far (the one that completed the marker not included).
+    pub fn reasoning_tokens(&self) -> u32 {
+        self.think.map_or(0, |t| t.tokens)
     }
 
     /// The token budget, if any.
@@ -549,7 +645,7 @@ impl Matcher {
 
     /// EOS is allowed now (the output so far is a complete match, or EOS was already consumed).
     pub fn is_accepting(&self) -> bool {
-        self.finished || self.grammar.dfa.is_accepting(self.state)
+        self.finished || (self.think.is_none() && self.grammar.dfa.is_accepting(self.state))
     }
 
     /// How many tokens can be rolled back.
@@ -559,7 +655,8 @@ impl Matcher {
 
     fn push_history(&mut self) {
         self.consumed = self.consumed.saturating_add(1);
-        self.history.push_back((self.state, self.finished));
+        self.history
+            .push_back((self.state, self.finished, self.think));
         if let Some(max) = self.max_rollback {
             while self.history.len() > max {
                 self.history.pop_front();
@@ -583,6 +680,29 @@ impl Matcher {
         }
         if self.finished {
             return Ok(false);
+        }
+        if let (Some(think), Some((span, budget))) = (self.think, &self.span) {
+            let Some(mv) = span.step(vocab, think.matched, token) else {
+                return Ok(false);
+            };
+            let forced = budget.is_some_and(|b| think.tokens >= b);
+            if !span.allows(think.matched, &mv, forced) {
+                return Ok(false);
+            }
+            self.push_history();
+            match mv.step {
+                Step::Partial(p) => {
+                    self.think = Some(Think {
+                        matched: p,
+                        tokens: think.tokens + 1,
+                    });
+                }
+                Step::Complete(s) => {
+                    self.think = None;
+                    self.state = s;
+                }
+            }
+            return Ok(true);
         }
         match self.grammar.advance(self.state, token)? {
             Some(s) => {
@@ -617,9 +737,10 @@ impl Matcher {
             )));
         }
         for _ in 0..n {
-            let (s, f) = self.history.pop_back().expect("checked length");
+            let (s, f, t) = self.history.pop_back().expect("checked length");
             self.state = s;
             self.finished = f;
+            self.think = t;
             self.consumed -= 1;
         }
         Ok(())
@@ -631,13 +752,19 @@ impl Matcher {
         self.finished = false;
         self.history.clear();
         self.consumed = 0;
+        self.think = self.span.as_ref().map(|_| THINK_START);
     }
 
     /// Overwrite `row` with the mask of tokens allowed next.
     pub fn fill_next_token_bitmask(&self, row: &mut [u32]) -> Result<()> {
-        self.grammar
-            .fill_mask_within(self.state, self.finished, self.tokens_left(), row)
+        MaskRequest::from(self).fill(row)
     }
+}
+
+fn unsupported_fit_with_reasoning() -> Error {
+    Error::InvalidArgument(
+        "a token budget (max_tokens) together with a reasoning span is not supported".into(),
+    )
 }
 
 /// What a batch fill needs from one matcher: its grammar and position.
@@ -651,16 +778,48 @@ pub struct MaskRequest {
     pub finished: bool,
     /// Tokens the output may still have, when it must fit a budget.
     pub tokens_left: Option<u32>,
+    /// Inside a reasoning span: the span, the marker bytes matched, and whether the thinking
+    /// budget is spent.
+    pub reasoning: Option<(Arc<Span>, u32, bool)>,
 }
 
 impl From<&Matcher> for MaskRequest {
     fn from(m: &Matcher) -> Self {
+        let reasoning = match (&m.span, m.think) {
+            (Some((span, budget)), Some(t)) => Some((
+                span.clone(),
+                t.matched,
+                budget.is_some_and(|b| t.tokens >= b),
+            )),
+            _ => None,
+        };
         MaskRequest {
             grammar: m.grammar.clone(),
             state: m.state,
             finished: m.finished,
             tokens_left: m.tokens_left(),
+            reasoning,
         }
+    }
+}
+
+impl MaskRequest {
+    /// Overwrite `row` with the mask of tokens allowed next.
+    pub fn fill(&self, row: &mut [u32]) -> Result<()> {
+        if let (Some((span, matched, forced)), false) = (&self.reasoning, self.finished) {
+            let words = self.grammar.vocab.mask_words();
+            if row.len() < words {
+                return Err(Error::InvalidArgument(format!(
+                    "bitmask row has {} words, the vocabulary needs {words}",
+                    row.len()
+                )));
+            }
+            row[..words].copy_from_slice(&span.mask(*matched, *forced));
+            row[words..].fill(0);
+            return Ok(());
+        }
+        self.grammar
+            .fill_mask_within(self.state, self.finished, self.tokens_left, row)
     }
 }
 
@@ -701,25 +860,15 @@ pub fn fill_next_token_bitmask_batch(
     }
     if requests.len() == 1 {
         // One row: no thread pool round trip.
-        let r = &requests[0];
         let at = rows[0] * row_words;
-        return r.grammar.fill_mask_within(
-            r.state,
-            r.finished,
-            r.tokens_left,
-            &mut bitmask[at..at + row_words],
-        );
+        return requests[0].fill(&mut bitmask[at..at + row_words]);
     }
     bitmask
         .par_chunks_mut(row_words)
         .zip(target.par_iter())
         .with_min_len(1)
         .try_for_each(|(row, t)| match t {
-            Some(k) => {
-                let r = &requests[*k];
-                r.grammar
-                    .fill_mask_within(r.state, r.finished, r.tokens_left, row)
-            }
+            Some(k) => requests[*k].fill(row),
             None => Ok(()),
         })
 }
@@ -899,7 +1048,7 @@ mod tests {
         for budget in [2u32, 3, 5, 8, 20] {
             for _ in 0..200 {
                 let mut m = g.matcher();
-                m.set_max_tokens(Some(budget));
+                m.set_max_tokens(Some(budget)).unwrap();
                 let mut row = vec![0u32; v.mask_words()];
                 loop {
                     assert_eq!(m.tokens_left(), Some(budget - m.consumed()));
@@ -922,7 +1071,7 @@ mod tests {
         }
         // rollback and reset keep the count
         let mut m = g.matcher();
-        m.set_max_tokens(Some(4));
+        m.set_max_tokens(Some(4)).unwrap();
         assert_eq!(m.accept_tokens(&[4, 0, 1]).unwrap(), 3);
         assert_eq!(m.tokens_left(), Some(1));
         m.rollback(2).unwrap();
@@ -930,5 +1079,178 @@ mod tests {
         m.reset();
         assert_eq!(m.tokens_left(), Some(4));
         assert_eq!(g.min_tokens_to_accept(g.dfa.start()).unwrap(), 2);
+    }
+
+    /// The reference for reasoning spans, by plain string search (no matching automaton):
+    /// can the non-EOS token sequence `seq` be continued into a complete output? Every byte
+    /// of `marker` is a token of the test vocabulary, so an unfinished marker can always be
+    /// finished.
+    fn reasoning_prefix_ok(
+        v: &Vocabulary,
+        marker: &[u8],
+        language: &[&str],
+        budget: Option<u32>,
+        seq: &[u32],
+    ) -> bool {
+        let mut bytes = Vec::new();
+        let mut starts = Vec::new();
+        for &t in seq {
+            starts.push(bytes.len());
+            bytes.extend_from_slice(v.token_bytes(t).unwrap());
+        }
+        let end = bytes
+            .windows(marker.len())
+            .position(|w| w == marker)
+            .map(|i| i + marker.len());
+        // the token the marker ends in, or the whole sequence while reasoning
+        let k = match end {
+            Some(e) => starts.iter().rposition(|&s| s < e).unwrap(),
+            None => seq.len(),
+        };
+        if let Some(n) = budget.map(|b| b as usize) {
+            if k >= n && n < seq.len() {
+                // from token n on, the bytes go straight along what is left of the marker
+                let before = &bytes[..starts[n]];
+                let p = (0..marker.len())
+                    .rev()
+                    .find(|&p| before.ends_with(&marker[..p]))
+                    .unwrap();
+                let rest = &marker[p..];
+                let after = &bytes[starts[n]..];
+                let ok = match end {
+                    Some(e) => after.starts_with(rest) && starts[n] + rest.len() == e,
+                    None => rest.starts_with(after),
+                };
+                if !ok {
+                    return false;
+                }
+            }
+        }
+        match end {
+            None => true,
+            Some(e) => {
+                let rest = &bytes[e..];
+                language.iter().any(|w| w.as_bytes().starts_with(rest))
+            }
+        }
+    }
+
+    fn reasoning_complete(v: &Vocabulary, marker: &[u8], language: &[&str], seq: &[u32]) -> bool {
+        let bytes: Vec<u8> = seq
+            .iter()
+            .flat_map(|&t| v.token_bytes(t).unwrap().to_vec())
+            .collect();
+        match bytes.windows(marker.len()).position(|w| w == marker) {
+            Some(i) => language.contains(&std::str::from_utf8(&bytes[i + marker.len()..]).unwrap()),
+            None => false,
+        }
+    }
+
+    #[test]
+    fn reasoning_masks_match_string_search() {
+        let toks: Vec<Vec<u8>> = [
+            "<", "e", ">", "<e>", "<e>a", "x", "e>b", "a", "b", "c", "<<e", "aa", "aab", "</s>",
+        ]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+        let eos = toks.len() as u32 - 1;
+        let v = Arc::new(Vocabulary::new(toks, vec![eos], vec![], None).unwrap());
+        let language = ["a", "bc", "bcc"];
+        let g =
+            Arc::new(Grammar::from_regex("a|bcc?", v.clone(), &GrammarOptions::default()).unwrap());
+        let words = v.mask_words();
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: usize| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % n as u64) as usize
+        };
+        let mut checked = 0;
+        for marker in [&b"<e>"[..], b"aab", b"e"] {
+            for budget in [None, Some(0), Some(1), Some(2), Some(4)] {
+                for _walk in 0..40 {
+                    let mut m = g.matcher();
+                    m.set_reasoning(Some(marker), budget).unwrap();
+                    let mut seq: Vec<u32> = Vec::new();
+                    loop {
+                        let mut row = vec![0u32; words];
+                        m.fill_next_token_bitmask(&mut row).unwrap();
+                        let allowed = bits(&row);
+                        for t in 0..v.vocab_size() as u32 {
+                            let expected = if t == eos {
+                                reasoning_complete(&v, marker, &language, &seq)
+                            } else {
+                                let mut s2 = seq.clone();
+                                s2.push(t);
+                                reasoning_prefix_ok(&v, marker, &language, budget, &s2)
+                            };
+                            assert_eq!(
+                                allowed.contains(&t),
+                                expected,
+                                "marker {:?} budget {budget:?} after {seq:?}, token {t}",
+                                String::from_utf8_lossy(marker)
+                            );
+                            // accept_token agrees with the mask
+                            let mut probe = m.clone();
+                            assert_eq!(probe.accept_token(t).unwrap(), expected);
+                            checked += 1;
+                        }
+                        assert_eq!(m.is_reasoning(), still_reasoning(&v, marker, &seq));
+                        // long walks end in the grammar; short ones may stop anywhere
+                        if allowed.is_empty() || seq.len() > 12 {
+                            break;
+                        }
+                        let t = allowed[next(allowed.len())];
+                        if next(5) == 0 && !seq.is_empty() {
+                            // a step back and forth through the history
+                            let before = m.clone();
+                            m.rollback(1).unwrap();
+                            let last = *seq.last().unwrap();
+                            assert!(m.accept_token(last).unwrap());
+                            assert_eq!(format!("{m:?}"), format!("{before:?}"));
+                        }
+                        assert!(m.accept_token(t).unwrap());
+                        if t == eos {
+                            break;
+                        }
+                        seq.push(t);
+                        if let (Some(b), true) = (budget, m.is_reasoning()) {
+                            // past the budget only the marker's own bytes follow
+                            assert!(m.reasoning_tokens() <= b + marker.len() as u32);
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 10_000, "{checked}");
+    }
+
+    fn still_reasoning(v: &Vocabulary, marker: &[u8], seq: &[u32]) -> bool {
+        let bytes: Vec<u8> = seq
+            .iter()
+            .flat_map(|&t| v.token_bytes(t).unwrap().to_vec())
+            .collect();
+        !bytes.windows(marker.len()).any(|w| w == marker)
+    }
+
+    #[test]
+    fn reasoning_settings_are_checked() {
+        let g = setup("ab");
+        let mut m = g.matcher();
+        assert!(m.set_reasoning(None, Some(3)).is_err());
+        assert!(m.set_reasoning(Some(b""), None).is_err());
+        // "z" is no token: the marker cannot be spelled
+        assert!(m.set_reasoning(Some(b"z"), None).is_err());
+        // a marker whose only completions leave the grammar ("c" cannot start "ab")
+        assert!(m.set_reasoning(Some(b"c"), None).is_ok());
+        m.set_max_tokens(Some(5)).unwrap_err();
+        let mut m2 = g.matcher();
+        m2.set_max_tokens(Some(5)).unwrap();
+        assert!(m2.set_reasoning(Some(b"c"), None).is_err());
+        let mut m3 = g.matcher();
+        assert!(m3.accept_token(0).unwrap());
+        assert!(m3.set_reasoning(Some(b"c"), None).is_err());
     }
 }

@@ -19,6 +19,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("json_schema", &["error", "budget", "automata", "regex"]),
     ("index", &["error", "budget", "automata", "trie", "vocab"]),
     ("fit", &["error", "budget", "automata", "vocab", "index"]),
+    ("reasoning", &["error", "budget", "automata", "vocab"]),
     (
         "matcher",
         &[
@@ -31,6 +32,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "json_schema",
             "index",
             "fit",
+            "reasoning",
         ],
     ),
     (
@@ -45,6 +47,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "json_schema",
             "index",
             "fit",
+            "reasoning",
             "matcher",
         ],
     ),

@@ -416,20 +416,32 @@ impl PyGrammar {
     }
 
     /// A new matcher at the start of the grammar. With `max_tokens`, its masks keep the
-    /// output finishable within that many tokens (EOS included).
-    #[pyo3(signature = (max_rollback=None, max_tokens=None))]
+    /// output finishable within that many tokens (EOS included). With `reasoning_end`, the
+    /// output starts with free text up to that marker and the grammar starts right after it;
+    /// `thinking_budget` forces the marker after that many reasoning tokens.
+    #[pyo3(signature = (max_rollback=None, max_tokens=None, reasoning_end=None, thinking_budget=None))]
     fn matcher(
         slf: Bound<'_, Self>,
         max_rollback: Option<usize>,
         max_tokens: Option<u32>,
-    ) -> PyMatcher {
+        reasoning_end: Option<&str>,
+        thinking_budget: Option<u32>,
+    ) -> PyResult<PyMatcher> {
+        let py = slf.py();
         let g = slf.get();
         let mut inner = core::Matcher::new(g.inner.clone(), max_rollback);
-        inner.set_max_tokens(max_tokens);
-        PyMatcher {
+        inner.set_max_tokens(max_tokens).py(py)?;
+        let grammar = g.inner.clone();
+        let marker = reasoning_end.map(str::as_bytes);
+        if let Some(m) = marker {
+            // the first use of a marker scans the vocabulary: without the GIL
+            py.detach(|| grammar.reasoning_span(m)).py(py)?;
+        }
+        inner.set_reasoning(marker, thinking_budget).py(py)?;
+        Ok(PyMatcher {
             inner,
             grammar: slf.clone().unbind(),
-        }
+        })
     }
 
     /// The constraint kind and its source text (cut after 200 bytes), never the automaton's

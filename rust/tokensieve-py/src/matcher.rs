@@ -86,8 +86,34 @@ impl PyMatcher {
     }
 
     #[setter]
-    fn set_max_tokens(&mut self, max_tokens: Option<u32>) {
-        self.inner.set_max_tokens(max_tokens)
+    fn set_max_tokens(&mut self, py: Python<'_>, max_tokens: Option<u32>) -> PyResult<()> {
+        self.inner.set_max_tokens(max_tokens).py(py)
+    }
+
+    /// The reasoning end marker the output starts with free text up to (None: no reasoning
+    /// span).
+    #[getter]
+    fn reasoning_end(&self) -> Option<String> {
+        self.inner
+            .reasoning_end()
+            .map(|m| String::from_utf8_lossy(m).into_owned())
+    }
+
+    /// Reasoning tokens after which the marker is forced (None: no budget).
+    #[getter]
+    fn thinking_budget(&self) -> Option<u32> {
+        self.inner.thinking_budget()
+    }
+
+    /// Still inside the reasoning span: the grammar has not started.
+    fn is_reasoning(&self) -> bool {
+        self.inner.is_reasoning()
+    }
+
+    /// Tokens of the reasoning span so far.
+    #[getter]
+    fn reasoning_tokens(&self) -> u32 {
+        self.inner.reasoning_tokens()
     }
 
     /// Tokens accepted since the start (EOS included).
@@ -129,8 +155,9 @@ impl PyMatcher {
 
     fn __repr__(&self) -> String {
         format!(
-            "Matcher(state={}, finished={}, accepting={}, history={})",
+            "Matcher(state={}, reasoning={}, finished={}, accepting={}, history={})",
             self.inner.state(),
+            self.inner.is_reasoning(),
             self.inner.is_finished(),
             self.inner.is_accepting(),
             self.inner.history_len()
