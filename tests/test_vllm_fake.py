@@ -376,6 +376,20 @@ def test_one_class_serves_both_runners() -> None:
         batch.proc.update_state(None)
 
 
+def test_the_v1_twin_carries_every_setting() -> None:
+    cls = (
+        GuidedLogitsProcessor.with_vocabulary(VOCAB)
+        .with_reasoning("--", 3)
+        .with_client_limits(max_states=123)
+    )
+    twin = cls.for_v1_runner()
+    assert issubclass(twin, GuidedLogitsProcessorV1)
+    for name in cls.SETTINGS:
+        assert getattr(twin, name) == getattr(cls, name), name
+    assert twin.reasoning_end == "--" and twin.thinking_budget == 3
+    assert twin.client_limits["max_states"] == 123
+
+
 def test_padded_logits_and_finished_grammar_allow_only_eos() -> None:
     proc = v1_processor()
     out: list[int] = []
@@ -581,6 +595,38 @@ def test_failures_mid_run_force_eos_for_that_request_only() -> None:
         assert r.grammar is not None
         m = r.grammar.matcher()
         assert m.accept_tokens(r.output) == len(r.output)
+
+
+def test_requests_may_lower_compile_budgets_but_not_raise_them() -> None:
+    regex = {"guided_regex": "[0-9]{2,3}x"}
+    for proc in (GuidedLogitsProcessorV1, GuidedLogitsProcessor):
+        # below the server's limits (text over HTTP, numbers in Python): accepted
+        proc.validate_params(SamplingParams({**regex, "guided_max_states": "500"}))
+        proc.validate_params(SamplingParams({**regex, "guided_max_compile_seconds": 2.5}))
+        for name, value in [
+            ("guided_max_states", "1000000000"),
+            ("guided_max_nfa_bytes", 1 << 40),
+            ("guided_mask_cache_bytes", 1 << 40),
+            ("guided_max_compile_seconds", "3600"),
+        ]:
+            with pytest.raises(ValueError, match=f"{name}=.* is above this server's limit"):
+                proc.validate_params(SamplingParams({**regex, name: value}))
+    defaults = dict(ts._core.GRAMMAR_OPTION_DEFAULTS)
+    assert defaults["max_states"] == 100_000 and defaults["max_compile_seconds"] == 10
+    # an operator raises a limit for its clients; the others stay
+    roomy = GuidedLogitsProcessorV1.with_client_limits(max_compile_seconds=3600)
+    roomy.validate_params(SamplingParams({**regex, "guided_max_compile_seconds": "3600"}))
+    with pytest.raises(ValueError, match="guided_max_states"):
+        roomy.validate_params(SamplingParams({**regex, "guided_max_states": 10**9}))
+    with pytest.raises(ValueError, match="unknown compile budget"):
+        GuidedLogitsProcessorV1.with_client_limits(max_whatever=3)
+    with pytest.raises(ValueError, match="positive number"):
+        GuidedLogitsProcessorV1.with_client_limits(max_states=0)
+    # an engine that skipped admission fails only that request, with the reason
+    proc = GuidedLogitsProcessorV1.with_vocabulary(VOCAB)(None, "cpu", False)
+    guide = proc._new_guide(SamplingParams({**regex, "guided_max_states": 10**9}))
+    assert guide is not None and guide.failed
+    assert guide.error is not None and "above this server's limit" in guide.error
 
 
 def test_hostile_constraint_in_the_engine_fails_only_its_request() -> None:

@@ -6,6 +6,7 @@ from typing_extensions import Self, disjoint_base, final
 
 __version__: str
 GRAMMAR_OPTIONS: list[str]
+GRAMMAR_OPTION_DEFAULTS: dict[str, float]
 SCHEMA_OPTIONS: list[str]
 __all__ = [
     "Vocabulary",
@@ -24,6 +25,7 @@ __all__ = [
     "SchemaError",
     "__version__",
     "GRAMMAR_OPTIONS",
+    "GRAMMAR_OPTION_DEFAULTS",
     "SCHEMA_OPTIONS",
     "_apply_token_bitmask_cpu",
 ]

@@ -203,6 +203,8 @@ def test_a_bad_constraint_is_rejected_and_the_engine_goes_on(engine_runs: dict[s
         ({"guided_json": '{"type": "object", "properties": '}, "not valid JSON"),
         ({"guided_json": {"type": "array", "uniqueItems": True}}, "uniqueItems"),
         ({"guided_regex": "[0-9]{3}"}, "min_tokens=5"),
+        ({"guided_json": '{"type": "number", "maximum": 1e20000}'}, "exponent beyond"),
+        ({"guided_regex": "[0-9]+", "guided_max_compile_seconds": 3600}, "above this server's"),
     ]:
         params = SamplingParams(
             max_tokens=8, extra_args=args, min_tokens=5 if "min" in message else 0
@@ -426,6 +428,13 @@ def test_server_rejects_bad_constraints_with_http_400(server: str) -> None:
         ({"guided_json": '{"type": "object", "properties": '}, "not valid JSON"),
         ({"guided_json": json.dumps({"type": "array", "uniqueItems": True})}, "uniqueItems"),
         ({"guided_regex": "a(?=b)"}, "look-around"),
+        # hostile input: over a limit, or asking to lift one
+        ({"guided_json": '{"type": "number", "maximum": 1e20000}'}, "exponent beyond"),
+        ({"guided_json": '{"items": ' * 200 + "{}" + "}" * 200}, "nests more than 128 levels"),
+        (
+            {"guided_regex": "[0-9]+", "guided_max_states": "1000000000"},
+            "above this server's limit",
+        ),
     ]:
         with pytest.raises(openai.BadRequestError) as e:
             c.completions.create(

@@ -15,7 +15,9 @@ can still be completed in the tokens left; see :mod:`tokensieve.guides`).
 ``guided_reasoning_end`` (a string such as ``"</think>"``) lets the output start with free
 reasoning text up to that marker, the constraint applying right after it; ``guided_thinking_budget``
 (an integer) forces the marker after that many reasoning tokens (:func:`reasoning_settings`).
-Over HTTP they arrive
+The compile budgets (``guided_max_states``, ``guided_max_nfa_bytes``,
+``guided_mask_cache_bytes``, ``guided_max_compile_seconds``) may be lowered by a request but not
+raised past the server's limits (:func:`over_client_limits`). Over HTTP they arrive
 as strings or numbers, so strings spelling JSON literals (``"true"``, ``"12"``, ``"null"``,
 ``"[...]"``) are decoded; any other string stays a string. The constraint model, its compile
 and the grammar cache are :mod:`tokensieve.constraints`'; this module only maps request keys
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import tokensieve as ts
@@ -46,6 +49,8 @@ __all__ = [
     "constraint_from_extra_args",
     "describe_error",
     "fit_max_tokens",
+    "CLIENT_LIMITS",
+    "over_client_limits",
     "REASONING_END_KEY",
     "THINKING_BUDGET_KEY",
     "reasoning_settings",
@@ -131,6 +136,30 @@ def constraint_from_extra_args(extra_args: Mapping[str, Any] | None) -> Constrai
         )
     name, value = kinds[0]
     return Constraint.make(EXTRA_ARGS_KINDS[name], value, options, label=name)
+
+
+# The compile budgets a request may lower but never raise: one client must not lift the limits
+# that keep the server's other requests safe (docs/limits.md). By default the core's own
+# defaults; a processor's ``with_client_limits`` sets others.
+CLIENT_LIMITS: Mapping[str, float] = MappingProxyType(dict(ts._core.GRAMMAR_OPTION_DEFAULTS))
+
+
+def over_client_limits(constraint: Constraint, limits: Mapping[str, float]) -> str | None:
+    """Why a request's compile budgets are refused (one is above ``limits``), or None.
+
+    A value that is not a number is left to the compile, which rejects it with its own message.
+    """
+    for name, value in constraint.options:
+        limit = limits.get(name)
+        if limit is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if value > limit:
+            shown = int(limit) if float(limit).is_integer() else limit
+            return (
+                f"{_PREFIX}{name}={value} is above this server's limit of {shown}: a request "
+                "may lower the compile budgets, not raise them"
+            )
+    return None
 
 
 def fit_max_tokens(params: Any) -> int | None:

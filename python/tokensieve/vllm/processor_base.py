@@ -21,18 +21,25 @@ Reasoning models: with a reasoning end marker (the request's ``guided_reasoning_
 processor's :attr:`GuidedProcessorBase.reasoning_end`, set with
 :meth:`GuidedProcessorBase.with_reasoning`), the output is free text up to the marker and the
 constraint starts right after it; a thinking budget forces the marker after that many tokens.
+
+A request may lower the compile budgets (``guided_max_compile_seconds``, ``guided_max_states``,
+...) but not raise them past :attr:`GuidedProcessorBase.client_limits` (the core's defaults;
+:meth:`GuidedProcessorBase.with_client_limits` sets others): such a request is refused at
+admission, and failed alone in an engine without admission.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import tokensieve as ts
 from tokensieve.guides import RequestGuide
 from tokensieve.vllm.constraints import (
+    CLIENT_LIMITS,
     EXTRA_ARGS_KINDS,
     GRAMMAR_CACHE,
     REQUEST_ID_KEY,
@@ -41,6 +48,7 @@ from tokensieve.vllm.constraints import (
     constraint_from_extra_args,
     describe_error,
     fit_max_tokens,
+    over_client_limits,
     reasoning_settings,
     validation_vocabulary,
 )
@@ -219,7 +227,44 @@ class GuidedProcessorBase:
     reasoning_end: ClassVar[str | None] = None
     thinking_budget: ClassVar[int | None] = None
 
+    # The compile budgets a request may lower but not raise (guided_max_states, ...).
+    client_limits: ClassVar[Mapping[str, float]] = CLIENT_LIMITS
+    # The class attributes that configure a processor (what the with_* methods set); a twin
+    # built for the other model runner carries all of them.
+    SETTINGS: ClassVar[tuple[str, ...]] = (
+        "bound_vocabulary",
+        "cache",
+        "compile_in_background",
+        "reasoning_end",
+        "thinking_budget",
+        "client_limits",
+    )
+
     vocab: ts.Vocabulary
+
+    @classmethod
+    def with_client_limits(cls, **limits: float) -> Any:
+        """A subclass of this processor whose requests may set compile budgets up to ``limits``
+        (names of :data:`tokensieve.constraints.ENGINE_OPTIONS`; the others keep their
+        current limit). Pass the class object to vLLM, like :meth:`with_vocabulary`'s."""
+        merged = dict(cls.client_limits)
+        for name, value in limits.items():
+            if name not in merged:
+                raise ValueError(
+                    f"unknown compile budget {name!r}; budgets are {', '.join(merged)}"
+                )
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"the limit for {name} must be a positive number, got {value!r}")
+            merged[name] = float(value)
+        return type(
+            cls.__name__,
+            (cls,),
+            {
+                "client_limits": MappingProxyType(merged),
+                "__module__": cls.__module__,
+                "__doc__": cls.__doc__,
+            },
+        )
 
     @classmethod
     def with_reasoning(cls, end: str | None, thinking_budget: int | None = None) -> Any:
@@ -276,7 +321,9 @@ class GuidedProcessorBase:
         constraint = constraint_from_extra_args(getattr(sampling_params, "extra_args", None))
         if constraint is None:
             return
-        problem = _unsupported_sampling(sampling_params, constraint)
+        problem = _unsupported_sampling(sampling_params, constraint) or over_client_limits(
+            constraint, cls.client_limits
+        )
         if problem is not None:
             raise ValueError(problem)
         end, budget = reasoning_settings(sampling_params, cls.reasoning_end, cls.thinking_budget)
@@ -318,7 +365,9 @@ class GuidedProcessorBase:
             return RequestGuide(None, error=str(e), label=label, tokens=tokens)
         if constraint is None:
             return None
-        problem = _unsupported_sampling(params, constraint)
+        problem = _unsupported_sampling(params, constraint) or over_client_limits(
+            constraint, self.client_limits
+        )
         if problem is not None:  # admission rejects it; an engine without admission gets here
             return RequestGuide(None, error=problem, label=label, tokens=tokens)
         try:

@@ -75,12 +75,8 @@ class GuidedLogitsProcessor(GuidedProcessorBase, _Bases):
         """The V1-runner processor carrying this class's vocabulary, cache and settings."""
         twin = _V1_TWINS.get(cls)
         if twin is None:
-            attrs = {
-                "bound_vocabulary": cls.bound_vocabulary,
-                "cache": cls.cache,
-                "compile_in_background": cls.compile_in_background,
-                "__module__": cls.__module__,
-            }
+            attrs: dict[str, Any] = {name: getattr(cls, name) for name in cls.SETTINGS}
+            attrs["__module__"] = cls.__module__
             twin = _V1_TWINS.setdefault(cls, type(cls.__name__, (GuidedLogitsProcessorV1,), attrs))
         return twin
 

@@ -78,6 +78,17 @@ impl GrammarOptions {
         "max_compile_seconds",
     ];
 
+    /// Every option of [`GrammarOptions::NAMES`] with its value in `self`, as a number (the
+    /// form the bindings export the defaults in).
+    pub fn values(&self) -> [(&'static str, f64); 4] {
+        [
+            ("max_states", self.regex.max_states as f64),
+            ("max_nfa_bytes", self.regex.max_nfa_bytes as f64),
+            ("mask_cache_bytes", self.mask_cache_bytes as f64),
+            ("max_compile_seconds", self.max_compile_time.as_secs_f64()),
+        ]
+    }
+
     /// Set an option from its name and text value (the form shared by all front ends):
     /// `max_states`, `max_nfa_bytes`, `mask_cache_bytes` (non-negative integers) and
     /// `max_compile_seconds` (a positive number).
@@ -1233,6 +1244,20 @@ mod tests {
             .flat_map(|&t| v.token_bytes(t).unwrap().to_vec())
             .collect();
         !bytes.windows(marker.len()).any(|w| w == marker)
+    }
+
+    #[test]
+    fn option_values_name_every_option_and_read_back() {
+        let d = GrammarOptions::default();
+        let names: Vec<&str> = d.values().iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, GrammarOptions::NAMES);
+        let mut o = GrammarOptions::default();
+        for (name, value) in d.values() {
+            o.set(name, &(value * 2.0).to_string()).unwrap();
+        }
+        for ((_, a), (_, b)) in o.values().iter().zip(d.values()) {
+            assert_eq!(*a, b * 2.0);
+        }
     }
 
     #[test]

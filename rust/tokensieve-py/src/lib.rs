@@ -54,6 +54,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     // option names, read from the core (the one place they are defined)
     m.add("GRAMMAR_OPTIONS", core::GrammarOptions::NAMES.to_vec())?;
+    let defaults = pyo3::types::PyDict::new(py);
+    for (name, value) in core::GrammarOptions::default().values() {
+        defaults.set_item(name, value)?;
+    }
+    m.add("GRAMMAR_OPTION_DEFAULTS", defaults)?;
     let schema_options: Vec<&str> = core::JsonSchemaOptions::option_names().collect();
     m.add("SCHEMA_OPTIONS", schema_options)?;
     kernels::register(m)?;
