@@ -32,7 +32,7 @@ venv: $(PY)
 # Build the extension (release) and install the package's extras into the venv.
 build: $(PY)
 	$(call retry,$(PIP) install -q "maturin>=1.5$(comma)<2")
-	$(call retry,$(VENV)/bin/maturin develop --release -q -E $(EXTRAS))
+	$(call retry,VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release -q -E $(EXTRAS))
 
 demo:
 	$(MAKE) build EXTRAS=demo
