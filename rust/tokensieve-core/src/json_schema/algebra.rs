@@ -8,6 +8,10 @@
 //! keywords (`not {minimum: 3}` is "a number below 3"; `not {required: [a]}` is "an object
 //! without `a`"), so no automaton is ever complemented and the result stays exact.
 //!
+//! Constraints that no keyword spells ("a string other than these", "a number that is not a
+//! multiple of d", sub-schemas that are unions of such conjunctions) are carried by the
+//! typed [`Extra`] of each part, beside its keyword map (see `extra`).
+//!
 //! `unevaluated*` follow the annotation rules of 2020-12: a term remembers which of its parts
 //! evaluate (parts produced under `not` never do), and in each term the properties (items) that
 //! no evaluating part covers must satisfy the `unevaluated*` schema. `anyOf` is expanded over
@@ -16,18 +20,22 @@
 
 use serde_json::{Map, Value};
 
-use super::compile::{child, normalize, schema_error, Compiler};
+use super::compile::{child, normalize, schema_error, Compiler, Piece};
+use super::extra::{Built, Extra, SomeExtra, Sub};
 use super::keywords::{
     bits_to_types, ALGEBRA, APPLICATORS, T_ALL, T_ARRAY, T_FRAC, T_INT, T_OBJECT,
 };
 use super::number::Dec;
 use super::options::OneOf;
+use crate::automata::expr::Expr;
 use crate::error::{Error, Result};
 
-/// One conjunct: an applicator-free keyword map, and whether it produces annotations.
-#[derive(Clone, Debug)]
+/// One conjunct: an applicator-free keyword map with its typed constraints, and whether it
+/// produces annotations.
+#[derive(Clone, Debug, PartialEq)]
 pub(super) struct Part {
     pub map: Map<String, Value>,
+    pub x: Extra,
     pub eval: bool,
     /// `$ref` targets this part was expanded inside: they stay active (for the recursion
     /// limit) while the part's sub-schemas are compiled.
@@ -43,9 +51,34 @@ const MAX_TERMS: usize = 512;
 fn part(map: Map<String, Value>, eval: bool) -> Part {
     Part {
         map,
+        x: Extra::default(),
         eval,
         refs: Vec::new(),
     }
+}
+
+fn built_part(b: Built) -> Part {
+    Part {
+        map: b.map,
+        x: b.x,
+        eval: false,
+        refs: Vec::new(),
+    }
+}
+
+fn built(map: Map<String, Value>) -> Built {
+    Built {
+        map,
+        x: Extra::default(),
+    }
+}
+
+/// A conjunct allowing only the types in `bits`.
+fn types(bits: u8) -> Built {
+    let (t, fraction_only) = bits_to_types(bits);
+    let mut b = built(obj(vec![("type", t)]));
+    b.x.fraction_only = fraction_only;
+    b
 }
 
 fn obj(pairs: Vec<(&str, Value)>) -> Map<String, Value> {
@@ -74,26 +107,6 @@ fn no_eval(terms: Vec<Term>) -> Vec<Term> {
                 .collect()
         })
         .collect()
-}
-
-/// A union of terms as one schema value (used where a schema is needed, e.g. an array item).
-pub(super) fn terms_to_value(terms: Vec<Term>) -> Value {
-    let alts: Vec<Value> = terms
-        .into_iter()
-        .map(|t| {
-            let all: Vec<Value> = t.into_iter().map(|p| Value::Object(p.map)).collect();
-            match all.len() {
-                0 => Value::Bool(true),
-                1 => all.into_iter().next().expect("one"),
-                _ => Value::Object(obj(vec![("allOf", Value::Array(all))])),
-            }
-        })
-        .collect();
-    match alts.len() {
-        0 => Value::Bool(false),
-        1 => alts.into_iter().next().expect("one"),
-        _ => Value::Object(obj(vec![("anyOf", Value::Array(alts))])),
-    }
 }
 
 fn arr<'v>(v: &'v Value, kw: &str, ptr: &str) -> Result<&'v Vec<Value>> {
@@ -231,25 +244,33 @@ impl<'a> Compiler<'a> {
                 "schema combinators nest more than 64 levels (a $ref cycle?)",
             ));
         }
-        let m = match v {
-            Value::Bool(true) => return Ok(vec![vec![]]),
-            Value::Bool(false) => return Ok(vec![]),
-            Value::Object(m) => m,
-            _ => {
-                return Err(schema_error(
-                    "",
-                    ptr,
-                    "a schema must be a JSON object or a boolean",
-                ))
-            }
-        };
+        match v {
+            Value::Bool(true) => Ok(vec![vec![]]),
+            Value::Bool(false) => Ok(vec![]),
+            Value::Object(m) => self.expand_object(m, &Extra::default(), ptr, depth),
+            _ => Err(schema_error(
+                "",
+                ptr,
+                "a schema must be a JSON object or a boolean",
+            )),
+        }
+    }
+
+    /// [`Compiler::expand`] of a keyword map whose own conjunct also carries `x`.
+    pub(super) fn expand_object(
+        &mut self,
+        m: &Map<String, Value>,
+        x: &Extra,
+        ptr: &str,
+        depth: u32,
+    ) -> Result<Vec<Term>> {
         self.check_keywords(m, ptr)?;
         let tracking =
             m.contains_key("unevaluatedProperties") || m.contains_key("unevaluatedItems");
         if tracking {
             self.eval_scopes += 1;
         }
-        let out = self.expand_map(m, ptr, depth);
+        let out = self.expand_map(m, x, ptr, depth);
         if tracking {
             self.eval_scopes -= 1;
         }
@@ -262,13 +283,21 @@ impl<'a> Compiler<'a> {
         Ok(terms)
     }
 
-    fn expand_map(&mut self, m: &Map<String, Value>, ptr: &str, depth: u32) -> Result<Vec<Term>> {
+    fn expand_map(
+        &mut self,
+        m: &Map<String, Value>,
+        x: &Extra,
+        ptr: &str,
+        depth: u32,
+    ) -> Result<Vec<Term>> {
         let mut core = m.clone();
         for k in APPLICATORS {
             core.remove(*k);
         }
         normalize(&mut core);
-        let mut terms: Vec<Term> = vec![vec![part(core, true)]];
+        let mut own = part(core, true);
+        own.x = x.clone();
+        let mut terms: Vec<Term> = vec![vec![own]];
         if let Some(r) = m.get("$ref") {
             let sub = self.expand_ref(r, ptr, depth, false)?;
             terms = self.product(terms, sub, ptr)?;
@@ -618,8 +647,8 @@ impl<'a> Compiler<'a> {
             core.remove(*k);
         }
         normalize(&mut core);
-        for v in self.negate_core(&core, ptr)? {
-            out.push(vec![part(v, false)]);
+        for b in self.negate_core(&core, &Extra::default(), ptr)? {
+            out.push(vec![built_part(b)]);
         }
         if out.len() > MAX_TERMS {
             return Err(Error::Budget(format!(
@@ -631,20 +660,18 @@ impl<'a> Compiler<'a> {
 
     /// One keyword map (no applicators) violated: the union of the ways to violate one of its
     /// keywords.
-    fn negate_core(
-        &mut self,
-        m: &Map<String, Value>,
-        ptr: &str,
-    ) -> Result<Vec<Map<String, Value>>> {
-        let mut out: Vec<Map<String, Value>> = Vec::new();
+    /// The map's placeholders (`true` where `x` holds a sub-schema, see [`Extra`]) are read
+    /// through `x`; `x`'s own constraints cannot be negated again.
+    fn negate_core(&mut self, m: &Map<String, Value>, x: &Extra, ptr: &str) -> Result<Vec<Built>> {
+        let mut out: Vec<Built> = Vec::new();
         let typed = |t: &str, pairs: Vec<(&str, Value)>| {
             let mut o = obj(pairs);
             o.insert("type".into(), Value::from(t));
-            o
+            built(o)
         };
-        let bits = self.type_bits_of(m, ptr)?;
+        let bits = self.type_bits_x(m, x, ptr)?;
         if bits != T_ALL {
-            out.push(obj(vec![("type", bits_to_types(T_ALL & !bits))]));
+            out.push(types(T_ALL & !bits));
         }
         // const / enum
         let values: Option<Vec<Value>> = match (m.get("const"), m.get("enum")) {
@@ -657,7 +684,7 @@ impl<'a> Compiler<'a> {
             // both: violating either one
             let mut o = Map::new();
             o.insert("enum".into(), Value::Array(e.clone()));
-            out.extend(self.negate_core(&o, ptr)?);
+            out.extend(self.negate_core(&o, &Extra::default(), ptr)?);
         }
         if let Some(vals) = values {
             let present = vals
@@ -670,20 +697,19 @@ impl<'a> Compiler<'a> {
                 other |= T_INT | T_FRAC;
             }
             if other != 0 {
-                out.push(obj(vec![("type", bits_to_types(other))]));
+                out.push(types(other));
             }
             let strings: Vec<Value> = vals.iter().filter(|v| v.is_string()).cloned().collect();
             if !strings.is_empty() {
-                out.push(typed(
-                    "string",
-                    vec![(super::keywords::NOT_IN, Value::Array(strings))],
-                ));
+                let mut b = typed("string", vec![]);
+                b.x.not_in = strings;
+                out.push(b);
             }
             let bools: Vec<bool> = vals.iter().filter_map(Value::as_bool).collect();
             if !bools.is_empty() {
                 for b in [true, false] {
                     if !bools.contains(&b) {
-                        out.push(obj(vec![("const", Value::Bool(b))]));
+                        out.push(built(obj(vec![("const", Value::Bool(b))])));
                     }
                 }
             }
@@ -718,7 +744,7 @@ impl<'a> Compiler<'a> {
                     ptr,
                     &format!("`not` of a `{kw}` holding arrays or objects is not supported"),
                 )?;
-                out.push(obj(vec![("type", bits_to_types(T_ARRAY | T_OBJECT))]));
+                out.push(types(T_ARRAY | T_OBJECT));
             }
         }
         for (k, v) in m {
@@ -748,10 +774,11 @@ impl<'a> Compiler<'a> {
                 "exclusiveMinimum" => out.push(typed("number", vec![("maximum", num_v()?)])),
                 "maximum" => out.push(typed("number", vec![("exclusiveMinimum", num_v()?)])),
                 "exclusiveMaximum" => out.push(typed("number", vec![("minimum", num_v()?)])),
-                "multipleOf" => out.push(typed(
-                    "number",
-                    vec![(super::keywords::NOT_MULTIPLE, num_v()?)],
-                )),
+                "multipleOf" => {
+                    let mut b = typed("number", vec![]);
+                    b.x.not_multiple_of = Some(num_v()?);
+                    out.push(b);
+                }
                 "minLength" => {
                     if let Some(n) = count(-1)? {
                         out.push(typed("string", vec![("maxLength", n)]));
@@ -775,10 +802,11 @@ impl<'a> Compiler<'a> {
                     "object",
                     vec![("minProperties", count(1)?.expect("+1"))],
                 )),
-                "pattern" => out.push(typed(
-                    "string",
-                    vec![(super::keywords::NOT_PATTERN, Value::Array(vec![v.clone()]))],
-                )),
+                "pattern" => {
+                    let mut b = typed("string", vec![]);
+                    b.x.not_patterns = vec![v.clone()];
+                    out.push(b);
+                }
                 "format" => {
                     if v.as_str().and_then(|f| self.asserted_format(f)).is_some() {
                         self.unsupported(
@@ -786,7 +814,7 @@ impl<'a> Compiler<'a> {
                             ptr,
                             "`not` of an asserted format is not supported (use formats=\"annotate\")",
                         )?;
-                        out.push(obj(vec![("type", Value::from("string"))]));
+                        out.push(built(obj(vec![("type", Value::from("string"))])));
                     }
                 }
                 "required" => {
@@ -796,7 +824,7 @@ impl<'a> Compiler<'a> {
                         })?;
                         let mut o = absent(r);
                         o.insert("type".into(), Value::from("object"));
-                        out.push(o);
+                        out.push(built(o));
                     }
                 }
                 "properties" => {
@@ -805,37 +833,64 @@ impl<'a> Compiler<'a> {
                     })?;
                     for (name, s) in props {
                         let pptr = child(&child(ptr, "properties"), name);
-                        let n = self.negate(s, &pptr, 1)?;
+                        let n = match x.property(name) {
+                            Some(sub) => self.negate_sub(&sub.clone(), &pptr, 1)?,
+                            None => self.negate(s, &pptr, 1)?,
+                        };
                         if n.is_empty() {
                             continue;
                         }
                         let mut p = Map::new();
-                        p.insert(name.clone(), terms_to_value(n));
-                        out.push(typed(
+                        let mut sx = Extra::default();
+                        match Sub::from_terms(n) {
+                            Sub::Json(v) => {
+                                p.insert(name.clone(), v);
+                            }
+                            sub => {
+                                p.insert(name.clone(), Value::Bool(true));
+                                sx.properties.push((name.clone(), sub));
+                            }
+                        }
+                        let mut b = typed(
                             "object",
                             vec![
                                 ("required", Value::Array(vec![Value::from(name.as_str())])),
                                 ("properties", Value::Object(p)),
                             ],
-                        ));
+                        );
+                        b.x = sx;
+                        out.push(b);
                     }
                 }
                 // 2020-12 prefixItems and the draft-4 tuple form of items
                 "prefixItems" | "items" if k == "prefixItems" || v.is_array() => {
                     for (i, s) in arr(v, k, ptr)?.iter().enumerate() {
-                        let n = self.negate(s, &child(&child(ptr, k), &i.to_string()), 1)?;
+                        let iptr = child(&child(ptr, k), &i.to_string());
+                        let n = match x.prefix_item(i).filter(|_| k == "prefixItems") {
+                            Some(sub) => self.negate_sub(&sub.clone(), &iptr, 1)?,
+                            None => self.negate(s, &iptr, 1)?,
+                        };
                         if n.is_empty() {
                             continue;
                         }
                         let mut pre = vec![Value::Bool(true); i];
-                        pre.push(terms_to_value(n));
-                        out.push(typed(
+                        let mut sx = Extra::default();
+                        match Sub::from_terms(n) {
+                            Sub::Json(v) => pre.push(v),
+                            sub => {
+                                pre.push(Value::Bool(true));
+                                sx.prefix_items.push((i, sub));
+                            }
+                        }
+                        let mut b = typed(
                             "array",
                             vec![
                                 ("minItems", Value::from(i as u64 + 1)),
                                 ("prefixItems", Value::Array(pre)),
                             ],
-                        ));
+                        );
+                        b.x = sx;
+                        out.push(b);
                     }
                 }
                 "items" | "additionalItems" => {
@@ -851,32 +906,38 @@ impl<'a> Compiler<'a> {
                     if n.is_empty() {
                         continue;
                     }
-                    out.push(typed(
-                        "array",
-                        vec![
-                            ("contains", terms_to_value(n)),
-                            (super::keywords::CONTAINS_FROM, Value::from(start as u64)),
-                        ],
-                    ));
+                    let (c, sub) = match Sub::from_terms(n) {
+                        Sub::Json(v) => (v, None),
+                        sub => (Value::Bool(true), Some(sub)),
+                    };
+                    let mut b = typed("array", vec![("contains", c)]);
+                    b.x.contains = sub;
+                    b.x.contains_from = Some(start as u64);
+                    out.push(b);
                 }
                 "contains" => {
                     let lo = m.get("minContains").and_then(Value::as_u64).unwrap_or(1);
                     let hi = m.get("maxContains").and_then(Value::as_u64);
+                    // a placeholder `contains` keeps its schema in `x`
+                    let with_contains = |mut b: Built| {
+                        b.x.contains = x.contains.clone();
+                        b
+                    };
                     if lo > 0 {
-                        out.push(typed(
+                        out.push(with_contains(typed(
                             "array",
                             vec![
                                 ("contains", v.clone()),
                                 ("minContains", Value::from(0u64)),
                                 ("maxContains", Value::from(lo - 1)),
                             ],
-                        ));
+                        )));
                     }
                     if let Some(h) = hi {
-                        out.push(typed(
+                        out.push(with_contains(typed(
                             "array",
                             vec![("contains", v.clone()), ("minContains", Value::from(h + 1))],
-                        ));
+                        )));
                     }
                 }
                 "minContains" | "maxContains" => {}
@@ -886,39 +947,24 @@ impl<'a> Compiler<'a> {
                     if n.is_empty() {
                         continue;
                     }
-                    let names: Vec<Value> = match m.get("properties") {
-                        Some(Value::Object(p)) => {
-                            p.keys().map(|k| Value::from(k.as_str())).collect()
-                        }
+                    let names: Vec<String> = match m.get("properties") {
+                        Some(Value::Object(p)) => p.keys().cloned().collect(),
                         _ => vec![],
                     };
-                    let mut some = Map::new();
-                    some.insert("names".into(), Value::Array(names));
-                    if let Some(pp) = m.get("patternProperties") {
-                        some.insert(
-                            "patterns".into(),
-                            Value::Array(
-                                pp.as_object()
-                                    .map(|o| o.keys().map(|k| Value::from(k.as_str())).collect())
-                                    .unwrap_or_default(),
-                            ),
-                        );
-                    }
-                    some.insert("schema".into(), terms_to_value(n));
-                    out.push(typed(
-                        "object",
-                        vec![(super::keywords::SOME_EXTRA, Value::Object(some))],
-                    ));
+                    let patterns = m.get("patternProperties").map(|pp| {
+                        pp.as_object()
+                            .map(|o| o.keys().cloned().collect())
+                            .unwrap_or_default()
+                    });
+                    let mut b = typed("object", vec![]);
+                    b.x.some_extra = Some(SomeExtra {
+                        names,
+                        patterns,
+                        schema: Sub::from_terms(n),
+                    });
+                    out.push(b);
                 }
-                k if k.starts_with("x-ts-") || !Self::is_validity(k) => {
-                    if k.starts_with("x-ts-") {
-                        self.unsupported(
-                            k,
-                            ptr,
-                            "a nested negation of this constraint is not supported",
-                        )?;
-                    }
-                }
+                k if !Self::is_validity(k) => {}
                 _ => {
                     // Validity keywords without a negation here (uniqueItems, patternProperties,
                     // propertyNames, ...): refuse rather than guess. Lenient mode takes the
@@ -930,21 +976,42 @@ impl<'a> Compiler<'a> {
                             "`{k}` inside `not` (or a negated if/oneOf branch) is not supported"
                         ),
                     )?;
-                    let t = super::keywords::applies_to(k);
-                    out.push(obj(vec![("type", bits_to_types(t))]));
+                    out.push(types(super::keywords::applies_to(k)));
                 }
+            }
+        }
+        // The typed constraints (the placeholders' sub-schemas were read above).
+        for (present, what) in [
+            (
+                !x.not_in.is_empty(),
+                "the strings a negated const/enum excludes",
+            ),
+            (!x.not_patterns.is_empty(), "a negated pattern"),
+            (
+                !x.all_patterns.is_empty(),
+                "the patterns of merged allOf branches",
+            ),
+            (x.not_multiple_of.is_some(), "a negated multipleOf"),
+            (
+                x.contains_from.is_some(),
+                "the items a negated items schema counts",
+            ),
+            (x.some_extra.is_some(), "a negated additionalProperties"),
+        ] {
+            if present {
+                self.unsupported(
+                    "not",
+                    ptr,
+                    &format!("a nested negation of {what} is not supported"),
+                )?;
             }
         }
         Ok(out)
     }
 
     /// Compile a union of terms: each term's parts are merged like `allOf`.
-    pub(super) fn compile_terms(
-        &mut self,
-        terms: Vec<Term>,
-        ptr: &str,
-    ) -> Result<Option<crate::automata::expr::Expr>> {
-        let mut seen: Vec<Value> = Vec::new();
+    pub(super) fn compile_terms(&mut self, terms: Vec<Term>, ptr: &str) -> Result<Option<Expr>> {
+        let mut seen: Vec<Option<Built>> = Vec::new();
         let mut alts = Vec::new();
         for t in terms {
             // refs active for this term: each target as often as the deepest part needs it
@@ -958,8 +1025,11 @@ impl<'a> Compiler<'a> {
                     }
                 }
             }
-            let maps: Vec<Value> = t.into_iter().map(|p| Value::Object(p.map)).collect();
-            let merged = self.merge_all(&maps, ptr)?;
+            let pieces: Vec<Piece> = t
+                .into_iter()
+                .map(|p| Piece::Built(Box::new(Built { map: p.map, x: p.x })))
+                .collect();
+            let merged = self.merge_all(pieces, ptr)?;
             if seen.contains(&merged) {
                 continue;
             }
@@ -969,10 +1039,283 @@ impl<'a> Compiler<'a> {
             }
             let n = self.stack.len();
             self.stack.extend(refs);
-            let h = self.schema(&merged, ptr);
+            let h = self.schema_built(&merged, ptr);
             self.stack.truncate(n);
             alts.push(h?);
         }
         Ok(crate::automata::expr::alt_opt(alts))
+    }
+
+    // ---- sub-schemas the algebra built -------------------------------------------------
+    //
+    // A `Sub` that is not JSON is compiled, expanded and negated exactly as the JSON it stands
+    // for would be: `Terms` as `anyOf` of `allOf`s of the parts (one term as itself, one part
+    // as its map), `All` as `allOf`, `Not` as `not`.
+
+    /// Whether the JSON that `s` stands for would go to the expansion (see `needs_algebra`).
+    fn sub_needs_algebra(&self, s: &Sub, ptr: &str) -> Result<bool> {
+        match sub_shape(s) {
+            Value::Object(m) => self.needs_algebra(&m, ptr),
+            _ => Ok(false),
+        }
+    }
+
+    /// Compile a sub-schema.
+    pub(super) fn compile_sub(&mut self, s: &Sub, ptr: &str) -> Result<Option<Expr>> {
+        match s {
+            Sub::Json(v) => self.schema(v, ptr),
+            Sub::Terms(terms) => match terms.as_slice() {
+                [] => Ok(None),
+                [t] => self.compile_term(t, ptr),
+                _ if self.sub_needs_algebra(s, ptr)? => {
+                    let terms = self.expand_sub(s, ptr, 0)?;
+                    self.compile_terms(terms, ptr)
+                }
+                _ => {
+                    let mut alts = Vec::new();
+                    for (i, t) in terms.iter().enumerate() {
+                        alts.push(
+                            self.compile_term(t, &child(&child(ptr, "anyOf"), &i.to_string()))?,
+                        );
+                    }
+                    Ok(crate::automata::expr::alt_opt(alts))
+                }
+            },
+            Sub::All(list) => {
+                if self.sub_needs_algebra(s, ptr)? {
+                    let terms = self.expand_sub(s, ptr, 0)?;
+                    return self.compile_terms(terms, ptr);
+                }
+                let mut items: Vec<Piece> = list.iter().map(Piece::Sub).collect();
+                items.push(Piece::Built(Box::default()));
+                let merged = self.merge_all(items, &child(ptr, "allOf"))?;
+                self.schema_built(&merged, ptr)
+            }
+            Sub::Not(_) => {
+                let terms = self.expand_sub(s, ptr, 0)?;
+                self.compile_terms(terms, ptr)
+            }
+        }
+    }
+
+    /// Compile one term (its parts as `allOf`).
+    fn compile_term(&mut self, t: &Term, ptr: &str) -> Result<Option<Expr>> {
+        match t.as_slice() {
+            [] => self.schema(&Value::Bool(true), ptr),
+            [p] => self.schema_built(
+                &Some(Built {
+                    map: p.map.clone(),
+                    x: p.x.clone(),
+                }),
+                ptr,
+            ),
+            _ => {
+                if self.sub_needs_algebra(&Sub::Terms(vec![t.clone()]), ptr)? {
+                    return self.compile_terms(vec![t.clone()], ptr);
+                }
+                let mut items: Vec<Piece> = t
+                    .iter()
+                    .map(|p| {
+                        Piece::Built(Box::new(Built {
+                            map: p.map.clone(),
+                            x: p.x.clone(),
+                        }))
+                    })
+                    .collect();
+                items.push(Piece::Built(Box::default()));
+                let merged = self.merge_all(items, &child(ptr, "allOf"))?;
+                self.schema_built(&merged, ptr)
+            }
+        }
+    }
+
+    /// [`Compiler::expand`] of a sub-schema.
+    pub(super) fn expand_sub(&mut self, s: &Sub, ptr: &str, depth: u32) -> Result<Vec<Term>> {
+        crate::budget::check("expanding schema combinators")?;
+        if depth > 64 {
+            return Err(schema_error(
+                "allOf",
+                ptr,
+                "schema combinators nest more than 64 levels (a $ref cycle?)",
+            ));
+        }
+        match s {
+            Sub::Json(v) => self.expand(v, ptr, depth),
+            Sub::Terms(terms) => {
+                if terms.len() > MAX_TERMS {
+                    return Err(Error::Budget(format!(
+                        "the combinators at #{ptr} expand to more than {MAX_TERMS} alternatives \
+                         (anyOf/oneOf/not/if/dependencies multiply); simplify the schema"
+                    )));
+                }
+                // expanded again, the parts are the schema's own
+                Ok(terms
+                    .iter()
+                    .map(|t| {
+                        t.iter()
+                            .map(|p| {
+                                let mut p = p.clone();
+                                p.eval = true;
+                                p
+                            })
+                            .collect()
+                    })
+                    .collect())
+            }
+            Sub::All(list) => {
+                let mut terms: Vec<Term> = vec![vec![]];
+                for (i, b) in list.iter().enumerate() {
+                    let sub = self.expand_sub(
+                        b,
+                        &child(&child(ptr, "allOf"), &i.to_string()),
+                        depth + 1,
+                    )?;
+                    terms = self.product(terms, sub, ptr)?;
+                }
+                Ok(terms)
+            }
+            Sub::Not(c) => self.negate_sub(c, &child(ptr, "not"), depth + 1),
+        }
+    }
+
+    /// [`Compiler::negate`] of a sub-schema.
+    pub(super) fn negate_sub(&mut self, s: &Sub, ptr: &str, depth: u32) -> Result<Vec<Term>> {
+        if depth > 64 {
+            return Err(schema_error(
+                "not",
+                ptr,
+                "schema combinators nest more than 64 levels (a $ref cycle?)",
+            ));
+        }
+        let out = match s {
+            Sub::Json(v) => return self.negate(v, ptr, depth),
+            Sub::Terms(terms) => match terms.as_slice() {
+                [] => return Ok(vec![vec![]]),
+                [t] => return self.negate_term(t, ptr, depth),
+                _ => {
+                    let mut acc: Vec<Term> = vec![vec![]];
+                    for (i, t) in terms.iter().enumerate() {
+                        let n = self.negate_term(
+                            t,
+                            &child(&child(ptr, "anyOf"), &i.to_string()),
+                            depth + 1,
+                        )?;
+                        acc = self.product(acc, n, ptr)?;
+                    }
+                    acc
+                }
+            },
+            Sub::All(list) => {
+                let mut out = Vec::new();
+                for (i, b) in list.iter().enumerate() {
+                    let n = self.negate_sub(
+                        b,
+                        &child(&child(ptr, "allOf"), &i.to_string()),
+                        depth + 1,
+                    )?;
+                    out = self.union(out, n, ptr)?;
+                }
+                out
+            }
+            Sub::Not(c) => self.expand_sub(c, &child(ptr, "not"), depth + 1)?,
+        };
+        if out.len() > MAX_TERMS {
+            return Err(Error::Budget(format!(
+                "the negation at #{ptr} expands to more than {MAX_TERMS} alternatives"
+            )));
+        }
+        Ok(no_eval(out))
+    }
+
+    /// The negation of one term (its parts as `allOf`).
+    fn negate_term(&mut self, t: &Term, ptr: &str, depth: u32) -> Result<Vec<Term>> {
+        if depth > 64 {
+            return Err(schema_error(
+                "not",
+                ptr,
+                "schema combinators nest more than 64 levels (a $ref cycle?)",
+            ));
+        }
+        let out = match t.as_slice() {
+            [] => return Ok(vec![]),
+            [p] => return self.negate_part(p, ptr, depth),
+            _ => {
+                let mut out = Vec::new();
+                for (i, p) in t.iter().enumerate() {
+                    let n = self.negate_part(
+                        p,
+                        &child(&child(ptr, "allOf"), &i.to_string()),
+                        depth + 1,
+                    )?;
+                    out = self.union(out, n, ptr)?;
+                }
+                out
+            }
+        };
+        if out.len() > MAX_TERMS {
+            return Err(Error::Budget(format!(
+                "the negation at #{ptr} expands to more than {MAX_TERMS} alternatives"
+            )));
+        }
+        Ok(no_eval(out))
+    }
+
+    /// The negation of one part (an applicator-free map with its typed constraints).
+    fn negate_part(&mut self, p: &Part, ptr: &str, depth: u32) -> Result<Vec<Term>> {
+        if depth > 64 {
+            return Err(schema_error(
+                "not",
+                ptr,
+                "schema combinators nest more than 64 levels (a $ref cycle?)",
+            ));
+        }
+        self.check_keywords(&p.map, ptr)?;
+        let mut core = p.map.clone();
+        for k in APPLICATORS {
+            core.remove(*k);
+        }
+        normalize(&mut core);
+        let out: Vec<Term> = self
+            .negate_core(&core, &p.x, ptr)?
+            .into_iter()
+            .map(|b| vec![built_part(b)])
+            .collect();
+        if out.len() > MAX_TERMS {
+            return Err(Error::Budget(format!(
+                "the negation at #{ptr} expands to more than {MAX_TERMS} alternatives"
+            )));
+        }
+        Ok(no_eval(out))
+    }
+}
+
+/// The JSON a sub-schema stands for, with each part's map left empty: enough to route it the
+/// way that JSON would be routed (parts hold no applicators).
+fn sub_shape(s: &Sub) -> Value {
+    match s {
+        Sub::Json(v) => v.clone(),
+        Sub::Terms(terms) => {
+            let alts: Vec<Value> = terms
+                .iter()
+                .map(|t| match t.len() {
+                    0 => Value::Bool(true),
+                    1 => Value::Object(Map::new()),
+                    n => Value::Object(obj(vec![(
+                        "allOf",
+                        Value::Array(vec![Value::Object(Map::new()); n]),
+                    )])),
+                })
+                .collect();
+            match alts.len() {
+                0 => Value::Bool(false),
+                1 => alts.into_iter().next().expect("one"),
+                _ => Value::Object(obj(vec![("anyOf", Value::Array(alts))])),
+            }
+        }
+        Sub::All(list) => Value::Object(obj(vec![(
+            "allOf",
+            Value::Array(list.iter().map(sub_shape).collect()),
+        )])),
+        Sub::Not(c) => Value::Object(obj(vec![("not", sub_shape(c))])),
     }
 }

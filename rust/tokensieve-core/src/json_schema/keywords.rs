@@ -1,6 +1,7 @@
-//! Keyword tables: the keywords the compiler knows, the internal `x-ts-*` keywords, the
-//! annotation keywords, which JSON types each validity keyword constrains, the applicators the
-//! algebra expands, and where sub-schemas sit (for reference resolution).
+//! Keyword tables: the keywords the compiler knows, the annotation keywords, which JSON types
+//! each validity keyword constrains, the applicators the algebra expands, and where
+//! sub-schemas sit (for reference resolution). The constraints no keyword spells (from
+//! negation and merging) are typed, in `extra`, never keywords.
 
 use serde_json::Value;
 
@@ -52,35 +53,7 @@ pub(super) const SUPPORTED: &[&str] = &[
     "dependencies",
     "unevaluatedProperties",
     "unevaluatedItems",
-    NOT_IN,
-    NOT_PATTERN,
-    ALL_PATTERNS,
-    NOT_MULTIPLE,
-    CONTAINS_FROM,
-    SOME_EXTRA,
 ];
-
-// Internal keywords produced by negation (see `algebra`). They share the `x-` namespace of
-// annotations, so a user schema could spell them: `resolve::prepare` removes every key with
-// `INTERNAL_PREFIX` from user schemas (as the annotations they are there) and rejects
-// `FRACTION` as a user type name, so only the algebra ever writes them.
-/// Prefix of every internal keyword and type name.
-pub(super) const INTERNAL_PREFIX: &str = "x-ts-";
-/// Type name of non-integral numbers (spelled with a fraction part).
-pub(super) const FRACTION: &str = "x-ts-fraction";
-/// Strings other than the listed ones.
-pub(super) const NOT_IN: &str = "x-ts-notIn";
-/// Further ECMA patterns a string must match (from merging `allOf` branches).
-pub(super) const ALL_PATTERNS: &str = "x-ts-allPatterns";
-/// Strings matching none of the listed ECMA patterns.
-pub(super) const NOT_PATTERN: &str = "x-ts-notPattern";
-/// Numbers that are not a multiple of the value.
-pub(super) const NOT_MULTIPLE: &str = "x-ts-notMultipleOf";
-/// `contains` counts only items from this index on.
-pub(super) const CONTAINS_FROM: &str = "x-ts-containsFrom";
-/// An object with at least one undeclared property (`names`/`patterns` declared) whose value
-/// matches `schema`.
-pub(super) const SOME_EXTRA: &str = "x-ts-someExtra";
 
 /// Keywords that never change validity.
 pub(super) const ANNOTATIONS: &[&str] = &[
@@ -123,7 +96,6 @@ pub(super) const T_ALL: u8 = 127;
 
 pub(super) fn type_bits(name: &str) -> Option<u8> {
     Some(match name {
-        FRACTION => T_FRAC,
         "null" => T_NULL,
         "boolean" => T_BOOL,
         "integer" => T_INT,
@@ -152,7 +124,9 @@ pub(super) fn value_bits(v: &Value) -> u8 {
     }
 }
 
-pub(super) fn bits_to_types(bits: u8) -> Value {
+/// The type names of `bits`, and whether the numbers are the non-integral ones only (which no
+/// type name spells: `number` is listed, see `extra::Extra::fraction_only`).
+pub(super) fn bits_to_types(bits: u8) -> (Value, bool) {
     let mut v = Vec::new();
     for (b, n) in [
         (T_NULL, "null"),
@@ -165,13 +139,22 @@ pub(super) fn bits_to_types(bits: u8) -> Value {
             v.push(Value::from(n));
         }
     }
-    match (bits & T_INT != 0, bits & T_FRAC != 0) {
-        (true, true) => v.push(Value::from("number")),
-        (true, false) => v.push(Value::from("integer")),
-        (false, true) => v.push(Value::from(FRACTION)),
-        (false, false) => {}
-    }
-    Value::Array(v)
+    let fraction_only = match (bits & T_INT != 0, bits & T_FRAC != 0) {
+        (true, true) => {
+            v.push(Value::from("number"));
+            false
+        }
+        (true, false) => {
+            v.push(Value::from("integer"));
+            false
+        }
+        (false, true) => {
+            v.push(Value::from("number"));
+            true
+        }
+        (false, false) => false,
+    };
+    (Value::Array(v), fraction_only)
 }
 
 /// The types a validity keyword constrains (`T_ALL` when it is not type-specific).
@@ -185,15 +168,13 @@ pub(super) fn applies_to(k: &str) -> u8 {
         | "patternProperties"
         | "propertyNames"
         | "dependentRequired"
-        | "dependentSchemas"
-        | SOME_EXTRA => T_OBJECT,
+        | "dependentSchemas" => T_OBJECT,
         "items" | "prefixItems" | "additionalItems" | "minItems" | "maxItems" | "uniqueItems"
-        | "contains" | "minContains" | "maxContains" | CONTAINS_FROM => T_ARRAY,
-        "pattern" | "format" | "minLength" | "maxLength" | NOT_IN | NOT_PATTERN | ALL_PATTERNS => {
-            T_STRING
+        | "contains" | "minContains" | "maxContains" => T_ARRAY,
+        "pattern" | "format" | "minLength" | "maxLength" => T_STRING,
+        "multipleOf" | "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => {
+            T_INT | T_FRAC
         }
-        "multipleOf" | "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum"
-        | NOT_MULTIPLE => T_INT | T_FRAC,
         _ => T_ALL,
     }
 }

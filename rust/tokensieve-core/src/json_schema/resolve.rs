@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use super::compile::{child, schema_error};
-use super::keywords::{DATA, FRACTION, INTERNAL_PREFIX, LIST, MAP, ONE};
+use super::keywords::{DATA, LIST, MAP, ONE};
 use super::number::{Dec, MAX_EXPONENT};
 use crate::error::Result;
 
@@ -357,9 +357,6 @@ pub(crate) fn prepare(root: &Value, registry: &[(String, Value)]) -> Result<Prep
             }
         }
     }
-    for (d, doc) in docs.iter().enumerate() {
-        strip_internal(doc, &mut out[d], drafts[d])?;
-    }
     Ok(Prepared { docs: out })
 }
 
@@ -409,42 +406,6 @@ fn check_numbers(v: &Value, ptr: &str, depth: usize) -> Result<()> {
 /// Deepest nesting of arrays and objects in a schema document (JSON text parsed by the
 /// bindings nests at most 128 levels; this bounds documents built in Rust).
 pub(crate) const MAX_DOCUMENT_DEPTH: usize = 1000;
-
-/// Remove the internal keywords (see `keywords::INTERNAL_PREFIX`) from the schema objects of
-/// a user document `doc` (its prepared copy `out`): written by a user they are annotations and
-/// change nothing, so only the compiler's own algebra ever produces them. The internal type
-/// name is not a JSON Schema type: a `SchemaError`.
-fn strip_internal(doc: &Value, out: &mut Value, draft: Draft) -> Result<()> {
-    let mut found: Vec<String> = Vec::new();
-    let mut bad_type: Option<String> = None;
-    walk(doc, "", "", draft, &mut |v, _, ptr| {
-        let Value::Object(m) = v else { return };
-        if m.keys().any(|k| k.starts_with(INTERNAL_PREFIX)) {
-            found.push(ptr.to_string());
-        }
-        let names = match m.get("type") {
-            Some(Value::String(t)) => vec![t.as_str()],
-            Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
-            _ => Vec::new(),
-        };
-        if bad_type.is_none() && names.contains(&FRACTION) {
-            bad_type = Some(ptr.to_string());
-        }
-    });
-    if let Some(ptr) = bad_type {
-        return Err(schema_error(
-            "type",
-            &ptr,
-            format!("{FRACTION:?} is not a JSON Schema type name"),
-        ));
-    }
-    for ptr in found {
-        if let Some(Value::Object(m)) = at_mut(out, &ptr) {
-            m.retain(|k, _| !k.starts_with(INTERNAL_PREFIX));
-        }
-    }
-    Ok(())
-}
 
 /// The internal form of reference `r` written where the base URI is `base`.
 fn target(idx: &Index, base: &str, r: &str) -> std::result::Result<String, String> {

@@ -5,8 +5,9 @@
 use serde_json::{Map, Value};
 
 use super::compile::{json_eq, schema_error, Compiler};
+use super::extra::{Extra, Sub};
+use super::keywords::T_INT;
 use super::keywords::{type_bits, value_bits};
-use super::keywords::{ALL_PATTERNS, CONTAINS_FROM, NOT_IN, NOT_MULTIPLE, NOT_PATTERN, SOME_EXTRA};
 use super::number::Dec;
 use crate::automata::dfa::{LazyDfa, DEAD};
 use crate::error::Result;
@@ -45,31 +46,143 @@ impl<'a> Compiler<'a> {
                 "checking a const/enum value nests more than 64 levels",
             ));
         }
-        let m = match s {
-            Value::Bool(b) => return Ok(*b),
-            Value::Object(m) => m,
-            _ => {
-                return Err(schema_error(
-                    "",
-                    ptr,
-                    "a schema must be a JSON object or a boolean",
-                ))
-            }
-        };
+        match s {
+            Value::Bool(b) => Ok(*b),
+            Value::Object(m) => self.validates_map(v, m, &Extra::default(), ptr, depth),
+            _ => Err(schema_error(
+                "",
+                ptr,
+                "a schema must be a JSON object or a boolean",
+            )),
+        }
+    }
+
+    /// Whether `v` is valid against a keyword map with its typed constraints.
+    pub(super) fn validates_map(
+        &mut self,
+        v: &Value,
+        m: &Map<String, Value>,
+        x: &Extra,
+        ptr: &str,
+        depth: u32,
+    ) -> Result<bool> {
+        if depth > 64 {
+            return Err(schema_error(
+                "$ref",
+                ptr,
+                "checking a const/enum value nests more than 64 levels",
+            ));
+        }
         for (k, kv) in m {
-            if !self.keyword_ok(v, k, kv, m, ptr, depth)? {
+            if !self.keyword_ok(v, k, kv, m, x, ptr, depth)? {
                 return Ok(false);
             }
+        }
+        self.extra_ok(v, x, ptr, depth)
+    }
+
+    /// Whether `v` is valid against a sub-schema (`Terms` as `anyOf` of `allOf`s).
+    pub(super) fn validates_sub(
+        &mut self,
+        v: &Value,
+        s: &Sub,
+        ptr: &str,
+        depth: u32,
+    ) -> Result<bool> {
+        if depth > 64 {
+            return Err(schema_error(
+                "$ref",
+                ptr,
+                "checking a const/enum value nests more than 64 levels",
+            ));
+        }
+        Ok(match s {
+            Sub::Json(s) => self.validates(v, s, ptr, depth)?,
+            Sub::Terms(terms) => {
+                for t in terms {
+                    let mut all = true;
+                    for p in t {
+                        if !self.validates_map(v, &p.map, &p.x, ptr, depth + 1)? {
+                            all = false;
+                            break;
+                        }
+                    }
+                    if all {
+                        return Ok(true);
+                    }
+                }
+                false
+            }
+            Sub::All(list) => {
+                for s in list {
+                    if !self.validates_sub(v, s, ptr, depth + 1)? {
+                        return Ok(false);
+                    }
+                }
+                true
+            }
+            Sub::Not(s) => !self.validates_sub(v, s, ptr, depth + 1)?,
+        })
+    }
+
+    /// The typed constraints of a map (its placeholders are read in `keyword_ok`).
+    fn extra_ok(&mut self, v: &Value, x: &Extra, ptr: &str, depth: u32) -> Result<bool> {
+        if x.not_in.iter().any(|n| json_eq(n, v)) {
+            return Ok(false);
+        }
+        if let (Value::Number(n), Some(Value::Number(d))) = (v, &x.not_multiple_of) {
+            let ok = is_multiple(&Dec::from_json(n), &Dec::from_json(d)).ok_or_else(|| {
+                schema_error(
+                    "multipleOf",
+                    ptr,
+                    "multipleOf is out of the exactly checkable range",
+                )
+            })?;
+            if ok {
+                return Ok(false);
+            }
+        }
+        if let Value::String(s) = v {
+            for p in &x.all_patterns {
+                if !full_match(&self.pattern_hir(p, "pattern", ptr)?, s)? {
+                    return Ok(false);
+                }
+            }
+            for p in &x.not_patterns {
+                if full_match(&self.pattern_hir(p, "pattern", ptr)?, s)? {
+                    return Ok(false);
+                }
+            }
+        }
+        if let Some(some) = &x.some_extra {
+            let Value::Object(o) = v else { return Ok(true) };
+            if some.patterns.is_some() {
+                return Err(schema_error(
+                    "patternProperties",
+                    ptr,
+                    "checking const/enum values against patternProperties is not supported",
+                ));
+            }
+            for (name, val) in o {
+                if !some.names.contains(name)
+                    && self.validates_sub(val, &some.schema, ptr, depth + 1)?
+                {
+                    return Ok(true);
+                }
+            }
+            return Ok(false);
         }
         Ok(true)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn keyword_ok(
         &mut self,
         v: &Value,
         k: &str,
         kv: &Value,
         m: &Map<String, Value>,
+        x: &Extra,
         ptr: &str,
         depth: u32,
     ) -> Result<bool> {
@@ -133,6 +246,7 @@ impl<'a> Compiler<'a> {
                         .fold(0, |a, b| a | b),
                     _ => 0,
                 };
+                let bits = if x.fraction_only { bits & !T_INT } else { bits };
                 let nullable = m.get("nullable") == Some(&Value::Bool(true));
                 value_bits(v) & bits != 0 || (nullable && v.is_null())
             }
@@ -141,9 +255,6 @@ impl<'a> Compiler<'a> {
                 .as_array()
                 .is_some_and(|a| a.iter().any(|x| json_eq(x, v))),
             "const" => json_eq(kv, v),
-            NOT_IN => !kv
-                .as_array()
-                .is_some_and(|a| a.iter().any(|x| json_eq(x, v))),
             "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => {
                 let (Some(x), Some(b)) = (num(v), num(kv)) else {
                     // non-numbers, or the draft-4 boolean form (read with its partner)
@@ -166,18 +277,13 @@ impl<'a> Compiler<'a> {
                     _ => x < b,
                 }
             }
-            "multipleOf" | NOT_MULTIPLE => {
+            "multipleOf" => {
                 let (Some(x), Some(b)) = (num(v), num(kv)) else {
                     return Ok(true);
                 };
-                let ok = is_multiple(&x, &b).ok_or_else(|| {
+                is_multiple(&x, &b).ok_or_else(|| {
                     schema_error(k, ptr, "multipleOf is out of the exactly checkable range")
-                })?;
-                if k == NOT_MULTIPLE {
-                    !ok
-                } else {
-                    ok
-                }
+                })?
             }
             "minLength" | "maxLength" => {
                 let Value::String(s) = v else { return Ok(true) };
@@ -189,25 +295,9 @@ impl<'a> Compiler<'a> {
                     n <= b
                 }
             }
-            "pattern" | NOT_PATTERN | ALL_PATTERNS => {
+            "pattern" => {
                 let Value::String(s) = v else { return Ok(true) };
-                let pats: Vec<&Value> = match kv {
-                    Value::Array(a) => a.iter().collect(),
-                    p => vec![p],
-                };
-                let mut any = false;
-                for p in pats {
-                    if full_match(&self.pattern_hir(p, k, ptr)?, s)? {
-                        any = true;
-                    } else if k != NOT_PATTERN {
-                        return Ok(false);
-                    }
-                }
-                if k == NOT_PATTERN {
-                    !any
-                } else {
-                    true
-                }
+                full_match(&self.pattern_hir(kv, k, ptr)?, s)?
             }
             "format" => {
                 let Value::String(s) = v else { return Ok(true) };
@@ -229,8 +319,12 @@ impl<'a> Compiler<'a> {
                 let Value::Array(a) = v else { return Ok(true) };
                 let (start, sch): (usize, Option<&Value>) = match (k, kv) {
                     ("prefixItems", Value::Array(p)) | ("items", Value::Array(p)) => {
-                        for (x, s) in a.iter().zip(p) {
-                            if !self.validates(x, s, ptr, d)? {
+                        for (i, (item, s)) in a.iter().zip(p).enumerate() {
+                            let ok = match x.prefix_item(i).filter(|_| k == "prefixItems") {
+                                Some(sub) => self.validates_sub(item, sub, ptr, d)?,
+                                None => self.validates(item, s, ptr, d)?,
+                            };
+                            if !ok {
                                 return Ok(false);
                             }
                         }
@@ -250,8 +344,8 @@ impl<'a> Compiler<'a> {
                     _ => (0, None),
                 };
                 if let Some(s) = sch {
-                    for x in a.iter().skip(start) {
-                        if !self.validates(x, s, ptr, d)? {
+                    for item in a.iter().skip(start) {
+                        if !self.validates(item, s, ptr, d)? {
                             return Ok(false);
                         }
                     }
@@ -274,18 +368,22 @@ impl<'a> Compiler<'a> {
             }
             "contains" => {
                 let Value::Array(a) = v else { return Ok(true) };
-                let from = m.get(CONTAINS_FROM).and_then(count).unwrap_or(0) as usize;
+                let from = x.contains_from.unwrap_or(0) as usize;
                 let lo = m.get("minContains").and_then(count).unwrap_or(1);
                 let hi = m.get("maxContains").and_then(count);
                 let mut n = 0u64;
-                for x in a.iter().skip(from) {
-                    if self.validates(x, kv, ptr, d)? {
+                for item in a.iter().skip(from) {
+                    let ok = match &x.contains {
+                        Some(sub) => self.validates_sub(item, sub, ptr, d)?,
+                        None => self.validates(item, kv, ptr, d)?,
+                    };
+                    if ok {
                         n += 1;
                     }
                 }
                 n >= lo && hi.is_none_or(|h| n <= h)
             }
-            "minContains" | "maxContains" | CONTAINS_FROM => true,
+            "minContains" | "maxContains" => true,
             "required" => {
                 let Value::Object(o) = v else { return Ok(true) };
                 kv.as_array()
@@ -306,8 +404,12 @@ impl<'a> Compiler<'a> {
             "properties" => {
                 let Value::Object(o) = v else { return Ok(true) };
                 for (name, s) in kv.as_object().into_iter().flatten() {
-                    if let Some(x) = o.get(name) {
-                        if !self.validates(x, s, ptr, d)? {
+                    if let Some(val) = o.get(name) {
+                        let ok = match x.property(name) {
+                            Some(sub) => self.validates_sub(val, sub, ptr, d)?,
+                            None => self.validates(val, s, ptr, d)?,
+                        };
+                        if !ok {
                             return Ok(false);
                         }
                     }
@@ -376,30 +478,6 @@ impl<'a> Compiler<'a> {
                     }
                 }
                 true
-            }
-            SOME_EXTRA => {
-                let Value::Object(o) = v else { return Ok(true) };
-                let names: Vec<&str> = kv
-                    .get("names")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .collect();
-                if kv.get("patterns").is_some() {
-                    return Err(schema_error(
-                        "patternProperties",
-                        ptr,
-                        "checking const/enum values against patternProperties is not supported",
-                    ));
-                }
-                let s = kv.get("schema").cloned().unwrap_or(Value::Bool(true));
-                for (name, x) in o {
-                    if !names.contains(&name.as_str()) && self.validates(x, &s, ptr, d)? {
-                        return Ok(true);
-                    }
-                }
-                false
             }
             "$defs" | "definitions" => true,
             "unevaluatedProperties" | "unevaluatedItems" if kv == &Value::Bool(true) => true,

@@ -5,10 +5,16 @@ use serde_json::{Map, Value};
 use super::{child, json_eq, literal_values, schema_error, Compiler};
 use crate::automata::expr::{alt, alt_opt, concat, opt, rep, star, Expr};
 use crate::error::Result;
-use crate::json_schema::keywords::{CONTAINS_FROM, T_BOOL, T_NULL};
+use crate::json_schema::extra::{Extra, Sub};
+use crate::json_schema::keywords::{T_BOOL, T_NULL};
 
 impl<'a> Compiler<'a> {
-    pub(super) fn array(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Expr>> {
+    pub(super) fn array(
+        &mut self,
+        m: &Map<String, Value>,
+        x: &Extra,
+        ptr: &str,
+    ) -> Result<Option<Expr>> {
         let min = self.count(m, "minItems", ptr)?.unwrap_or(0);
         let max = self.count(m, "maxItems", ptr)?;
         self.big("minItems", ptr, min)?;
@@ -33,8 +39,12 @@ impl<'a> Compiler<'a> {
                 }
                 (None, items) => (&[], "items", items, "items"),
             };
+        // prefix positions whose schema is typed (a placeholder in the map)
+        let typed_items: Vec<Option<&Sub>> = (0..prefix.len())
+            .map(|i| x.prefix_item(i).filter(|_| prefix_kw == "prefixItems"))
+            .collect();
         if m.get("uniqueItems") == Some(&Value::Bool(true)) {
-            match self.unique_array(prefix, rest, (min, max), ptr)? {
+            match self.unique_array(prefix, &typed_items, rest, (min, max), ptr)? {
                 Some(h) => return Ok(h),
                 None => self.unsupported(
                     "uniqueItems",
@@ -48,13 +58,30 @@ impl<'a> Compiler<'a> {
             let lo = self.count(m, "minContains", ptr)?.unwrap_or(1);
             let hi = self.count(m, "maxContains", ptr)?;
             if lo > 0 || hi.is_some() {
-                let from = self.count(m, CONTAINS_FROM, ptr)?.unwrap_or(0);
-                return self.array_contains(prefix, rest, c, (lo, hi), from, (min, max), ptr);
+                let from = x.contains_from.unwrap_or(0);
+                let c = match &x.contains {
+                    Some(sub) => sub.clone(),
+                    None => Sub::Json(c.clone()),
+                };
+                return self.array_contains(
+                    prefix,
+                    &typed_items,
+                    rest,
+                    &c,
+                    (lo, hi),
+                    from,
+                    (min, max),
+                    ptr,
+                );
             }
         }
         let mut pre = Vec::new();
         for (i, s) in prefix.iter().enumerate() {
-            pre.push(self.schema(s, &child(&child(ptr, prefix_kw), &i.to_string()))?);
+            let iptr = child(&child(ptr, prefix_kw), &i.to_string());
+            pre.push(match typed_items[i] {
+                Some(sub) => self.compile_sub(sub, &iptr)?,
+                None => self.schema(s, &iptr)?,
+            });
         }
         let rest_h = match rest {
             None => Some(self.any_value(self.opts.max_nesting_depth)?),
@@ -101,18 +128,62 @@ impl<'a> Compiler<'a> {
         Ok(Some(out))
     }
 
+    /// [`Compiler::finite_values`] of a sub-schema (`Terms` read as the JSON it stands for:
+    /// only a single part names a finite set).
+    fn finite_values_sub(&mut self, s: &Sub, ptr: &str) -> Result<Option<Vec<Value>>> {
+        let p = match s {
+            Sub::Json(v) => return self.finite_values(v, ptr),
+            Sub::Terms(terms) => match terms.as_slice() {
+                [] => return Ok(Some(vec![])),
+                [t] if t.len() == 1 => &t[0],
+                _ => return Ok(None),
+            },
+            Sub::All(_) | Sub::Not(_) => return Ok(None),
+        };
+        let cands = match literal_values(&p.map) {
+            Some(vs) => vs,
+            None if p.map.contains_key("type") => {
+                let bits = self.type_bits_x(&p.map, &p.x, ptr)?;
+                if bits & !(T_NULL | T_BOOL) != 0 {
+                    return Ok(None);
+                }
+                let mut v = Vec::new();
+                if bits & T_NULL != 0 {
+                    v.push(Value::Null);
+                }
+                if bits & T_BOOL != 0 {
+                    v.extend([Value::Bool(true), Value::Bool(false)]);
+                }
+                v
+            }
+            None => return Ok(None),
+        };
+        let mut out: Vec<Value> = Vec::new();
+        for v in cands {
+            if self.validates_sub(&v, s, ptr, 0)? && !out.iter().any(|o| json_eq(o, &v)) {
+                out.push(v);
+            }
+        }
+        Ok(Some(out))
+    }
+
     /// `uniqueItems: true` over finite item domains: every array of distinct values, listed.
     pub(super) fn unique_array(
         &mut self,
         prefix: &[Value],
+        typed_items: &[Option<&Sub>],
         rest: Option<&Value>,
         len: (u64, Option<u64>),
         ptr: &str,
     ) -> Result<Option<Option<Expr>>> {
         const MAX_ARRAYS: usize = 4096;
         let mut doms: Vec<Vec<Value>> = Vec::new();
-        for s in prefix {
-            match self.finite_values(s, ptr)? {
+        for (s, t) in prefix.iter().zip(typed_items) {
+            let d = match t {
+                Some(sub) => self.finite_values_sub(sub, ptr)?,
+                None => self.finite_values(s, ptr)?,
+            };
+            match d {
                 Some(d) => doms.push(d),
                 None => return Ok(None),
             }
@@ -195,38 +266,52 @@ impl<'a> Compiler<'a> {
     pub(super) fn array_contains(
         &mut self,
         prefix: &[Value],
+        typed_items: &[Option<&Sub>],
         rest: Option<&Value>,
-        c: &Value,
+        c: &Sub,
         counts: (u64, Option<u64>),
         from: u64,
         len: (u64, Option<u64>),
         ptr: &str,
     ) -> Result<Option<Expr>> {
         let cptr = child(ptr, "contains");
-        let both = |s: &Value, extra: Value| {
-            let mut o = Map::new();
-            o.insert("allOf".into(), Value::Array(vec![s.clone(), extra]));
-            Value::Object(o)
+        // `allOf: [s, c]` and `allOf: [s, {not: c}]`: JSON when both are, else typed
+        let both = |s: Sub, c: Sub| match (s, c) {
+            (Sub::Json(s), Sub::Json(c)) => {
+                let mut o = Map::new();
+                o.insert("allOf".into(), Value::Array(vec![s, c]));
+                Sub::Json(Value::Object(o))
+            }
+            (s, c) => Sub::All(vec![s, c]),
         };
-        let mut not_c = Map::new();
-        not_c.insert("not".into(), c.clone());
-        let not_c = Value::Object(not_c);
+        let not_c = match c {
+            Sub::Json(c) => {
+                let mut o = Map::new();
+                o.insert("not".into(), c.clone());
+                Sub::Json(Value::Object(o))
+            }
+            c => Sub::Not(Box::new(c.clone())),
+        };
         let any = Value::Bool(true);
         // (non-matching, matching) item languages per prefix position, then for the rest
         let mut pairs: Vec<(Option<Expr>, Option<Expr>)> = Vec::new();
         for (i, s) in prefix.iter().enumerate() {
+            let s = match typed_items[i] {
+                Some(sub) => sub.clone(),
+                None => Sub::Json(s.clone()),
+            };
             if (i as u64) < from {
-                pairs.push((self.schema(s, &cptr)?, None));
+                pairs.push((self.compile_sub(&s, &cptr)?, None));
             } else {
-                let x = self.schema(&both(s, not_c.clone()), &cptr)?;
-                let y = self.schema(&both(s, c.clone()), &cptr)?;
+                let x = self.compile_sub(&both(s.clone(), not_c.clone()), &cptr)?;
+                let y = self.compile_sub(&both(s, c.clone()), &cptr)?;
                 pairs.push((x, y));
             }
         }
         let r = rest.unwrap_or(&any);
         let rest_pair = (
-            self.schema(&both(r, not_c.clone()), &cptr)?,
-            self.schema(&both(r, c.clone()), &cptr)?,
+            self.compile_sub(&both(Sub::Json(r.clone()), not_c.clone()), &cptr)?,
+            self.compile_sub(&both(Sub::Json(r.clone()), c.clone()), &cptr)?,
         );
         if from > prefix.len() as u64 {
             // uncounted positions of the rest: unroll them as plain prefix positions

@@ -12,13 +12,14 @@ mod one_of;
 mod refs;
 mod scalars;
 
-pub(super) use refs::normalize;
+pub(super) use refs::{normalize, Piece};
 #[cfg(test)]
 pub(crate) use scalars::{not_in, pattern_language, spelled_not_in};
 
 use regex_syntax::hir::Hir;
 use serde_json::{Map, Value};
 
+use super::extra::{Built, Extra};
 use super::keywords::{ANNOTATIONS, SUPPORTED, UNSUPPORTED};
 use super::number::{any_number, Dec};
 use super::options::{JsonSchemaOptions, OneOf, Whitespace};
@@ -346,7 +347,7 @@ impl<'a> Compiler<'a> {
         match s {
             Value::Bool(true) => Ok(Some(self.any_value(self.opts.max_nesting_depth)?)),
             Value::Bool(false) => Ok(None),
-            Value::Object(m) => self.object_schema(m, ptr),
+            Value::Object(m) => self.object_schema(m, &Extra::default(), ptr),
             _ => Err(schema_error(
                 "",
                 ptr,
@@ -381,10 +382,36 @@ impl<'a> Compiler<'a> {
             && k != "definitions"
     }
 
-    fn object_schema(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Expr>> {
+    /// A schema the compiler assembled (`None`: `false`), like [`Compiler::schema`].
+    pub(super) fn schema_built(&mut self, b: &Option<Built>, ptr: &str) -> Result<Option<Expr>> {
+        crate::budget::check("compiling the schema")?;
+        let Some(b) = b else { return Ok(None) };
+        if self.depth >= MAX_DEPTH {
+            return Err(schema_error(
+                "",
+                ptr,
+                format!(
+                    "the schema nests more than {MAX_DEPTH} levels deep (counting $ref \
+                     expansions); lower max_recursion_depth or simplify the schema"
+                ),
+            ));
+        }
+        self.depth += 1;
+        let h = self.object_schema(&b.map, &b.x, ptr);
+        self.depth -= 1;
+        h
+    }
+
+    /// A keyword map with its typed constraints `x` (see [`Extra`]).
+    fn object_schema(
+        &mut self,
+        m: &Map<String, Value>,
+        x: &Extra,
+        ptr: &str,
+    ) -> Result<Option<Expr>> {
         self.check_keywords(m, ptr)?;
         if self.needs_algebra(m, ptr)? {
-            let terms = self.expand(&Value::Object(m.clone()), ptr, 0)?;
+            let terms = self.expand_object(m, x, ptr, 0)?;
             return self.compile_terms(terms, ptr);
         }
         if let Some(r) = m.get("$ref") {
@@ -396,26 +423,34 @@ impl<'a> Compiler<'a> {
                 .filter(|(k, _)| k.as_str() != "$ref" && Self::is_validity(k))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
-            if rest.is_empty() {
+            if rest.is_empty() && x.is_empty() {
                 return self.reference(r, ptr);
             }
             let mut one = Map::new();
             one.insert("$ref".into(), Value::from(r));
-            let merged = self.merge_all(&[Value::Object(one), Value::Object(rest)], ptr)?;
+            let one = Value::Object(one);
+            let own = Piece::Built(Box::new(Built {
+                map: rest,
+                x: x.clone(),
+            }));
+            let merged = self.merge_all(vec![Piece::Json(&one), own], ptr)?;
             return self.owned(merged, ptr);
         }
         if let Some(all) = m.get("allOf") {
             let branches = all
                 .as_array()
                 .ok_or_else(|| schema_error("allOf", ptr, "allOf must be an array"))?;
-            let mut items: Vec<Value> = branches.clone();
             let rest: Map<String, Value> = m
                 .iter()
                 .filter(|(k, _)| k.as_str() != "allOf" && Self::is_validity(k))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
-            items.push(Value::Object(rest));
-            let merged = self.merge_all(&items, &child(ptr, "allOf"))?;
+            let mut items: Vec<Piece> = branches.iter().map(Piece::Json).collect();
+            items.push(Piece::Built(Box::new(Built {
+                map: rest,
+                x: x.clone(),
+            })));
+            let merged = self.merge_all(items, &child(ptr, "allOf"))?;
             return self.owned(merged, ptr);
         }
         let any = m.get("anyOf");
@@ -427,7 +462,7 @@ impl<'a> Compiler<'a> {
                 (Some(a), None) => ("anyOf", a),
                 (None, Some(o)) => ("oneOf", o),
                 _ => {
-                    let terms = self.expand(&Value::Object(m.clone()), ptr, 0)?;
+                    let terms = self.expand_object(m, x, ptr, 0)?;
                     return self.compile_terms(terms, ptr);
                 }
             };
@@ -447,11 +482,14 @@ impl<'a> Compiler<'a> {
             let mut alts = Vec::new();
             for (i, b) in branches.iter().enumerate() {
                 let bptr = child(&child(ptr, kw), &i.to_string());
-                let h = if rest.is_empty() {
+                let h = if rest.is_empty() && x.is_empty() {
                     self.schema(b, &bptr)?
                 } else {
-                    let merged =
-                        self.merge_all(&[Value::Object(rest.clone()), b.clone()], &bptr)?;
+                    let own = Piece::Built(Box::new(Built {
+                        map: rest.clone(),
+                        x: x.clone(),
+                    }));
+                    let merged = self.merge_all(vec![own, Piece::Json(b)], &bptr)?;
                     self.owned(merged, &bptr)?
                 };
                 alts.push(h);
@@ -459,26 +497,25 @@ impl<'a> Compiler<'a> {
             return Ok(alt_opt(alts));
         }
         if m.contains_key("enum") || m.contains_key("const") {
-            return self.values(m, ptr);
+            return self.values(m, x, ptr);
         }
-        self.typed(m, ptr)
+        self.typed(m, x, ptr)
     }
 
     /// A merged schema that is trivially empty (no type left, no value left).
-    pub(super) fn quick_empty(&self, v: &Value) -> bool {
-        match v {
-            Value::Bool(b) => !b,
-            Value::Object(m) => {
-                matches!(m.get("type"), Some(Value::Array(a)) if a.is_empty())
-                    || matches!(m.get("enum"), Some(Value::Array(a)) if a.is_empty())
+    pub(super) fn quick_empty(&self, b: &Option<Built>) -> bool {
+        match b {
+            None => true,
+            Some(b) => {
+                matches!(b.map.get("type"), Some(Value::Array(a)) if a.is_empty())
+                    || matches!(b.map.get("enum"), Some(Value::Array(a)) if a.is_empty())
             }
-            _ => false,
         }
     }
 
     /// Compile a schema that was built here (merged).
-    fn owned(&mut self, v: Value, ptr: &str) -> Result<Option<Expr>> {
-        self.schema(&v, ptr)
+    fn owned(&mut self, b: Option<Built>, ptr: &str) -> Result<Option<Expr>> {
+        self.schema_built(&b, ptr)
     }
 }
 

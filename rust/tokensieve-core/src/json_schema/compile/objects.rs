@@ -9,12 +9,18 @@ use crate::automata::expr::{alt, concat, lit, rep, Expr};
 use crate::automata::hir as hirs;
 use crate::automata::spell::dot_all;
 use crate::error::{Error, Result};
-use crate::json_schema::keywords::{SOME_EXTRA, T_STRING};
+use crate::json_schema::extra::{Extra, Sub};
+use crate::json_schema::keywords::T_STRING;
 use crate::json_schema::options::AdditionalProperties;
 
 impl<'a> Compiler<'a> {
-    pub(super) fn object(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Expr>> {
-        if m.contains_key(SOME_EXTRA) {
+    pub(super) fn object(
+        &mut self,
+        m: &Map<String, Value>,
+        x: &Extra,
+        ptr: &str,
+    ) -> Result<Option<Expr>> {
+        if x.some_extra.is_some() {
             self.unsupported(
                 "additionalProperties",
                 ptr,
@@ -107,6 +113,15 @@ impl<'a> Compiler<'a> {
             };
             let v = if !name_ok {
                 None
+            } else if let Some(sub) = x.property(&name) {
+                // the property's schema is typed (its map entry a placeholder)
+                if matching.is_empty() {
+                    self.compile_sub(sub, &pptr)?
+                } else {
+                    let mut all = vec![sub.clone()];
+                    all.extend(matching.into_iter().map(Sub::Json));
+                    self.compile_sub(&Sub::All(all), &pptr)?
+                }
             } else {
                 match (s, matching.is_empty()) {
                     (Some(s), true) => self.schema(s, &pptr)?,

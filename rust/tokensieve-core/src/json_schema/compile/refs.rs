@@ -6,9 +6,8 @@ use super::scalars::pattern_language;
 use super::{json_eq, schema_error, Compiler};
 use crate::automata::expr::Expr;
 use crate::error::Result;
-use crate::json_schema::keywords::{
-    bits_to_types, type_bits, ALL_PATTERNS, ANNOTATIONS, NOT_IN, NOT_PATTERN, T_ALL,
-};
+use crate::json_schema::extra::{all_of_sub, Built, Extra, Sub};
+use crate::json_schema::keywords::{bits_to_types, type_bits, ANNOTATIONS, T_ALL};
 use crate::json_schema::number::Dec;
 
 impl<'a> Compiler<'a> {
@@ -124,18 +123,115 @@ impl<'a> Compiler<'a> {
         }
     }
 
-    pub(in crate::json_schema) fn merge_all(&self, items: &[Value], ptr: &str) -> Result<Value> {
+    /// `allOf` of `items` as one keyword map with its typed constraints (`None`: `false`).
+    pub(in crate::json_schema) fn merge_all(
+        &self,
+        items: Vec<Piece<'_>>,
+        ptr: &str,
+    ) -> Result<Option<Built>> {
         let mut parts = Vec::new();
         for it in items {
-            if !self.flatten(it, ptr, 0, &mut parts)? {
-                return Ok(Value::Bool(false));
+            if !self.flatten_piece(it, ptr, 0, &mut parts)? {
+                return Ok(None);
             }
         }
-        let mut acc = Map::new();
+        let mut acc = Built::default();
         for p in parts {
             acc = merge(acc, p, ptr)?;
         }
-        Ok(Value::Object(acc))
+        Ok(Some(acc))
+    }
+
+    /// [`Compiler::flatten`] of one piece of an `allOf`; typed constraints stay with the map
+    /// that carried them.
+    fn flatten_piece(
+        &self,
+        it: Piece<'_>,
+        ptr: &str,
+        depth: u32,
+        out: &mut Vec<Built>,
+    ) -> Result<bool> {
+        let (v, x) = match it {
+            Piece::Json(v) => (std::borrow::Cow::Borrowed(v), Extra::default()),
+            Piece::Built(b) => (std::borrow::Cow::Owned(Value::Object(b.map)), b.x),
+            Piece::Sub(s) => return self.flatten_sub(s, ptr, depth, out),
+        };
+        let mut maps = Vec::new();
+        let ok = self.flatten(&v, ptr, depth, &mut maps)?;
+        out.extend(maps.into_iter().map(|map| Built {
+            map,
+            x: Extra::default(),
+        }));
+        if ok && !x.is_empty() {
+            // an object pushes its own keywords last
+            if let Some(own) = out.last_mut() {
+                own.x = x;
+            }
+        }
+        Ok(ok)
+    }
+
+    /// [`Compiler::flatten`] of a sub-schema, read as the `anyOf` of `allOf`s (`Terms`) or the
+    /// `allOf` (`All`) it stands for. Unions and negations are not flattened (a schema holding
+    /// them goes to the algebra, see `compile_sub`).
+    fn flatten_sub(&self, s: &Sub, ptr: &str, depth: u32, out: &mut Vec<Built>) -> Result<bool> {
+        if depth > 64 {
+            return Err(schema_error(
+                "allOf",
+                ptr,
+                "allOf/$ref nest more than 64 levels (a $ref cycle through allOf?)",
+            ));
+        }
+        match s {
+            Sub::Json(v) => self.flatten_piece(Piece::Json(v), ptr, depth, out),
+            Sub::Terms(terms) => match terms.as_slice() {
+                [] => Ok(false),
+                [t] if t.len() <= 1 => {
+                    for p in t {
+                        let b = Built {
+                            map: p.map.clone(),
+                            x: p.x.clone(),
+                        };
+                        if !self.flatten_piece(Piece::Built(Box::new(b)), ptr, depth, out)? {
+                            return Ok(false);
+                        }
+                    }
+                    Ok(true)
+                }
+                [t] => {
+                    for p in t {
+                        let b = Built {
+                            map: p.map.clone(),
+                            x: p.x.clone(),
+                        };
+                        if !self.flatten_piece(Piece::Built(Box::new(b)), ptr, depth + 1, out)? {
+                            return Ok(false);
+                        }
+                    }
+                    out.push(Built::default());
+                    Ok(true)
+                }
+                _ => Err(schema_error(
+                    "allOf",
+                    ptr,
+                    "a union inside a merged allOf is compiled by expansion, not merged",
+                )),
+            },
+            Sub::All(list) => {
+                for x in list {
+                    if !self.flatten_sub(x, ptr, depth + 1, out)? {
+                        return Ok(false);
+                    }
+                }
+                out.push(Built::default());
+                Ok(true)
+            }
+            Sub::Not(_) => Err(schema_error(
+                "not",
+                ptr,
+                "a negation inside a merged allOf is compiled by expansion, not merged",
+            )),
+        }
     }
 
     // ---- oneOf -------------------------------------------------------------------------
@@ -259,11 +355,15 @@ pub(super) fn extend_prefix(m: &mut Map<String, Value>, n: usize) {
     m.insert("prefixItems".into(), Value::Array(prefix));
 }
 
-pub(super) fn merge(
-    mut out: Map<String, Value>,
-    mut b: Map<String, Value>,
-    ptr: &str,
-) -> Result<Map<String, Value>> {
+/// `allOf` of two keyword maps with their typed constraints. A position whose schema either
+/// side keeps in its [`Extra`] (a `true` placeholder in the map) gets the merged schema in the
+/// result's `Extra`.
+pub(super) fn merge(out: Built, b: Built, ptr: &str) -> Result<Built> {
+    let Built {
+        map: mut out,
+        x: mut ox,
+    } = out;
+    let Built { map: mut b, x: bx } = b;
     let prefix_len = |m: &Map<String, Value>| match m.get("prefixItems") {
         Some(Value::Array(p)) => p.len(),
         _ => 0,
@@ -273,6 +373,60 @@ pub(super) fn merge(
         extend_prefix(&mut out, n);
         extend_prefix(&mut b, n);
     }
+    // the typed sub-schemas, merged with the other side's schema at the same position
+    let both = |a: Option<Sub>, c: Option<Sub>| match (a, c) {
+        (Some(a), Some(c)) => Some(all_of_sub(a, c)),
+        (a, c) => a.or(c),
+    };
+    let prop_of = |m: &Map<String, Value>, x: &Extra, name: &str| {
+        x.property(name).cloned().or_else(|| {
+            m.get("properties")
+                .and_then(|p| p.get(name))
+                .cloned()
+                .map(Sub::Json)
+        })
+    };
+    let mut props_x: Vec<(String, Sub)> = Vec::new();
+    for (name, _) in ox.properties.iter().chain(&bx.properties) {
+        if props_x.iter().any(|(n, _)| n == name) {
+            continue;
+        }
+        if let Some(s) = both(prop_of(&out, &ox, name), prop_of(&b, &bx, name)) {
+            props_x.push((name.clone(), s));
+        }
+    }
+    let item_of = |m: &Map<String, Value>, x: &Extra, i: usize| {
+        x.prefix_item(i)
+            .cloned()
+            .or_else(|| match m.get("prefixItems") {
+                Some(Value::Array(p)) => p.get(i).cloned().map(Sub::Json),
+                _ => None,
+            })
+    };
+    let mut items_x: Vec<(usize, Sub)> = Vec::new();
+    for (i, _) in ox.prefix_items.iter().chain(&bx.prefix_items) {
+        if items_x.iter().any(|(j, _)| j == i) {
+            continue;
+        }
+        if let Some(s) = both(item_of(&out, &ox, *i), item_of(&b, &bx, *i)) {
+            items_x.push((*i, s));
+        }
+    }
+    let contains_x = match (&ox.contains, &bx.contains) {
+        (None, None) => None,
+        (a, c) => {
+            let a = a
+                .clone()
+                .or_else(|| out.get("contains").cloned().map(Sub::Json));
+            let c = c
+                .clone()
+                .or_else(|| b.get("contains").cloned().map(Sub::Json));
+            match (a, c) {
+                (Some(a), Some(c)) if a != c => return Err(cannot_merge("contains", ptr)),
+                (a, c) => a.or(c),
+            }
+        }
+    };
     let a_props: Vec<String> = match out.get("properties") {
         Some(Value::Object(p)) => p.keys().cloned().collect(),
         _ => vec![],
@@ -322,7 +476,9 @@ pub(super) fn merge(
                             _ => T_ALL,
                         }
                     };
-                    bits_to_types(bits(&va) & bits(&vb))
+                    let (t, fraction_only) = bits_to_types(bits(&va) & bits(&vb));
+                    ox.fraction_only |= fraction_only;
+                    t
                 }
                 "properties" => {
                     let (Value::Object(mut pa), Value::Object(pb)) = (va, vb) else {
@@ -442,38 +598,14 @@ pub(super) fn merge(
                 },
                 "pattern" => {
                     // both must match: keep one, list the other
-                    let mut extra = out
-                        .get(ALL_PATTERNS)
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default();
-                    if !extra.contains(&vb) {
-                        extra.push(vb);
+                    if !ox.all_patterns.contains(&vb) {
+                        ox.all_patterns.push(vb);
                     }
-                    out.insert(ALL_PATTERNS.into(), Value::Array(extra));
                     va
-                }
-                NOT_IN | NOT_PATTERN | ALL_PATTERNS => {
-                    // both exclusions apply
-                    let mut r = va.as_array().cloned().unwrap_or_default();
-                    for x in vb.as_array().cloned().unwrap_or_default() {
-                        if !r.contains(&x) {
-                            r.push(x);
-                        }
-                    }
-                    Value::Array(r)
                 }
                 "$defs" | "definitions" => va,
                 _ if json_eq(&va, &vb) => va,
-                _ => {
-                    return Err(schema_error(
-                        &k,
-                        ptr,
-                        format!(
-                            "allOf: two different values of `{k}` cannot be merged in this version"
-                        ),
-                    ))
-                }
+                _ => return Err(cannot_merge(&k, ptr)),
             };
         out.insert(k, merged);
     }
@@ -497,12 +629,96 @@ pub(super) fn merge(
                     .iter()
                     .filter(|p| !mine.contains(p) && !matches_own(p))
                 {
-                    if let Some(v) = props.get_mut(p) {
+                    if let Some((_, s)) = props_x.iter_mut().find(|(n, _)| n == p) {
+                        *s = all_of_sub(s.clone(), Sub::Json(x.clone()));
+                    } else if let Some(v) = props.get_mut(p) {
                         *v = all_of(v.take(), x.clone());
                     }
                 }
             }
         }
     }
-    Ok(out)
+    // placeholders where the typed sub-schemas are
+    if let Some(Value::Object(props)) = out.get_mut("properties") {
+        for (name, _) in &props_x {
+            if let Some(v) = props.get_mut(name) {
+                *v = Value::Bool(true);
+            }
+        }
+    }
+    if let Some(Value::Array(items)) = out.get_mut("prefixItems") {
+        for (i, _) in &items_x {
+            if let Some(v) = items.get_mut(*i) {
+                *v = Value::Bool(true);
+            }
+        }
+    }
+    if contains_x.is_some() {
+        out.insert("contains".into(), Value::Bool(true));
+    }
+    // the other typed constraints
+    ox.fraction_only |= bx.fraction_only;
+    for (mine, theirs) in [
+        (&mut ox.not_in, bx.not_in),
+        (&mut ox.all_patterns, bx.all_patterns),
+        (&mut ox.not_patterns, bx.not_patterns),
+    ] {
+        if mine.is_empty() {
+            *mine = theirs;
+        } else {
+            for v in theirs {
+                if !mine.contains(&v) {
+                    mine.push(v);
+                }
+            }
+        }
+    }
+    match (&ox.not_multiple_of, bx.not_multiple_of) {
+        (Some(a), Some(c)) if !json_eq(a, &c) => {
+            return Err(schema_error(
+                "multipleOf",
+                ptr,
+                "allOf: two different negated multipleOf values cannot be merged in this version",
+            ))
+        }
+        (None, c) => ox.not_multiple_of = c,
+        _ => {}
+    }
+    match (ox.contains_from, bx.contains_from) {
+        (Some(a), Some(c)) if a != c => return Err(cannot_merge("contains", ptr)),
+        (None, c) => ox.contains_from = c,
+        _ => {}
+    }
+    match (&ox.some_extra, bx.some_extra) {
+        (Some(a), Some(c)) if *a != c => {
+            return Err(schema_error(
+                "additionalProperties",
+                ptr,
+                "allOf: two different negated additionalProperties cannot be merged in this \
+                 version",
+            ))
+        }
+        (None, c) => ox.some_extra = c,
+        _ => {}
+    }
+    ox.properties = props_x;
+    ox.prefix_items = items_x;
+    ox.contains = contains_x;
+    Ok(Built { map: out, x: ox })
+}
+
+fn cannot_merge(k: &str, ptr: &str) -> crate::error::Error {
+    schema_error(
+        k,
+        ptr,
+        format!("allOf: two different values of `{k}` cannot be merged in this version"),
+    )
+}
+
+/// One piece of an `allOf` being merged.
+pub(in crate::json_schema) enum Piece<'v> {
+    Json(&'v Value),
+    /// A keyword map with typed constraints (they stay with the map's own keywords).
+    Built(Box<Built>),
+    Sub(&'v Sub),
 }

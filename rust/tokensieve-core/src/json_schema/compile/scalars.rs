@@ -10,9 +10,9 @@ use crate::automata::hir as hirs;
 use crate::automata::hir::class;
 use crate::automata::spell::{any_char, dot_all, encode, spell_any_of, spell_char, spell_not};
 use crate::error::{Error, Result};
+use crate::json_schema::extra::Extra;
 use crate::json_schema::keywords::{
-    type_bits, ALL_PATTERNS, NOT_IN, NOT_MULTIPLE, NOT_PATTERN, T_ALL, T_ARRAY, T_BOOL, T_FRAC,
-    T_INT, T_NULL, T_OBJECT, T_STRING,
+    type_bits, T_ALL, T_ARRAY, T_BOOL, T_FRAC, T_INT, T_NULL, T_OBJECT, T_STRING,
 };
 use crate::json_schema::number::{number_literal, number_range, Bound, Dec};
 use crate::json_schema::options::Formats;
@@ -45,7 +45,12 @@ fn literal_nodes(v: &Value) -> u64 {
 impl<'a> Compiler<'a> {
     // ---- const / enum ------------------------------------------------------------------
 
-    pub(super) fn values(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Expr>> {
+    pub(super) fn values(
+        &mut self,
+        m: &Map<String, Value>,
+        x: &Extra,
+        ptr: &str,
+    ) -> Result<Option<Expr>> {
         let mut vals: Vec<Value> = match m.get("enum") {
             Some(Value::Array(v)) => v.clone(),
             Some(_) => return Err(schema_error("enum", ptr, "enum must be an array")),
@@ -64,12 +69,11 @@ impl<'a> Compiler<'a> {
         let mut siblings = m.clone();
         siblings.remove("enum");
         siblings.remove("const");
-        let whole = Value::Object(siblings);
         let mut kept = Vec::new();
         let mut every = crate::budget::Every::default();
         for v in vals {
             every.tick("checking const/enum members")?;
-            if self.validates(&v, &whole, ptr, 0)? {
+            if self.validates_map(&v, &siblings, x, ptr, 0)? {
                 kept.push(v);
             }
         }
@@ -172,9 +176,25 @@ impl<'a> Compiler<'a> {
         Ok(bits)
     }
 
-    pub(super) fn typed(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Expr>> {
+    /// [`Compiler::type_bits_of`] narrowed by the typed constraints `x`.
+    pub(in crate::json_schema) fn type_bits_x(
+        &self,
+        m: &Map<String, Value>,
+        x: &Extra,
+        ptr: &str,
+    ) -> Result<u8> {
         let bits = self.type_bits_of(m, ptr)?;
-        if bits == T_ALL && !m.keys().any(|k| Self::is_validity(k) && k != "type") {
+        Ok(if x.fraction_only { bits & !T_INT } else { bits })
+    }
+
+    pub(super) fn typed(
+        &mut self,
+        m: &Map<String, Value>,
+        x: &Extra,
+        ptr: &str,
+    ) -> Result<Option<Expr>> {
+        let bits = self.type_bits_x(m, x, ptr)?;
+        if bits == T_ALL && x.is_empty() && !m.keys().any(|k| Self::is_validity(k) && k != "type") {
             return Ok(Some(self.any_value(self.opts.max_nesting_depth)?));
         }
         let mut alts = Vec::new();
@@ -185,20 +205,20 @@ impl<'a> Compiler<'a> {
             alts.push(Some(alt(vec![lit("true"), lit("false")])));
         }
         if bits & T_INT != 0 && bits & T_FRAC != 0 {
-            alts.push(self.number(m, ptr, false)?.map(Expr::from));
+            alts.push(self.number(m, x, ptr, false)?.map(Expr::from));
         } else if bits & T_INT != 0 {
-            alts.push(self.number(m, ptr, true)?.map(Expr::from));
+            alts.push(self.number(m, x, ptr, true)?.map(Expr::from));
         } else if bits & T_FRAC != 0 {
-            alts.push(self.fraction(m, ptr)?.map(Expr::from));
+            alts.push(self.fraction(m, x, ptr)?.map(Expr::from));
         }
         if bits & T_STRING != 0 {
-            alts.push(self.string(m, ptr)?);
+            alts.push(self.string(m, x, ptr)?);
         }
         if bits & T_ARRAY != 0 {
-            alts.push(self.array(m, ptr)?);
+            alts.push(self.array(m, x, ptr)?);
         }
         if bits & T_OBJECT != 0 {
-            alts.push(self.object(m, ptr)?);
+            alts.push(self.object(m, x, ptr)?);
         }
         Ok(alt_opt(alts))
     }
@@ -267,7 +287,12 @@ impl<'a> Compiler<'a> {
 
     /// Non-integral numbers (from `not: {type: integer}`), spelled with a fraction part that is
     /// not all zeros and no exponent.
-    pub(super) fn fraction(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Hir>> {
+    pub(super) fn fraction(
+        &mut self,
+        m: &Map<String, Value>,
+        x: &Extra,
+        ptr: &str,
+    ) -> Result<Option<Hir>> {
         let int = hirs::alt(vec![
             hirs::lit("0"),
             hirs::concat(vec![hirs::digits(1, 9), hirs::star(hirs::digits(0, 9))]),
@@ -284,20 +309,20 @@ impl<'a> Compiler<'a> {
         if lo.is_none()
             && hi.is_none()
             && !m.contains_key("multipleOf")
-            && !m.contains_key(NOT_MULTIPLE)
+            && x.not_multiple_of.is_none()
         {
             return Ok(Some(frac));
         }
         // the bounded (or multipleOf-constrained) numbers, intersected with the fractions:
         // number text is ASCII, so the character algebra applies directly
-        let Some(nums) = self.number(m, ptr, false)? else {
+        let Some(nums) = self.number(m, x, ptr, false)? else {
             return Ok(None);
         };
         match crate::automata::strlang::combine(&[nums, frac], &[]) {
             Ok(h) => Ok(h),
             Err(e) => {
                 self.unsupported("type", ptr, &e)?;
-                self.number(m, ptr, false)
+                self.number(m, x, ptr, false)
             }
         }
     }
@@ -305,12 +330,23 @@ impl<'a> Compiler<'a> {
     pub(super) fn number(
         &mut self,
         m: &Map<String, Value>,
+        x: &Extra,
         ptr: &str,
         integer: bool,
     ) -> Result<Option<Hir>> {
         let (lo, hi) = self.bounds(m, ptr)?;
         let mul = self.num(m, "multipleOf", ptr)?;
-        let not_mul = self.num(m, NOT_MULTIPLE, ptr)?;
+        let not_mul = match &x.not_multiple_of {
+            Some(Value::Number(n)) => Some(Dec::from_json(n)),
+            Some(_) => {
+                return Err(schema_error(
+                    "multipleOf",
+                    ptr,
+                    "multipleOf must be a number",
+                ))
+            }
+            None => None,
+        };
         let one = Dec::parse("1").expect("literal");
         let mul = mul.filter(|d| !(integer && *d == one));
         let (div, negate) = match (mul, not_mul) {
@@ -391,7 +427,12 @@ impl<'a> Compiler<'a> {
         pattern_language(p).map_err(|e| schema_error("pattern", ptr, e))
     }
 
-    pub(super) fn string(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Expr>> {
+    pub(super) fn string(
+        &mut self,
+        m: &Map<String, Value>,
+        x: &Extra,
+        ptr: &str,
+    ) -> Result<Option<Expr>> {
         let min = self.count(m, "minLength", ptr)?.unwrap_or(0);
         let max = self.count(m, "maxLength", ptr)?;
         if max.is_some_and(|mx| mx < min) {
@@ -407,12 +448,7 @@ impl<'a> Compiler<'a> {
         if let Some(p) = m.get("pattern") {
             pos.push((self.pattern_hir(p, "pattern", ptr)?, "pattern"));
         }
-        for p in m
-            .get(ALL_PATTERNS)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for p in &x.all_patterns {
             pos.push((self.pattern_hir(p, "pattern", ptr)?, "pattern"));
         }
         if let Some(f) = m.get("format") {
@@ -423,19 +459,12 @@ impl<'a> Compiler<'a> {
                 pos.push((h, "format"));
             }
         }
-        for p in m
-            .get(NOT_PATTERN)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            neg.push(self.pattern_hir(p, NOT_PATTERN, ptr)?);
+        for p in &x.not_patterns {
+            neg.push(self.pattern_hir(p, "pattern", ptr)?);
         }
-        let names: Vec<Vec<char>> = m
-            .get(NOT_IN)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
+        let names: Vec<Vec<char>> = x
+            .not_in
+            .iter()
             .filter_map(Value::as_str)
             .map(|s| s.chars().collect())
             .collect();
