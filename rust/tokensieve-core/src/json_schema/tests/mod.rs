@@ -268,9 +268,11 @@ fn shallow_schemas_fit_small_stacks() {
     assert!(r.is_match(&t));
 }
 
-/// The internal keywords the algebra writes are annotations when a user writes them, and the
-/// internal type name is no type: a user schema cannot reach the compiler's own constraints,
-/// at the root, inside sub-schemas, behind references or in registry documents.
+/// The constraints the algebra adds (excluded strings, negated patterns and multipleOf,
+/// non-integral numbers, counted-from `contains`, some extra property) are typed, never
+/// keywords: `x-ts-*` keys a user writes (the names they once had) are plain `x-` annotations
+/// with no effect, at the root, inside sub-schemas, behind references or in registry documents,
+/// and `x-ts-fraction` is an unknown type name.
 #[test]
 fn internal_keywords_cannot_be_forged() {
     check(
@@ -325,4 +327,55 @@ fn internal_keywords_cannot_be_forged() {
         &JsonSchemaOptions::default(),
     );
     assert_eq!(p, "/items");
+    // beside the algebra's own constraints, a user's key still changes nothing
+    check(
+        json!({"allOf": [{"type": "string", "x-ts-notIn": ["a"]}, {"not": {"const": "b"}}]}),
+        &["\"a\"", "\"c\""],
+        &["\"b\"", "1"],
+    );
+}
+
+/// Negations whose constraints sit inside a sub-schema (a property, a prefix item, the items a
+/// negated `items` counts) keep their typed constraints there.
+#[test]
+fn typed_constraints_in_sub_schemas() {
+    // `a` present and not "x": a string other than "x" (typed), or not a string
+    check(
+        json!({"not": {"properties": {"a": {"enum": ["x"]}}}}),
+        &[
+            "{\"a\": \"y\"}",
+            "{\"a\": 1}",
+            "{\"a\": \"y\", \"b\": \"x\"}",
+        ],
+        &["{\"a\": \"x\"}", "{}", "{\"b\": \"y\"}"],
+    );
+    check(
+        json!({"type": "object", "properties": {"a": {"type": "string"}},
+               "not": {"properties": {"a": {"pattern": "^x"}}}}),
+        &["{\"a\": \"yx\"}"],
+        &["{\"a\": \"xy\"}", "{\"a\": 1}", "{}"],
+    );
+    check(
+        json!({"type": "array", "maxItems": 2,
+               "not": {"prefixItems": [{"multipleOf": 2}]}}),
+        &["[3]", "[3, 4]", "[1.5]"],
+        &["[4]", "[]", "[4, 3]", "[\"a\"]"],
+    );
+    // a `const` whose value must satisfy a typed constraint, checked on the value
+    check(
+        json!({"allOf": [{"not": {"properties": {"a": {"enum": ["x"]}}}},
+                         {"const": {"a": "y"}}]}),
+        &["{\"a\": \"y\"}"],
+        &["{\"a\": \"x\"}"],
+    );
+    // counting the items that violate `items` negates them again: not supported when the
+    // violation is itself typed (here: a string other than "x")
+    let (k, p) = schema_err(
+        json!({"type": "array", "not": {"items": {"enum": ["x"]}}}),
+        &JsonSchemaOptions::default(),
+    );
+    assert_eq!(
+        (k.as_str(), p.as_str()),
+        ("not", "/contains/allOf/1/not/anyOf/1")
+    );
 }
