@@ -506,6 +506,8 @@ impl<'a> Compiler<'a> {
                                 k = k.max(a.len());
                             }
                         }
+                        // (typed sub-schemas, `true` in the map, come from negation: those
+                        // parts never evaluate)
                         if let Some(c) = p.map.get("contains") {
                             contains.push(c.clone());
                         }
