@@ -11,7 +11,8 @@
 //! Submodules: [`options`] (the option table), `compile` (the schema walker, split by keyword
 //! family: `refs` for `$ref` and `allOf` merging, `one_of` for `oneOf` disjointness, `scalars`,
 //! `arrays`, `objects`), `algebra` (negation and the other boolean applicators, as unions of
-//! conjunctions), `extra` (the typed constraints that negation and merging add beside a keyword
+//! conjunctions; split into `expand`, `negate`, `unevaluated` and `sub` for the sub-schemas it
+//! builds), `extra` (the typed constraints that negation and merging add beside a keyword
 //! map: no JSON keyword spells them), `keywords` (the keyword tables), `number` (exact
 //! numeric-range regexes), `string` (JSON string spellings, ECMA-262 patterns, formats).
 

@@ -1,0 +1,255 @@
+//! The boolean structure of schemas.
+//!
+//! Applicators that are not plain merges — `not`, `if`/`then`/`else`, `oneOf` whose branches
+//! may overlap, `dependentRequired`, `dependentSchemas`, draft-4/7 `dependencies`, and the
+//! annotation-driven `unevaluatedProperties`/`unevaluatedItems` — are expanded into a union of
+//! conjunctions (a DNF): each [`Term`] is a list of applicator-free keyword maps ([`Part`]s) that
+//! are merged like `allOf` and compiled as one schema. Negation is pushed down to single
+//! keywords (`not {minimum: 3}` is "a number below 3"; `not {required: [a]}` is "an object
+//! without `a`"), so no automaton is ever complemented and the result stays exact.
+//!
+//! Constraints that no keyword spells ("a string other than these", "a number that is not a
+//! multiple of d", sub-schemas that are unions of such conjunctions) are carried by the
+//! typed [`Extra`] of each part, beside its keyword map (see `extra`).
+//!
+//! `unevaluated*` follow the annotation rules of 2020-12: a term remembers which of its parts
+//! evaluate (parts produced under `not` never do), and in each term the properties (items) that
+//! no evaluating part covers must satisfy the `unevaluated*` schema. `anyOf` is expanded over
+//! the non-empty subsets of its branches while such a keyword is in scope, so that an instance
+//! matching several branches sees the union of their annotations.
+//!
+//! Files: this one holds the [`Part`]/[`Term`] types, the routing test (`needs_algebra`), the
+//! product and union of term lists and the compilation of a union of terms; `expand` the
+//! expansion of a schema into terms, `unevaluated` the `unevaluated*` constraints added to a
+//! term, `negate` the complement of a schema (negation pushed down to single keywords), `sub`
+//! the sub-schemas the algebra builds (`Sub`: compiled, expanded and negated as the JSON they
+//! stand for).
+
+mod expand;
+mod negate;
+mod sub;
+mod unevaluated;
+
+use serde_json::{Map, Value};
+
+use super::compile::{schema_error, Compiler, Piece};
+use super::extra::{Built, Extra};
+use super::keywords::{bits_to_types, ALGEBRA};
+use super::options::OneOf;
+use crate::automata::expr::Expr;
+use crate::error::{Error, Result};
+
+/// One conjunct: an applicator-free keyword map with its typed constraints, and whether it
+/// produces annotations.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Part {
+    pub map: Map<String, Value>,
+    pub x: Extra,
+    pub eval: bool,
+    /// `$ref` targets this part was expanded inside: they stay active (for the recursion
+    /// limit) while the part's sub-schemas are compiled.
+    pub refs: Vec<String>,
+}
+
+/// A conjunction of parts; a schema expands into a union of terms.
+pub(super) type Term = Vec<Part>;
+
+/// Largest number of terms one expansion may produce.
+const MAX_TERMS: usize = 512;
+
+fn part(map: Map<String, Value>, eval: bool) -> Part {
+    Part {
+        map,
+        x: Extra::default(),
+        eval,
+        refs: Vec::new(),
+    }
+}
+
+fn built_part(b: Built) -> Part {
+    Part {
+        map: b.map,
+        x: b.x,
+        eval: false,
+        refs: Vec::new(),
+    }
+}
+
+fn built(map: Map<String, Value>) -> Built {
+    Built {
+        map,
+        x: Extra::default(),
+    }
+}
+
+/// A conjunct allowing only the types in `bits`.
+fn types(bits: u8) -> Built {
+    let (t, fraction_only) = bits_to_types(bits);
+    let mut b = built(obj(vec![("type", t)]));
+    b.x.fraction_only = fraction_only;
+    b
+}
+
+fn obj(pairs: Vec<(&str, Value)>) -> Map<String, Value> {
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+fn absent(name: &str) -> Map<String, Value> {
+    let mut props = Map::new();
+    props.insert(name.to_string(), Value::Bool(false));
+    obj(vec![("properties", Value::Object(props))])
+}
+
+fn required(names: Vec<Value>) -> Map<String, Value> {
+    obj(vec![("required", Value::Array(names))])
+}
+
+fn no_eval(terms: Vec<Term>) -> Vec<Term> {
+    terms
+        .into_iter()
+        .map(|t| {
+            t.into_iter()
+                .map(|mut p| {
+                    p.eval = false;
+                    p
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn arr<'v>(v: &'v Value, kw: &str, ptr: &str) -> Result<&'v Vec<Value>> {
+    v.as_array()
+        .ok_or_else(|| schema_error(kw, ptr, format!("{kw} must be an array")))
+}
+
+impl<'a> Compiler<'a> {
+    /// Whether `m` needs the DNF expansion rather than the direct walk.
+    pub(super) fn needs_algebra(&self, m: &Map<String, Value>, ptr: &str) -> Result<bool> {
+        if ALGEBRA.iter().any(|k| m.contains_key(*k)) {
+            return Ok(true);
+        }
+        if m.contains_key("anyOf") && m.contains_key("oneOf") {
+            return Ok(true);
+        }
+        if let Some(one) = m.get("oneOf") {
+            let branches = arr(one, "oneOf", ptr)?;
+            if self.opts.one_of == OneOf::Error && !self.disjoint(branches, m)? {
+                return Ok(true);
+            }
+        }
+        // In-place applicators (allOf/anyOf/oneOf branches, $ref targets merged with
+        // siblings) carrying keywords that a plain merge cannot combine.
+        let merging = m.contains_key("allOf") || (m.contains_key("$ref") && m.len() > 1);
+        let mut todo: Vec<(&Value, bool)> = Vec::new();
+        for kw in ["allOf", "anyOf", "oneOf"] {
+            if let Some(list) = m.get(kw) {
+                todo.extend(
+                    arr(list, kw, ptr)?
+                        .iter()
+                        .map(|v| (v, merging || kw == "allOf")),
+                );
+            }
+        }
+        if let (Some(Value::String(r)), true) = (m.get("$ref"), m.len() > 1) {
+            if let Ok((t, _)) = self.resolve(r, ptr) {
+                todo.push((t, true));
+            }
+        }
+        let mut seen = 0;
+        while let Some((v, merged)) = todo.pop() {
+            seen += 1;
+            if seen > 256 {
+                return Ok(true);
+            }
+            let v = match v.get("$ref").and_then(Value::as_str) {
+                Some(r) => match self.resolve(r, ptr) {
+                    Ok((t, _)) => t,
+                    Err(_) => continue,
+                },
+                None => v,
+            };
+            if let Value::Object(b) = v {
+                if ALGEBRA.iter().any(|k| b.contains_key(*k)) {
+                    return Ok(true);
+                }
+                if merged && (b.contains_key("anyOf") || b.contains_key("oneOf")) {
+                    return Ok(true);
+                }
+                for kw in ["allOf", "anyOf", "oneOf"] {
+                    if let Some(Value::Array(list)) = b.get(kw) {
+                        todo.extend(list.iter().map(|x| (x, merged || kw == "allOf")));
+                    }
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// `a × b`: every term of `a` conjoined with every term of `b`.
+    fn product(&self, a: Vec<Term>, b: Vec<Term>, ptr: &str) -> Result<Vec<Term>> {
+        if a.len().saturating_mul(b.len()) > MAX_TERMS {
+            return Err(Error::Budget(format!(
+                "the combinators at #{ptr} expand to more than {MAX_TERMS} alternatives \
+                 (anyOf/oneOf/not/if/dependencies multiply); simplify the schema"
+            )));
+        }
+        let mut out = Vec::with_capacity(a.len() * b.len());
+        for x in &a {
+            for y in &b {
+                let mut t = x.clone();
+                t.extend(y.iter().cloned());
+                out.push(t);
+            }
+        }
+        Ok(out)
+    }
+
+    fn union(&self, mut a: Vec<Term>, b: Vec<Term>, ptr: &str) -> Result<Vec<Term>> {
+        a.extend(b);
+        if a.len() > MAX_TERMS {
+            return Err(Error::Budget(format!(
+                "the combinators at #{ptr} expand to more than {MAX_TERMS} alternatives \
+                 (anyOf/oneOf/not/if/dependencies multiply); simplify the schema"
+            )));
+        }
+        Ok(a)
+    }
+
+    /// Compile a union of terms: each term's parts are merged like `allOf`.
+    pub(super) fn compile_terms(&mut self, terms: Vec<Term>, ptr: &str) -> Result<Option<Expr>> {
+        let mut seen: Vec<Option<Built>> = Vec::new();
+        let mut alts = Vec::new();
+        for t in terms {
+            // refs active for this term: each target as often as the deepest part needs it
+            let mut refs: Vec<String> = Vec::new();
+            for p in &t {
+                for r in &p.refs {
+                    let need = p.refs.iter().filter(|x| *x == r).count();
+                    let have = refs.iter().filter(|x| *x == r).count();
+                    if have < need {
+                        refs.push(r.clone());
+                    }
+                }
+            }
+            let pieces: Vec<Piece> = t
+                .into_iter()
+                .map(|p| Piece::Built(Box::new(Built { map: p.map, x: p.x })))
+                .collect();
+            let merged = self.merge_all(pieces, ptr)?;
+            if seen.contains(&merged) {
+                continue;
+            }
+            seen.push(merged.clone());
+            if self.quick_empty(&merged) {
+                continue;
+            }
+            let n = self.stack.len();
+            self.stack.extend(refs);
+            let h = self.schema_built(&merged, ptr);
+            self.stack.truncate(n);
+            alts.push(h?);
+        }
+        Ok(crate::automata::expr::alt_opt(alts))
+    }
+}

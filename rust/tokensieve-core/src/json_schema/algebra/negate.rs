@@ -1,0 +1,499 @@
+//! Negation: the complement of a schema as a union of terms, pushed down to single
+//! keywords.
+
+use serde_json::{Map, Value};
+
+use super::{absent, arr, built, built_part, no_eval, obj, part, required, types, Term, MAX_TERMS};
+use crate::error::{Error, Result};
+use crate::json_schema::compile::{child, normalize, schema_error, Compiler};
+use crate::json_schema::extra::{Built, Extra, SomeExtra, Sub};
+use crate::json_schema::keywords::{
+    applies_to, value_bits, APPLICATORS, T_ALL, T_ARRAY, T_FRAC, T_INT, T_OBJECT,
+};
+use crate::json_schema::number::Dec;
+
+impl<'a> Compiler<'a> {
+    /// The complement of `v` (among all JSON values) as a union of terms. No part of it
+    /// produces annotations.
+    pub(super) fn negate(&mut self, v: &Value, ptr: &str, depth: u32) -> Result<Vec<Term>> {
+        if depth > 64 {
+            return Err(schema_error(
+                "not",
+                ptr,
+                "schema combinators nest more than 64 levels (a $ref cycle?)",
+            ));
+        }
+        let m = match v {
+            Value::Bool(true) => return Ok(vec![]),
+            Value::Bool(false) => return Ok(vec![vec![]]),
+            Value::Object(m) => m,
+            _ => {
+                return Err(schema_error(
+                    "",
+                    ptr,
+                    "a schema must be a JSON object or a boolean",
+                ))
+            }
+        };
+        self.check_keywords(m, ptr)?;
+        let mut out: Vec<Term> = Vec::new();
+        if let Some(r) = m.get("$ref") {
+            let n = self.expand_ref(r, ptr, depth, true)?;
+            out = self.union(out, n, ptr)?;
+        }
+        if let Some(all) = m.get("allOf") {
+            for (i, b) in arr(all, "allOf", ptr)?.iter().enumerate() {
+                let n = self.negate(b, &child(&child(ptr, "allOf"), &i.to_string()), depth + 1)?;
+                out = self.union(out, n, ptr)?;
+            }
+        }
+        if let Some(any) = m.get("anyOf") {
+            let mut acc: Vec<Term> = vec![vec![]];
+            for (i, b) in arr(any, "anyOf", ptr)?.iter().enumerate() {
+                let n = self.negate(b, &child(&child(ptr, "anyOf"), &i.to_string()), depth + 1)?;
+                acc = self.product(acc, n, ptr)?;
+            }
+            out = self.union(out, acc, ptr)?;
+        }
+        if let Some(one) = m.get("oneOf") {
+            let branches = arr(one, "oneOf", ptr)?;
+            let mut pos = Vec::new();
+            let mut none: Vec<Term> = vec![vec![]];
+            for (i, b) in branches.iter().enumerate() {
+                let bptr = child(&child(ptr, "oneOf"), &i.to_string());
+                let n = self.negate(b, &bptr, depth + 1)?;
+                none = self.product(none, n, ptr)?;
+                pos.push(self.expand(b, &bptr, depth + 1)?);
+            }
+            out = self.union(out, none, ptr)?;
+            // two or more branches match
+            for (i, a) in pos.iter().enumerate() {
+                for b in &pos[i + 1..] {
+                    let both = self.product(a.clone(), b.clone(), ptr)?;
+                    out = self.union(out, both, ptr)?;
+                }
+            }
+        }
+        if let Some(n) = m.get("not") {
+            let pos = self.expand(n, &child(ptr, "not"), depth + 1)?;
+            out = self.union(out, pos, ptr)?;
+        }
+        if let Some(i) = m.get("if") {
+            if let Some(t) = m.get("then") {
+                let yes = self.expand(i, &child(ptr, "if"), depth + 1)?;
+                let bad = self.negate(t, &child(ptr, "then"), depth + 1)?;
+                let x = self.product(yes, bad, ptr)?;
+                out = self.union(out, x, ptr)?;
+            }
+            if let Some(e) = m.get("else") {
+                let no = self.negate(i, &child(ptr, "if"), depth + 1)?;
+                let bad = self.negate(e, &child(ptr, "else"), depth + 1)?;
+                let x = self.product(no, bad, ptr)?;
+                out = self.union(out, x, ptr)?;
+            }
+        }
+        for kw in ["dependentRequired", "dependentSchemas", "dependencies"] {
+            let Some(d) = m.get(kw) else { continue };
+            let d = d
+                .as_object()
+                .ok_or_else(|| schema_error(kw, ptr, format!("{kw} must be an object")))?;
+            for (name, dep) in d {
+                let has = vec![vec![part(
+                    required(vec![Value::from(name.as_str())]),
+                    false,
+                )]];
+                match dep {
+                    Value::Array(list) => {
+                        for b in list.iter().filter_map(Value::as_str) {
+                            let x =
+                                self.product(has.clone(), vec![vec![part(absent(b), false)]], ptr)?;
+                            out = self.union(out, x, ptr)?;
+                        }
+                    }
+                    s => {
+                        let n = self.negate(s, &child(&child(ptr, kw), name), depth + 1)?;
+                        let x = self.product(has, n, ptr)?;
+                        out = self.union(out, x, ptr)?;
+                    }
+                }
+            }
+        }
+        for kw in ["unevaluatedProperties", "unevaluatedItems"] {
+            if m.get(kw).is_some_and(|u| u != &Value::Bool(true)) {
+                self.unsupported(
+                    kw,
+                    ptr,
+                    &format!("`{kw}` inside `not` (or a negated if/oneOf branch) is not supported"),
+                )?;
+            }
+        }
+        let mut core = m.clone();
+        for k in APPLICATORS {
+            core.remove(*k);
+        }
+        normalize(&mut core);
+        for b in self.negate_core(&core, &Extra::default(), ptr)? {
+            out.push(vec![built_part(b)]);
+        }
+        if out.len() > MAX_TERMS {
+            return Err(Error::Budget(format!(
+                "the negation at #{ptr} expands to more than {MAX_TERMS} alternatives"
+            )));
+        }
+        Ok(no_eval(out))
+    }
+
+    /// One keyword map (no applicators) violated: the union of the ways to violate one of its
+    /// keywords.
+    /// The map's placeholders (`true` where `x` holds a sub-schema, see [`Extra`]) are read
+    /// through `x`; `x`'s own constraints cannot be negated again.
+    pub(super) fn negate_core(
+        &mut self,
+        m: &Map<String, Value>,
+        x: &Extra,
+        ptr: &str,
+    ) -> Result<Vec<Built>> {
+        let mut out: Vec<Built> = Vec::new();
+        let typed = |t: &str, pairs: Vec<(&str, Value)>| {
+            let mut o = obj(pairs);
+            o.insert("type".into(), Value::from(t));
+            built(o)
+        };
+        let bits = self.type_bits_x(m, x, ptr)?;
+        if bits != T_ALL {
+            out.push(types(T_ALL & !bits));
+        }
+        // const / enum
+        let values: Option<Vec<Value>> = match (m.get("const"), m.get("enum")) {
+            (Some(c), _) => Some(vec![c.clone()]),
+            (None, Some(Value::Array(e))) => Some(e.clone()),
+            (None, Some(_)) => return Err(schema_error("enum", ptr, "enum must be an array")),
+            (None, None) => None,
+        };
+        if let (Some(_), Some(Value::Array(e))) = (m.get("const"), m.get("enum")) {
+            // both: violating either one
+            let mut o = Map::new();
+            o.insert("enum".into(), Value::Array(e.clone()));
+            out.extend(self.negate_core(&o, &Extra::default(), ptr)?);
+        }
+        if let Some(vals) = values {
+            let present = vals.iter().fold(0u8, |a, v| a | value_bits(v));
+            let missing = T_ALL & !present & !(T_INT | T_FRAC);
+            let has_num = present & (T_INT | T_FRAC) != 0;
+            let mut other = missing;
+            if !has_num {
+                other |= T_INT | T_FRAC;
+            }
+            if other != 0 {
+                out.push(types(other));
+            }
+            let strings: Vec<Value> = vals.iter().filter(|v| v.is_string()).cloned().collect();
+            if !strings.is_empty() {
+                let mut b = typed("string", vec![]);
+                b.x.not_in = strings;
+                out.push(b);
+            }
+            let bools: Vec<bool> = vals.iter().filter_map(Value::as_bool).collect();
+            if !bools.is_empty() {
+                for b in [true, false] {
+                    if !bools.contains(&b) {
+                        out.push(built(obj(vec![("const", Value::Bool(b))])));
+                    }
+                }
+            }
+            if has_num {
+                let mut nums: Vec<(Dec, Value)> = vals
+                    .iter()
+                    .filter_map(|v| v.as_number().map(|n| (Dec::from_json(n), v.clone())))
+                    .collect();
+                nums.sort_by(|a, b| a.0.cmp(&b.0));
+                nums.dedup_by(|a, b| a.0 == b.0);
+                let mut prev: Option<&Value> = None;
+                for (_, d) in &nums {
+                    let mut pairs = vec![("exclusiveMaximum", d.clone())];
+                    if let Some(p) = prev {
+                        pairs.push(("exclusiveMinimum", p.clone()));
+                    }
+                    out.push(typed("number", pairs));
+                    prev = Some(d);
+                }
+                if let Some(p) = prev {
+                    out.push(typed("number", vec![("exclusiveMinimum", p.clone())]));
+                }
+            }
+            if vals.iter().any(|v| v.is_array() || v.is_object()) {
+                let kw = if m.contains_key("const") {
+                    "const"
+                } else {
+                    "enum"
+                };
+                self.unsupported(
+                    kw,
+                    ptr,
+                    &format!("`not` of a `{kw}` holding arrays or objects is not supported"),
+                )?;
+                out.push(types(T_ARRAY | T_OBJECT));
+            }
+        }
+        for (k, v) in m {
+            let k = k.as_str();
+            let num_v = || -> Result<Value> {
+                if v.is_number() {
+                    Ok(v.clone())
+                } else {
+                    Err(schema_error(k, ptr, format!("{k} must be a number")))
+                }
+            };
+            let count = |delta: i64| -> Result<Option<Value>> {
+                let n = v.as_u64().or_else(|| {
+                    v.as_f64()
+                        .filter(|f| f.fract() == 0.0 && *f >= 0.0)
+                        .map(|f| f as u64)
+                });
+                let n = n.ok_or_else(|| {
+                    schema_error(k, ptr, format!("{k} must be a non-negative integer"))
+                })?;
+                let r = n as i64 + delta;
+                Ok((r >= 0).then(|| Value::from(r as u64)))
+            };
+            match k {
+                "type" | "const" | "enum" => {}
+                "minimum" => out.push(typed("number", vec![("exclusiveMaximum", num_v()?)])),
+                "exclusiveMinimum" => out.push(typed("number", vec![("maximum", num_v()?)])),
+                "maximum" => out.push(typed("number", vec![("exclusiveMinimum", num_v()?)])),
+                "exclusiveMaximum" => out.push(typed("number", vec![("minimum", num_v()?)])),
+                "multipleOf" => {
+                    let mut b = typed("number", vec![]);
+                    b.x.not_multiple_of = Some(num_v()?);
+                    out.push(b);
+                }
+                "minLength" => {
+                    if let Some(n) = count(-1)? {
+                        out.push(typed("string", vec![("maxLength", n)]));
+                    }
+                }
+                "maxLength" => {
+                    out.push(typed("string", vec![("minLength", count(1)?.expect("+1"))]))
+                }
+                "minItems" => {
+                    if let Some(n) = count(-1)? {
+                        out.push(typed("array", vec![("maxItems", n)]));
+                    }
+                }
+                "maxItems" => out.push(typed("array", vec![("minItems", count(1)?.expect("+1"))])),
+                "minProperties" => {
+                    if let Some(n) = count(-1)? {
+                        out.push(typed("object", vec![("maxProperties", n)]));
+                    }
+                }
+                "maxProperties" => out.push(typed(
+                    "object",
+                    vec![("minProperties", count(1)?.expect("+1"))],
+                )),
+                "pattern" => {
+                    let mut b = typed("string", vec![]);
+                    b.x.not_patterns = vec![v.clone()];
+                    out.push(b);
+                }
+                "format" => {
+                    if v.as_str().and_then(|f| self.asserted_format(f)).is_some() {
+                        self.unsupported(
+                            "format",
+                            ptr,
+                            "`not` of an asserted format is not supported (use formats=\"annotate\")",
+                        )?;
+                        out.push(built(obj(vec![("type", Value::from("string"))])));
+                    }
+                }
+                "required" => {
+                    for r in arr(v, "required", ptr)? {
+                        let r = r.as_str().ok_or_else(|| {
+                            schema_error("required", ptr, "required must be a list of strings")
+                        })?;
+                        let mut o = absent(r);
+                        o.insert("type".into(), Value::from("object"));
+                        out.push(built(o));
+                    }
+                }
+                "properties" => {
+                    let props = v.as_object().ok_or_else(|| {
+                        schema_error("properties", ptr, "properties must be an object")
+                    })?;
+                    for (name, s) in props {
+                        let pptr = child(&child(ptr, "properties"), name);
+                        let n = match x.property(name) {
+                            Some(sub) => self.negate_sub(&sub.clone(), &pptr, 1)?,
+                            None => self.negate(s, &pptr, 1)?,
+                        };
+                        if n.is_empty() {
+                            continue;
+                        }
+                        let mut p = Map::new();
+                        let mut sx = Extra::default();
+                        match Sub::from_terms(n) {
+                            Sub::Json(v) => {
+                                p.insert(name.clone(), v);
+                            }
+                            sub => {
+                                p.insert(name.clone(), Value::Bool(true));
+                                sx.properties.push((name.clone(), sub));
+                            }
+                        }
+                        let mut b = typed(
+                            "object",
+                            vec![
+                                ("required", Value::Array(vec![Value::from(name.as_str())])),
+                                ("properties", Value::Object(p)),
+                            ],
+                        );
+                        b.x = sx;
+                        out.push(b);
+                    }
+                }
+                // 2020-12 prefixItems and the draft-4 tuple form of items
+                "prefixItems" | "items" if k == "prefixItems" || v.is_array() => {
+                    for (i, s) in arr(v, k, ptr)?.iter().enumerate() {
+                        let iptr = child(&child(ptr, k), &i.to_string());
+                        let n = match x.prefix_item(i).filter(|_| k == "prefixItems") {
+                            Some(sub) => self.negate_sub(&sub.clone(), &iptr, 1)?,
+                            None => self.negate(s, &iptr, 1)?,
+                        };
+                        if n.is_empty() {
+                            continue;
+                        }
+                        let mut pre = vec![Value::Bool(true); i];
+                        let mut sx = Extra::default();
+                        match Sub::from_terms(n) {
+                            Sub::Json(v) => pre.push(v),
+                            sub => {
+                                pre.push(Value::Bool(true));
+                                sx.prefix_items.push((i, sub));
+                            }
+                        }
+                        let mut b = typed(
+                            "array",
+                            vec![
+                                ("minItems", Value::from(i as u64 + 1)),
+                                ("prefixItems", Value::Array(pre)),
+                            ],
+                        );
+                        b.x = sx;
+                        out.push(b);
+                    }
+                }
+                "items" | "additionalItems" => {
+                    if k == "additionalItems" && !matches!(m.get("items"), Some(Value::Array(_))) {
+                        continue; // ignored without the tuple form
+                    }
+                    let start = match (m.get("prefixItems"), m.get("items")) {
+                        (_, Some(Value::Array(a))) if k == "additionalItems" => a.len(),
+                        (Some(Value::Array(p)), _) => p.len(),
+                        _ => 0,
+                    };
+                    let n = self.negate(v, &child(ptr, k), 1)?;
+                    if n.is_empty() {
+                        continue;
+                    }
+                    let (c, sub) = match Sub::from_terms(n) {
+                        Sub::Json(v) => (v, None),
+                        sub => (Value::Bool(true), Some(sub)),
+                    };
+                    let mut b = typed("array", vec![("contains", c)]);
+                    b.x.contains = sub;
+                    b.x.contains_from = Some(start as u64);
+                    out.push(b);
+                }
+                "contains" => {
+                    let lo = m.get("minContains").and_then(Value::as_u64).unwrap_or(1);
+                    let hi = m.get("maxContains").and_then(Value::as_u64);
+                    // a placeholder `contains` keeps its schema in `x`
+                    let with_contains = |mut b: Built| {
+                        b.x.contains = x.contains.clone();
+                        b
+                    };
+                    if lo > 0 {
+                        out.push(with_contains(typed(
+                            "array",
+                            vec![
+                                ("contains", v.clone()),
+                                ("minContains", Value::from(0u64)),
+                                ("maxContains", Value::from(lo - 1)),
+                            ],
+                        )));
+                    }
+                    if let Some(h) = hi {
+                        out.push(with_contains(typed(
+                            "array",
+                            vec![("contains", v.clone()), ("minContains", Value::from(h + 1))],
+                        )));
+                    }
+                }
+                "minContains" | "maxContains" => {}
+                "uniqueItems" if v == &Value::Bool(false) => {}
+                "additionalProperties" => {
+                    let n = self.negate(v, &child(ptr, k), 1)?;
+                    if n.is_empty() {
+                        continue;
+                    }
+                    let names: Vec<String> = match m.get("properties") {
+                        Some(Value::Object(p)) => p.keys().cloned().collect(),
+                        _ => vec![],
+                    };
+                    let patterns = m.get("patternProperties").map(|pp| {
+                        pp.as_object()
+                            .map(|o| o.keys().cloned().collect())
+                            .unwrap_or_default()
+                    });
+                    let mut b = typed("object", vec![]);
+                    b.x.some_extra = Some(SomeExtra {
+                        names,
+                        patterns,
+                        schema: Sub::from_terms(n),
+                    });
+                    out.push(b);
+                }
+                k if !Self::is_validity(k) => {}
+                _ => {
+                    // Validity keywords without a negation here (uniqueItems, patternProperties,
+                    // propertyNames, ...): refuse rather than guess. Lenient mode takes the
+                    // whole type the keyword applies to (a superset).
+                    self.unsupported(
+                        k,
+                        ptr,
+                        &format!(
+                            "`{k}` inside `not` (or a negated if/oneOf branch) is not supported"
+                        ),
+                    )?;
+                    out.push(types(applies_to(k)));
+                }
+            }
+        }
+        // The typed constraints (the placeholders' sub-schemas were read above).
+        for (present, what) in [
+            (
+                !x.not_in.is_empty(),
+                "the strings a negated const/enum excludes",
+            ),
+            (!x.not_patterns.is_empty(), "a negated pattern"),
+            (
+                !x.all_patterns.is_empty(),
+                "the patterns of merged allOf branches",
+            ),
+            (x.not_multiple_of.is_some(), "a negated multipleOf"),
+            (
+                x.contains_from.is_some(),
+                "the items a negated items schema counts",
+            ),
+            (x.some_extra.is_some(), "a negated additionalProperties"),
+        ] {
+            if present {
+                self.unsupported(
+                    "not",
+                    ptr,
+                    &format!("a nested negation of {what} is not supported"),
+                )?;
+            }
+        }
+        Ok(out)
+    }
+}
