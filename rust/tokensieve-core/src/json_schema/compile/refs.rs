@@ -605,6 +605,8 @@ pub(super) fn merge(out: Built, b: Built, ptr: &str) -> Result<Built> {
                 }
                 "$defs" | "definitions" => va,
                 _ if json_eq(&va, &vb) => va,
+                // annotations, `x-` keys and unknown keywords constrain nothing: keep the first
+                _ if !Compiler::is_validity(&k) => va,
                 _ => return Err(cannot_merge(&k, ptr)),
             };
         out.insert(k, merged);

@@ -54,3 +54,77 @@ fn all_of_lines_up_prefix_items_with_items() {
         &["[3, 5]", "[5, 4]"],
     );
 }
+
+/// `schema` and `plain` (the same validation keywords without the annotations) accept and
+/// reject the same texts, and those are `ok` and `bad`.
+fn same_language(schema: Value, plain: Value, ok: &[&str], bad: &[&str]) {
+    let (r, p) = (lang(schema.clone()), lang(plain.clone()));
+    for t in ok.iter().chain(bad) {
+        assert_eq!(
+            r.is_match(t),
+            p.is_match(t),
+            "{schema} and {plain} differ on {t}"
+        );
+    }
+    check(schema, ok, bad);
+}
+
+#[test]
+fn all_of_keeps_one_of_two_different_annotations() {
+    same_language(
+        json!({"allOf": [
+            {"type": "integer", "minimum": 1, "description": "one", "title": "A", "x-foo": 1},
+            {"maximum": 5, "description": "two", "title": "B", "x-foo": [2]}
+        ]}),
+        json!({"type": "integer", "minimum": 1, "maximum": 5}),
+        &["1", "3", "5"],
+        &["0", "6", "2.5", "\"3\""],
+    );
+    // under a property, with the keys real schemas repeat (and an unknown keyword)
+    same_language(
+        json!({"type": "object", "properties": {"a": {"allOf": [
+            {"type": "string", "x-intellij-html-description": "<b>a</b>", "examples": ["x"],
+             "default": "x", "$comment": "c", "deprecated": true, "readOnly": true, "foo": 1},
+            {"maxLength": 2, "x-intellij-html-description": "<i>a</i>", "examples": ["y"],
+             "default": "y", "$comment": "d", "deprecated": false, "writeOnly": true, "foo": 2}
+        ]}}, "required": ["a"], "additionalProperties": false}),
+        json!({"type": "object", "properties": {"a": {"type": "string", "maxLength": 2}},
+               "required": ["a"], "additionalProperties": false}),
+        &[r#"{"a": ""}"#, r#"{"a": "xy"}"#],
+        &[r#"{"a": "xyz"}"#, r#"{"a": 1}"#, "{}"],
+    );
+    // a user's x-ts-* key is an annotation like any other x- key
+    same_language(
+        json!({"allOf": [{"type": "string", "x-ts-notIn": ["a"]}, {"x-ts-notIn": ["b"]}]}),
+        json!({"type": "string"}),
+        &["\"a\"", "\"b\"", "\"c\""],
+        &["1", "null"],
+    );
+}
+
+#[test]
+fn all_of_still_merges_or_refuses_validation_keywords() {
+    // two different `const`: nothing is valid (at the top an error, under a property the
+    // property cannot be present)
+    let (k, p) = schema_err(
+        json!({"allOf": [{"const": 1, "title": "a"}, {"const": 2, "title": "b"}]}),
+        &JsonSchemaOptions::default(),
+    );
+    assert_eq!((k.as_str(), p.as_str()), ("", ""));
+    check(
+        json!({"type": "object", "properties": {"a": {"allOf": [
+            {"const": 1, "x-foo": "a"}, {"const": 2, "x-foo": "b"}
+        ]}}}),
+        &["{}"],
+        &[r#"{"a": 1}"#, r#"{"a": 2}"#],
+    );
+    // a validity keyword that cannot be merged is still refused, annotations or not
+    let (k, _) = schema_err(
+        json!({"type": "array", "allOf": [
+            {"contains": {"type": "integer"}, "x-foo": 1},
+            {"contains": {"type": "string"}, "x-foo": 2}
+        ]}),
+        &JsonSchemaOptions::default(),
+    );
+    assert_eq!(k, "contains");
+}
