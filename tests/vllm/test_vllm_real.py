@@ -22,7 +22,7 @@ import pytest
 
 pytest.importorskip(
     "vllm.v1.sample.logits_processor",
-    reason="vLLM is not installed here; `make test-vllm` runs these tests in .venv-vllm",
+    reason="vLLM is not installed here; `make test-vllm` runs these tests in its own venv (VLLM_VENV, default .venv-vllm)",
 )
 
 import torch  # noqa: E402
