@@ -19,6 +19,19 @@ pub(super) fn full_match(h: &regex_syntax::hir::Hir, s: &str) -> Result<bool> {
     Ok(st != DEAD && d.is_accepting(st))
 }
 
+/// Fails once checking a const/enum value has nested more than 64 levels (through `$ref`s and
+/// sub-schemas).
+fn check_depth(ptr: &str, depth: u32) -> Result<()> {
+    if depth > 64 {
+        return Err(schema_error(
+            "$ref",
+            ptr,
+            "checking a const/enum value nests more than 64 levels",
+        ));
+    }
+    Ok(())
+}
+
 /// `x` is an integer multiple of `d` (both exact decimals).
 pub(super) fn is_multiple(x: &Dec, d: &Dec) -> Option<bool> {
     if d.is_zero() {
@@ -39,13 +52,7 @@ impl<'a> Compiler<'a> {
         ptr: &str,
         depth: u32,
     ) -> Result<bool> {
-        if depth > 64 {
-            return Err(schema_error(
-                "$ref",
-                ptr,
-                "checking a const/enum value nests more than 64 levels",
-            ));
-        }
+        check_depth(ptr, depth)?;
         match s {
             Value::Bool(b) => Ok(*b),
             Value::Object(m) => self.validates_map(v, m, &Extra::default(), ptr, depth),
@@ -66,13 +73,7 @@ impl<'a> Compiler<'a> {
         ptr: &str,
         depth: u32,
     ) -> Result<bool> {
-        if depth > 64 {
-            return Err(schema_error(
-                "$ref",
-                ptr,
-                "checking a const/enum value nests more than 64 levels",
-            ));
-        }
+        check_depth(ptr, depth)?;
         for (k, kv) in m {
             if !self.keyword_ok(v, k, kv, m, x, ptr, depth)? {
                 return Ok(false);
@@ -89,13 +90,7 @@ impl<'a> Compiler<'a> {
         ptr: &str,
         depth: u32,
     ) -> Result<bool> {
-        if depth > 64 {
-            return Err(schema_error(
-                "$ref",
-                ptr,
-                "checking a const/enum value nests more than 64 levels",
-            ));
-        }
+        check_depth(ptr, depth)?;
         Ok(match s {
             Sub::Json(s) => self.validates(v, s, ptr, depth)?,
             Sub::Terms(terms) => {

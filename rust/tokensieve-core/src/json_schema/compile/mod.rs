@@ -310,6 +310,16 @@ impl<'a> Compiler<'a> {
 
     pub fn schema(&mut self, s: &Value, ptr: &str) -> Result<Option<Expr>> {
         crate::budget::check("compiling the schema")?;
+        self.one_level_deeper(ptr, |c| c.schema_unchecked(s, ptr))
+    }
+
+    /// Run `f` (the compilation of one schema) one nesting level deeper, unless the schema
+    /// already nests [`MAX_DEPTH`] levels.
+    fn one_level_deeper(
+        &mut self,
+        ptr: &str,
+        f: impl FnOnce(&mut Self) -> Result<Option<Expr>>,
+    ) -> Result<Option<Expr>> {
         if self.depth >= MAX_DEPTH {
             return Err(schema_error(
                 "",
@@ -321,7 +331,7 @@ impl<'a> Compiler<'a> {
             ));
         }
         self.depth += 1;
-        let h = self.schema_unchecked(s, ptr);
+        let h = f(self);
         self.depth -= 1;
         h
     }
@@ -386,20 +396,7 @@ impl<'a> Compiler<'a> {
     pub(super) fn schema_built(&mut self, b: &Option<Built>, ptr: &str) -> Result<Option<Expr>> {
         crate::budget::check("compiling the schema")?;
         let Some(b) = b else { return Ok(None) };
-        if self.depth >= MAX_DEPTH {
-            return Err(schema_error(
-                "",
-                ptr,
-                format!(
-                    "the schema nests more than {MAX_DEPTH} levels deep (counting $ref \
-                     expansions); lower max_recursion_depth or simplify the schema"
-                ),
-            ));
-        }
-        self.depth += 1;
-        let h = self.object_schema(&b.map, &b.x, ptr);
-        self.depth -= 1;
-        h
+        self.one_level_deeper(ptr, |c| c.object_schema(&b.map, &b.x, ptr))
     }
 
     /// A keyword map with its typed constraints `x` (see [`Extra`]).
