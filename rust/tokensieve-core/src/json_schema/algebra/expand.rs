@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{absent, arr, part, required, Term};
+use super::{absent, arr, check_depth, part, required, Term};
 use crate::error::Result;
 use crate::json_schema::compile::{child, normalize, schema_error, Compiler};
 use crate::json_schema::extra::Extra;
@@ -46,13 +46,7 @@ impl<'a> Compiler<'a> {
     /// The schema `v` as a union of conjunctions of applicator-free parts.
     pub(super) fn expand(&mut self, v: &Value, ptr: &str, depth: u32) -> Result<Vec<Term>> {
         crate::budget::check("expanding schema combinators")?;
-        if depth > 64 {
-            return Err(schema_error(
-                "allOf",
-                ptr,
-                "schema combinators nest more than 64 levels (a $ref cycle?)",
-            ));
-        }
+        check_depth("allOf", ptr, depth)?;
         match v {
             Value::Bool(true) => Ok(vec![vec![]]),
             Value::Bool(false) => Ok(vec![]),

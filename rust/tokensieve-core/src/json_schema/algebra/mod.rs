@@ -123,6 +123,38 @@ fn arr<'v>(v: &'v Value, kw: &str, ptr: &str) -> Result<&'v Vec<Value>> {
         .ok_or_else(|| schema_error(kw, ptr, format!("{kw} must be an array")))
 }
 
+/// Fails once the expansion or negation (its error reported at keyword `kw`) has followed
+/// schema combinators more than 64 levels deep.
+fn check_depth(kw: &str, ptr: &str, depth: u32) -> Result<()> {
+    if depth > 64 {
+        return Err(schema_error(
+            kw,
+            ptr,
+            "schema combinators nest more than 64 levels (a $ref cycle?)",
+        ));
+    }
+    Ok(())
+}
+
+/// The error for combinators at `ptr` that expand to more than [`MAX_TERMS`] terms.
+fn too_many_terms(ptr: &str) -> Error {
+    Error::Budget(format!(
+        "the combinators at #{ptr} expand to more than {MAX_TERMS} alternatives \
+         (anyOf/oneOf/not/if/dependencies multiply); simplify the schema"
+    ))
+}
+
+/// The terms of a negation at `ptr`, none of them producing annotations; an error if there
+/// are more than [`MAX_TERMS`].
+fn negation_terms(out: Vec<Term>, ptr: &str) -> Result<Vec<Term>> {
+    if out.len() > MAX_TERMS {
+        return Err(Error::Budget(format!(
+            "the negation at #{ptr} expands to more than {MAX_TERMS} alternatives"
+        )));
+    }
+    Ok(no_eval(out))
+}
+
 impl<'a> Compiler<'a> {
     /// Whether `m` needs the DNF expansion rather than the direct walk.
     pub(super) fn needs_algebra(&self, m: &Map<String, Value>, ptr: &str) -> Result<bool> {
@@ -189,10 +221,7 @@ impl<'a> Compiler<'a> {
     /// `a × b`: every term of `a` conjoined with every term of `b`.
     fn product(&self, a: Vec<Term>, b: Vec<Term>, ptr: &str) -> Result<Vec<Term>> {
         if a.len().saturating_mul(b.len()) > MAX_TERMS {
-            return Err(Error::Budget(format!(
-                "the combinators at #{ptr} expand to more than {MAX_TERMS} alternatives \
-                 (anyOf/oneOf/not/if/dependencies multiply); simplify the schema"
-            )));
+            return Err(too_many_terms(ptr));
         }
         let mut out = Vec::with_capacity(a.len() * b.len());
         for x in &a {
@@ -208,10 +237,7 @@ impl<'a> Compiler<'a> {
     fn union(&self, mut a: Vec<Term>, b: Vec<Term>, ptr: &str) -> Result<Vec<Term>> {
         a.extend(b);
         if a.len() > MAX_TERMS {
-            return Err(Error::Budget(format!(
-                "the combinators at #{ptr} expand to more than {MAX_TERMS} alternatives \
-                 (anyOf/oneOf/not/if/dependencies multiply); simplify the schema"
-            )));
+            return Err(too_many_terms(ptr));
         }
         Ok(a)
     }

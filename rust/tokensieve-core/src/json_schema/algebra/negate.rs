@@ -3,8 +3,10 @@
 
 use serde_json::{Map, Value};
 
-use super::{absent, arr, built, built_part, no_eval, obj, part, required, types, Term, MAX_TERMS};
-use crate::error::{Error, Result};
+use super::{
+    absent, arr, built, built_part, check_depth, negation_terms, obj, part, required, types, Term,
+};
+use crate::error::Result;
 use crate::json_schema::compile::{child, normalize, schema_error, Compiler};
 use crate::json_schema::extra::{Built, Extra, SomeExtra, Sub};
 use crate::json_schema::keywords::{
@@ -16,13 +18,7 @@ impl<'a> Compiler<'a> {
     /// The complement of `v` (among all JSON values) as a union of terms. No part of it
     /// produces annotations.
     pub(super) fn negate(&mut self, v: &Value, ptr: &str, depth: u32) -> Result<Vec<Term>> {
-        if depth > 64 {
-            return Err(schema_error(
-                "not",
-                ptr,
-                "schema combinators nest more than 64 levels (a $ref cycle?)",
-            ));
-        }
+        check_depth("not", ptr, depth)?;
         let m = match v {
             Value::Bool(true) => return Ok(vec![]),
             Value::Bool(false) => return Ok(vec![vec![]]),
@@ -135,12 +131,7 @@ impl<'a> Compiler<'a> {
         for b in self.negate_core(&core, &Extra::default(), ptr)? {
             out.push(vec![built_part(b)]);
         }
-        if out.len() > MAX_TERMS {
-            return Err(Error::Budget(format!(
-                "the negation at #{ptr} expands to more than {MAX_TERMS} alternatives"
-            )));
-        }
-        Ok(no_eval(out))
+        negation_terms(out, ptr)
     }
 
     /// One keyword map (no applicators) violated: the union of the ways to violate one of its

@@ -3,10 +3,10 @@
 
 use serde_json::{Map, Value};
 
-use super::{built_part, no_eval, obj, Part, Term, MAX_TERMS};
+use super::{built_part, check_depth, negation_terms, obj, too_many_terms, Part, Term, MAX_TERMS};
 use crate::automata::expr::Expr;
-use crate::error::{Error, Result};
-use crate::json_schema::compile::{child, normalize, schema_error, Compiler, Piece};
+use crate::error::Result;
+use crate::json_schema::compile::{child, normalize, Compiler, Piece};
 use crate::json_schema::extra::{Built, Sub};
 use crate::json_schema::keywords::APPLICATORS;
 
@@ -101,21 +101,12 @@ impl<'a> Compiler<'a> {
     /// [`Compiler::expand`] of a sub-schema.
     pub(super) fn expand_sub(&mut self, s: &Sub, ptr: &str, depth: u32) -> Result<Vec<Term>> {
         crate::budget::check("expanding schema combinators")?;
-        if depth > 64 {
-            return Err(schema_error(
-                "allOf",
-                ptr,
-                "schema combinators nest more than 64 levels (a $ref cycle?)",
-            ));
-        }
+        check_depth("allOf", ptr, depth)?;
         match s {
             Sub::Json(v) => self.expand(v, ptr, depth),
             Sub::Terms(terms) => {
                 if terms.len() > MAX_TERMS {
-                    return Err(Error::Budget(format!(
-                        "the combinators at #{ptr} expand to more than {MAX_TERMS} alternatives \
-                         (anyOf/oneOf/not/if/dependencies multiply); simplify the schema"
-                    )));
+                    return Err(too_many_terms(ptr));
                 }
                 // expanded again, the parts are the schema's own
                 Ok(terms
@@ -149,13 +140,7 @@ impl<'a> Compiler<'a> {
 
     /// [`Compiler::negate`] of a sub-schema.
     pub(super) fn negate_sub(&mut self, s: &Sub, ptr: &str, depth: u32) -> Result<Vec<Term>> {
-        if depth > 64 {
-            return Err(schema_error(
-                "not",
-                ptr,
-                "schema combinators nest more than 64 levels (a $ref cycle?)",
-            ));
-        }
+        check_depth("not", ptr, depth)?;
         let out = match s {
             Sub::Json(v) => return self.negate(v, ptr, depth),
             Sub::Terms(terms) => match terms.as_slice() {
@@ -188,23 +173,12 @@ impl<'a> Compiler<'a> {
             }
             Sub::Not(c) => self.expand_sub(c, &child(ptr, "not"), depth + 1)?,
         };
-        if out.len() > MAX_TERMS {
-            return Err(Error::Budget(format!(
-                "the negation at #{ptr} expands to more than {MAX_TERMS} alternatives"
-            )));
-        }
-        Ok(no_eval(out))
+        negation_terms(out, ptr)
     }
 
     /// The negation of one term (its parts as `allOf`).
     fn negate_term(&mut self, t: &Term, ptr: &str, depth: u32) -> Result<Vec<Term>> {
-        if depth > 64 {
-            return Err(schema_error(
-                "not",
-                ptr,
-                "schema combinators nest more than 64 levels (a $ref cycle?)",
-            ));
-        }
+        check_depth("not", ptr, depth)?;
         let out = match t.as_slice() {
             [] => return Ok(vec![]),
             [p] => return self.negate_part(p, ptr, depth),
@@ -221,23 +195,12 @@ impl<'a> Compiler<'a> {
                 out
             }
         };
-        if out.len() > MAX_TERMS {
-            return Err(Error::Budget(format!(
-                "the negation at #{ptr} expands to more than {MAX_TERMS} alternatives"
-            )));
-        }
-        Ok(no_eval(out))
+        negation_terms(out, ptr)
     }
 
     /// The negation of one part (an applicator-free map with its typed constraints).
     fn negate_part(&mut self, p: &Part, ptr: &str, depth: u32) -> Result<Vec<Term>> {
-        if depth > 64 {
-            return Err(schema_error(
-                "not",
-                ptr,
-                "schema combinators nest more than 64 levels (a $ref cycle?)",
-            ));
-        }
+        check_depth("not", ptr, depth)?;
         self.check_keywords(&p.map, ptr)?;
         let mut core = p.map.clone();
         for k in APPLICATORS {
@@ -249,12 +212,7 @@ impl<'a> Compiler<'a> {
             .into_iter()
             .map(|b| vec![built_part(b)])
             .collect();
-        if out.len() > MAX_TERMS {
-            return Err(Error::Budget(format!(
-                "the negation at #{ptr} expands to more than {MAX_TERMS} alternatives"
-            )));
-        }
-        Ok(no_eval(out))
+        negation_terms(out, ptr)
     }
 }
 
