@@ -2,11 +2,10 @@
 
 use serde_json::{Map, Value};
 
-use super::{absent, arr, check_depth, part, required, Term};
+use super::{absent, arr, check_depth, core_keywords, part, required, Term};
 use crate::error::Result;
-use crate::json_schema::compile::{child, normalize, schema_error, Compiler};
+use crate::json_schema::compile::{child, schema_error, Compiler};
 use crate::json_schema::extra::Extra;
-use crate::json_schema::keywords::APPLICATORS;
 use crate::json_schema::options::OneOf;
 
 impl<'a> Compiler<'a> {
@@ -93,11 +92,7 @@ impl<'a> Compiler<'a> {
         ptr: &str,
         depth: u32,
     ) -> Result<Vec<Term>> {
-        let mut core = m.clone();
-        for k in APPLICATORS {
-            core.remove(*k);
-        }
-        normalize(&mut core);
+        let core = core_keywords(m);
         let mut own = part(core, true);
         own.x = x.clone();
         let mut terms: Vec<Term> = vec![vec![own]];

@@ -32,9 +32,9 @@ mod unevaluated;
 
 use serde_json::{Map, Value};
 
-use super::compile::{schema_error, Compiler, Piece};
+use super::compile::{normalize, schema_error, Compiler, Piece};
 use super::extra::{Built, Extra};
-use super::keywords::{bits_to_types, ALGEBRA};
+use super::keywords::{bits_to_types, ALGEBRA, APPLICATORS};
 use super::options::OneOf;
 use crate::automata::expr::Expr;
 use crate::error::{Error, Result};
@@ -121,6 +121,16 @@ fn no_eval(terms: Vec<Term>) -> Vec<Term> {
 fn arr<'v>(v: &'v Value, kw: &str, ptr: &str) -> Result<&'v Vec<Value>> {
     v.as_array()
         .ok_or_else(|| schema_error(kw, ptr, format!("{kw} must be an array")))
+}
+
+/// The keywords of `m` other than the applicators, normalized: what one part holds.
+fn core_keywords(m: &Map<String, Value>) -> Map<String, Value> {
+    let mut core = m.clone();
+    for k in APPLICATORS {
+        core.remove(*k);
+    }
+    normalize(&mut core);
+    core
 }
 
 /// Fails once the expansion or negation (its error reported at keyword `kw`) has followed

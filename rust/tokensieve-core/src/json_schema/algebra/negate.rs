@@ -4,13 +4,14 @@
 use serde_json::{Map, Value};
 
 use super::{
-    absent, arr, built, built_part, check_depth, negation_terms, obj, part, required, types, Term,
+    absent, arr, built, built_part, check_depth, core_keywords, negation_terms, obj, part,
+    required, types, Term,
 };
 use crate::error::Result;
-use crate::json_schema::compile::{child, normalize, schema_error, Compiler};
+use crate::json_schema::compile::{child, schema_error, Compiler};
 use crate::json_schema::extra::{Built, Extra, SomeExtra, Sub};
 use crate::json_schema::keywords::{
-    applies_to, value_bits, APPLICATORS, T_ALL, T_ARRAY, T_FRAC, T_INT, T_OBJECT,
+    applies_to, value_bits, T_ALL, T_ARRAY, T_FRAC, T_INT, T_OBJECT,
 };
 use crate::json_schema::number::Dec;
 
@@ -123,11 +124,7 @@ impl<'a> Compiler<'a> {
                 )?;
             }
         }
-        let mut core = m.clone();
-        for k in APPLICATORS {
-            core.remove(*k);
-        }
-        normalize(&mut core);
+        let core = core_keywords(m);
         for b in self.negate_core(&core, &Extra::default(), ptr)? {
             out.push(vec![built_part(b)]);
         }

@@ -3,12 +3,14 @@
 
 use serde_json::{Map, Value};
 
-use super::{built_part, check_depth, negation_terms, obj, too_many_terms, Part, Term, MAX_TERMS};
+use super::{
+    built_part, check_depth, core_keywords, negation_terms, obj, too_many_terms, Part, Term,
+    MAX_TERMS,
+};
 use crate::automata::expr::Expr;
 use crate::error::Result;
-use crate::json_schema::compile::{child, normalize, Compiler, Piece};
+use crate::json_schema::compile::{child, Compiler, Piece};
 use crate::json_schema::extra::{Built, Sub};
-use crate::json_schema::keywords::APPLICATORS;
 
 impl<'a> Compiler<'a> {
     // ---- sub-schemas the algebra built -------------------------------------------------
@@ -202,11 +204,7 @@ impl<'a> Compiler<'a> {
     fn negate_part(&mut self, p: &Part, ptr: &str, depth: u32) -> Result<Vec<Term>> {
         check_depth("not", ptr, depth)?;
         self.check_keywords(&p.map, ptr)?;
-        let mut core = p.map.clone();
-        for k in APPLICATORS {
-            core.remove(*k);
-        }
-        normalize(&mut core);
+        let core = core_keywords(&p.map);
         let out: Vec<Term> = self
             .negate_core(&core, &p.x, ptr)?
             .into_iter()
