@@ -324,6 +324,58 @@ def test_keyword_table(
         assert oracle(schema).is_valid(instance)
 
 
+# (schema, its divisor conditions as (divisor, must divide)): several multipleOf conditions on
+# one number, required and negated, merged by allOf
+SEVERAL_DIVISORS: list[tuple[dict[str, Any], list[tuple[str, bool]]]] = [
+    (
+        {"allOf": [{"not": {"multipleOf": 2}}, {"not": {"multipleOf": 3}}]},
+        [("2", False), ("3", False)],
+    ),
+    ({"multipleOf": 4, "not": {"multipleOf": 6}}, [("4", True), ("6", False)]),
+    (
+        {"allOf": [{"not": {"multipleOf": 0.5}}, {"not": {"multipleOf": 0.3}}]},
+        [("0.5", False), ("0.3", False)],
+    ),
+    ({"multipleOf": 0.25, "not": {"multipleOf": 0.1}}, [("0.25", True), ("0.1", False)]),
+]
+
+
+@pytest.mark.parametrize(("extra", "conditions"), SEVERAL_DIVISORS)
+@pytest.mark.parametrize("kind", ["integer", "number"])
+def test_several_multiple_of_conditions(
+    vocab: ts.Vocabulary,
+    lookup: Lookup,
+    extra: dict[str, Any],
+    conditions: list[tuple[str, bool]],
+    kind: str,
+) -> None:
+    # the reference is exact decimal arithmetic (jsonschema divides binary floats)
+    from decimal import Decimal
+
+    schema = {"type": kind, "minimum": -6, "maximum": 7, **extra}
+    texts = [str(i) for i in range(-9, 10)]
+    if kind == "number":
+        fractions = ("5", "25", "75", "1", "3", "6", "9", "05", "125")
+        texts += [f"{i}.{f}" for i in range(-7, 8) for f in fractions]
+        texts += [f"-0.{f}" for f in fractions]
+
+    def want(text: str) -> bool:
+        x = Decimal(text)
+        return Decimal(-6) <= x <= 7 and all(
+            (x % Decimal(d) == 0) == must for d, must in conditions
+        )
+
+    if not any(want(t) for t in texts):
+        # every integer in range is sampled: no value satisfies the schema
+        assert kind == "integer"
+        with pytest.raises(ts.SchemaError, match="no JSON value satisfies"):
+            ts.Grammar.from_json_schema(schema, vocab)
+        return
+    g = ts.Grammar.from_json_schema(schema, vocab)
+    for text in texts:
+        assert accepts(g, text, lookup) == want(text), (schema, text)
+
+
 def test_escaped_spellings(vocab: ts.Vocabulary, lookup: Lookup) -> None:
     # enum strings are spelled as written (json.dumps, with or without ensure_ascii) ...
     g = ts.Grammar.from_json_schema({"enum": ["é/x", "b"]}, vocab)

@@ -2,7 +2,7 @@
 //! change to the schema compiler leaves every mask byte-identical:
 //!
 //! ```text
-//! zcat /work/shared/data/jsonschemabench-dev.jsonl.gz > /tmp/dev.jsonl
+//! zcat ../shared/data/jsonschemabench-dev.jsonl.gz > /tmp/dev.jsonl
 //! cargo run --release -p tokensieve-core --example mask_digest -- \
 //!     path/to/llama3/tokenizer.json /tmp/dev.jsonl [EVERY] > before.txt
 //! # change the compiler, run again into after.txt, then: cmp before.txt after.txt

@@ -25,8 +25,8 @@ pub(super) struct Extra {
     pub all_patterns: Vec<Value>,
     /// Strings matching none of these ECMA patterns.
     pub not_patterns: Vec<Value>,
-    /// Numbers that are not a multiple of this.
-    pub not_multiple_of: Option<Value>,
+    /// Numbers that are a multiple of none of these.
+    pub not_multiple_of: Vec<Value>,
     /// `contains` counts only the items from this index on.
     pub contains_from: Option<u64>,
     /// An object with at least one undeclared property whose value matches a schema.

@@ -1,11 +1,14 @@
-//! `multipleOf` (and its negation) on number text, exactly.
+//! `multipleOf` (and its negation) on number text, exactly; several divisors at once.
 //!
 //! A divisor `m` is written `a × 10^-k` (`a` a positive integer). A number spelled without an
 //! exponent is a multiple of `m` iff it has at most `k` fraction digits after dropping trailing
 //! zeros and its digits, read as an integer scaled by `10^k`, are divisible by `a`. That is a
-//! finite automaton over the number's characters (remainder mod `a`, fraction digits used); it
-//! is run in lockstep with the automaton of the numeric range (the product keeps the bounds),
-//! then minimized and turned back into a HIR by `charlang`.
+//! finite automaton over the number's characters (remainder mod `a`, fraction digits used).
+//! Several divisors, each required or negated (`multipleOf` beside negated ones from `not`,
+//! merged by `allOf`), share one remainder modulo the least common multiple of the divisors
+//! scaled to a common number of fraction digits. The automaton is run in lockstep with the
+//! automaton of the numeric range (the product keeps the bounds), then minimized and turned
+//! back into a HIR by `charlang`.
 
 use std::collections::HashMap;
 
@@ -37,31 +40,59 @@ enum Arith {
     Never,
 }
 
-struct Divisor {
-    a: u64,
+/// Several divisors read at once: a number `x` spelled without exponent is scaled to the
+/// integer `X = x · 10^k` (`k` the most fraction digits of any divisor), and divisor `i`
+/// (`a_i × 10^-k_i`) becomes the integer `b_i = a_i · 10^(k - k_i)`: `x` is a multiple of it
+/// iff `X` is an integer divisible by `b_i`. The automaton keeps `X mod l`, `l` the least
+/// common multiple of the `b_i`, which decides every divisor at once.
+struct Divisors {
+    /// `l`, the modulus of the remainder.
+    l: u64,
+    /// `k`, the fraction digits of the scale.
     k: u32,
+    /// `b_i` and whether the number must not be a multiple of it.
+    each: Vec<(u64, bool)>,
 }
 
-impl Divisor {
-    fn new(m: &Dec) -> Result<Divisor, String> {
-        if m.neg || m.is_zero() {
-            return Err("multipleOf must be greater than 0".into());
+impl Divisors {
+    fn new(divisors: &[(Dec, bool)]) -> Result<Divisors, String> {
+        let too_many = || {
+            format!(
+                "multipleOf with more than {} significant digits (of all the divisors that \
+                 apply to one number together) is not supported",
+                MAX_DIVISOR.to_string().len() - 1
+            )
+        };
+        let mut parsed = Vec::with_capacity(divisors.len());
+        for (m, negated) in divisors {
+            if m.neg || m.is_zero() {
+                return Err("multipleOf must be greater than 0".into());
+            }
+            let mut a: u64 = 0;
+            for d in m.int.iter().chain(m.frac.iter()) {
+                a = a
+                    .checked_mul(10)
+                    .and_then(|x| x.checked_add(u64::from(*d)))
+                    .filter(|x| *x <= MAX_DIVISOR)
+                    .ok_or_else(too_many)?;
+            }
+            parsed.push((a, m.frac.len() as u32, *negated));
         }
-        let k = m.frac.len() as u32;
-        let mut a: u64 = 0;
-        for d in m.int.iter().chain(m.frac.iter()) {
-            a = a
-                .checked_mul(10)
-                .and_then(|x| x.checked_add(u64::from(*d)))
-                .filter(|x| *x <= MAX_DIVISOR)
-                .ok_or_else(|| {
-                    format!(
-                        "multipleOf with more than {} significant digits is not supported",
-                        MAX_DIVISOR.to_string().len() - 1
-                    )
-                })?;
+        let k = parsed.iter().map(|p| p.1).max().unwrap_or(0);
+        let mut l: u64 = 1;
+        let mut each = Vec::with_capacity(parsed.len());
+        for (a, ki, negated) in parsed {
+            let b = 10u64
+                .checked_pow(k - ki)
+                .and_then(|p| p.checked_mul(a))
+                .filter(|b| *b <= MAX_DIVISOR)
+                .ok_or_else(too_many)?;
+            l = lcm(l, b)
+                .filter(|l| *l <= MAX_DIVISOR)
+                .ok_or_else(too_many)?;
+            each.push((b, negated));
         }
-        Ok(Divisor { a, k })
+        Ok(Divisors { l, k, each })
     }
 
     fn step(&self, s: Arith, b: u8) -> Arith {
@@ -69,39 +100,57 @@ impl Divisor {
             (Arith::Never, _) => Arith::Never,
             (s, b'-') => s,
             (Arith::Int(r), b'.') => Arith::Frac(r, 0),
-            (Arith::Int(r), d) => Arith::Int((r * 10 + u64::from(d - b'0')) % self.a),
+            (Arith::Int(r), d) => Arith::Int((r * 10 + u64::from(d - b'0')) % self.l),
             (Arith::Frac(r, j), d) if j < self.k => {
-                Arith::Frac((r * 10 + u64::from(d - b'0')) % self.a, j + 1)
+                Arith::Frac((r * 10 + u64::from(d - b'0')) % self.l, j + 1)
             }
             (Arith::Frac(r, j), b'0') => Arith::Frac(r, j),
             (Arith::Frac(..), _) => Arith::Never,
         }
     }
 
-    fn is_multiple(&self, s: Arith) -> bool {
+    /// Whether a number read into `s` meets every divisor's condition. A number with a
+    /// non-zero digit past `k` fraction digits (`Never`) is a multiple of none of them.
+    fn accepts(&self, s: Arith) -> bool {
         let (r, j) = match s {
-            Arith::Never => return false,
+            Arith::Never => return self.each.iter().all(|(_, negated)| *negated),
             Arith::Int(r) => (r, 0),
             Arith::Frac(r, j) => (r, j),
         };
         let mut x = r;
         for _ in j..self.k {
-            x = x * 10 % self.a;
+            x = x * 10 % self.l;
         }
-        x == 0
+        self.each
+            .iter()
+            .all(|(b, negated)| (x % b == 0) != *negated)
     }
 }
 
-/// Numbers (integers if `integer`) within the bounds that are (or, with `negate`, are not)
-/// multiples of `m`, spelled without exponent. `Ok(None)`: no such number.
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+fn lcm(a: u64, b: u64) -> Option<u64> {
+    (a / gcd(a, b)).checked_mul(b)
+}
+
+/// Numbers (integers if `integer`) within the bounds that meet every divisor condition —
+/// a multiple of `m`, or with `true` not a multiple of it —, spelled without exponent.
+/// `Ok(None)`: no such number.
 pub(super) fn multiple_of(
-    m: &Dec,
+    divisors: &[(Dec, bool)],
     lo: Option<&Bound>,
     hi: Option<&Bound>,
     integer: bool,
-    negate: bool,
 ) -> Result<Option<Hir>, String> {
-    let div = Divisor::new(m)?;
+    let div = Divisors::new(divisors)?;
+    // a number past `k` fraction digits can only meet conditions that are all negations
+    let never_ok = div.accepts(Arith::Never);
     let Some(range) = number_range(lo, hi, integer) else {
         return Ok(None);
     };
@@ -124,7 +173,7 @@ pub(super) fn multiple_of(
                 continue;
             }
             let an = div.step(ar, b);
-            if an == Arith::Never && !negate {
+            if an == Arith::Never && !never_ok {
                 continue;
             }
             let key = (rn, an);
@@ -149,7 +198,7 @@ pub(super) fn multiple_of(
     }
     let accept: Vec<bool> = states
         .iter()
-        .map(|&(rs, ar)| d.is_accepting(rs) && (div.is_multiple(ar) != negate))
+        .map(|&(rs, ar)| d.is_accepting(rs) && div.accepts(ar))
         .collect();
     // minimized and turned back into a regex by the character-language algebra
     let dfa = CharDfa {
@@ -199,7 +248,7 @@ mod tests {
                     value: dec("30.5"),
                     inclusive: false,
                 };
-                let h = multiple_of(&dec(m), Some(&lo), Some(&hi), integer, negate)
+                let h = multiple_of(&[(dec(m), negate)], Some(&lo), Some(&hi), integer)
                     .unwrap()
                     .unwrap();
                 let re = Re::new(&h);
@@ -225,6 +274,59 @@ mod tests {
         }
     }
 
+    #[test]
+    fn several_divisors_brute_force() {
+        // (divisor, negated) sets: required with negated, two negated, decimals of different
+        // scales, a divisor that divides another
+        let sets: &[&[(&str, bool)]] = &[
+            &[("2", true), ("3", true)],
+            &[("4", false), ("6", true)],
+            &[("0.5", true), ("3", true)],
+            &[("0.25", false), ("0.1", true)],
+            &[("2", true), ("4", true), ("0.3", true)],
+            &[("3", false), ("9", false)],
+            &[("1.5", true), ("0.01", false)],
+        ];
+        let lo = Bound {
+            value: dec("-20"),
+            inclusive: false,
+        };
+        let hi = Bound {
+            value: dec("25"),
+            inclusive: true,
+        };
+        for set in sets {
+            let divisors: Vec<(Dec, bool)> = set.iter().map(|(m, n)| (dec(m), *n)).collect();
+            for integer in [false, true] {
+                let h = multiple_of(&divisors, Some(&lo), Some(&hi), integer).unwrap();
+                let re = h.as_ref().map(Re::new);
+                let mut checked = 0;
+                for i in -25..30 {
+                    let mut texts = vec![i.to_string()];
+                    for f in ["5", "25", "50", "01", "1", "75", "3", "30", "125", "0"] {
+                        texts.push(format!("{i}.{f}"));
+                    }
+                    for t in texts {
+                        let v = dec(&t);
+                        let in_range = v > lo.value && v <= hi.value;
+                        let spelled = range_spelling(&t, integer);
+                        let meets = divisors.iter().all(|(m, negated)| {
+                            crate::json_schema::validate::is_multiple(&v, m).unwrap() != *negated
+                        });
+                        let want = in_range && spelled && meets;
+                        let got = re.as_ref().is_some_and(|r| r.is_match(&t));
+                        assert_eq!(got, want, "{set:?} integer={integer} {t}");
+                        checked += 1;
+                    }
+                }
+                assert!(checked > 500);
+            }
+        }
+        // the common modulus is bounded like a single divisor
+        let big = [(dec("9973"), true), (dec("9967"), true)];
+        assert!(multiple_of(&big, None, None, true).is_err());
+    }
+
     /// Whether `t` is spelled the way the number grammar spells numbers.
     fn range_spelling(t: &str, integer: bool) -> bool {
         let h = number_range(None, None, integer).unwrap();
@@ -233,7 +335,7 @@ mod tests {
 
     #[test]
     fn unbounded_and_errors() {
-        let h = multiple_of(&dec("5"), None, None, true, false)
+        let h = multiple_of(&[(dec("5"), false)], None, None, true)
             .unwrap()
             .unwrap();
         let re = Re::new(&h);
@@ -246,8 +348,8 @@ mod tests {
         ] {
             assert_eq!(re.is_match(t), ok, "{t}");
         }
-        assert!(multiple_of(&dec("0"), None, None, true, false).is_err());
-        assert!(multiple_of(&dec("123456789"), None, None, true, false).is_err());
+        assert!(multiple_of(&[(dec("0"), false)], None, None, true).is_err());
+        assert!(multiple_of(&[(dec("123456789"), false)], None, None, true).is_err());
         let lo = Bound {
             value: dec("1"),
             inclusive: true,
@@ -256,8 +358,10 @@ mod tests {
             value: dec("4"),
             inclusive: true,
         };
-        assert!(multiple_of(&dec("5"), Some(&lo), Some(&hi), true, false)
-            .unwrap()
-            .is_none());
+        assert!(
+            multiple_of(&[(dec("5"), false)], Some(&lo), Some(&hi), true)
+                .unwrap()
+                .is_none()
+        );
     }
 }

@@ -125,16 +125,19 @@ impl<'a> Compiler<'a> {
         if x.not_in.iter().any(|n| json_eq(n, v)) {
             return Ok(false);
         }
-        if let (Value::Number(n), Some(Value::Number(d))) = (v, &x.not_multiple_of) {
-            let ok = is_multiple(&Dec::from_json(n), &Dec::from_json(d)).ok_or_else(|| {
-                schema_error(
-                    "multipleOf",
-                    ptr,
-                    "multipleOf is out of the exactly checkable range",
-                )
-            })?;
-            if ok {
-                return Ok(false);
+        if let Value::Number(n) = v {
+            for d in &x.not_multiple_of {
+                let Value::Number(d) = d else { continue };
+                let ok = is_multiple(&Dec::from_json(n), &Dec::from_json(d)).ok_or_else(|| {
+                    schema_error(
+                        "multipleOf",
+                        ptr,
+                        "multipleOf is out of the exactly checkable range",
+                    )
+                })?;
+                if ok {
+                    return Ok(false);
+                }
             }
         }
         if let Value::String(s) = v {

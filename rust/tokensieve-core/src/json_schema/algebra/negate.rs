@@ -252,7 +252,7 @@ impl<'a> Compiler<'a> {
                 "exclusiveMaximum" => out.push(typed("number", vec![("minimum", num_v()?)])),
                 "multipleOf" => {
                     let mut b = typed("number", vec![]);
-                    b.x.not_multiple_of = Some(num_v()?);
+                    b.x.not_multiple_of.push(num_v()?);
                     out.push(b);
                 }
                 "minLength" => {
@@ -467,7 +467,7 @@ impl<'a> Compiler<'a> {
                 !x.all_patterns.is_empty(),
                 "the patterns of merged allOf branches",
             ),
-            (x.not_multiple_of.is_some(), "a negated multipleOf"),
+            (!x.not_multiple_of.is_empty(), "a negated multipleOf"),
             (
                 x.contains_from.is_some(),
                 "the items a negated items schema counts",

@@ -664,6 +664,7 @@ pub(super) fn merge(out: Built, b: Built, ptr: &str) -> Result<Built> {
         (&mut ox.not_in, bx.not_in),
         (&mut ox.all_patterns, bx.all_patterns),
         (&mut ox.not_patterns, bx.not_patterns),
+        (&mut ox.not_multiple_of, bx.not_multiple_of),
     ] {
         if mine.is_empty() {
             *mine = theirs;
@@ -674,17 +675,6 @@ pub(super) fn merge(out: Built, b: Built, ptr: &str) -> Result<Built> {
                 }
             }
         }
-    }
-    match (&ox.not_multiple_of, bx.not_multiple_of) {
-        (Some(a), Some(c)) if !json_eq(a, &c) => {
-            return Err(schema_error(
-                "multipleOf",
-                ptr,
-                "allOf: two different negated multipleOf values cannot be merged in this version",
-            ))
-        }
-        (None, c) => ox.not_multiple_of = c,
-        _ => {}
     }
     match (ox.contains_from, bx.contains_from) {
         (Some(a), Some(c)) if a != c => return Err(cannot_merge("contains", ptr)),

@@ -309,7 +309,7 @@ impl<'a> Compiler<'a> {
         if lo.is_none()
             && hi.is_none()
             && !m.contains_key("multipleOf")
-            && x.not_multiple_of.is_none()
+            && x.not_multiple_of.is_empty()
         {
             return Ok(Some(frac));
         }
@@ -336,38 +336,31 @@ impl<'a> Compiler<'a> {
     ) -> Result<Option<Hir>> {
         let (lo, hi) = self.bounds(m, ptr)?;
         let mul = self.num(m, "multipleOf", ptr)?;
-        let not_mul = match &x.not_multiple_of {
-            Some(Value::Number(n)) => Some(Dec::from_json(n)),
-            Some(_) => {
+        let one = Dec::parse("1").expect("literal");
+        // (divisor, negated): the map's multipleOf, then the negated ones from `not`
+        let mut divisors: Vec<(Dec, bool)> = mul
+            .filter(|d| !(integer && *d == one))
+            .map(|d| (d, false))
+            .into_iter()
+            .collect();
+        for v in &x.not_multiple_of {
+            let Value::Number(n) = v else {
                 return Err(schema_error(
                     "multipleOf",
                     ptr,
                     "multipleOf must be a number",
-                ))
-            }
-            None => None,
-        };
-        let one = Dec::parse("1").expect("literal");
-        let mul = mul.filter(|d| !(integer && *d == one));
-        let (div, negate) = match (mul, not_mul) {
-            (None, None) => return Ok(number_range(lo.as_ref(), hi.as_ref(), integer)),
-            (Some(d), None) => (d, false),
-            (None, Some(d)) => (d, true),
-            (Some(_), Some(_)) => {
-                self.unsupported(
-                    "multipleOf",
-                    ptr,
-                    "multipleOf together with a negated multipleOf is not supported",
-                )?;
-                return Ok(number_range(lo.as_ref(), hi.as_ref(), integer));
-            }
-        };
+                ));
+            };
+            divisors.push((Dec::from_json(n), true));
+        }
+        if divisors.is_empty() {
+            return Ok(number_range(lo.as_ref(), hi.as_ref(), integer));
+        }
         match crate::json_schema::multiple::multiple_of(
-            &div,
+            &divisors,
             lo.as_ref(),
             hi.as_ref(),
             integer,
-            negate,
         ) {
             Ok(h) => Ok(h),
             Err(e) => {
