@@ -1,0 +1,380 @@
+//! Unit tests of grammars, matchers, token budgets and reasoning spans.
+
+use super::*;
+
+fn setup(pattern: &str) -> Arc<Grammar> {
+    let toks: Vec<Vec<u8>> = ["a", "b", "ab", "ba", "c", "</s>"]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+    let v = Arc::new(Vocabulary::new(toks, vec![5], vec![], Some(40)).unwrap());
+    Arc::new(Grammar::from_regex(pattern, v, &GrammarOptions::default()).unwrap())
+}
+
+fn bits(row: &[u32]) -> Vec<u32> {
+    (0..row.len() as u32 * 32)
+        .filter(|&t| row[(t >> 5) as usize] >> (t & 31) & 1 == 1)
+        .collect()
+}
+
+#[test]
+fn accept_rollback_finish() {
+    let g = setup("(ab)+");
+    let mut m = g.matcher();
+    let mut row = vec![0u32; 2];
+    m.fill_next_token_bitmask(&mut row).unwrap();
+    assert_eq!(bits(&row), vec![0, 2]);
+    assert!(!m.accept_token(1).unwrap());
+    assert!(!m.accept_token(5).unwrap());
+    assert!(!m.accept_token(39).unwrap()); // padding id
+    assert!(!m.accept_token(400).unwrap()); // out of range
+    assert!(m.accept_token(2).unwrap());
+    assert!(m.is_accepting());
+    m.fill_next_token_bitmask(&mut row).unwrap();
+    assert_eq!(bits(&row), vec![0, 2, 5]);
+    assert!(m.accept_token(5).unwrap());
+    assert!(m.is_finished());
+    m.fill_next_token_bitmask(&mut row).unwrap();
+    assert_eq!(bits(&row), vec![5]);
+    assert!(m.accept_token(5).unwrap());
+    assert!(m.is_finished());
+    assert!(!m.accept_token(0).unwrap());
+    m.rollback(2).unwrap();
+    assert!(!m.is_finished());
+    assert_eq!(m.accept_tokens(&[0, 1, 0, 4]).unwrap(), 3);
+    assert!(m.rollback(10).is_err());
+    m.reset();
+    assert_eq!(m.history_len(), 0);
+}
+
+#[test]
+fn max_rollback_bounds_history() {
+    let g = setup("[ab]*");
+    let mut m = Matcher::new(g, Some(2));
+    assert_eq!(m.accept_tokens(&[0, 1, 0, 1]).unwrap(), 4);
+    assert_eq!(m.history_len(), 2);
+    assert!(m.rollback(3).is_err());
+    m.rollback(2).unwrap();
+}
+
+#[test]
+fn batch_fill_equals_row_fill() {
+    let g1 = setup("(ab)+");
+    let g2 = setup("c|ba");
+    let mut m1 = g1.matcher();
+    m1.accept_token(0).unwrap();
+    let m2 = g2.matcher();
+    let reqs = vec![MaskRequest::from(&m1), MaskRequest::from(&m2)];
+    let mut bm = vec![0xFFFF_FFFFu32; 6];
+    fill_next_token_bitmask_batch(&reqs, &[2, 0], &mut bm, 2).unwrap();
+    let mut r = vec![0u32; 2];
+    m1.fill_next_token_bitmask(&mut r).unwrap();
+    assert_eq!(&bm[4..6], &r[..]);
+    m2.fill_next_token_bitmask(&mut r).unwrap();
+    assert_eq!(&bm[0..2], &r[..]);
+    assert_eq!(&bm[2..4], &[0xFFFF_FFFF, 0xFFFF_FFFF]);
+    assert!(fill_next_token_bitmask_batch(&reqs, &[1, 1], &mut bm, 2).is_err());
+    assert!(fill_next_token_bitmask_batch(&reqs, &[0, 3], &mut bm, 2).is_err());
+}
+
+/// Whether some token sequence of at most `steps` tokens leads from `state` to acceptance
+/// (brute force over the vocabulary).
+fn can_finish(g: &Grammar, state: u32, steps: u32) -> bool {
+    if g.dfa.is_accepting(state) {
+        return true;
+    }
+    if steps == 0 {
+        return false;
+    }
+    (0..g.vocab.vocab_size() as u32).any(|t| {
+        !g.vocab.is_eos(t)
+            && matches!(g.advance(state, t), Ok(Some(s)) if can_finish(g, s, steps - 1))
+    })
+}
+
+#[test]
+fn budget_keeps_exactly_the_tokens_that_fit() {
+    // brute force: kept = the tokens after which some token sequence finishes in time
+    let toks: Vec<Vec<u8>> = ["a", "b", "c", "{", "}", ",", "ab", "abc", "{a", "}}", "<e>"]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+    let v = Arc::new(Vocabulary::new(toks, vec![10], vec![], None).unwrap());
+    for pattern in [
+        "a{2,9}",
+        "(ab|c)*b",
+        r"\{(a,)*a\}",
+        r"(\{a*\})+",
+        "abc(a|b)*c",
+    ] {
+        let g =
+            Arc::new(Grammar::from_regex(pattern, v.clone(), &GrammarOptions::default()).unwrap());
+        let words = v.mask_words();
+        // walk a few prefixes; at each, every budget from 1 to 8
+        let mut m = g.matcher();
+        for step in 0..6 {
+            for left in 1..=8u32 {
+                let mut full = vec![0u32; words];
+                let mut kept = vec![0u32; words];
+                g.fill_mask(m.state, false, &mut full).unwrap();
+                g.fill_mask_within(m.state, false, Some(left), &mut kept)
+                    .unwrap();
+                let fits: Vec<u32> = bits(&full)
+                    .into_iter()
+                    .filter(|&t| {
+                        v.is_eos(t)
+                            || can_finish(&g, g.advance(m.state, t).unwrap().unwrap(), left - 1)
+                    })
+                    .collect();
+                let expected = if fits.is_empty() { bits(&full) } else { fits };
+                assert_eq!(bits(&kept), expected, "{pattern} step {step} left {left}");
+            }
+            // advance by the first allowed non-EOS token
+            let mut row = vec![0u32; words];
+            m.fill_next_token_bitmask(&mut row).unwrap();
+            match bits(&row).into_iter().find(|&t| !v.is_eos(t)) {
+                Some(t) => assert!(m.accept_token(t).unwrap()),
+                None => break,
+            }
+        }
+    }
+}
+
+#[test]
+fn budgeted_walks_finish_in_time() {
+    // a random walk over what the budgeted mask allows always ends accepting in budget
+    let toks: Vec<Vec<u8>> = ["1", "2", "12", "123", "[", "]", ",", "[1", "],", "<e>"]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+    let v = Arc::new(Vocabulary::new(toks, vec![9], vec![], None).unwrap());
+    let g = Arc::new(
+        Grammar::from_regex(
+            r"\[([123]+(,[123]+)*)?\]",
+            v.clone(),
+            &GrammarOptions::default(),
+        )
+        .unwrap(),
+    );
+    let mut seed = 7u64;
+    for budget in [2u32, 3, 5, 8, 20] {
+        for _ in 0..200 {
+            let mut m = g.matcher();
+            m.set_max_tokens(Some(budget)).unwrap();
+            let mut row = vec![0u32; v.mask_words()];
+            loop {
+                assert_eq!(m.tokens_left(), Some(budget - m.consumed()));
+                if m.consumed() == budget {
+                    break;
+                }
+                m.fill_next_token_bitmask(&mut row).unwrap();
+                let allowed = bits(&row);
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let t = allowed[(seed >> 33) as usize % allowed.len()];
+                assert!(m.accept_token(t).unwrap());
+                if m.is_finished() {
+                    break;
+                }
+            }
+            assert!(m.is_accepting(), "budget {budget}: not finished in time");
+        }
+    }
+    // rollback and reset keep the count
+    let mut m = g.matcher();
+    m.set_max_tokens(Some(4)).unwrap();
+    assert_eq!(m.accept_tokens(&[4, 0, 1]).unwrap(), 3);
+    assert_eq!(m.tokens_left(), Some(1));
+    m.rollback(2).unwrap();
+    assert_eq!(m.tokens_left(), Some(3));
+    m.reset();
+    assert_eq!(m.tokens_left(), Some(4));
+    assert_eq!(g.min_tokens_to_accept(g.dfa.start()).unwrap(), 2);
+}
+
+/// The reference for reasoning spans, by plain string search (no matching automaton):
+/// can the non-EOS token sequence `seq` be continued into a complete output? Every byte
+/// of `marker` is a token of the test vocabulary, so an unfinished marker can always be
+/// finished.
+fn reasoning_prefix_ok(
+    v: &Vocabulary,
+    marker: &[u8],
+    language: &[&str],
+    budget: Option<u32>,
+    seq: &[u32],
+) -> bool {
+    let mut bytes = Vec::new();
+    let mut starts = Vec::new();
+    for &t in seq {
+        starts.push(bytes.len());
+        bytes.extend_from_slice(v.token_bytes(t).unwrap());
+    }
+    let end = bytes
+        .windows(marker.len())
+        .position(|w| w == marker)
+        .map(|i| i + marker.len());
+    // the token the marker ends in, or the whole sequence while reasoning
+    let k = match end {
+        Some(e) => starts.iter().rposition(|&s| s < e).unwrap(),
+        None => seq.len(),
+    };
+    if let Some(n) = budget.map(|b| b as usize) {
+        if k >= n && n < seq.len() {
+            // from token n on, the bytes go straight along what is left of the marker
+            let before = &bytes[..starts[n]];
+            let p = (0..marker.len())
+                .rev()
+                .find(|&p| before.ends_with(&marker[..p]))
+                .unwrap();
+            let rest = &marker[p..];
+            let after = &bytes[starts[n]..];
+            let ok = match end {
+                Some(e) => after.starts_with(rest) && starts[n] + rest.len() == e,
+                None => rest.starts_with(after),
+            };
+            if !ok {
+                return false;
+            }
+        }
+    }
+    match end {
+        None => true,
+        Some(e) => {
+            let rest = &bytes[e..];
+            language.iter().any(|w| w.as_bytes().starts_with(rest))
+        }
+    }
+}
+
+fn reasoning_complete(v: &Vocabulary, marker: &[u8], language: &[&str], seq: &[u32]) -> bool {
+    let bytes: Vec<u8> = seq
+        .iter()
+        .flat_map(|&t| v.token_bytes(t).unwrap().to_vec())
+        .collect();
+    match bytes.windows(marker.len()).position(|w| w == marker) {
+        Some(i) => language.contains(&std::str::from_utf8(&bytes[i + marker.len()..]).unwrap()),
+        None => false,
+    }
+}
+
+#[test]
+fn reasoning_masks_match_string_search() {
+    let toks: Vec<Vec<u8>> = [
+        "<", "e", ">", "<e>", "<e>a", "x", "e>b", "a", "b", "c", "<<e", "aa", "aab", "</s>",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    let eos = toks.len() as u32 - 1;
+    let v = Arc::new(Vocabulary::new(toks, vec![eos], vec![], None).unwrap());
+    let language = ["a", "bc", "bcc"];
+    let g = Arc::new(Grammar::from_regex("a|bcc?", v.clone(), &GrammarOptions::default()).unwrap());
+    let words = v.mask_words();
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move |n: usize| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        (rng % n as u64) as usize
+    };
+    let mut checked = 0;
+    for marker in [&b"<e>"[..], b"aab", b"e"] {
+        for budget in [None, Some(0), Some(1), Some(2), Some(4)] {
+            for _walk in 0..40 {
+                let mut m = g.matcher();
+                m.set_reasoning(Some(marker), budget).unwrap();
+                let mut seq: Vec<u32> = Vec::new();
+                loop {
+                    let mut row = vec![0u32; words];
+                    m.fill_next_token_bitmask(&mut row).unwrap();
+                    let allowed = bits(&row);
+                    for t in 0..v.vocab_size() as u32 {
+                        let expected = if t == eos {
+                            reasoning_complete(&v, marker, &language, &seq)
+                        } else {
+                            let mut s2 = seq.clone();
+                            s2.push(t);
+                            reasoning_prefix_ok(&v, marker, &language, budget, &s2)
+                        };
+                        assert_eq!(
+                            allowed.contains(&t),
+                            expected,
+                            "marker {:?} budget {budget:?} after {seq:?}, token {t}",
+                            String::from_utf8_lossy(marker)
+                        );
+                        // accept_token agrees with the mask
+                        let mut probe = m.clone();
+                        assert_eq!(probe.accept_token(t).unwrap(), expected);
+                        checked += 1;
+                    }
+                    assert_eq!(m.is_reasoning(), still_reasoning(&v, marker, &seq));
+                    // long walks end in the grammar; short ones may stop anywhere
+                    if allowed.is_empty() || seq.len() > 12 {
+                        break;
+                    }
+                    let t = allowed[next(allowed.len())];
+                    if next(5) == 0 && !seq.is_empty() {
+                        // a step back and forth through the history
+                        let before = m.clone();
+                        m.rollback(1).unwrap();
+                        let last = *seq.last().unwrap();
+                        assert!(m.accept_token(last).unwrap());
+                        assert_eq!(format!("{m:?}"), format!("{before:?}"));
+                    }
+                    assert!(m.accept_token(t).unwrap());
+                    if t == eos {
+                        break;
+                    }
+                    seq.push(t);
+                    if let (Some(b), true) = (budget, m.is_reasoning()) {
+                        // past the budget only the marker's own bytes follow
+                        assert!(m.reasoning_tokens() <= b + marker.len() as u32);
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 10_000, "{checked}");
+}
+
+fn still_reasoning(v: &Vocabulary, marker: &[u8], seq: &[u32]) -> bool {
+    let bytes: Vec<u8> = seq
+        .iter()
+        .flat_map(|&t| v.token_bytes(t).unwrap().to_vec())
+        .collect();
+    !bytes.windows(marker.len()).any(|w| w == marker)
+}
+
+#[test]
+fn option_values_name_every_option_and_read_back() {
+    let d = GrammarOptions::default();
+    let names: Vec<&str> = d.values().iter().map(|(n, _)| *n).collect();
+    assert_eq!(names, GrammarOptions::NAMES);
+    let mut o = GrammarOptions::default();
+    for (name, value) in d.values() {
+        o.set(name, &(value * 2.0).to_string()).unwrap();
+    }
+    for ((_, a), (_, b)) in o.values().iter().zip(d.values()) {
+        assert_eq!(*a, b * 2.0);
+    }
+}
+
+#[test]
+fn reasoning_settings_are_checked() {
+    let g = setup("ab");
+    let mut m = g.matcher();
+    assert!(m.set_reasoning(None, Some(3)).is_err());
+    assert!(m.set_reasoning(Some(b""), None).is_err());
+    // "z" is no token: the marker cannot be spelled
+    assert!(m.set_reasoning(Some(b"z"), None).is_err());
+    // a marker whose only completions leave the grammar ("c" cannot start "ab")
+    assert!(m.set_reasoning(Some(b"c"), None).is_ok());
+    m.set_max_tokens(Some(5)).unwrap_err();
+    let mut m2 = g.matcher();
+    m2.set_max_tokens(Some(5)).unwrap();
+    assert!(m2.set_reasoning(Some(b"c"), None).is_err());
+    let mut m3 = g.matcher();
+    assert!(m3.accept_token(0).unwrap());
+    assert!(m3.set_reasoning(Some(b"c"), None).is_err());
+}
