@@ -256,15 +256,7 @@ class GuidedProcessorBase:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"the limit for {name} must be a positive number, got {value!r}")
             merged[name] = float(value)
-        return type(
-            cls.__name__,
-            (cls,),
-            {
-                "client_limits": MappingProxyType(merged),
-                "__module__": cls.__module__,
-                "__doc__": cls.__doc__,
-            },
-        )
+        return cls._configured(client_limits=MappingProxyType(merged))
 
     @classmethod
     def with_reasoning(cls, end: str | None, thinking_budget: int | None = None) -> Any:
@@ -275,16 +267,7 @@ class GuidedProcessorBase:
         if end is not None and (not isinstance(end, str) or not end):
             raise ValueError("the reasoning end marker must be a non-empty string or None")
         reasoning_settings(None, end, thinking_budget)  # the same checks as a request's
-        return type(
-            cls.__name__,
-            (cls,),
-            {
-                "reasoning_end": end,
-                "thinking_budget": thinking_budget,
-                "__module__": cls.__module__,
-                "__doc__": cls.__doc__,
-            },
-        )
+        return cls._configured(reasoning_end=end, thinking_budget=thinking_budget)
 
     @classmethod
     def with_vocabulary(cls, vocab: ts.Vocabulary) -> Any:
@@ -295,11 +278,16 @@ class GuidedProcessorBase:
         """
         if not isinstance(vocab, ts.Vocabulary):
             raise TypeError(f"expected tokensieve.Vocabulary, got {type(vocab).__name__}")
-        return type(
-            cls.__name__,
-            (cls,),
-            {"bound_vocabulary": vocab, "__module__": cls.__module__, "__doc__": cls.__doc__},
-        )
+        return cls._configured(bound_vocabulary=vocab)
+
+    @classmethod
+    def _configured(cls, **settings: Any) -> Any:
+        """A subclass of this processor, under the same name, with these :attr:`SETTINGS`
+        changed (what every ``with_*`` method returns)."""
+        unknown = set(settings) - set(cls.SETTINGS)
+        assert not unknown, f"not processor settings: {unknown}"
+        attrs = {**settings, "__module__": cls.__module__, "__doc__": cls.__doc__}
+        return type(cls.__name__, (cls,), attrs)
 
     @classmethod
     def admission_vocabulary(cls) -> ts.Vocabulary:

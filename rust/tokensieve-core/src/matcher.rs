@@ -619,6 +619,15 @@ impl Matcher {
         self.think.is_some()
     }
 
+    /// Inside the reasoning span: the span, how far, and whether the thinking budget is spent
+    /// (only tokens continuing the marker are allowed then).
+    fn reasoning_position(&self) -> Option<(Arc<Span>, Think, bool)> {
+        let (span, budget) = self.span.as_ref()?;
+        let think = self.think?;
+        let forced = budget.is_some_and(|b| think.tokens >= b);
+        Some((span.clone(), think, forced))
+    }
+
     /// Tokens of the reasoning span so far (the one that completed the marker not included).
     pub fn reasoning_tokens(&self) -> u32 {
         self.think.map_or(0, |t| t.tokens)
@@ -692,11 +701,10 @@ impl Matcher {
         if self.finished {
             return Ok(false);
         }
-        if let (Some(think), Some((span, budget))) = (self.think, &self.span) {
+        if let Some((span, think, forced)) = self.reasoning_position() {
             let Some(mv) = span.step(vocab, think.matched, token) else {
                 return Ok(false);
             };
-            let forced = budget.is_some_and(|b| think.tokens >= b);
             if !span.allows(think.matched, &mv, forced) {
                 return Ok(false);
             }
@@ -796,14 +804,9 @@ pub struct MaskRequest {
 
 impl From<&Matcher> for MaskRequest {
     fn from(m: &Matcher) -> Self {
-        let reasoning = match (&m.span, m.think) {
-            (Some((span, budget)), Some(t)) => Some((
-                span.clone(),
-                t.matched,
-                budget.is_some_and(|b| t.tokens >= b),
-            )),
-            _ => None,
-        };
+        let reasoning = m
+            .reasoning_position()
+            .map(|(span, t, forced)| (span, t.matched, forced));
         MaskRequest {
             grammar: m.grammar.clone(),
             state: m.state,

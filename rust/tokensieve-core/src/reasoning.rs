@@ -201,16 +201,6 @@ impl Span {
         &self.marker
     }
 
-    /// The marker's length in bytes (the matched length never reaches it while reasoning).
-    pub fn len(&self) -> usize {
-        self.marker.len()
-    }
-
-    /// Always false: a marker has at least one byte.
-    pub fn is_empty(&self) -> bool {
-        self.marker.is_empty()
-    }
-
     /// Where `token` leads from `p` matched bytes; `None` for a token never allowed while
     /// reasoning (EOS, special, padding, out of range).
     pub fn step(&self, vocab: &Vocabulary, p: u32, token: u32) -> Option<Move> {

@@ -431,13 +431,10 @@ impl PyGrammar {
         let g = slf.get();
         let mut inner = core::Matcher::new(g.inner.clone(), max_rollback);
         inner.set_max_tokens(max_tokens).py(py)?;
-        let grammar = g.inner.clone();
         let marker = reasoning_end.map(str::as_bytes);
-        if let Some(m) = marker {
-            // the first use of a marker scans the vocabulary: without the GIL
-            py.detach(|| grammar.reasoning_span(m)).py(py)?;
-        }
-        inner.set_reasoning(marker, thinking_budget).py(py)?;
+        // the first use of a marker scans the vocabulary: without the GIL
+        py.detach(|| inner.set_reasoning(marker, thinking_budget))
+            .py(py)?;
         Ok(PyMatcher {
             inner,
             grammar: slf.clone().unbind(),
