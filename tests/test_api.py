@@ -169,8 +169,16 @@ def test_budgets() -> None:
         m = g.matcher()
         for _ in range(50):
             m.accept_token(0)
+    # repetitions of up to 32 are copied (larger ones are counters): 27,000 copies
     with pytest.raises(ts.BudgetError):
-        ts.Grammar.from_regex("(?:[ab]{100}){100}", v, max_nfa_bytes=1 << 16)
+        ts.Grammar.from_regex("(?:(?:[ab]{30}){30}){30}", v, max_nfa_bytes=1 << 16)
+    # a counter keeps a large bound small, and exact
+    g = ts.Grammar.from_regex("(?:[ab]{100}){100}", v, max_nfa_bytes=1 << 16)
+    m = g.matcher()
+    assert m.accept_tokens([2] * 4_999) == 4_999  # "ab" × 4,999: 9,998 characters
+    assert not m.is_accepting()
+    assert m.accept_token(0) and m.accept_token(1) and m.is_accepting()  # 10,000
+    assert not m.accept_token(0)
     with pytest.raises(ValueError):
         ts.Grammar.from_regex("a", v, max_compile_seconds=-1)
 

@@ -113,11 +113,11 @@ CORPUS: list[tuple[str, str]] = [
     ("ts.Grammar.from_json_schema({'const': 10 ** 5000}, vocab)", "ValueError"),
     (
         'ts.Grammar.from_json_schema(\'{"type": "string", "maxLength": 1e30}\', vocab)',
-        "TokensieveError",
+        "ok",  # a counter: no copies, no budget
     ),
     (
         "ts.Grammar.from_json_schema({'type': 'string', 'maxLength': 2**31 - 1}, vocab)",
-        "TokensieveError",
+        "ok",  # a counter: no copies, no budget
     ),
     ("assert ts.Grammar.from_regex('a', vocab).matcher().accept_token(2**40) is False", "ok"),
     ("assert ts.Grammar.from_regex('a', vocab).matcher().accept_token(-1) is False", "ok"),

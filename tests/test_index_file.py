@@ -385,10 +385,11 @@ def test_cli_ahead_of_time_state_budget(tmp_path: Path, tokenizer_json: Path) ->
 
 
 def test_cli_ahead_of_time_automaton_memory_budget(tmp_path: Path, tokenizer_json: Path) -> None:
-    # 4,000 copies of Unicode \w: more than a lazy grammar's 64 MiB of automaton while building,
+    # 4,375 copies of Unicode \w: more than a lazy grammar's 64 MiB of automaton while building,
     # within the ahead-of-time default (1 GiB). A small state budget then stops the build quickly,
-    # so the error says which budget was reached first.
-    pattern = r"\w{4000}"
+    # so the error says which budget was reached first. (Nested repetitions of up to 32 are
+    # copied; one repetition of 4,000 would be a counter, one copy of \w.)
+    pattern = r"(?:(?:\w{25}){25}){7}"
     with pytest.raises(ts.BudgetError, match="max_nfa_bytes"):
         ts.Grammar.from_regex(pattern, ts.Vocabulary.from_pretrained(tokenizer_json))
     out = tmp_path / "wide.tsidx"

@@ -220,9 +220,31 @@ mod tests {
             max_nfa_bytes: 1 << 16,
             ..Default::default()
         };
+        // Repetitions of up to 32 are copied (larger ones are counters): 27,000 copies.
         assert!(matches!(
-            LazyDfa::new("(?:[a-z]{100}){100}", &opts),
+            LazyDfa::new("(?:(?:[a-z]{30}){30}){30}", &opts),
             Err(Error::Budget(_))
         ));
+    }
+
+    #[test]
+    fn large_repetitions_are_counted_exactly() {
+        let opts = RegexOptions {
+            max_nfa_bytes: 1 << 16,
+            ..Default::default()
+        };
+        // the inner repetition is a counter, the outer one copies it 100 times
+        let d = LazyDfa::new("(?:[a-z]{100}){100}", &opts).unwrap();
+        let s = d.walk(d.start(), &[b'q'; 9_999]).unwrap();
+        assert!(!d.is_accepting(s));
+        let s = d.walk(s, b"q").unwrap();
+        assert!(d.is_accepting(s));
+        assert_eq!(d.walk(s, b"q").unwrap(), crate::automata::dfa::DEAD);
+        // bounds far past what copies could hold
+        let d = LazyDfa::new("x[0-9]{3,4000000000}y", &opts).unwrap();
+        let s = d.walk(d.start(), b"x12").unwrap();
+        assert_eq!(d.walk(s, b"y").unwrap(), crate::automata::dfa::DEAD);
+        let s = d.walk(s, b"3").unwrap();
+        assert!(d.is_accepting(d.walk(s, b"y").unwrap()));
     }
 }

@@ -33,9 +33,10 @@ use regex_automata::nfa::thompson::{self, State, NFA};
 use regex_automata::util::look::Look;
 use regex_automata::util::primitives::StateID;
 use regex_syntax::hir::Hir;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::expr::Expr;
+use super::nfa::{Count, MARKER};
 use crate::error::{Error, Result};
 
 /// The state id of the dead state: no continuation can be accepted from it.
@@ -70,10 +71,12 @@ struct Table {
     accepting: Vec<bool>,
     sets: Vec<Box<[u32]>>,
     ids: FxHashMap<Box<[u32]>, u32>,
-    /// Scratch space for closures.
-    stack: Vec<(u32, bool)>,
+    /// Scratch space for closures: (NFA state, count, past the end assertion).
+    stack: Vec<(u32, u32, bool)>,
     seen: Vec<u32>,
     seen_gen: u32,
+    /// What `seen` records when the automaton counts (a state may be seen with several counts).
+    seen_counted: FxHashSet<(u32, u32, bool)>,
 }
 
 /// A lazily determinized DFA over bytes. Shareable across threads: the transition table sits
@@ -88,6 +91,10 @@ pub struct LazyDfa {
     stride: usize,
     /// NFA state can still reach the match state after at least one byte was consumed.
     can_match: Vec<bool>,
+    /// The counter instruction of each marker state (see [`super::nfa::Count`]); empty when
+    /// the automaton has no counter. Then a subset's entries are NFA states; otherwise they are
+    /// pairs (NFA state, count), flattened.
+    counts: Vec<Option<Count>>,
     max_states: usize,
     table: Mutex<Table>,
     start: u32,
@@ -104,8 +111,14 @@ impl std::fmt::Debug for LazyDfa {
 }
 
 impl LazyDfa {
-    /// Compile an already parsed pattern. `pattern` is kept for messages only.
+    /// Compile an already parsed pattern. `pattern` is kept for messages only. Large counted
+    /// repetitions become counters (see [`super::hir::counts`]) through this layer's NFA
+    /// builder; everything else goes through regex-automata's compiler.
     pub fn from_hir(pattern: &str, hir: &Hir, opts: &RegexOptions) -> Result<LazyDfa> {
+        if super::hir::has_counter(hir) {
+            let built = super::nfa::build(&Expr::Hir(hir.clone()), opts.max_nfa_bytes)?;
+            return Self::from_nfa(pattern, built.nfa, built.counts, opts);
+        }
         let nfa = thompson::Compiler::new()
             .configure(
                 thompson::Config::new()
@@ -120,7 +133,7 @@ impl LazyDfa {
                          max_nfa_bytes"
                 ))
             })?;
-        Self::from_nfa(pattern, nfa, opts)
+        Self::from_nfa(pattern, nfa, Vec::new(), opts)
     }
 
     /// Compile an expression of the intermediate form (see [`super::expr`]): plain ones as
@@ -128,11 +141,24 @@ impl LazyDfa {
     pub(crate) fn from_expr(pattern: &str, x: &Expr, opts: &RegexOptions) -> Result<LazyDfa> {
         match x.as_hir() {
             Some(h) => Self::from_hir(pattern, h, opts),
-            None => Self::from_nfa(pattern, super::nfa::build(x, opts.max_nfa_bytes)?, opts),
+            None => {
+                let built = super::nfa::build(x, opts.max_nfa_bytes)?;
+                Self::from_nfa(pattern, built.nfa, built.counts, opts)
+            }
         }
     }
 
-    fn from_nfa(pattern: &str, nfa: NFA, opts: &RegexOptions) -> Result<LazyDfa> {
+    fn from_nfa(
+        pattern: &str,
+        nfa: NFA,
+        counts: Vec<Option<Count>>,
+        opts: &RegexOptions,
+    ) -> Result<LazyDfa> {
+        let counts = if counts.iter().any(Option::is_some) {
+            counts
+        } else {
+            Vec::new()
+        };
         let bc = nfa.byte_classes();
         let mut classes = [0u8; 256];
         let mut reps = Vec::new();
@@ -154,6 +180,7 @@ impl LazyDfa {
             stack: Vec::new(),
             seen: vec![0; n * 2],
             seen_gen: 0,
+            seen_counted: FxHashSet::default(),
         };
         // State 0: dead (empty, non-accepting set); its row loops onto itself.
         table.sets.push(Box::new([]));
@@ -166,6 +193,7 @@ impl LazyDfa {
             reps,
             stride,
             can_match,
+            counts,
             max_states: opts.max_states.max(2),
             table: Mutex::new(Table {
                 trans: Vec::new(),
@@ -175,12 +203,13 @@ impl LazyDfa {
                 stack: Vec::new(),
                 seen: Vec::new(),
                 seen_gen: 0,
+                seen_counted: FxHashSet::default(),
             }),
             start: DEAD,
             pattern: pattern.to_string(),
         };
         let start_nfa = dfa.nfa.as_ref().expect("just built").start_anchored();
-        let start = dfa.closure_intern(&mut table, &[start_nfa.as_u32()], true)?;
+        let start = dfa.closure_intern(&mut table, &[(start_nfa.as_u32(), 0)], true)?;
         dfa.start = start;
         dfa.table = Mutex::new(table);
         Ok(dfa)
@@ -305,6 +334,7 @@ impl LazyDfa {
             stack: Vec::new(),
             seen: Vec::new(),
             seen_gen: 0,
+            seen_counted: FxHashSet::default(),
         };
         Ok(LazyDfa {
             nfa: None,
@@ -312,6 +342,7 @@ impl LazyDfa {
             reps,
             stride,
             can_match: Vec::new(),
+            counts: Vec::new(),
             max_states: n,
             table: Mutex::new(table),
             start,
@@ -331,49 +362,80 @@ impl LazyDfa {
         Ok(out)
     }
 
-    /// Epsilon closure of `seeds`, pruned to states that can still reach a match; interned.
-    fn closure_intern(&self, t: &mut Table, seeds: &[u32], at_start: bool) -> Result<u32> {
+    /// Whether the automaton keeps counts (see [`super::nfa::Count`]).
+    fn counted(&self) -> bool {
+        !self.counts.is_empty()
+    }
+
+    /// Epsilon closure of `seeds` (NFA state, count), pruned to states that can still reach a
+    /// match; interned. Counter markers apply their instruction to the count on the way.
+    fn closure_intern(&self, t: &mut Table, seeds: &[(u32, u32)], at_start: bool) -> Result<u32> {
         let nfa = self.nfa()?;
-        t.seen_gen = t.seen_gen.wrapping_add(1);
-        if t.seen_gen == 0 {
-            t.seen.iter_mut().for_each(|x| *x = 0);
-            t.seen_gen = 1;
+        let counted = self.counted();
+        if counted {
+            t.seen_counted.clear();
+        } else {
+            t.seen_gen = t.seen_gen.wrapping_add(1);
+            if t.seen_gen == 0 {
+                t.seen.iter_mut().for_each(|x| *x = 0);
+                t.seen_gen = 1;
+            }
         }
         let gen = t.seen_gen;
-        let mut set: Vec<u32> = Vec::new();
+        let mut set: Vec<(u32, u32)> = Vec::new();
         let mut accepting = false;
         t.stack.clear();
-        for &s in seeds.iter().rev() {
-            t.stack.push((s, false));
+        for &(s, c) in seeds.iter().rev() {
+            t.stack.push((s, c, false));
         }
-        while let Some((s, past_end)) = t.stack.pop() {
-            let key = s as usize * 2 + past_end as usize;
-            if t.seen[key] == gen {
-                continue;
+        while let Some((s, c, past_end)) = t.stack.pop() {
+            if counted {
+                if !t.seen_counted.insert((s, c, past_end)) {
+                    continue;
+                }
+            } else {
+                let key = s as usize * 2 + past_end as usize;
+                if t.seen[key] == gen {
+                    continue;
+                }
+                t.seen[key] = gen;
             }
-            t.seen[key] = gen;
             let sid = thompson_id(s);
             match nfa.state(sid) {
                 State::ByteRange { .. } | State::Sparse(_) | State::Dense(_) => {
                     if !past_end && self.can_match[s as usize] {
-                        set.push(s);
+                        set.push((s, c));
                     }
                 }
                 State::Match { .. } => accepting = true,
                 State::Fail => {}
                 State::Union { alternates } => {
                     for a in alternates.iter().rev() {
-                        t.stack.push((a.as_u32(), past_end));
+                        t.stack.push((a.as_u32(), c, past_end));
                     }
                 }
                 State::BinaryUnion { alt1, alt2 } => {
-                    t.stack.push((alt2.as_u32(), past_end));
-                    t.stack.push((alt1.as_u32(), past_end));
+                    t.stack.push((alt2.as_u32(), c, past_end));
+                    t.stack.push((alt1.as_u32(), c, past_end));
                 }
-                State::Capture { next, .. } => t.stack.push((next.as_u32(), past_end)),
-                State::Look { look, next } => match look {
-                    Look::Start if at_start => t.stack.push((next.as_u32(), past_end)),
-                    Look::End => t.stack.push((next.as_u32(), true)),
+                State::Capture { next, .. } => t.stack.push((next.as_u32(), c, past_end)),
+                State::Look { look, next } => match *look {
+                    Look::Start if at_start => t.stack.push((next.as_u32(), c, past_end)),
+                    Look::End => t.stack.push((next.as_u32(), c, true)),
+                    MARKER if counted => {
+                        let next = next.as_u32();
+                        match self.counts[s as usize] {
+                            Some(Count::Enter) => t.stack.push((next, 0, past_end)),
+                            Some(Count::Below(max)) if c < max => t.stack.push((next, c, past_end)),
+                            Some(Count::Incr(cap)) => {
+                                t.stack.push((next, c.saturating_add(1).min(cap), past_end))
+                            }
+                            Some(Count::Leave(min)) if c >= min => {
+                                t.stack.push((next, 0, past_end))
+                            }
+                            _ => {}
+                        }
+                    }
                     // `\A` away from the start is never satisfied. Other assertions are
                     // rejected by `parse`; an NFA built some other way with them is treated as
                     // never satisfied, which only ever removes strings.
@@ -386,10 +448,20 @@ impl LazyDfa {
         if set.is_empty() && !accepting {
             return Ok(DEAD);
         }
-        if accepting {
-            set.push(ACCEPT_MARK);
+        let mut key: Vec<u32> = Vec::with_capacity(set.len() * (1 + counted as usize) + 2);
+        for (s, c) in set {
+            key.push(s);
+            if counted {
+                key.push(c);
+            }
         }
-        if let Some(&id) = t.ids.get(set.as_slice()) {
+        if accepting {
+            key.push(ACCEPT_MARK);
+            if counted {
+                key.push(0);
+            }
+        }
+        if let Some(&id) = t.ids.get(key.as_slice()) {
             return Ok(id);
         }
         if t.sets.len() >= self.max_states {
@@ -401,7 +473,7 @@ impl LazyDfa {
         }
         crate::budget::check("determinizing the automaton")?;
         let id = t.sets.len() as u32;
-        let key: Box<[u32]> = set.into_boxed_slice();
+        let key: Box<[u32]> = key.into_boxed_slice();
         t.ids.insert(key.clone(), id);
         t.sets.push(key);
         t.accepting.push(accepting);
@@ -423,26 +495,21 @@ impl LazyDfa {
         let nfa = self.nfa()?;
         let b = self.reps[class];
         let set = t.sets[state as usize].clone();
-        let mut seeds: Vec<u32> = Vec::new();
-        for &s in set.iter() {
+        let width = 1 + self.counted() as usize;
+        let mut seeds: Vec<(u32, u32)> = Vec::new();
+        for e in set.chunks_exact(width) {
+            let (s, c) = (e[0], if width == 2 { e[1] } else { 0 });
             if s == ACCEPT_MARK {
                 continue;
             }
-            match nfa.state(thompson_id(s)) {
-                State::ByteRange { trans } if trans.matches_byte(b) => {
-                    seeds.push(trans.next.as_u32());
-                }
-                State::Sparse(sp) => {
-                    if let Some(next) = sp.matches_byte(b) {
-                        seeds.push(next.as_u32());
-                    }
-                }
-                State::Dense(d) => {
-                    if let Some(next) = d.matches_byte(b) {
-                        seeds.push(next.as_u32());
-                    }
-                }
-                _ => {}
+            let next = match nfa.state(thompson_id(s)) {
+                State::ByteRange { trans } if trans.matches_byte(b) => Some(trans.next),
+                State::Sparse(sp) => sp.matches_byte(b),
+                State::Dense(d) => d.matches_byte(b),
+                _ => None,
+            };
+            if let Some(next) = next {
+                seeds.push((next.as_u32(), c));
             }
         }
         let next = if seeds.is_empty() {
@@ -489,6 +556,10 @@ fn compute_can_match(nfa: &NFA) -> Vec<bool> {
                 add(*alt2, true, true);
             }
             State::Capture { next, .. } => add(*next, true, true),
+            // A counter's guards never keep a state from the match: a count stays within the
+            // repetition's bounds, so from any count the loop can go on to its minimum and
+            // leave (see `super::nfa::Count`).
+            State::Look { look: MARKER, next } => add(*next, true, true),
             State::Look {
                 look: Look::End,
                 next,

@@ -151,6 +151,9 @@ impl Expr {
     pub(crate) fn weight(&self) -> u64 {
         match self {
             Expr::Hir(h) => hir::weight(h),
+            Expr::Repeat { sub, min, max } if counts(sub, *min, *max) => {
+                sub.weight().saturating_add(hir::COUNTER_WEIGHT)
+            }
             Expr::Repeat { sub, min, max } => {
                 let k = u64::from(max.unwrap_or(*min).max(1));
                 k.saturating_mul(sub.weight()).saturating_add(1)
@@ -163,6 +166,37 @@ impl Expr {
         }
     }
 
+    /// Whether every string of the language is non-empty (`false` when not known).
+    pub(crate) fn surely_nonempty(&self) -> bool {
+        match self {
+            Expr::Hir(h) => h.properties().minimum_len().is_some_and(|n| n > 0),
+            Expr::Concat(xs) => xs.iter().any(Expr::surely_nonempty),
+            Expr::Alt(xs) => xs.iter().all(Expr::surely_nonempty),
+            Expr::Repeat { sub, min, .. } => *min > 0 && sub.surely_nonempty(),
+            Expr::List { item, .. } => item.surely_nonempty(),
+            Expr::Members { items, .. } => items.iter().any(|(x, r)| *r && x.surely_nonempty()),
+            Expr::CharDfa(d) => !d.states.get(d.start).is_none_or(|s| s.accept),
+            Expr::Part(p) => p.nonempty(),
+            Expr::WithTail { .. } | Expr::Jump | Expr::NamesExcluded(_) => false,
+        }
+    }
+
+    /// Whether the expression holds a counter or a jump out of it (either keeps it from being
+    /// a counted body: counters do not nest, and a jump would leave the count behind).
+    fn holds_counter_or_jump(&self) -> bool {
+        match self {
+            Expr::Hir(h) => hir::has_counter(h),
+            Expr::Repeat { sub, min, max } if counts(sub, *min, *max) => true,
+            Expr::Jump => true,
+            Expr::Part(p) => p.counted(),
+            _ => {
+                let mut any = false;
+                self.for_each_child(&mut |x| any = any || x.holds_counter_or_jump());
+                any
+            }
+        }
+    }
+
     /// Nodes held in memory: a repetition counts its sub-expression once, a compiled leaf
     /// (names, character DFA, shared part) one node (unlike [`Expr::weight`], which estimates
     /// the automaton).
@@ -172,6 +206,16 @@ impl Expr {
             _ => self.one_plus_children(Expr::nodes),
         }
     }
+}
+
+/// Whether `sub{min,max}` compiles to a counter (see [`hir::counts`], the same rule for
+/// expressions that are not plain).
+pub(crate) fn counts(sub: &Expr, min: u32, max: Option<u32>) -> bool {
+    hir::counting()
+        && max.unwrap_or(min) > hir::COUNT_FROM
+        && max.is_none_or(|m| min <= m)
+        && sub.surely_nonempty()
+        && !sub.holds_counter_or_jump()
 }
 
 /// The bytes of `s`, literally.

@@ -88,6 +88,7 @@ pub(crate) fn weight(h: &Hir) -> u64 {
         Empty | Look(_) => 1,
         Literal(l) => l.0.len() as u64,
         Class(_) => 2,
+        Repetition(r) if counts(r) => weight(&r.sub).saturating_add(COUNTER_WEIGHT),
         Repetition(r) => {
             let k = u64::from(r.max.unwrap_or(r.min).max(1));
             k.saturating_mul(weight(&r.sub)).saturating_add(1)
@@ -96,6 +97,60 @@ pub(crate) fn weight(h: &Hir) -> u64 {
         Concat(xs) | Alternation(xs) => {
             xs.iter().fold(1u64, |acc, x| acc.saturating_add(weight(x)))
         }
+    }
+}
+
+/// Repetitions whose bound (the maximum, or the minimum when there is none) is above this are
+/// counted instead of copied, when they can be (see [`counts`]).
+pub(crate) const COUNT_FROM: u32 = 32;
+
+/// The weight of a counter's four marker states and loop.
+pub(crate) const COUNTER_WEIGHT: u64 = 8;
+
+/// Whether the repetition compiles to a counter (one copy of its body, the count kept by the
+/// lazy DFA) instead of a copy per count: its bound is large, its body never matches the empty
+/// string (so a count always means bytes read), and its body holds no counter (counters do
+/// not nest; the innermost large repetition is the one counted).
+pub(crate) fn counts(r: &Repetition) -> bool {
+    counting()
+        && r.max.unwrap_or(r.min) > COUNT_FROM
+        && r.max.is_none_or(|m| r.min <= m)
+        && r.sub.properties().minimum_len().is_some_and(|n| n > 0)
+        && !has_counter(&r.sub)
+}
+
+#[cfg(test)]
+thread_local! {
+    static COPIES_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether large repetitions may become counters: always, except inside [`with_copies`].
+pub(crate) fn counting() -> bool {
+    #[cfg(test)]
+    if COPIES_ONLY.with(std::cell::Cell::get) {
+        return false;
+    }
+    true
+}
+
+/// Runs `f` with every repetition copied, as before counters existed: the differential tests'
+/// oracle. Applies to weights and NFAs built on this thread during `f`.
+#[cfg(test)]
+pub(crate) fn with_copies<T>(f: impl FnOnce() -> T) -> T {
+    let before = COPIES_ONLY.with(|c| c.replace(true));
+    let out = f();
+    COPIES_ONLY.with(|c| c.set(before));
+    out
+}
+
+/// Whether some repetition inside `h` compiles to a counter.
+pub(crate) fn has_counter(h: &Hir) -> bool {
+    use regex_syntax::hir::HirKind::*;
+    match h.kind() {
+        Empty | Look(_) | Literal(_) | Class(_) => false,
+        Repetition(r) => counts(r) || has_counter(&r.sub),
+        Capture(c) => has_counter(&c.sub),
+        Concat(xs) | Alternation(xs) => xs.iter().any(has_counter),
     }
 }
 

@@ -23,3 +23,6 @@ pub(crate) mod hir;
 pub(crate) mod nfa;
 pub(crate) mod spell;
 pub(crate) mod strlang;
+
+#[cfg(test)]
+mod tests;

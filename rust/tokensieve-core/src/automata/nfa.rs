@@ -5,7 +5,8 @@
 
 use std::sync::{Arc, Mutex, OnceLock};
 
-use regex_automata::nfa::thompson::{Builder, Transition, NFA};
+use regex_automata::nfa::thompson::{Builder, State, Transition, NFA};
+use regex_automata::util::look::Look;
 use regex_automata::util::primitives::StateID;
 use regex_syntax::hir::{Class, Hir, HirKind};
 use regex_syntax::utf8::Utf8Sequences;
@@ -87,6 +88,10 @@ const MAX_PARTS: usize = 64;
 #[derive(Debug)]
 pub(crate) struct Part {
     fragment: Fragment,
+    /// Whether the part holds a counter (see [`Count`]).
+    counted: bool,
+    /// Whether every string of the part's language is non-empty.
+    nonempty: bool,
 }
 
 impl Part {
@@ -94,6 +99,41 @@ impl Part {
     pub(crate) fn weight(&self) -> u64 {
         self.fragment.weight
     }
+
+    pub(crate) fn counted(&self) -> bool {
+        self.counted
+    }
+
+    pub(crate) fn nonempty(&self) -> bool {
+        self.nonempty
+    }
+}
+
+/// A counter instruction. A counted repetition (see [`super::expr::counts`], [`super::hir::counts`]) compiles to one
+/// copy of its body and four marker states carrying these; the lazy DFA keeps a count beside
+/// each NFA state of its subsets and applies them in the epsilon closure
+/// (`super::dfa`). Counted regions never nest, so one count per NFA state is enough.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Count {
+    /// Entering the repetition: the count starts at zero.
+    Enter,
+    /// Another repetition may start only while the count is below this.
+    Below(u32),
+    /// One repetition done: the count goes up by one, saturating at this (the largest count
+    /// that matters: the maximum, or the minimum when there is none).
+    Incr(u32),
+    /// Leaving the repetition needs at least this count; the count is dropped (back to zero).
+    Leave(u32),
+}
+
+/// The look-around kind the builder gives marker states. [`crate::regex::parse`] refuses it and
+/// the schema compiler never writes it, so every state of this kind is a marker.
+pub(crate) const MARKER: Look = Look::WordUnicodeNegate;
+
+/// An NFA and the counter instruction of each marker state (indexed by NFA state id).
+pub(crate) struct Built {
+    pub nfa: NFA,
+    pub counts: Vec<Option<Count>>,
 }
 
 fn parts() -> &'static Mutex<FxHashMap<String, Arc<Part>>> {
@@ -121,8 +161,10 @@ pub(crate) fn share(key: &str, e: Expr) -> Result<Expr> {
         log: Some(Vec::new()),
         tails: Vec::new(),
         every: Default::default(),
+        marks: Vec::new(),
     };
     let (entry, exit) = c.e(&e)?;
+    let counted = !c.marks.is_empty();
     let ops = c.log.take().unwrap_or_default();
     let states = ops.iter().filter(|o| !matches!(o, Op::Patch(..))).count();
     let part = Arc::new(Part {
@@ -133,6 +175,8 @@ pub(crate) fn share(key: &str, e: Expr) -> Result<Expr> {
             exit: exit.as_u32(),
             weight: e.weight(),
         },
+        counted,
+        nonempty: e.surely_nonempty(),
     });
     let p = parts()
         .lock()
@@ -155,6 +199,8 @@ enum Op {
     Sparse(Vec<(u8, u8, u32)>),
     Union(Vec<u32>),
     Patch(u32, u32),
+    Mark(Count, u32),
+    Look(Look, u32),
 }
 
 /// The builder calls that compiled one shared part, to be replayed wherever the part occurs.
@@ -176,6 +222,8 @@ struct Compiler {
     tails: Vec<StateID>,
     /// The compile deadline, checked every so many builder calls.
     every: crate::budget::Every,
+    /// The counter instruction of each marker state, in creation order.
+    marks: Vec<Count>,
 }
 
 fn budget(e: impl std::fmt::Display) -> Error {
@@ -225,6 +273,13 @@ impl Compiler {
         self.b.patch(from, to).map_err(budget)
     }
 
+    /// A marker state carrying `op`, then `next`.
+    fn mark(&mut self, op: Count, next: StateID) -> Result<StateID> {
+        self.log(Op::Mark(op, next.as_u32()))?;
+        self.marks.push(op);
+        self.b.add_look(next, MARKER).map_err(budget)
+    }
+
     fn union(&mut self, alts: Vec<StateID>) -> Result<StateID> {
         self.log(Op::Union(alts.iter().map(|a| a.as_u32()).collect()))?;
         self.b.add_union(alts).map_err(budget)
@@ -258,6 +313,15 @@ impl Compiler {
                     map.push(self.union(alts)?);
                 }
                 Op::Patch(from, to) => self.patch(map[*from as usize], map[*to as usize])?,
+                Op::Mark(op, next) => {
+                    let id = self.mark(*op, map[*next as usize])?;
+                    map.push(id);
+                }
+                Op::Look(look, next) => {
+                    let next = map[*next as usize];
+                    self.log(Op::Look(*look, next.as_u32()))?;
+                    map.push(self.b.add_look(next, *look).map_err(budget)?);
+                }
             }
         }
         Ok((map[f.entry as usize], map[f.exit as usize]))
@@ -670,9 +734,21 @@ impl Compiler {
                 };
                 Ok((start, end))
             }
-            HirKind::Look(_) => Err(Error::InvalidArgument(
-                "assertions are not supported inside a schema automaton".into(),
-            )),
+            HirKind::Look(l) => {
+                let look = match l {
+                    regex_syntax::hir::Look::Start => Look::Start,
+                    regex_syntax::hir::Look::End => Look::End,
+                    _ => {
+                        return Err(Error::InvalidArgument(
+                            "only \\A and \\z assertions are supported here".into(),
+                        ))
+                    }
+                };
+                let end = self.empty()?;
+                self.log(Op::Look(look, end.as_u32()))?;
+                let start = self.b.add_look(end, look).map_err(budget)?;
+                Ok((start, end))
+            }
             HirKind::Capture(c) => self.c(&c.sub),
             HirKind::Concat(xs) => self.sequence(xs, Self::c),
             HirKind::Alternation(xs) => self.alternation(xs, Self::c),
@@ -681,8 +757,36 @@ impl Compiler {
                 let (head, end, _) = self.any_chars()?;
                 Ok((head, end))
             }
+            HirKind::Repetition(r) if super::hir::counts(r) => {
+                self.counted(r.min, r.max, |c| c.c(&r.sub))
+            }
             HirKind::Repetition(r) => self.repeat(r.min, r.max, |c| c.c(&r.sub)),
         }
+    }
+
+    /// `sub{min,max}` with one copy of `sub` and a counter (see [`Count`]): enter (count 0),
+    /// then at the loop's head either another repetition (while the count is below `max`) or
+    /// the exit (once it is at least `min`); each repetition's end counts one.
+    fn counted(
+        &mut self,
+        min: u32,
+        max: Option<u32>,
+        sub: impl FnOnce(&mut Self) -> Result<Frag>,
+    ) -> Result<Frag> {
+        let head = self.empty()?;
+        let out = self.empty()?;
+        let (s, e) = sub(self)?;
+        let take = match max {
+            Some(m) => self.mark(Count::Below(m), s)?,
+            None => s,
+        };
+        let leave = self.mark(Count::Leave(min), out)?;
+        let u = self.union(vec![take, leave])?;
+        self.patch(head, u)?;
+        let incr = self.mark(Count::Incr(max.unwrap_or(min)), head)?;
+        self.patch(e, incr)?;
+        let entry = self.mark(Count::Enter, head)?;
+        Ok((entry, out))
     }
 
     /// `sub{min,max}`, each copy built by `sub`.
@@ -764,6 +868,9 @@ impl Compiler {
             Expr::Hir(h) => self.c(h),
             Expr::Concat(xs) => self.sequence(xs, Self::e),
             Expr::Alt(xs) => self.alternation(xs, Self::e),
+            Expr::Repeat { sub, min, max } if super::expr::counts(sub, *min, *max) => {
+                self.counted(*min, *max, |c| c.e(sub))
+            }
             Expr::Repeat { sub, min, max } => self.repeat(*min, *max, |c| c.e(sub)),
             Expr::List { item, sep } => {
                 let (is, ie) = self.e(item)?;
@@ -806,12 +913,13 @@ impl Compiler {
 }
 
 /// Compile `x` into an anchored NFA.
-pub(crate) fn build(x: &Expr, max_nfa_bytes: usize) -> Result<NFA> {
+pub(crate) fn build(x: &Expr, max_nfa_bytes: usize) -> Result<Built> {
     let mut c = Compiler {
         b: Builder::new(),
         log: None,
         tails: Vec::new(),
         every: Default::default(),
+        marks: Vec::new(),
     };
     c.b.set_size_limit(Some(max_nfa_bytes)).map_err(budget)?;
     c.b.start_pattern().map_err(budget)?;
@@ -819,5 +927,22 @@ pub(crate) fn build(x: &Expr, max_nfa_bytes: usize) -> Result<NFA> {
     let m = c.b.add_match().map_err(budget)?;
     c.patch(end, m)?;
     c.b.finish_pattern(start).map_err(budget)?;
-    c.b.build(start, start).map_err(budget)
+    let nfa = c.b.build(start, start).map_err(budget)?;
+    // The builder keeps every look-around state and their order (it only drops empty states),
+    // so the markers are the states of the marker kind, in creation order.
+    let mut counts = vec![None; nfa.states().len()];
+    let mut marks = c.marks.iter();
+    for (i, st) in nfa.states().iter().enumerate() {
+        if let State::Look { look: MARKER, .. } = st {
+            counts[i] = Some(*marks.next().ok_or_else(lost_marker)?);
+        }
+    }
+    if marks.next().is_some() {
+        return Err(lost_marker());
+    }
+    Ok(Built { nfa, counts })
+}
+
+fn lost_marker() -> Error {
+    Error::InvalidArgument("internal: the counter markers of an automaton do not match".into())
 }

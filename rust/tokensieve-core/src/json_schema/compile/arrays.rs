@@ -15,14 +15,13 @@ impl<'a> Compiler<'a> {
         x: &Extra,
         ptr: &str,
     ) -> Result<Option<Expr>> {
-        let min = self.count(m, "minItems", ptr)?.unwrap_or(0);
-        let max = self.count(m, "maxItems", ptr)?;
-        self.big("minItems", ptr, min)?;
-        if let Some(mx) = max {
-            self.big("maxItems", ptr, mx)?;
-            if mx < min {
-                return Ok(None);
-            }
+        // Counts are 32-bit: bounds past 4,294,967,295 items act as that many (docs/limits.md).
+        // A large bound on items is a counter when the item holds none (`automata::expr::counts`).
+        let clamp = |n: u64| n.min(u64::from(u32::MAX));
+        let min = clamp(self.count(m, "minItems", ptr)?.unwrap_or(0));
+        let max = self.count(m, "maxItems", ptr)?.map(clamp);
+        if max.is_some_and(|mx| mx < min) {
+            return Ok(None);
         }
         let (prefix, prefix_kw, rest, rest_kw): (&[Value], &str, Option<&Value>, &str) =
             match (m.get("prefixItems"), m.get("items")) {

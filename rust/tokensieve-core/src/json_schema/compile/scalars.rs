@@ -428,12 +428,12 @@ impl<'a> Compiler<'a> {
     ) -> Result<Option<Expr>> {
         let min = self.count(m, "minLength", ptr)?.unwrap_or(0);
         let max = self.count(m, "maxLength", ptr)?;
+        let (min, max) = (
+            min.min(u64::from(u32::MAX)),
+            max.map(|x| x.min(u64::from(u32::MAX))),
+        );
         if max.is_some_and(|mx| mx < min) {
             return Ok(None);
-        }
-        self.big("minLength", ptr, min)?;
-        if let Some(mx) = max {
-            self.big("maxLength", ptr, mx)?;
         }
         // decoded-string languages that must hold (pos) and must not (neg)
         let mut pos: Vec<(Hir, &str)> = Vec::new();
@@ -462,7 +462,9 @@ impl<'a> Compiler<'a> {
             .map(|s| s.chars().collect())
             .collect();
         let content = if pos.is_empty() && neg.is_empty() && names.is_empty() {
-            Some(hirs::rep(any_char(), min as u32, max.map(|x| x as u32)).into())
+            // A large bound is a counter (`automata::hir::counts`), never copies. Counts are
+            // 32-bit: bounds past 4,294,967,295 characters act as that many (docs/limits.md).
+            Some(hirs::rep(any_char(), clamp_count(min), max.map(clamp_count)).into())
         } else if pos.is_empty() && neg.is_empty() && min == 0 && max.is_none() {
             Some(spelled_not_in(&names))
         } else {
@@ -488,7 +490,12 @@ impl<'a> Compiler<'a> {
             match fast {
                 Some(c) => c,
                 None => {
-                    // the general case: intersect and subtract the decoded languages
+                    // the general case: intersect and subtract the decoded languages (a
+                    // length bound is a factor of the product automaton here)
+                    self.big("minLength", ptr, min)?;
+                    if let Some(mx) = max {
+                        self.big("maxLength", ptr, mx)?;
+                    }
                     let mut p: Vec<Hir> = pos.into_iter().map(|(h, _)| h).collect();
                     if min > 0 || max.is_some() {
                         p.push(hirs::rep(dot_all(), min as u32, max.map(|x| x as u32)));
@@ -513,6 +520,11 @@ impl<'a> Compiler<'a> {
         };
         Ok(content.map(|c| concat(vec![lit("\""), c, lit("\"")])))
     }
+}
+
+/// A count bound as the 32-bit count an automaton keeps (larger bounds act as the largest).
+pub(super) fn clamp_count(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// JSON string content (every spelling) whose decoded value is in `pos₁ ∩ … ∩ ¬neg₁ ∩ …`;
@@ -647,5 +659,9 @@ pub(super) fn narrow_repetition(h: &Hir, min: u64, max: Option<u64>) -> Option<H
     if hi.is_some_and(|h| h < lo) {
         return Some(Hir::fail());
     }
-    Some(hirs::rep((*r.sub).clone(), lo as u32, hi.map(|h| h as u32)))
+    Some(hirs::rep(
+        (*r.sub).clone(),
+        clamp_count(lo),
+        hi.map(clamp_count),
+    ))
 }

@@ -1,0 +1,3 @@
+//! Tests of the automata layer that reach across modules (and into the front ends for inputs).
+
+mod counters;
