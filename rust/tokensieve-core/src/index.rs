@@ -516,6 +516,13 @@ impl TokenIndex {
         } {
             return Ok(m);
         }
+        // Counts far from their bounds share one state's mask (see `LazyDfa::representative`).
+        let rep = dfa.representative(state, vocab.trie().max_depth())?;
+        if rep != state {
+            let m = self.mask(vocab, dfa, rep)?;
+            let mut c = self.write();
+            return Ok(self.insert(&mut c, state, m.to_vec()));
+        }
         let mut buf = vec![0u32; vocab.mask_words()];
         let walked = {
             let mut view = dfa.view();

@@ -95,6 +95,9 @@ pub struct LazyDfa {
     /// the automaton has no counter. Then a subset's entries are NFA states; otherwise they are
     /// pairs (NFA state, count), flattened.
     counts: Vec<Option<Count>>,
+    /// For each NFA state inside a counted body, that repetition's bounds (see
+    /// [`LazyDfa::representative`]); empty when the automaton has no counter.
+    bounds: Vec<Option<(u32, Option<u32>)>>,
     max_states: usize,
     table: Mutex<Table>,
     start: u32,
@@ -171,6 +174,11 @@ impl LazyDfa {
         }
         let stride = reps.len();
         let can_match = compute_can_match(&nfa);
+        let bounds = if counts.is_empty() {
+            Vec::new()
+        } else {
+            counted_bounds(&nfa, &counts)
+        };
         let n = nfa.states().len();
         let mut table = Table {
             trans: Vec::new(),
@@ -194,6 +202,7 @@ impl LazyDfa {
             stride,
             can_match,
             counts,
+            bounds,
             max_states: opts.max_states.max(2),
             table: Mutex::new(Table {
                 trans: Vec::new(),
@@ -343,6 +352,7 @@ impl LazyDfa {
             stride,
             can_match: Vec::new(),
             counts: Vec::new(),
+            bounds: Vec::new(),
             max_states: n,
             table: Mutex::new(table),
             start,
@@ -360,6 +370,56 @@ impl LazyDfa {
             }
         }
         Ok(out)
+    }
+
+    /// A state with the same mask as `state` for tokens of at most `k` bytes, shared by every
+    /// count far from its repetition's bounds; `state` itself when the automaton has no counter.
+    ///
+    /// A token of `k` bytes completes at most `k` repetitions (a counted body never matches the
+    /// empty string), so from count `c` it reaches counts `c..=c+k` only, and what it may do
+    /// depends on `c` only through `min - c` and `max - c`, each clamped to `0..=k+1`. Every
+    /// count of a subset is replaced by the smallest count with the same two clamped distances
+    /// (`min - k - 1` below the minimum, `min` between the bounds, itself near a bound): the
+    /// masks agree, and a long bounded string needs one mask for its middle, not one per count.
+    /// The result is a state of this automaton like any other (its transitions are exact).
+    pub fn representative(&self, state: u32, k: usize) -> Result<u32> {
+        if !self.counted() || state == DEAD {
+            return Ok(state);
+        }
+        let k1 = k as u64 + 1;
+        let mut t = self.lock();
+        let set = t.sets[state as usize].clone();
+        let mut pairs: Vec<(u32, u32)> = Vec::with_capacity(set.len() / 2);
+        let mut accepting = false;
+        let mut changed = false;
+        for e in set.chunks_exact(2) {
+            let (s, c) = (e[0], e[1]);
+            if s == ACCEPT_MARK {
+                accepting = true;
+                continue;
+            }
+            let mut r = c;
+            if let Some(Some((min, max))) = self.bounds.get(s as usize) {
+                let (c64, min64) = (u64::from(c), u64::from(*min));
+                if c64 + k1 <= min64 {
+                    r = (min64 - k1) as u32;
+                } else if c64 >= min64 && max.is_none_or(|m| c64 + k1 <= u64::from(m)) {
+                    r = *min;
+                }
+            }
+            changed |= r != c;
+            pairs.push((s, r));
+        }
+        if !changed {
+            return Ok(state);
+        }
+        pairs.sort_unstable();
+        pairs.dedup();
+        let mut key: Vec<u32> = pairs.iter().flat_map(|&(s, c)| [s, c]).collect();
+        if accepting {
+            key.extend([ACCEPT_MARK, 0]);
+        }
+        self.intern(&mut t, key, accepting)
     }
 
     /// Whether the automaton keeps counts (see [`super::nfa::Count`]).
@@ -426,7 +486,9 @@ impl LazyDfa {
                         let next = next.as_u32();
                         match self.counts[s as usize] {
                             Some(Count::Enter) => t.stack.push((next, 0, past_end)),
-                            Some(Count::Below(max)) if c < max => t.stack.push((next, c, past_end)),
+                            Some(Count::Take { max, .. }) if max.is_none_or(|m| c < m) => {
+                                t.stack.push((next, c, past_end))
+                            }
                             Some(Count::Incr(cap)) => {
                                 t.stack.push((next, c.saturating_add(1).min(cap), past_end))
                             }
@@ -461,6 +523,11 @@ impl LazyDfa {
                 key.push(0);
             }
         }
+        self.intern(t, key, accepting)
+    }
+
+    /// The id of the subset `key` (with its accepting flag), created when new.
+    fn intern(&self, t: &mut Table, key: Vec<u32>, accepting: bool) -> Result<u32> {
         if let Some(&id) = t.ids.get(key.as_slice()) {
             return Ok(id);
         }
@@ -524,6 +591,40 @@ impl LazyDfa {
 
 fn thompson_id(s: u32) -> regex_automata::util::primitives::StateID {
     regex_automata::util::primitives::StateID::new_unchecked(s as usize)
+}
+
+/// For every NFA state inside a counted body, the repetition's bounds: the states reached from
+/// its `Take` marker without passing another marker (the body's end leads to its `Incr`
+/// marker; bodies hold no other counter and no jump out, see `super::expr::counts`).
+fn counted_bounds(nfa: &NFA, counts: &[Option<Count>]) -> Vec<Option<(u32, Option<u32>)>> {
+    let n = nfa.states().len();
+    let mut out = vec![None; n];
+    for (i, op) in counts.iter().enumerate() {
+        let Some(Count::Take { min, max }) = *op else {
+            continue;
+        };
+        let State::Look { next, .. } = nfa.state(thompson_id(i as u32)) else {
+            continue;
+        };
+        let mut stack = vec![next.as_u32()];
+        while let Some(s) = stack.pop() {
+            let si = s as usize;
+            if out[si].is_some() || counts.get(si).is_some_and(Option::is_some) {
+                continue;
+            }
+            out[si] = Some((min, max));
+            match nfa.state(thompson_id(s)) {
+                State::ByteRange { trans } => stack.push(trans.next.as_u32()),
+                State::Sparse(sp) => stack.extend(sp.transitions.iter().map(|t| t.next.as_u32())),
+                State::Dense(d) => stack.extend(d.transitions.iter().map(|t| t.as_u32())),
+                State::Union { alternates } => stack.extend(alternates.iter().map(|a| a.as_u32())),
+                State::BinaryUnion { alt1, alt2 } => stack.extend([alt1.as_u32(), alt2.as_u32()]),
+                State::Capture { next, .. } | State::Look { next, .. } => stack.push(next.as_u32()),
+                State::Match { .. } | State::Fail => {}
+            }
+        }
+    }
+    out
 }
 
 /// For every NFA state: can a match be reached from it, in a position that is not the start of

@@ -117,8 +117,10 @@ impl Part {
 pub(crate) enum Count {
     /// Entering the repetition: the count starts at zero.
     Enter,
-    /// Another repetition may start only while the count is below this.
-    Below(u32),
+    /// The start of the body: another repetition may start only while the count is below
+    /// `max`. Both bounds are kept here for the lazy DFA, which reads the bounds of a counted
+    /// region from the states reached from this marker.
+    Take { min: u32, max: Option<u32> },
     /// One repetition done: the count goes up by one, saturating at this (the largest count
     /// that matters: the maximum, or the minimum when there is none).
     Incr(u32),
@@ -776,10 +778,7 @@ impl Compiler {
         let head = self.empty()?;
         let out = self.empty()?;
         let (s, e) = sub(self)?;
-        let take = match max {
-            Some(m) => self.mark(Count::Below(m), s)?,
-            None => s,
-        };
+        let take = self.mark(Count::Take { min, max }, s)?;
         let leave = self.mark(Count::Leave(min), out)?;
         let u = self.union(vec![take, leave])?;
         self.patch(head, u)?;

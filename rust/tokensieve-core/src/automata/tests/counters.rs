@@ -148,3 +148,112 @@ proptest! {
         check_expr(&Expr::Hir(parse(&p)));
     }
 }
+
+/// Every byte string over `alphabet` of at most `k` bytes.
+fn strings(alphabet: &[u8], k: usize) -> Vec<Vec<u8>> {
+    let mut out = vec![Vec::new()];
+    let mut layer = vec![Vec::new()];
+    for _ in 0..k {
+        let mut next = Vec::new();
+        for s in &layer {
+            for &b in alphabet {
+                let mut t: Vec<u8> = s.clone();
+                t.push(b);
+                next.push(t);
+            }
+        }
+        out.extend(next.iter().cloned());
+        layer = next;
+    }
+    out
+}
+
+/// Along seeded walks through counted automata, a state and its representative for tokens of
+/// `k` bytes agree on acceptance and on which strings of at most `k` bytes stay live.
+#[test]
+fn representatives_agree_on_short_tokens() {
+    let cases: [(&str, &[u8]); 5] = [
+        ("(?:a|bc){40,60}\"", b"abc\""),
+        ("x(?:a|aa){35,}y", b"axy"),
+        ("[ab]{0,50}[ab]{0,40}c", b"abc"),
+        ("(?:[ab]{45}-){0,3}", b"ab-"),
+        ("a{33,34}(?:b{40})?", b"ab"),
+    ];
+    for (p, alphabet) in cases {
+        let d = LazyDfa::new(p, &opts()).unwrap();
+        for k in [1usize, 3, 4] {
+            let tokens = strings(alphabet, k);
+            let mut seed = 0x9E37_79B9u64 ^ k as u64;
+            for _walk in 0..6 {
+                let mut s = d.start();
+                for _step in 0..140 {
+                    let r = d.representative(s, k).unwrap();
+                    assert_eq!(d.is_accepting(s), d.is_accepting(r), "{p}: acceptance");
+                    for t in &tokens {
+                        let (a, b) = (d.walk(s, t).unwrap(), d.walk(r, t).unwrap());
+                        assert_eq!(a == DEAD, b == DEAD, "{p}, k={k}: {t:?}");
+                    }
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    let live: Vec<u8> = alphabet
+                        .iter()
+                        .copied()
+                        .filter(|&b| d.walk(s, &[b]).unwrap() != DEAD)
+                        .collect();
+                    if live.is_empty() {
+                        break;
+                    }
+                    s = d.walk(s, &[live[seed as usize % live.len()]]).unwrap();
+                }
+            }
+        }
+    }
+}
+
+/// The index's masks inside a long counted string equal a brute force over the vocabulary at
+/// every count of a walk (the middle of the string shares one mask).
+#[test]
+fn masks_of_counted_strings_match_brute_force() {
+    use crate::index::TokenIndex;
+    use crate::vocab::Vocabulary;
+    let words = [
+        "a", "b", "ab", "\"", "a\"", "abab", "\\n", "\\u00e9", "é", "bbbbb", "\"}",
+    ];
+    let mut toks: Vec<Vec<u8>> = words.iter().map(|w| w.as_bytes().to_vec()).collect();
+    toks.push(b"<eos>".to_vec());
+    let eos = (toks.len() - 1) as u32;
+    let v = Vocabulary::new(toks, vec![eos], vec![], None).unwrap();
+    for (min, max) in [
+        (0, Some(70)),
+        (36, Some(40)),
+        (50, None),
+        (0, Some(u32::MAX)),
+    ] {
+        let body = hir::rep(crate::automata::spell::any_char(), min, max);
+        let h = hir::concat(vec![hir::lit("\""), body, hir::lit("\"}")]);
+        let d = LazyDfa::from_hir("s", &h, &opts()).unwrap();
+        let idx = TokenIndex::new(1 << 20);
+        let mut s = d.start();
+        for step in 0..90 {
+            let m = idx.mask(&v, &d, s).unwrap();
+            for t in 0..v.vocab_size() as u32 {
+                let want = if v.is_eos(t) {
+                    d.is_accepting(s)
+                } else {
+                    let b = v.token_bytes(t).unwrap_or(&[]);
+                    !b.is_empty() && d.walk(s, b).unwrap() != DEAD
+                };
+                let got = m[(t >> 5) as usize] >> (t & 31) & 1 == 1;
+                assert_eq!(got, want, "({min}, {max:?}) step {step} token {t}");
+            }
+            // one character per step ("a", then "é", alternating), stopping before the end
+            let c: &[u8] = if step % 2 == 0 { b"a" } else { "é".as_bytes() };
+            let next = d.walk(s, c).unwrap();
+            if next == DEAD {
+                break;
+            }
+            s = next;
+        }
+    }
+}
