@@ -72,11 +72,15 @@ struct Table {
     sets: Vec<Box<[u32]>>,
     ids: FxHashMap<Box<[u32]>, u32>,
     /// Scratch space for closures: (NFA state, count, past the end assertion).
-    stack: Vec<(u32, u32, bool)>,
+    stack: Vec<(u32, u64, bool)>,
     seen: Vec<u32>,
     seen_gen: u32,
     /// What `seen` records when the automaton counts (a state may be seen with several counts).
-    seen_counted: FxHashSet<(u32, u32, bool)>,
+    seen_counted: FxHashSet<(u32, u64, bool)>,
+    /// The stack frames of recursive expressions (see [`super::nfa::Count::Push`]), interned:
+    /// `(parent frame, call site, depth)`; frame 0 is the empty stack.
+    frames: Vec<(u32, u32, u32)>,
+    frame_ids: FxHashMap<(u32, u32), u32>,
 }
 
 /// A lazily determinized DFA over bytes. Shareable across threads: the transition table sits
@@ -92,8 +96,8 @@ pub struct LazyDfa {
     /// NFA state can still reach the match state after at least one byte was consumed.
     can_match: Vec<bool>,
     /// The counter instruction of each marker state (see [`super::nfa::Count`]); empty when
-    /// the automaton has no counter. Then a subset's entries are NFA states; otherwise they are
-    /// pairs (NFA state, count), flattened.
+    /// the automaton has no marker. Then a subset's entries are NFA states; otherwise they are
+    /// triples (NFA state, count, stack frame), flattened.
     counts: Vec<Option<Count>>,
     /// For each NFA state inside a counted body, that repetition's bounds (see
     /// [`LazyDfa::representative`]); empty when the automaton has no counter.
@@ -189,6 +193,8 @@ impl LazyDfa {
             seen: vec![0; n * 2],
             seen_gen: 0,
             seen_counted: FxHashSet::default(),
+            frames: vec![(0, 0, 0)],
+            frame_ids: FxHashMap::default(),
         };
         // State 0: dead (empty, non-accepting set); its row loops onto itself.
         table.sets.push(Box::new([]));
@@ -213,6 +219,8 @@ impl LazyDfa {
                 seen: Vec::new(),
                 seen_gen: 0,
                 seen_counted: FxHashSet::default(),
+                frames: vec![(0, 0, 0)],
+                frame_ids: FxHashMap::default(),
             }),
             start: DEAD,
             pattern: pattern.to_string(),
@@ -344,6 +352,8 @@ impl LazyDfa {
             seen: Vec::new(),
             seen_gen: 0,
             seen_counted: FxHashSet::default(),
+            frames: vec![(0, 0, 0)],
+            frame_ids: FxHashMap::default(),
         };
         Ok(LazyDfa {
             nfa: None,
@@ -389,11 +399,12 @@ impl LazyDfa {
         let k1 = k as u64 + 1;
         let mut t = self.lock();
         let set = t.sets[state as usize].clone();
-        let mut pairs: Vec<(u32, u32)> = Vec::with_capacity(set.len() / 2);
+        let mut pairs: Vec<(u32, u64)> = Vec::with_capacity(set.len() / 3);
         let mut accepting = false;
         let mut changed = false;
-        for e in set.chunks_exact(2) {
-            let (s, c) = (e[0], e[1]);
+        for e in set.chunks_exact(3) {
+            let (s, reg) = (e[0], register(e[1], e[2]));
+            let c = count(reg);
             if s == ACCEPT_MARK {
                 accepting = true;
                 continue;
@@ -408,16 +419,19 @@ impl LazyDfa {
                 }
             }
             changed |= r != c;
-            pairs.push((s, r));
+            pairs.push((s, with_count(reg, r)));
         }
         if !changed {
             return Ok(state);
         }
         pairs.sort_unstable();
         pairs.dedup();
-        let mut key: Vec<u32> = pairs.iter().flat_map(|&(s, c)| [s, c]).collect();
+        let mut key: Vec<u32> = pairs
+            .iter()
+            .flat_map(|&(s, r)| [s, count(r), frame(r)])
+            .collect();
         if accepting {
-            key.extend([ACCEPT_MARK, 0]);
+            key.extend([ACCEPT_MARK, 0, 0]);
         }
         self.intern(&mut t, key, accepting)
     }
@@ -427,9 +441,9 @@ impl LazyDfa {
         !self.counts.is_empty()
     }
 
-    /// Epsilon closure of `seeds` (NFA state, count), pruned to states that can still reach a
+    /// Epsilon closure of `seeds` (NFA state, registers: count and stack frame), pruned to states that can still reach a
     /// match; interned. Counter markers apply their instruction to the count on the way.
-    fn closure_intern(&self, t: &mut Table, seeds: &[(u32, u32)], at_start: bool) -> Result<u32> {
+    fn closure_intern(&self, t: &mut Table, seeds: &[(u32, u64)], at_start: bool) -> Result<u32> {
         let nfa = self.nfa()?;
         let counted = self.counted();
         if counted {
@@ -442,7 +456,7 @@ impl LazyDfa {
             }
         }
         let gen = t.seen_gen;
-        let mut set: Vec<(u32, u32)> = Vec::new();
+        let mut set: Vec<(u32, u64)> = Vec::new();
         let mut accepting = false;
         t.stack.clear();
         for &(s, c) in seeds.iter().rev() {
@@ -485,15 +499,29 @@ impl LazyDfa {
                     MARKER if counted => {
                         let next = next.as_u32();
                         match self.counts[s as usize] {
-                            Some(Count::Enter) => t.stack.push((next, 0, past_end)),
-                            Some(Count::Take { max, .. }) if max.is_none_or(|m| c < m) => {
+                            Some(Count::Enter) => t.stack.push((next, with_count(c, 0), past_end)),
+                            Some(Count::Take { max, .. }) if max.is_none_or(|m| count(c) < m) => {
                                 t.stack.push((next, c, past_end))
                             }
                             Some(Count::Incr(cap)) => {
-                                t.stack.push((next, c.saturating_add(1).min(cap), past_end))
+                                let n = count(c).saturating_add(1).min(cap);
+                                t.stack.push((next, with_count(c, n), past_end))
                             }
-                            Some(Count::Leave(min)) if c >= min => {
-                                t.stack.push((next, 0, past_end))
+                            Some(Count::Leave(min)) if count(c) >= min => {
+                                t.stack.push((next, with_count(c, 0), past_end))
+                            }
+                            Some(Count::Push(site)) => {
+                                let f = push_frame(t, frame(c), site)?;
+                                t.stack.push((next, with_frame(c, f), past_end))
+                            }
+                            Some(Count::Pop(site)) => {
+                                let (parent, top, _) = t.frames[frame(c) as usize];
+                                if frame(c) != 0 && top == site {
+                                    t.stack.push((next, with_frame(c, parent), past_end))
+                                }
+                            }
+                            Some(Count::DepthBelow(n)) if t.frames[frame(c) as usize].2 < n => {
+                                t.stack.push((next, c, past_end))
                             }
                             _ => {}
                         }
@@ -510,17 +538,17 @@ impl LazyDfa {
         if set.is_empty() && !accepting {
             return Ok(DEAD);
         }
-        let mut key: Vec<u32> = Vec::with_capacity(set.len() * (1 + counted as usize) + 2);
+        let mut key: Vec<u32> = Vec::with_capacity(set.len() * (1 + 2 * counted as usize) + 3);
         for (s, c) in set {
             key.push(s);
             if counted {
-                key.push(c);
+                key.extend([count(c), frame(c)]);
             }
         }
         if accepting {
             key.push(ACCEPT_MARK);
             if counted {
-                key.push(0);
+                key.extend([0, 0]);
             }
         }
         self.intern(t, key, accepting)
@@ -562,10 +590,10 @@ impl LazyDfa {
         let nfa = self.nfa()?;
         let b = self.reps[class];
         let set = t.sets[state as usize].clone();
-        let width = 1 + self.counted() as usize;
-        let mut seeds: Vec<(u32, u32)> = Vec::new();
+        let width = 1 + 2 * self.counted() as usize;
+        let mut seeds: Vec<(u32, u64)> = Vec::new();
         for e in set.chunks_exact(width) {
-            let (s, c) = (e[0], if width == 2 { e[1] } else { 0 });
+            let (s, c) = (e[0], if width == 3 { register(e[1], e[2]) } else { 0 });
             if s == ACCEPT_MARK {
                 continue;
             }
@@ -589,13 +617,49 @@ impl LazyDfa {
     }
 }
 
+/// A subset entry's registers: the count (low half) and the stack's top frame (high half).
+fn register(count: u32, frame: u32) -> u64 {
+    u64::from(frame) << 32 | u64::from(count)
+}
+
+fn count(r: u64) -> u32 {
+    r as u32
+}
+
+fn frame(r: u64) -> u32 {
+    (r >> 32) as u32
+}
+
+fn with_count(r: u64, c: u32) -> u64 {
+    register(c, frame(r))
+}
+
+fn with_frame(r: u64, f: u32) -> u64 {
+    register(count(r), f)
+}
+
+/// The frame for calling `site` on top of `parent`, interned.
+fn push_frame(t: &mut Table, parent: u32, site: u32) -> Result<u32> {
+    if let Some(&f) = t.frame_ids.get(&(parent, site)) {
+        return Ok(f);
+    }
+    let depth = t.frames[parent as usize].2 + 1;
+    let f = u32::try_from(t.frames.len())
+        .map_err(|_| Error::Budget("too many distinct recursion stacks".into()))?;
+    t.frames.push((parent, site, depth));
+    t.frame_ids.insert((parent, site), f);
+    Ok(f)
+}
+
 fn thompson_id(s: u32) -> regex_automata::util::primitives::StateID {
     regex_automata::util::primitives::StateID::new_unchecked(s as usize)
 }
 
 /// For every NFA state inside a counted body, the repetition's bounds: the states reached from
-/// its `Take` marker without passing another marker (the body's end leads to its `Incr`
-/// marker; bodies hold no other counter and no jump out, see `super::expr::counts`).
+/// its `Take` marker without passing another counter marker (the body's end leads to its `Incr`
+/// marker; bodies hold no other counter, no jump out and no recursive call, see
+/// `super::expr::counts`; a whole recursive expression inside is entered and left through its
+/// own markers, and its states carry the count too).
 fn counted_bounds(nfa: &NFA, counts: &[Option<Count>]) -> Vec<Option<(u32, Option<u32>)>> {
     let n = nfa.states().len();
     let mut out = vec![None; n];
@@ -609,7 +673,13 @@ fn counted_bounds(nfa: &NFA, counts: &[Option<Count>]) -> Vec<Option<(u32, Optio
         let mut stack = vec![next.as_u32()];
         while let Some(s) = stack.pop() {
             let si = s as usize;
-            if out[si].is_some() || counts.get(si).is_some_and(Option::is_some) {
+            let counter = matches!(
+                counts.get(si),
+                Some(Some(
+                    Count::Enter | Count::Take { .. } | Count::Incr(_) | Count::Leave(_)
+                ))
+            );
+            if out[si].is_some() || counter {
                 continue;
             }
             out[si] = Some((min, max));

@@ -59,6 +59,15 @@ pub(crate) enum Expr {
     CharDfa(Arc<CharStates>),
     /// A sub-automaton compiled once per process (see [`super::nfa::share`]).
     Part(Arc<super::nfa::Part>),
+    /// A language defined in terms of itself: `body`, in which every [`Expr::Recur`] leaf stands
+    /// for the whole expression again. Compiled with one copy of `body` and a stack of return
+    /// points kept by the lazy DFA (see [`super::nfa::Count`]).
+    Recursive(Box<Expr>),
+    /// A leaf of the innermost enclosing [`Expr::Recursive`] body: the whole of it, again.
+    Recur,
+    /// The empty string, allowed only while fewer than this many [`Expr::Recursive`] levels
+    /// are open (the outermost counts one): what bounds the depth of a recursion.
+    DepthBelow(u32),
 }
 
 /// The names of an [`Expr::NamesExcluded`], each ASCII.
@@ -135,7 +144,10 @@ impl Expr {
             | Expr::Jump
             | Expr::NamesExcluded(_)
             | Expr::CharDfa(_)
-            | Expr::Part(_) => {}
+            | Expr::Part(_)
+            | Expr::Recur
+            | Expr::DepthBelow(_) => {}
+            Expr::Recursive(body) => f(body),
         }
     }
 
@@ -158,7 +170,7 @@ impl Expr {
                 let k = u64::from(max.unwrap_or(*min).max(1));
                 k.saturating_mul(sub.weight()).saturating_add(1)
             }
-            Expr::Jump => 1,
+            Expr::Jump | Expr::Recur | Expr::DepthBelow(_) => 1,
             Expr::NamesExcluded(n) => n.weight,
             Expr::CharDfa(d) => d.weight,
             Expr::Part(p) => p.weight(),
@@ -177,17 +189,23 @@ impl Expr {
             Expr::Members { items, .. } => items.iter().any(|(x, r)| *r && x.surely_nonempty()),
             Expr::CharDfa(d) => !d.states.get(d.start).is_none_or(|s| s.accept),
             Expr::Part(p) => p.nonempty(),
-            Expr::WithTail { .. } | Expr::Jump | Expr::NamesExcluded(_) => false,
+            Expr::Recursive(body) => body.surely_nonempty(),
+            Expr::WithTail { .. }
+            | Expr::Jump
+            | Expr::NamesExcluded(_)
+            | Expr::Recur
+            | Expr::DepthBelow(_) => false,
         }
     }
 
-    /// Whether the expression holds a counter or a jump out of it (either keeps it from being
-    /// a counted body: counters do not nest, and a jump would leave the count behind).
+    /// Whether the expression holds a counter, a jump out of it or a recursive call (each keeps
+    /// it from being a counted body: counters do not nest, a jump would leave the count behind,
+    /// and a call could enter the same counter again before this count is done).
     fn holds_counter_or_jump(&self) -> bool {
         match self {
             Expr::Hir(h) => hir::has_counter(h),
             Expr::Repeat { sub, min, max } if counts(sub, *min, *max) => true,
-            Expr::Jump => true,
+            Expr::Jump | Expr::Recur => true,
             Expr::Part(p) => p.counted(),
             _ => {
                 let mut any = false;

@@ -112,7 +112,9 @@ impl Part {
 /// A counter instruction. A counted repetition (see [`super::expr::counts`], [`super::hir::counts`]) compiles to one
 /// copy of its body and four marker states carrying these; the lazy DFA keeps a count beside
 /// each NFA state of its subsets and applies them in the epsilon closure
-/// (`super::dfa`). Counted regions never nest, so one count per NFA state is enough.
+/// (`super::dfa`). Counted regions never nest, so one count per NFA state is enough. Recursive expressions
+/// compile to one copy of their body entered through `Push` markers and left through `Pop`
+/// markers: the DFA keeps a stack of call sites beside each NFA state of its subsets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Count {
     /// Entering the repetition: the count starts at zero.
@@ -126,6 +128,14 @@ pub(crate) enum Count {
     Incr(u32),
     /// Leaving the repetition needs at least this count; the count is dropped (back to zero).
     Leave(u32),
+    /// A call of a recursive expression (see [`super::expr::Expr::Recursive`]): push a frame
+    /// naming the call site (0: the expression's entry from outside; `i`: its `i`-th
+    /// [`super::expr::Expr::Recur`]).
+    Push(u32),
+    /// The return to a call site: allowed only when the top frame names it; pops it.
+    Pop(u32),
+    /// Allowed only while the stack holds fewer than this many frames.
+    DepthBelow(u32),
 }
 
 /// The look-around kind the builder gives marker states. [`crate::regex::parse`] refuses it and
@@ -164,9 +174,10 @@ pub(crate) fn share(key: &str, e: Expr) -> Result<Expr> {
         tails: Vec::new(),
         every: Default::default(),
         marks: Vec::new(),
+        recs: Vec::new(),
     };
     let (entry, exit) = c.e(&e)?;
-    let counted = !c.marks.is_empty();
+    let counted = c.marks.contains(&Count::Enter);
     let ops = c.log.take().unwrap_or_default();
     let states = ops.iter().filter(|o| !matches!(o, Op::Patch(..))).count();
     let part = Arc::new(Part {
@@ -226,6 +237,9 @@ struct Compiler {
     every: crate::budget::Every,
     /// The counter instruction of each marker state, in creation order.
     marks: Vec<Count>,
+    /// The enclosing `Recursive` expressions, innermost last: the body's entry and the return
+    /// point of each call site built so far.
+    recs: Vec<(StateID, Vec<StateID>)>,
 }
 
 fn budget(e: impl std::fmt::Display) -> Error {
@@ -907,6 +921,41 @@ impl Compiler {
             Expr::NamesExcluded(n) => self.names_excluded(n),
             Expr::CharDfa(d) => self.char_dfa(d),
             Expr::Part(p) => self.replay(&p.fragment),
+            Expr::Recursive(body) => {
+                // calls jump to `entry`; the body's end returns to the site on top of the stack
+                let entry = self.empty()?;
+                self.recs.push((entry, Vec::new()));
+                let built = self.e(body);
+                let (_, rets) = self.recs.pop().expect("pushed above");
+                let (bs, be) = built?;
+                self.patch(entry, bs)?;
+                let exit = self.empty()?;
+                let mut outs = vec![self.mark(Count::Pop(0), exit)?];
+                for (i, r) in rets.into_iter().enumerate() {
+                    outs.push(self.mark(Count::Pop(i as u32 + 1), r)?);
+                }
+                let u = self.union(outs)?;
+                self.patch(be, u)?;
+                let start = self.mark(Count::Push(0), entry)?;
+                Ok((start, exit))
+            }
+            Expr::Recur => {
+                let Some(&(entry, ref rets)) = self.recs.last() else {
+                    return Err(Error::InvalidArgument(
+                        "a recursive call outside a recursive expression".into(),
+                    ));
+                };
+                let site = rets.len() as u32 + 1;
+                let ret = self.empty()?;
+                self.recs.last_mut().expect("checked").1.push(ret);
+                let call = self.mark(Count::Push(site), entry)?;
+                Ok((call, ret))
+            }
+            Expr::DepthBelow(n) => {
+                let e = self.empty()?;
+                let guard = self.mark(Count::DepthBelow(*n), e)?;
+                Ok((guard, e))
+            }
         }
     }
 }
@@ -919,6 +968,7 @@ pub(crate) fn build(x: &Expr, max_nfa_bytes: usize) -> Result<Built> {
         tails: Vec::new(),
         every: Default::default(),
         marks: Vec::new(),
+        recs: Vec::new(),
     };
     c.b.set_size_limit(Some(max_nfa_bytes)).map_err(budget)?;
     c.b.start_pattern().map_err(budget)?;

@@ -217,6 +217,25 @@ pub fn any_object(opts: &JsonSchemaOptions) -> Result<CompiledSchema> {
     })
 }
 
+/// Any JSON value nested at most `depth` levels, built with the stack and with a copy per level
+/// (the differential tests' pair).
+#[cfg(test)]
+pub(crate) fn any_value_both(opts: &JsonSchemaOptions, depth: u32) -> (Expr, Expr) {
+    let docs = [Value::Bool(true)];
+    let mut c = compile::Compiler::new(&docs, opts).unwrap();
+    let stacked = c.any_value(depth).unwrap();
+    let copied = c.any_value_copies(depth).unwrap();
+    (stacked, copied)
+}
+
+/// Any JSON value nested at most `depth` levels, built with the stack.
+#[cfg(test)]
+pub(crate) fn any_value_stacked(opts: &JsonSchemaOptions, depth: u32) -> Expr {
+    let docs = [Value::Bool(true)];
+    let mut c = compile::Compiler::new(&docs, opts).unwrap();
+    c.any_value(depth).unwrap()
+}
+
 /// Exactly one of the given strings (raw text, not JSON).
 pub fn choice<S: AsRef<str>>(choices: &[S]) -> Hir {
     Hir::alternation(

@@ -13,7 +13,7 @@ use crate::regex::RegexOptions;
 
 /// `Err(input)` with an input on which the two automata disagree (acceptance or liveness), found
 /// by a walk over every pair of states they reach on the same input, all 256 bytes at each step.
-fn same_language(a: &LazyDfa, b: &LazyDfa) -> Result<usize, Vec<u8>> {
+pub(super) fn same_language(a: &LazyDfa, b: &LazyDfa) -> Result<usize, Vec<u8>> {
     let start = (a.start(), b.start());
     let mut seen = std::collections::HashSet::from([start]);
     let mut todo = vec![(start, Vec::<u8>::new())];

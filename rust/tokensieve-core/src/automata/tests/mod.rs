@@ -1,3 +1,4 @@
 //! Tests of the automata layer that reach across modules (and into the front ends for inputs).
 
 mod counters;
+mod stack;
