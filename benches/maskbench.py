@@ -591,12 +591,12 @@ def token_context(tok: Any, ids: list[int], at: Any) -> dict[str, Any]:
 
 
 _NEST = (
-    "nesting deeper than max_nesting_depth (default 3) inside an unconstrained value "
+    "nesting deeper than max_nesting_depth (default 8) inside an unconstrained value "
     "(accepted with a larger max_nesting_depth)"
 )
 _REC = "recursion deeper than max_recursion_depth (default 3) (accepted with a larger max_recursion_depth)"
 DIAG_TRIES: list[tuple[str, dict[str, Any]]] = [
-    *[(_NEST, {"max_nesting_depth": d}) for d in range(4, 9)],
+    *[(_NEST, {"max_nesting_depth": d}) for d in (12, 16, 24)],
     (_REC, {"max_recursion_depth": 4}),
     (_REC, {"max_recursion_depth": 5}),
     ("string `format` assertion (accepted with formats='annotate')", {"formats": "annotate"}),
@@ -829,10 +829,10 @@ def build_report(
                 rj = inst["reject_at"]
                 if cause.startswith("other") and isinstance(rj, int):
                     depth = open_depth(tok.decode(tids[:rj]))
-                    if tok.decode([tids[rj]]).lstrip()[:1] in ("{", "[") and depth >= 4:
+                    if tok.decode([tids[rj]]).lstrip()[:1] in ("{", "[") and depth >= 8:
                         cause = (
-                            "opens a container at nesting depth ≥ 5 (not accepted with "
-                            "max_nesting_depth up to 8, or that compile failed)"
+                            "opens a container at nesting depth ≥ 9 (not accepted with "
+                            "max_nesting_depth up to 24, or that compile failed)"
                         )
                 js = jsonschema_check(rec["schema"], t["data"])
                 if js != "valid" and not js.startswith("jsonschema could not"):

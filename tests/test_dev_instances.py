@@ -9,7 +9,7 @@ and counted as accepted when every token is accepted and EOS is allowed at the e
   draft, format checking for exactly the formats the compiler asserts; see
   `test_dev_schemas.validator`) finds it valid: such labels come from formats the compiler
   documents as not asserted (`regex`, `iri`, ...).
-* At least `COMPILED_FLOOR` schemas compile (a floor under the current count, 6,524; raise it
+* At least `COMPILED_FLOOR` schemas compile (a floor under the current count, 6,558; raise it
   when coverage grows).
 
 Valid instances that are rejected are counted, not failed: key order and the nesting bound are
@@ -35,7 +35,7 @@ tokenizers = pytest.importorskip("tokenizers")
 import test_dev_schemas as dev  # noqa: E402
 
 COMPILE_SECONDS = 10.0
-COMPILED_FLOOR = 6500
+COMPILED_FLOOR = 6550
 
 
 def _run() -> dict[str, Any]:

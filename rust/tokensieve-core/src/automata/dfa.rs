@@ -560,9 +560,20 @@ impl LazyDfa {
             return Ok(id);
         }
         if t.sets.len() >= self.max_states {
+            let why = if self
+                .counts
+                .iter()
+                .any(|c| matches!(c, Some(Count::Push(_))))
+            {
+                "; it holds a recursion (a JSON value of any shape, nesting up to \
+                 max_nesting_depth levels), whose states multiply with each level: lower \
+                 max_nesting_depth, or raise max_states"
+            } else {
+                ""
+            };
             return Err(Error::Budget(format!(
                 "the DFA for this constraint needs more than {} states (max_states); simplify \
-                 the pattern or raise the limit",
+                 the pattern or raise the limit{why}",
                 self.max_states
             )));
         }

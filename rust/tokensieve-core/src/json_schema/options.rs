@@ -81,7 +81,7 @@ impl Default for JsonSchemaOptions {
             whitespace: Whitespace::Default,
             max_whitespace: 4,
             max_recursion_depth: 3,
-            max_nesting_depth: 3,
+            max_nesting_depth: 8,
             truncate_recursion: false,
             lenient: false,
             literal_spelling: Spelling::AsWritten,

@@ -156,12 +156,14 @@ fn deep_any_values_compile_small() {
         (w, any_object(&o).unwrap().weight())
     };
     assert_eq!(at(3), at(1_000_000));
-    let re = Re::new(&any_object(&JsonSchemaOptions {
-        max_nesting_depth: 20,
-        ..Default::default()
-    })
-    .unwrap()
-    .expr);
+    let re = Re::new(
+        &any_object(&JsonSchemaOptions {
+            max_nesting_depth: 20,
+            ..Default::default()
+        })
+        .unwrap()
+        .expr,
+    );
     let nested = |n: usize| format!("{{\"a\": {}1{}}}", "[".repeat(n), "]".repeat(n));
     // the object's values nest 20 levels below it
     assert!(re.is_match(&nested(20)));
