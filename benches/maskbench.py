@@ -422,6 +422,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-dir", default=str(common.RESULTS_DIR))
     ap.add_argument("--report-only", action="store_true", help="only rebuild the report")
     ap.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start over: move the raw file aside (to RAW.old) instead of resuming from it",
+    )
+    ap.add_argument(
         "--max-minutes", type=float, default=None, help="stop starting new schemas after this"
     )
     args = ap.parse_args(argv)
@@ -439,7 +444,14 @@ def main(argv: list[str] | None = None) -> int:
     schemas = load_schemas(set(ids))
     raw_path = Path(args.raw)
     raw_path.parent.mkdir(parents=True, exist_ok=True)
+    if args.fresh and raw_path.exists() and not args.report_only:
+        raw_path.replace(raw_path.with_name(raw_path.name + ".old"))
     done = read_raw(raw_path)
+    if done and not args.report_only:
+        print(
+            f"resuming: {len(done)} (engine, schema) results already in {raw_path} are reused "
+            "(--fresh starts over)"
+        )
     oc_sel = ids[:: args.oc_every] if args.oc_every else ids
     oc_ids = set(oc_sel[: args.oc_limit] if args.oc_limit is not None else oc_sel)
 
