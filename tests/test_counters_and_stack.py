@@ -1,0 +1,104 @@
+"""Counters and the stack through the public API: long bounded strings and deeply nested
+unconstrained values, checked token by token (mask bit and `accept_token` must agree) and, for
+generated outputs, with `jsonschema`."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+from feed import Lookup, accepts
+
+import tokensieve as ts
+
+jsonschema = pytest.importorskip("jsonschema")
+
+
+def nesting(v: object) -> int:
+    """Levels of arrays/objects in a parsed value."""
+    if isinstance(v, list):
+        return 1 + max((nesting(x) for x in v), default=0)
+    if isinstance(v, dict):
+        return 1 + max((nesting(x) for x in v.values()), default=0)
+    return 0
+
+
+def test_long_strings_are_exact_at_their_bounds(vocab: ts.Vocabulary, lookup: Lookup) -> None:
+    for n in [1_000, 65_535]:
+        g = ts.Grammar.from_json_schema(
+            {"type": "string", "minLength": n - 3, "maxLength": n}, vocab
+        )
+        for k in [n - 4, n - 3, n, n + 1]:
+            assert accepts(g, json.dumps("ab" * (k // 2) + "c" * (k % 2)), lookup) == (
+                n - 3 <= k <= n
+            ), (n, k)
+    # bounds past 32 bits act as 2**32 - 1 (docs/limits.md): nothing realistic reaches them
+    g = ts.Grammar.from_json_schema({"type": "string", "maxLength": 10**30}, vocab)
+    assert accepts(g, json.dumps("x" * 5000), lookup)
+
+
+def test_any_json_nests_to_max_nesting_depth(vocab: ts.Vocabulary, lookup: Lookup) -> None:
+    g = ts.Grammar.from_json_schema({}, vocab, max_nesting_depth=20)
+    deep = "[" * 10 + '{"a": ' * 10 + "1" + "}" * 10 + "]" * 10
+    assert accepts(g, deep, lookup)
+    assert not accepts(g, "[" + deep + "]", lookup)
+    g = ts.Grammar.from_json_schema({"type": "object"}, vocab)
+    # the default (8): values nest 8 levels below the object
+    assert accepts(g, '{"a": ' + "[" * 8 + "null" + "]" * 8 + "}", lookup)
+    assert not accepts(g, '{"a": ' + "[" * 9 + "null" + "]" * 9 + "}", lookup)
+
+
+def test_random_walks_into_deep_values_validate(vocab: ts.Vocabulary) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "maxLength": 40}, "data": {}},
+        "required": ["name", "data"],
+        "additionalProperties": False,
+    }
+    g = ts.Grammar.from_json_schema(schema, vocab, max_nesting_depth=20)
+    validator = jsonschema.Draft202012Validator(schema)
+    spell = {i: vocab.token_bytes(i) or b"" for i in range(vocab.vocab_size)}
+    opens = np.array([i for i, b in spell.items() if b in (b"[", b"{")])
+    # once deep enough, close things: these first (then anything, now and then)
+    closers = [
+        i for p in (b'"', b"}", b"]", b"1", b"null", b":", b",") for i, b in spell.items() if b == p
+    ]
+    keys = [i for p in (b'"', b":") for i, b in spell.items() if b == p]
+    eos = set(vocab.eos_token_ids)
+    bm = ts.allocate_token_bitmask(1, vocab.vocab_size)
+    rng = random.Random(7)
+    deepest = finished = 0
+    for _ in range(6):
+        m = g.matcher()
+        out = b""
+        for step in range(600):
+            m.fill_next_token_bitmask(bm)
+            bits = np.unpackbits(np.asarray(bm)[0].view(np.uint8), bitorder="little")
+            ids = np.nonzero(bits[: vocab.vocab_size])[0]
+            assert len(ids) > 0, f"empty mask after {out[-80:]!r}"
+            ends = [t for t in eos if t < vocab.vocab_size and bits[t]]
+            if ends:
+                assert m.accept_token(ends[0])
+                break
+            openers = np.intersect1d(ids, opens)
+            if step < 60 and len(openers) and rng.random() < 0.8:
+                tok = int(rng.choice(openers.tolist()))
+            elif rng.random() < 0.85:
+                # opening: get through keys to the next value; then close everything
+                order = keys if step < 60 else closers
+                tok = next((c for c in order if bits[c]), int(ids[rng.randrange(len(ids))]))
+            else:
+                tok = int(ids[rng.randrange(len(ids))])
+            assert m.accept_token(tok)
+            out += spell[tok]
+        if not m.is_finished():
+            continue  # a walk that did not finish in 600 tokens is not judged
+        finished += 1
+        value = json.loads(out.decode())
+        assert validator.is_valid(value), out
+        deepest = max(deepest, nesting(value))
+    assert finished >= 3, f"only {finished} of 6 walks finished"
+    # the old default allowed 3 levels below the root object: 4 in all
+    assert deepest > 4, f"the walks never nested past the old bound (deepest {deepest})"
