@@ -5,8 +5,13 @@
 //! interned once and given the next free id by subset construction. Ids are handed out in
 //! creation order and never reused, so a matcher can keep a state id across calls and a mask
 //! cache can key on it. The NFA comes from regex-automata's compiler for a plain regex, or from
-//! `super::nfa` for expressions holding shared parts; front ends (`crate::regex`,
-//! `crate::json_schema`) only hand over a HIR.
+//! `super::nfa` for expressions holding shared parts, counters or recursion; front ends
+//! (`crate::regex`, `crate::json_schema`) only hand over a HIR or an expression.
+//!
+//! When the NFA holds marker states (`super::nfa::Count`), each NFA state of a subset carries
+//! two registers: the count of the repetition it is in, and the top frame of its stack of
+//! recursive calls (frames interned per automaton). The closure applies the markers to them, so
+//! a large counted repetition needs one copy of its body and a recursion one copy of itself.
 //!
 //! The language is the *full match* of the HIR: the automaton starts anchored and a state is
 //! accepting when the NFA can reach its match state at the end of the input. Because the NFA is
