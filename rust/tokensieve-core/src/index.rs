@@ -521,6 +521,11 @@ impl TokenIndex {
         if rep != state {
             let m = self.mask(vocab, dfa, rep)?;
             let mut c = self.write();
+            // the representative's entry, unless the cache was emptied in between
+            if let Some(&id) = c.by_state.get(&rep) {
+                c.by_state.insert(state, id);
+                return Ok(m);
+            }
             return Ok(self.insert(&mut c, state, m.to_vec()));
         }
         let mut buf = vec![0u32; vocab.mask_words()];

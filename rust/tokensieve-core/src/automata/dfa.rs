@@ -80,12 +80,31 @@ struct Table {
     stack: Vec<(u32, u64, bool)>,
     seen: Vec<u32>,
     seen_gen: u32,
-    /// What `seen` records when the automaton counts (a state may be seen with several counts).
-    seen_counted: FxHashSet<(u32, u64, bool)>,
+    /// What `seen` records when the automaton has registers (a state may be seen with several
+    /// counts or stacks).
+    seen_registers: FxHashSet<(u32, u64, bool)>,
     /// The stack frames of recursive expressions (see [`super::nfa::Count::Push`]), interned:
     /// `(parent frame, call site, depth)`; frame 0 is the empty stack.
     frames: Vec<(u32, u32, u32)>,
     frame_ids: FxHashMap<(u32, u32), u32>,
+}
+
+impl Table {
+    /// An empty table, with closure scratch space for an NFA of `nfa_states` states.
+    fn new(nfa_states: usize) -> Table {
+        Table {
+            trans: Vec::new(),
+            accepting: Vec::new(),
+            sets: Vec::new(),
+            ids: FxHashMap::default(),
+            stack: Vec::new(),
+            seen: vec![0; nfa_states * 2],
+            seen_gen: 0,
+            seen_registers: FxHashSet::default(),
+            frames: vec![(0, 0, 0)],
+            frame_ids: FxHashMap::default(),
+        }
+    }
 }
 
 /// A lazily determinized DFA over bytes. Shareable across threads: the transition table sits
@@ -189,18 +208,7 @@ impl LazyDfa {
             counted_bounds(&nfa, &counts)
         };
         let n = nfa.states().len();
-        let mut table = Table {
-            trans: Vec::new(),
-            accepting: Vec::new(),
-            sets: Vec::new(),
-            ids: FxHashMap::default(),
-            stack: Vec::new(),
-            seen: vec![0; n * 2],
-            seen_gen: 0,
-            seen_counted: FxHashSet::default(),
-            frames: vec![(0, 0, 0)],
-            frame_ids: FxHashMap::default(),
-        };
+        let mut table = Table::new(n);
         // State 0: dead (empty, non-accepting set); its row loops onto itself.
         table.sets.push(Box::new([]));
         table.accepting.push(false);
@@ -215,18 +223,7 @@ impl LazyDfa {
             counts,
             bounds,
             max_states: opts.max_states.max(2),
-            table: Mutex::new(Table {
-                trans: Vec::new(),
-                accepting: Vec::new(),
-                sets: Vec::new(),
-                ids: FxHashMap::default(),
-                stack: Vec::new(),
-                seen: Vec::new(),
-                seen_gen: 0,
-                seen_counted: FxHashSet::default(),
-                frames: vec![(0, 0, 0)],
-                frame_ids: FxHashMap::default(),
-            }),
+            table: Mutex::new(Table::new(0)),
             start: DEAD,
             pattern: pattern.to_string(),
         };
@@ -352,13 +349,7 @@ impl LazyDfa {
             trans,
             accepting,
             sets: vec![Box::new([]); n],
-            ids: FxHashMap::default(),
-            stack: Vec::new(),
-            seen: Vec::new(),
-            seen_gen: 0,
-            seen_counted: FxHashSet::default(),
-            frames: vec![(0, 0, 0)],
-            frame_ids: FxHashMap::default(),
+            ..Table::new(0)
         };
         Ok(LazyDfa {
             nfa: None,
@@ -398,7 +389,7 @@ impl LazyDfa {
     /// masks agree, and a long bounded string needs one mask for its middle, not one per count.
     /// The result is a state of this automaton like any other (its transitions are exact).
     pub fn representative(&self, state: u32, k: usize) -> Result<u32> {
-        if !self.counted() || state == DEAD {
+        if !self.has_registers() || state == DEAD {
             return Ok(state);
         }
         let k1 = k as u64 + 1;
@@ -441,8 +432,9 @@ impl LazyDfa {
         self.intern(&mut t, key, accepting)
     }
 
-    /// Whether the automaton keeps counts (see [`super::nfa::Count`]).
-    fn counted(&self) -> bool {
+    /// Whether the automaton has marker states, so that each subset entry carries a count and a
+    /// stack frame (see [`super::nfa::Count`]).
+    fn has_registers(&self) -> bool {
         !self.counts.is_empty()
     }
 
@@ -450,9 +442,9 @@ impl LazyDfa {
     /// match; interned. Counter markers apply their instruction to the count on the way.
     fn closure_intern(&self, t: &mut Table, seeds: &[(u32, u64)], at_start: bool) -> Result<u32> {
         let nfa = self.nfa()?;
-        let counted = self.counted();
-        if counted {
-            t.seen_counted.clear();
+        let registers = self.has_registers();
+        if registers {
+            t.seen_registers.clear();
         } else {
             t.seen_gen = t.seen_gen.wrapping_add(1);
             if t.seen_gen == 0 {
@@ -468,8 +460,8 @@ impl LazyDfa {
             t.stack.push((s, c, false));
         }
         while let Some((s, c, past_end)) = t.stack.pop() {
-            if counted {
-                if !t.seen_counted.insert((s, c, past_end)) {
+            if registers {
+                if !t.seen_registers.insert((s, c, past_end)) {
                     continue;
                 }
             } else {
@@ -501,7 +493,7 @@ impl LazyDfa {
                 State::Look { look, next } => match *look {
                     Look::Start if at_start => t.stack.push((next.as_u32(), c, past_end)),
                     Look::End => t.stack.push((next.as_u32(), c, true)),
-                    MARKER if counted => {
+                    MARKER if registers => {
                         let next = next.as_u32();
                         match self.counts[s as usize] {
                             Some(Count::Enter) => t.stack.push((next, with_count(c, 0), past_end)),
@@ -543,16 +535,16 @@ impl LazyDfa {
         if set.is_empty() && !accepting {
             return Ok(DEAD);
         }
-        let mut key: Vec<u32> = Vec::with_capacity(set.len() * (1 + 2 * counted as usize) + 3);
+        let mut key: Vec<u32> = Vec::with_capacity(set.len() * (1 + 2 * registers as usize) + 3);
         for (s, c) in set {
             key.push(s);
-            if counted {
+            if registers {
                 key.extend([count(c), frame(c)]);
             }
         }
         if accepting {
             key.push(ACCEPT_MARK);
-            if counted {
+            if registers {
                 key.extend([0, 0]);
             }
         }
@@ -606,7 +598,7 @@ impl LazyDfa {
         let nfa = self.nfa()?;
         let b = self.reps[class];
         let set = t.sets[state as usize].clone();
-        let width = 1 + 2 * self.counted() as usize;
+        let width = 1 + 2 * self.has_registers() as usize;
         let mut seeds: Vec<(u32, u64)> = Vec::new();
         for e in set.chunks_exact(width) {
             let (s, c) = (e[0], if width == 3 { register(e[1], e[2]) } else { 0 });

@@ -296,6 +296,12 @@ impl Compiler {
         self.b.add_look(next, MARKER).map_err(budget)
     }
 
+    /// A look-around state (`\A`, `\z`), then `next`.
+    fn look(&mut self, look: Look, next: StateID) -> Result<StateID> {
+        self.log(Op::Look(look, next.as_u32()))?;
+        self.b.add_look(next, look).map_err(budget)
+    }
+
     fn union(&mut self, alts: Vec<StateID>) -> Result<StateID> {
         self.log(Op::Union(alts.iter().map(|a| a.as_u32()).collect()))?;
         self.b.add_union(alts).map_err(budget)
@@ -334,9 +340,8 @@ impl Compiler {
                     map.push(id);
                 }
                 Op::Look(look, next) => {
-                    let next = map[*next as usize];
-                    self.log(Op::Look(*look, next.as_u32()))?;
-                    map.push(self.b.add_look(next, *look).map_err(budget)?);
+                    let id = self.look(*look, map[*next as usize])?;
+                    map.push(id);
                 }
             }
         }
@@ -761,8 +766,7 @@ impl Compiler {
                     }
                 };
                 let end = self.empty()?;
-                self.log(Op::Look(look, end.as_u32()))?;
-                let start = self.b.add_look(end, look).map_err(budget)?;
+                let start = self.look(look, end)?;
                 Ok((start, end))
             }
             HirKind::Capture(c) => self.c(&c.sub),

@@ -2,6 +2,7 @@
 
 use serde_json::{Map, Value};
 
+use super::scalars::clamped;
 use super::{child, json_eq, literal_values, schema_error, Compiler};
 use crate::automata::expr::{alt, alt_opt, concat, opt, rep, star, Expr};
 use crate::error::Result;
@@ -17,9 +18,8 @@ impl<'a> Compiler<'a> {
     ) -> Result<Option<Expr>> {
         // Counts are 32-bit: bounds past 4,294,967,295 items act as that many (docs/limits.md).
         // A large bound on items is a counter when the item holds none (`automata::expr::counts`).
-        let clamp = |n: u64| n.min(u64::from(u32::MAX));
-        let min = clamp(self.count(m, "minItems", ptr)?.unwrap_or(0));
-        let max = self.count(m, "maxItems", ptr)?.map(clamp);
+        let min = clamped(self.count(m, "minItems", ptr)?.unwrap_or(0));
+        let max = self.count(m, "maxItems", ptr)?.map(clamped);
         if max.is_some_and(|mx| mx < min) {
             return Ok(None);
         }

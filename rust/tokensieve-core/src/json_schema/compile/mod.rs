@@ -275,24 +275,34 @@ impl<'a> Compiler<'a> {
     /// containers are allowed only while fewer than `depth + 1` calls are open (the outermost
     /// value is one), so the size does not grow with the depth.
     fn any_value_expr(&mut self, depth: u32) -> Result<Expr> {
-        let mut parts = vec![
+        let mut parts = self.any_scalars();
+        if depth == 0 {
+            return Ok(alt(parts));
+        }
+        let room = Expr::DepthBelow(depth.saturating_add(1));
+        for c in self.any_containers(Expr::Recur) {
+            parts.push(concat(vec![room.clone(), c]));
+        }
+        Ok(Expr::Recursive(Box::new(alt(parts))))
+    }
+
+    /// The scalars of an unconstrained value.
+    fn any_scalars(&self) -> Vec<Expr> {
+        vec![
             lit("null"),
             lit("true"),
             lit("false"),
             any_number(false).into(),
             self.any_string(),
-        ];
-        if depth == 0 {
-            return Ok(alt(parts));
-        }
-        let v = Expr::Recur;
+        ]
+    }
+
+    /// An array and an object whose items and member values are `v`.
+    fn any_containers(&self, v: Expr) -> [Expr; 2] {
         let arr = self.wrap("[", self.list(v.clone(), 0, None), "]");
         let kv = concat(vec![self.any_string(), self.colon(), v]);
         let obj = self.wrap("{", self.list(kv, 0, None), "}");
-        let room = Expr::DepthBelow(depth.saturating_add(1));
-        parts.push(concat(vec![room.clone(), arr]));
-        parts.push(concat(vec![room, obj]));
-        Ok(Expr::Recursive(Box::new(alt(parts))))
+        [arr, obj]
     }
 
     /// The same language as [`Self::any_value_expr`], with each level copied (as values were
@@ -301,20 +311,9 @@ impl<'a> Compiler<'a> {
     pub(crate) fn any_value_copies(&mut self, depth: u32) -> Result<Expr> {
         while self.any_cache.len() <= depth as usize {
             let d = self.any_cache.len();
-            let mut parts = vec![
-                lit("null"),
-                lit("true"),
-                lit("false"),
-                any_number(false).into(),
-                self.any_string(),
-            ];
+            let mut parts = self.any_scalars();
             if d > 0 {
-                let v = self.any_cache[d - 1].clone();
-                let arr = self.wrap("[", self.list(v.clone(), 0, None), "]");
-                let kv = concat(vec![self.any_string(), self.colon(), v]);
-                let obj = self.wrap("{", self.list(kv, 0, None), "}");
-                parts.push(arr);
-                parts.push(obj);
+                parts.extend(self.any_containers(self.any_cache[d - 1].clone()));
             }
             let h = alt(parts);
             // Each level holds the one below several times over: the size grows geometrically

@@ -426,12 +426,8 @@ impl<'a> Compiler<'a> {
         x: &Extra,
         ptr: &str,
     ) -> Result<Option<Expr>> {
-        let min = self.count(m, "minLength", ptr)?.unwrap_or(0);
-        let max = self.count(m, "maxLength", ptr)?;
-        let (min, max) = (
-            min.min(u64::from(u32::MAX)),
-            max.map(|x| x.min(u64::from(u32::MAX))),
-        );
+        let min = clamped(self.count(m, "minLength", ptr)?.unwrap_or(0));
+        let max = self.count(m, "maxLength", ptr)?.map(clamped);
         if max.is_some_and(|mx| mx < min) {
             return Ok(None);
         }
@@ -525,6 +521,11 @@ impl<'a> Compiler<'a> {
 /// A count bound as the 32-bit count an automaton keeps (larger bounds act as the largest).
 pub(super) fn clamp_count(n: u64) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// A count bound read from a schema, kept within what [`clamp_count`] holds.
+pub(super) fn clamped(n: u64) -> u64 {
+    u64::from(clamp_count(n))
 }
 
 /// JSON string content (every spelling) whose decoded value is in `pos₁ ∩ … ∩ ¬neg₁ ∩ …`;
