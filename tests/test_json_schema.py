@@ -441,9 +441,15 @@ def test_options(vocab: ts.Vocabulary, lookup: Lookup) -> None:
         },
         "$ref": "#/$defs/n",
     }
-    g = ts.Grammar.from_json_schema(rec, vocab, max_recursion_depth=2)
+    g = ts.Grammar.from_json_schema(rec, vocab, recursion="unroll", max_recursion_depth=2)
     assert accepts(g, '{"next": {}}', lookup)
     assert not accepts(g, '{"next": {"next": {}}}', lookup)
+    g = ts.Grammar.from_json_schema(rec, vocab, max_stack_depth=2)
+    assert accepts(g, '{"next": {}}', lookup)
+    assert not accepts(g, '{"next": {"next": {}}}', lookup)
+    assert accepts(
+        ts.Grammar.from_json_schema(rec, vocab), '{"next": ' * 40 + "{}" + "}" * 40, lookup
+    )
     req = {
         "$defs": {
             "t": {"type": "object", "properties": {"k": {"$ref": "#/$defs/t"}}, "required": ["k"]}
@@ -451,9 +457,12 @@ def test_options(vocab: ts.Vocabulary, lookup: Lookup) -> None:
         "anyOf": [{"type": "null"}, {"$ref": "#/$defs/t"}],
     }
     with pytest.raises(ts.SchemaError, match="max_recursion_depth"):
-        ts.Grammar.from_json_schema(req, vocab)
-    g = ts.Grammar.from_json_schema(req, vocab, truncate_recursion=True)
+        ts.Grammar.from_json_schema(req, vocab, recursion="unroll")
+    g = ts.Grammar.from_json_schema(req, vocab, recursion="unroll", truncate_recursion=True)
     assert accepts(g, "null", lookup)
+    # through the stack the endless branch is empty: only null
+    g = ts.Grammar.from_json_schema(req, vocab)
+    assert accepts(g, "null", lookup) and not accepts(g, '{"k": null}', lookup)
 
 
 def test_pydantic_model(vocab: ts.Vocabulary, lookup: Lookup) -> None:

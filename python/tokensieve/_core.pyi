@@ -101,6 +101,8 @@ class Grammar:
         whitespace: str = "default",
         max_whitespace: int = 4,
         max_recursion_depth: int = 3,
+        recursion: Literal["stack", "unroll"] = "stack",
+        max_stack_depth: int = 128,
         max_nesting_depth: int = 8,
         truncate_recursion: bool = False,
         lenient: bool = False,

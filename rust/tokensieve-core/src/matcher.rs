@@ -341,7 +341,20 @@ impl Grammar {
     ) -> Result<Grammar> {
         opts.compiling(|| {
             let c = crate::json_schema::compile(schema, schema_opts)?;
-            let mut g = Grammar::from_expr(&schema_label(&c.expr), &c.expr, vocab, opts)?;
+            let dfa = LazyDfa::from_expr(&schema_label(&c.expr), &c.expr, &opts.regex)?;
+            if dfa.start() == DEAD {
+                // only a recursion can hide an empty language from the compiler
+                return Err(Error::Schema {
+                    keyword: "$ref".into(),
+                    pointer: String::new(),
+                    message: format!(
+                        "no JSON value satisfies this schema with at most max_stack_depth={} \
+                         recursive calls open (a recursion that never ends?)",
+                        schema_opts.max_stack_depth
+                    ),
+                });
+            }
+            let mut g = Grammar::from_dfa(dfa, vocab, opts)?;
             g.warnings = c.warnings;
             g.source = ConstraintSource::json_schema(schema, schema_opts);
             Ok(g)

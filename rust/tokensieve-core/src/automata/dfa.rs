@@ -40,6 +40,7 @@ use regex_automata::util::primitives::StateID;
 use regex_syntax::hir::Hir;
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use super::depth::{Depths, MAX_FRAMES};
 use super::expr::Expr;
 use super::nfa::{Count, MARKER};
 use crate::error::{Error, Result};
@@ -70,6 +71,19 @@ impl Default for RegexOptions {
     }
 }
 
+/// One stack frame: the call on top of `parent`.
+#[derive(Clone, Copy, Default)]
+struct Frame {
+    parent: u32,
+    /// The recursive expression called (its marker number) and the call site.
+    rec: u32,
+    site: u32,
+    /// Frames on the stack, this one included.
+    depth: u32,
+    /// Frames of `rec` on top of the stack, this one included.
+    run: u32,
+}
+
 struct Table {
     /// `states × stride` transitions; `UNKNOWN` until computed.
     trans: Vec<u32>,
@@ -83,10 +97,10 @@ struct Table {
     /// What `seen` records when the automaton has registers (a state may be seen with several
     /// counts or stacks).
     seen_registers: FxHashSet<(u32, u64, bool)>,
-    /// The stack frames of recursive expressions (see [`super::nfa::Count::Push`]), interned:
-    /// `(parent frame, call site, depth)`; frame 0 is the empty stack.
-    frames: Vec<(u32, u32, u32)>,
-    frame_ids: FxHashMap<(u32, u32), u32>,
+    /// The stack frames of recursive expressions (see [`super::nfa::Count::Push`]), interned;
+    /// frame 0 is the empty stack.
+    frames: Vec<Frame>,
+    frame_ids: FxHashMap<(u32, u32, u32), u32>,
 }
 
 impl Table {
@@ -101,7 +115,7 @@ impl Table {
             seen: vec![0; nfa_states * 2],
             seen_gen: 0,
             seen_registers: FxHashSet::default(),
-            frames: vec![(0, 0, 0)],
+            frames: vec![Frame::default()],
             frame_ids: FxHashMap::default(),
         }
     }
@@ -126,6 +140,9 @@ pub struct LazyDfa {
     /// For each NFA state inside a counted body, that repetition's bounds (see
     /// [`LazyDfa::representative`]); empty when the automaton has no counter.
     bounds: Vec<Option<(u32, Option<u32>)>>,
+    /// At which stack depths each NFA state can still finish, when the automaton has a stack
+    /// (see [`super::depth`]).
+    depths: Option<Depths>,
     max_states: usize,
     table: Mutex<Table>,
     start: u32,
@@ -207,6 +224,7 @@ impl LazyDfa {
         } else {
             counted_bounds(&nfa, &counts)
         };
+        let depths = Depths::compute(&nfa, &counts)?;
         let n = nfa.states().len();
         let mut table = Table::new(n);
         // State 0: dead (empty, non-accepting set); its row loops onto itself.
@@ -222,6 +240,7 @@ impl LazyDfa {
             can_match,
             counts,
             bounds,
+            depths,
             max_states: opts.max_states.max(2),
             table: Mutex::new(Table::new(0)),
             start: DEAD,
@@ -359,6 +378,7 @@ impl LazyDfa {
             can_match: Vec::new(),
             counts: Vec::new(),
             bounds: Vec::new(),
+            depths: None,
             max_states: n,
             table: Mutex::new(table),
             start,
@@ -474,7 +494,7 @@ impl LazyDfa {
             let sid = thompson_id(s);
             match nfa.state(sid) {
                 State::ByteRange { .. } | State::Sparse(_) | State::Dense(_) => {
-                    if !past_end && self.can_match[s as usize] {
+                    if !past_end && self.can_match[s as usize] && self.finishes(t, s, c) {
                         set.push((s, c));
                     }
                 }
@@ -507,17 +527,20 @@ impl LazyDfa {
                             Some(Count::Leave(min)) if count(c) >= min => {
                                 t.stack.push((next, with_count(c, 0), past_end))
                             }
-                            Some(Count::Push(site)) => {
-                                let f = push_frame(t, frame(c), site)?;
+                            Some(Count::Push { rec, site }) if self.may_call(t, s, c) => {
+                                let f = push_frame(t, frame(c), rec, site)?;
                                 t.stack.push((next, with_frame(c, f), past_end))
                             }
-                            Some(Count::Pop(site)) => {
-                                let (parent, top, _) = t.frames[frame(c) as usize];
-                                if frame(c) != 0 && top == site {
-                                    t.stack.push((next, with_frame(c, parent), past_end))
+                            Some(Count::Pop { rec, site }) => {
+                                let top = t.frames[frame(c) as usize];
+                                if frame(c) != 0 && top.rec == rec && top.site == site {
+                                    t.stack.push((next, with_frame(c, top.parent), past_end))
                                 }
                             }
-                            Some(Count::DepthBelow(n)) if t.frames[frame(c) as usize].2 < n => {
+                            Some(Count::RunBelow(n)) if t.frames[frame(c) as usize].run < n => {
+                                t.stack.push((next, c, past_end))
+                            }
+                            Some(Count::StackBelow(n)) if t.frames[frame(c) as usize].depth < n => {
                                 t.stack.push((next, c, past_end))
                             }
                             _ => {}
@@ -551,6 +574,45 @@ impl LazyDfa {
         self.intern(t, key, accepting)
     }
 
+    /// Whether NFA state `s`, with registers `c`, can still finish its body at its stack depth
+    /// (always, without a stack; see [`super::depth`]).
+    fn finishes(&self, t: &Table, s: u32, c: u64) -> bool {
+        let Some(d) = &self.depths else {
+            return true;
+        };
+        let depth = i64::from(t.frames[frame(c) as usize].depth);
+        self.within(d, s, c, depth)
+    }
+
+    /// Whether state `s` (its region's count in `c`) can finish at `depth`.
+    fn within(&self, d: &Depths, s: u32, c: u64, depth: i64) -> bool {
+        if depth > d.best[s as usize] {
+            return false;
+        }
+        match d.region[s as usize] {
+            // the repetition is short of its minimum: one more body must fit too
+            Some((take, min)) if u64::from(count(c)) + 1 < u64::from(min) => {
+                depth <= d.best[take as usize]
+            }
+            _ => true,
+        }
+    }
+
+    /// Whether the call at `Push` marker `s` (registers `c`) can be made: the callee can finish
+    /// one level deeper and the caller can finish from the return point.
+    fn may_call(&self, t: &Table, s: u32, c: u64) -> bool {
+        let depth = t.frames[frame(c) as usize].depth;
+        if depth >= MAX_FRAMES {
+            return false;
+        }
+        let Some(d) = &self.depths else {
+            return true;
+        };
+        let depth = i64::from(depth);
+        let ret = d.cont[s as usize];
+        depth <= d.best[s as usize] && (ret == u32::MAX || self.within(d, ret, c, depth))
+    }
+
     /// The id of the subset `key` (with its accepting flag), created when new.
     fn intern(&self, t: &mut Table, key: Vec<u32>, accepting: bool) -> Result<u32> {
         if let Some(&id) = t.ids.get(key.as_slice()) {
@@ -560,11 +622,12 @@ impl LazyDfa {
             let why = if self
                 .counts
                 .iter()
-                .any(|c| matches!(c, Some(Count::Push(_))))
+                .any(|c| matches!(c, Some(Count::Push { .. })))
             {
-                "; it holds a recursion (a JSON value of any shape, nesting up to \
-                 max_nesting_depth levels), whose states multiply with each level: lower \
-                 max_nesting_depth, or raise max_states"
+                "; it holds a recursion (a recursive $ref, or a JSON value of any shape \
+                 nesting up to max_nesting_depth levels), whose states multiply with each \
+                 level: lower max_stack_depth or max_nesting_depth, compile recursive $refs \
+                 with recursion=\"unroll\", or raise max_states"
             } else {
                 ""
             };
@@ -646,16 +709,27 @@ fn with_frame(r: u64, f: u32) -> u64 {
     register(count(r), f)
 }
 
-/// The frame for calling `site` on top of `parent`, interned.
-fn push_frame(t: &mut Table, parent: u32, site: u32) -> Result<u32> {
-    if let Some(&f) = t.frame_ids.get(&(parent, site)) {
+/// The frame for calling `rec` from `site` on top of `parent`, interned.
+fn push_frame(t: &mut Table, parent: u32, rec: u32, site: u32) -> Result<u32> {
+    if let Some(&f) = t.frame_ids.get(&(parent, rec, site)) {
         return Ok(f);
     }
-    let depth = t.frames[parent as usize].2 + 1;
+    let p = t.frames[parent as usize];
+    let run = if parent != 0 && p.rec == rec {
+        p.run + 1
+    } else {
+        1
+    };
     let f = u32::try_from(t.frames.len())
         .map_err(|_| Error::Budget("too many distinct recursion stacks".into()))?;
-    t.frames.push((parent, site, depth));
-    t.frame_ids.insert((parent, site), f);
+    t.frames.push(Frame {
+        parent,
+        rec,
+        site,
+        depth: p.depth + 1,
+        run,
+    });
+    t.frame_ids.insert((parent, rec, site), f);
     Ok(f)
 }
 

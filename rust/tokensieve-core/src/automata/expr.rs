@@ -59,15 +59,21 @@ pub(crate) enum Expr {
     CharDfa(Arc<CharStates>),
     /// A sub-automaton compiled once per process (see [`super::nfa::share`]).
     Part(Arc<super::nfa::Part>),
-    /// A language defined in terms of itself: `body`, in which every [`Expr::Recur`] leaf stands
-    /// for the whole expression again. Compiled with one copy of `body` and a stack of return
-    /// points kept by the lazy DFA (see [`super::nfa::Count`]).
-    Recursive(Box<Expr>),
-    /// A leaf of the innermost enclosing [`Expr::Recursive`] body: the whole of it, again.
-    Recur,
-    /// The empty string, allowed only while fewer than this many [`Expr::Recursive`] levels
-    /// are open (the outermost counts one): what bounds the depth of a recursion.
+    /// A language defined in terms of itself: `body`, in which every [`Expr::Recur`] leaf with
+    /// this `id` stands for the whole expression again. Compiled with one copy of `body` and a
+    /// stack of return points kept by the lazy DFA (see [`super::nfa::Count`]).
+    Recursive { id: u32, body: Box<Expr> },
+    /// A leaf of the innermost enclosing [`Expr::Recursive`] body with this id: the whole of
+    /// it, again.
+    Recur(u32),
+    /// The empty string, allowed only while fewer than this many levels of the innermost
+    /// enclosing [`Expr::Recursive`] are open on top of the stack (its outermost level counts
+    /// one): what bounds the nesting of one recursive value. Such a guard must never be the
+    /// only way on (the lazy DFA checks that it is not, see [`super::dfa`]).
     DepthBelow(u32),
+    /// The empty string, allowed only while fewer than this many recursive calls are open in
+    /// all: the safety bound of a recursion's depth.
+    StackBelow(u32),
 }
 
 /// The names of an [`Expr::NamesExcluded`], each ASCII.
@@ -145,9 +151,10 @@ impl Expr {
             | Expr::NamesExcluded(_)
             | Expr::CharDfa(_)
             | Expr::Part(_)
-            | Expr::Recur
-            | Expr::DepthBelow(_) => {}
-            Expr::Recursive(body) => f(body),
+            | Expr::Recur(_)
+            | Expr::DepthBelow(_)
+            | Expr::StackBelow(_) => {}
+            Expr::Recursive { body, .. } => f(body),
         }
     }
 
@@ -170,7 +177,7 @@ impl Expr {
                 let k = u64::from(max.unwrap_or(*min).max(1));
                 k.saturating_mul(sub.weight()).saturating_add(1)
             }
-            Expr::Jump | Expr::Recur | Expr::DepthBelow(_) => 1,
+            Expr::Jump | Expr::Recur(_) | Expr::DepthBelow(_) | Expr::StackBelow(_) => 1,
             Expr::NamesExcluded(n) => n.weight,
             Expr::CharDfa(d) => d.weight,
             Expr::Part(p) => p.weight(),
@@ -189,12 +196,13 @@ impl Expr {
             Expr::Members { items, .. } => items.iter().any(|(x, r)| *r && x.surely_nonempty()),
             Expr::CharDfa(d) => !d.states.get(d.start).is_none_or(|s| s.accept),
             Expr::Part(p) => p.nonempty(),
-            Expr::Recursive(body) => body.surely_nonempty(),
+            Expr::Recursive { body, .. } => body.surely_nonempty(),
             Expr::WithTail { .. }
             | Expr::Jump
             | Expr::NamesExcluded(_)
-            | Expr::Recur
-            | Expr::DepthBelow(_) => false,
+            | Expr::Recur(_)
+            | Expr::DepthBelow(_)
+            | Expr::StackBelow(_) => false,
         }
     }
 
@@ -205,7 +213,7 @@ impl Expr {
         match self {
             Expr::Hir(h) => hir::has_counter(h),
             Expr::Repeat { sub, min, max } if counts(sub, *min, *max) => true,
-            Expr::Jump | Expr::Recur => true,
+            Expr::Jump | Expr::Recur(_) => true,
             Expr::Part(p) => p.counted(),
             _ => {
                 let mut any = false;

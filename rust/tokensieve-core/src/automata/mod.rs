@@ -17,6 +17,7 @@
 //! `layers_point_one_way` (in `crate::lib`'s tests) fails when a module imports upward.
 
 pub(crate) mod charlang;
+pub(crate) mod depth;
 pub mod dfa;
 pub(crate) mod expr;
 pub(crate) mod hir;

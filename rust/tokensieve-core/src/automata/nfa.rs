@@ -128,14 +128,17 @@ pub(crate) enum Count {
     Incr(u32),
     /// Leaving the repetition needs at least this count; the count is dropped (back to zero).
     Leave(u32),
-    /// A call of a recursive expression (see [`super::expr::Expr::Recursive`]): push a frame
-    /// naming the call site (0: the expression's entry from outside; `i`: its `i`-th
+    /// A call of recursive expression `rec` (see [`super::expr::Expr::Recursive`]): push a
+    /// frame naming the call site (0: the expression's entry from outside; `i`: its `i`-th
     /// [`super::expr::Expr::Recur`]).
-    Push(u32),
-    /// The return to a call site: allowed only when the top frame names it; pops it.
-    Pop(u32),
-    /// Allowed only while the stack holds fewer than this many frames.
-    DepthBelow(u32),
+    Push { rec: u32, site: u32 },
+    /// The return from `rec` to a call site: allowed only when the top frame names it; pops it.
+    Pop { rec: u32, site: u32 },
+    /// Allowed only while fewer than this many frames of the current recursive expression are
+    /// open on top of the stack (see [`super::expr::Expr::DepthBelow`]).
+    RunBelow(u32),
+    /// Allowed only while the stack holds fewer than this many frames in all.
+    StackBelow(u32),
 }
 
 /// The look-around kind the builder gives marker states. [`crate::regex::parse`] refuses it and
@@ -175,6 +178,7 @@ pub(crate) fn share(key: &str, e: Expr) -> Result<Expr> {
         every: Default::default(),
         marks: Vec::new(),
         recs: Vec::new(),
+        next_rec: 0,
     };
     let (entry, exit) = c.e(&e)?;
     let counted = c.marks.contains(&Count::Enter);
@@ -237,9 +241,12 @@ struct Compiler {
     every: crate::budget::Every,
     /// The counter instruction of each marker state, in creation order.
     marks: Vec<Count>,
-    /// The enclosing `Recursive` expressions, innermost last: the body's entry and the return
-    /// point of each call site built so far.
-    recs: Vec<(StateID, Vec<StateID>)>,
+    /// The enclosing `Recursive` expressions, innermost last: the expression's id, its marker
+    /// number, the body's entry and the return point of each call site built so far.
+    recs: Vec<(u32, u32, StateID, Vec<StateID>)>,
+    /// The number the next recursive expression built gets in its markers: every copy of a
+    /// recursive expression (a shared part replayed twice included) has its own.
+    next_rec: u32,
 }
 
 fn budget(e: impl std::fmt::Display) -> Error {
@@ -289,6 +296,11 @@ impl Compiler {
         self.b.patch(from, to).map_err(budget)
     }
 
+    fn fresh_rec(&mut self) -> u32 {
+        self.next_rec += 1;
+        self.next_rec
+    }
+
     /// A marker state carrying `op`, then `next`.
     fn mark(&mut self, op: Count, next: StateID) -> Result<StateID> {
         self.log(Op::Mark(op, next.as_u32()))?;
@@ -311,6 +323,8 @@ impl Compiler {
     /// and exit.
     fn replay(&mut self, f: &Fragment) -> Result<Frag> {
         let mut map: Vec<StateID> = Vec::with_capacity(f.states);
+        // each replay's recursive expressions get numbers of their own
+        let mut recs: FxHashMap<u32, u32> = FxHashMap::default();
         for op in &f.ops {
             match op {
                 Op::Empty => map.push(self.empty()?),
@@ -336,7 +350,18 @@ impl Compiler {
                 }
                 Op::Patch(from, to) => self.patch(map[*from as usize], map[*to as usize])?,
                 Op::Mark(op, next) => {
-                    let id = self.mark(*op, map[*next as usize])?;
+                    let op = match *op {
+                        Count::Push { rec, site } => Count::Push {
+                            rec: *recs.entry(rec).or_insert_with(|| self.fresh_rec()),
+                            site,
+                        },
+                        Count::Pop { rec, site } => Count::Pop {
+                            rec: *recs.entry(rec).or_insert_with(|| self.fresh_rec()),
+                            site,
+                        },
+                        op => op,
+                    };
+                    let id = self.mark(op, map[*next as usize])?;
                     map.push(id);
                 }
                 Op::Look(look, next) => {
@@ -925,39 +950,50 @@ impl Compiler {
             Expr::NamesExcluded(n) => self.names_excluded(n),
             Expr::CharDfa(d) => self.char_dfa(d),
             Expr::Part(p) => self.replay(&p.fragment),
-            Expr::Recursive(body) => {
-                // calls jump to `entry`; the body's end returns to the site on top of the stack
+            Expr::Recursive { id, body } => {
+                // calls jump to `entry`; the body's end returns to the site on top of the stack.
+                // A jump inside the body cannot leave it (its path would skip the return).
+                let rec = self.fresh_rec();
                 let entry = self.empty()?;
-                self.recs.push((entry, Vec::new()));
+                let tails = std::mem::take(&mut self.tails);
+                self.recs.push((*id, rec, entry, Vec::new()));
                 let built = self.e(body);
-                let (_, rets) = self.recs.pop().expect("pushed above");
+                let (_, _, _, rets) = self.recs.pop().expect("pushed above");
+                self.tails = tails;
                 let (bs, be) = built?;
                 self.patch(entry, bs)?;
                 let exit = self.empty()?;
-                let mut outs = vec![self.mark(Count::Pop(0), exit)?];
+                let mut outs = vec![self.mark(Count::Pop { rec, site: 0 }, exit)?];
                 for (i, r) in rets.into_iter().enumerate() {
-                    outs.push(self.mark(Count::Pop(i as u32 + 1), r)?);
+                    let site = i as u32 + 1;
+                    outs.push(self.mark(Count::Pop { rec, site }, r)?);
                 }
                 let u = self.union(outs)?;
                 self.patch(be, u)?;
-                let start = self.mark(Count::Push(0), entry)?;
+                let start = self.mark(Count::Push { rec, site: 0 }, entry)?;
                 Ok((start, exit))
             }
-            Expr::Recur => {
-                let Some(&(entry, ref rets)) = self.recs.last() else {
+            Expr::Recur(id) => {
+                let Some(k) = self.recs.iter().rposition(|r| r.0 == *id) else {
                     return Err(Error::InvalidArgument(
-                        "a recursive call outside a recursive expression".into(),
+                        "a recursive call outside its recursive expression".into(),
                     ));
                 };
-                let site = rets.len() as u32 + 1;
+                let (_, rec, entry, _) = self.recs[k];
+                let site = self.recs[k].3.len() as u32 + 1;
                 let ret = self.empty()?;
-                self.recs.last_mut().expect("checked").1.push(ret);
-                let call = self.mark(Count::Push(site), entry)?;
+                self.recs[k].3.push(ret);
+                let call = self.mark(Count::Push { rec, site }, entry)?;
                 Ok((call, ret))
             }
             Expr::DepthBelow(n) => {
                 let e = self.empty()?;
-                let guard = self.mark(Count::DepthBelow(*n), e)?;
+                let guard = self.mark(Count::RunBelow(*n), e)?;
+                Ok((guard, e))
+            }
+            Expr::StackBelow(n) => {
+                let e = self.empty()?;
+                let guard = self.mark(Count::StackBelow(*n), e)?;
                 Ok((guard, e))
             }
         }
@@ -973,6 +1009,7 @@ pub(crate) fn build(x: &Expr, max_nfa_bytes: usize) -> Result<Built> {
         every: Default::default(),
         marks: Vec::new(),
         recs: Vec::new(),
+        next_rec: 0,
     };
     c.b.set_size_limit(Some(max_nfa_bytes)).map_err(budget)?;
     c.b.start_pattern().map_err(budget)?;

@@ -34,7 +34,9 @@ use serde_json::Value;
 
 use crate::automata::expr::Expr;
 use crate::error::Result;
-pub use options::{AdditionalProperties, Formats, JsonSchemaOptions, OneOf, Spelling, Whitespace};
+pub use options::{
+    AdditionalProperties, Formats, JsonSchemaOptions, OneOf, Recursion, Spelling, Whitespace,
+};
 
 /// Largest schema text (or registry document) accepted, in bytes.
 pub const MAX_SCHEMA_BYTES: usize = 64 << 20;

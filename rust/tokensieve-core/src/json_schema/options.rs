@@ -46,6 +46,18 @@ pub enum Whitespace {
     Pattern(String),
 }
 
+/// How a recursive `$ref` is compiled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Recursion {
+    /// As a call on a stack kept by the automaton: exact to `max_stack_depth` open calls, the
+    /// automaton's size independent of the depth; its states multiply with the depth reached,
+    /// so `precompute` of a recursive schema may need a small `max_stack_depth`.
+    Stack,
+    /// Unrolled: the target is copied `max_recursion_depth` times into itself, deeper values
+    /// are dropped (a plain finite automaton, which `precompute` handles like any other).
+    Unroll,
+}
+
 /// Options of [`crate::Grammar::from_json_schema`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct JsonSchemaOptions {
@@ -55,8 +67,15 @@ pub struct JsonSchemaOptions {
     pub whitespace: Whitespace,
     /// Bound of each whitespace run for `Whitespace::Flexible`.
     pub max_whitespace: u32,
-    /// How many times one `$ref` may be entered while it is already being expanded.
+    /// Where recursion is unrolled (a `$ref` cycle through `not`, `oneOf` exclusivity,
+    /// `if`/`then`/`else` or `unevaluated*`): how many times one `$ref` may be entered while it
+    /// is already being expanded.
     pub max_recursion_depth: u32,
+    /// How a recursive `$ref` is compiled elsewhere (see [`Recursion`]).
+    pub recursion: Recursion,
+    /// With `Recursion::Stack`: at most this many recursive calls may be open at once (a tree
+    /// of depth `d` built through one `$ref` needs `d`).
+    pub max_stack_depth: u32,
     /// Levels of nested arrays/objects inside an unconstrained ("any JSON") value.
     pub max_nesting_depth: u32,
     /// At the recursion limit, drop values that need deeper recursion even when they are
@@ -81,6 +100,8 @@ impl Default for JsonSchemaOptions {
             whitespace: Whitespace::Default,
             max_whitespace: 4,
             max_recursion_depth: 3,
+            recursion: Recursion::Stack,
+            max_stack_depth: 128,
             max_nesting_depth: 8,
             truncate_recursion: false,
             lenient: false,
@@ -148,6 +169,21 @@ impl JsonSchemaOptions {
             }
             "max_whitespace" => self.max_whitespace = int(value)?,
             "max_recursion_depth" => self.max_recursion_depth = int(value)?,
+            "recursion" => {
+                self.recursion = match value {
+                    "stack" => Recursion::Stack,
+                    "unroll" => Recursion::Unroll,
+                    _ => return Err(bad(name, value, "\"stack\", \"unroll\"")),
+                }
+            }
+            "max_stack_depth" => {
+                self.max_stack_depth = int(value)?;
+                if self.max_stack_depth == 0 {
+                    return Err(Error::InvalidArgument(
+                        "max_stack_depth must be at least 1".into(),
+                    ));
+                }
+            }
             "max_nesting_depth" => self.max_nesting_depth = int(value)?,
             "truncate_recursion" => self.truncate_recursion = boolean(value)?,
             "lenient" => self.lenient = boolean(value)?,
@@ -200,7 +236,7 @@ impl JsonSchemaOptions {
             Whitespace::Flexible => "flexible".to_string(),
             Whitespace::Pattern(p) => p.clone(),
         };
-        let values: [String; 10] = [
+        let values: [String; 12] = [
             match self.additional_properties {
                 AdditionalProperties::Allow => "allow",
                 AdditionalProperties::Forbid => "forbid",
@@ -219,6 +255,12 @@ impl JsonSchemaOptions {
             ws,
             self.max_whitespace.to_string(),
             self.max_recursion_depth.to_string(),
+            match self.recursion {
+                Recursion::Stack => "stack",
+                Recursion::Unroll => "unroll",
+            }
+            .into(),
+            self.max_stack_depth.to_string(),
             self.max_nesting_depth.to_string(),
             self.truncate_recursion.to_string(),
             self.lenient.to_string(),
@@ -245,13 +287,15 @@ impl JsonSchemaOptions {
     }
 
     /// The option names.
-    pub const NAMES: [&'static str; 10] = [
+    pub const NAMES: [&'static str; 12] = [
         "additional_properties",
         "formats",
         "one_of",
         "whitespace",
         "max_whitespace",
         "max_recursion_depth",
+        "recursion",
+        "max_stack_depth",
         "max_nesting_depth",
         "truncate_recursion",
         "lenient",

@@ -33,6 +33,9 @@ use crate::error::{Error, Result};
 /// gigabyte; the NFA's own byte limit applies after it.
 const MAX_WEIGHT: u64 = 2_000_000;
 
+/// The [`Expr::Recursive`] id of the any-JSON value; recursive `$ref` targets get ids above it.
+const ANY_VALUE: u32 = 0;
+
 /// Upper bound on the summed size (`hirs::nodes`, copies included) of the sub-schema HIRs
 /// built during one compile: the memory they take (the automaton they become is bounded by
 /// `MAX_WEIGHT` per schema and by the NFA's byte limit).
@@ -76,6 +79,14 @@ pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// A `$ref` target compiled as a recursive expression (see [`Compiler::reference`]).
+pub(super) struct RecTarget {
+    pub ptr: String,
+    pub id: u32,
+    /// Whether a recursive call of it was built.
+    pub called: bool,
+}
+
 pub(crate) struct Compiler<'a> {
     /// The root document (`docs[0]`).
     root: &'a Value,
@@ -87,7 +98,16 @@ pub(crate) struct Compiler<'a> {
     /// Inside brackets and before `:` and `,`.
     inner: Hir,
     pub warnings: Vec<String>,
+    /// The `$ref` targets being expanded, innermost last (for the unrolling limit).
     pub(super) stack: Vec<String>,
+    /// The `$ref` targets being compiled as recursive expressions, innermost last: a `$ref`
+    /// to one of them is a recursive call.
+    pub(super) recs: Vec<RecTarget>,
+    /// The id of the next recursive expression (see [`ANY_VALUE`]).
+    pub(super) next_rec: u32,
+    /// Recursive `$ref`s become calls on a stack (otherwise they are unrolled
+    /// `max_recursion_depth` times, as the algebra does).
+    stack_recursion: bool,
     pub(super) cuts: u64,
     /// How many enclosing schemas being expanded have `unevaluated*` keywords.
     pub(super) eval_scopes: u32,
@@ -156,6 +176,9 @@ impl<'a> Compiler<'a> {
             inner,
             warnings: Vec::new(),
             stack: Vec::new(),
+            recs: Vec::new(),
+            next_rec: ANY_VALUE + 1,
+            stack_recursion: opts.recursion == crate::json_schema::Recursion::Stack,
             cuts: 0,
             eval_scopes: 0,
             depth: 0,
@@ -169,7 +192,7 @@ impl<'a> Compiler<'a> {
     /// Compile the root schema.
     pub fn compile_root(&mut self) -> Result<Expr> {
         let root = self.root;
-        let h = self.schema(root, "")?;
+        let h = self.recursive_target("", |c| c.schema(root, ""))?;
         let h = match h {
             Some(h) => h,
             None if self.cuts > 0 => {
@@ -280,10 +303,13 @@ impl<'a> Compiler<'a> {
             return Ok(alt(parts));
         }
         let room = Expr::DepthBelow(depth.saturating_add(1));
-        for c in self.any_containers(Expr::Recur) {
+        for c in self.any_containers(Expr::Recur(ANY_VALUE)) {
             parts.push(concat(vec![room.clone(), c]));
         }
-        Ok(Expr::Recursive(Box::new(alt(parts))))
+        Ok(Expr::Recursive {
+            id: ANY_VALUE,
+            body: Box::new(alt(parts)),
+        })
     }
 
     /// The scalars of an unconstrained value.

@@ -3,8 +3,8 @@
 use serde_json::{Map, Value};
 
 use super::scalars::pattern_language;
-use super::{json_eq, schema_error, Compiler};
-use crate::automata::expr::Expr;
+use super::{json_eq, schema_error, Compiler, RecTarget};
+use crate::automata::expr::{concat, Expr};
 use crate::error::Result;
 use crate::json_schema::extra::{all_of_sub, Built, Extra, Sub};
 use crate::json_schema::keywords::{bits_to_types, type_bits, ANNOTATIONS, T_ALL};
@@ -56,19 +56,63 @@ impl<'a> Compiler<'a> {
         }
     }
 
+    /// A `$ref` to `r`. A target already being compiled as a recursive expression is called
+    /// again (through the stack, at most `max_stack_depth` calls open); any other target is
+    /// compiled in place, as a recursive expression when it turns out to call itself. Inside
+    /// `unevaluated*` scopes recursion is unrolled instead (`max_recursion_depth` times), as the
+    /// algebra does, since there a sub-schema's language depends on where it is used.
     pub(super) fn reference(&mut self, r: &str, ptr: &str) -> Result<Option<Expr>> {
         let (target, tptr) = self.resolve(r, ptr)?;
+        if self.stack_recursion && self.eval_scopes == 0 {
+            if let Some(t) = self.recs.iter_mut().rev().find(|t| t.ptr == tptr) {
+                t.called = true;
+                let id = t.id;
+                return Ok(Some(concat(vec![
+                    Expr::StackBelow(self.opts.max_stack_depth),
+                    Expr::Recur(id),
+                ])));
+            }
+        }
         let active = self.stack.iter().filter(|p| **p == tptr).count();
         if active >= self.opts.max_recursion_depth as usize {
             self.cuts += 1;
             return Ok(None);
         }
         self.stack.push(tptr.clone());
-        let out = self.schema(target, &tptr);
+        let out = self.recursive_target(&tptr, |c| c.schema(target, &tptr));
         self.stack.pop();
         let out = out?;
         self.count_built(&out, &tptr)?;
         Ok(out)
+    }
+
+    /// `build` (the compilation of the `$ref` target `tptr`) as a recursive expression when a
+    /// `$ref` inside it calls it again (see [`Compiler::reference`]).
+    pub(super) fn recursive_target(
+        &mut self,
+        tptr: &str,
+        build: impl FnOnce(&mut Self) -> Result<Option<Expr>>,
+    ) -> Result<Option<Expr>> {
+        if !self.stack_recursion || self.eval_scopes > 0 {
+            return build(self);
+        }
+        let id = self.next_rec;
+        self.next_rec += 1;
+        self.recs.push(RecTarget {
+            ptr: tptr.to_string(),
+            id,
+            called: false,
+        });
+        let out = build(self);
+        let t = self.recs.pop().expect("pushed above");
+        let out = out?;
+        Ok(match out {
+            Some(body) if t.called => Some(Expr::Recursive {
+                id,
+                body: Box::new(body),
+            }),
+            out => out,
+        })
     }
 
     // ---- allOf merging -----------------------------------------------------------------

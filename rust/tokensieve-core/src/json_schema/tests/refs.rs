@@ -2,6 +2,8 @@
 
 use serde_json::json;
 
+use crate::json_schema::Recursion;
+
 use super::*;
 
 #[test]
@@ -13,24 +15,38 @@ fn refs_and_recursion() {
         }, "required": ["v"], "additionalProperties": false}},
         "$ref": "#/$defs/node"
     });
-    let o = JsonSchemaOptions {
+    // unrolled twice, or two calls open on the stack: the same language
+    let unrolled = JsonSchemaOptions {
+        recursion: Recursion::Unroll,
         max_recursion_depth: 2,
         ..Default::default()
     };
-    let r = lang_with(s, &o);
-    assert!(r.is_match(r#"{"v": 1}"#));
-    assert!(r.is_match(r#"{"v": 1, "next": {"v": 2}}"#));
-    assert!(!r.is_match(r#"{"v": 1, "next": {"v": 2, "next": {"v": 3}}}"#));
-    // a required recursive field at the limit is an error, unless truncate_recursion
+    let stacked = JsonSchemaOptions {
+        max_stack_depth: 2,
+        ..Default::default()
+    };
+    for o in [&unrolled, &stacked] {
+        let r = lang_with(s.clone(), o);
+        assert!(r.is_match(r#"{"v": 1}"#));
+        assert!(r.is_match(r#"{"v": 1, "next": {"v": 2}}"#));
+        assert!(!r.is_match(r#"{"v": 1, "next": {"v": 2, "next": {"v": 3}}}"#));
+    }
+    let deep = format!("{}{}", r#"{"v": 1, "next": "#.repeat(40), r#"{"v": 0}"#) + &"}".repeat(40);
+    assert!(lang(s).is_match(&deep));
+    // a required recursive field that never ends: through the stack the branch is simply
+    // empty; unrolled, the cut is an error unless truncate_recursion
     let s = json!({
         "definitions": {"t": {"type": "object", "properties": {"kid": {"$ref": "#/definitions/t"}}, "required": ["kid"]}},
         "anyOf": [{"type": "null"}, {"$ref": "#/definitions/t"}]
     });
-    let (k, _) = schema_err(s.clone(), &JsonSchemaOptions::default());
+    let r = lang(s.clone());
+    assert!(r.is_match("null"));
+    assert!(!r.is_match(r#"{"kid": null}"#));
+    let (k, _) = schema_err(s.clone(), &unrolled);
     assert_eq!(k, "$ref");
     let t = JsonSchemaOptions {
         truncate_recursion: true,
-        ..Default::default()
+        ..unrolled.clone()
     };
     assert!(lang_with(s, &t).is_match("null"));
     let (k, _) = schema_err(

@@ -1,0 +1,304 @@
+//! Liveness under a stack: at which stack depths an NFA state can still finish.
+//!
+//! An automaton with recursive expressions (see [`super::nfa::Count::Push`]) runs with a stack
+//! of open calls, and some calls are refused past a depth ([`Count::StackBelow`]). A state can
+//! then look alive in the NFA's graph (a path to the match exists) while every such path needs
+//! a call deeper than allowed. The lazy DFA keeps only live states (the token index relies on
+//! it), so it needs, for each NFA state `s`, [`Depths::best`]: the largest number of open frames
+//! at which the rest of `s`'s own body (the recursive expression it lies in, or the whole
+//! expression at the top level) can still be finished. A configuration (state `s`, stack of
+//! `d` frames) can reach the match exactly when `d ≤ best[s]` and each frame's return point
+//! can finish at the depth it returns to; the second part is checked once, when the frame is
+//! pushed (see [`super::dfa`]).
+//!
+//! `best` is a fixpoint over the NFA: a byte or empty step takes the best successor; a guard
+//! `StackBelow(n)` caps at `n - 1`; a call is `min(best[entry] - 1, best[return point])`; the
+//! end of a recursive body and the match are unbounded.
+//!
+//! Two refinements keep it exact:
+//! - Counted repetitions: a path may leave a repetition only once its count reaches the
+//!   minimum. `Enter` of a repetition with a minimum takes its body's value, and a state in a
+//!   body whose count is still short of the minimum must also be able to do the body once more
+//!   ([`Depths::region`], checked by the DFA with the count at hand).
+//! - Nesting guards ([`Count::RunBelow`], the any-JSON value's depth limit) depend on how many
+//!   frames of one recursion are on top, which `best` does not track. They are allowed only
+//!   where they never decide liveness: `best` is computed with every such guard open and with
+//!   every such guard shut, and the two must agree on every state the DFA asks about.
+
+use regex_automata::nfa::thompson::{State, NFA};
+use regex_automata::util::look::Look;
+use regex_automata::util::primitives::StateID;
+use rustc_hash::FxHashMap;
+
+use super::nfa::{Count, MARKER};
+use crate::error::{Error, Result};
+
+/// `best` of a state that cannot finish at any depth.
+pub(crate) const NEVER: i64 = i64::MIN / 4;
+/// `best` of a state that can finish at any depth.
+const ANY: i64 = 1 << 40;
+/// No state (in [`Depths::cont`]).
+const NONE: u32 = u32::MAX;
+/// The deepest stack any automaton may build, whatever its guards say.
+pub(crate) const MAX_FRAMES: u32 = 1 << 20;
+
+/// See the module docs.
+pub(crate) struct Depths {
+    /// Per NFA state: the largest stack depth at which its body can still be finished
+    /// ([`NEVER`]: at none).
+    pub best: Vec<i64>,
+    /// Per NFA state lying directly in the body of a counted repetition (not in a call made
+    /// from it): the repetition's `Take` marker and its minimum.
+    pub region: Vec<Option<(u32, u32)>>,
+    /// Per `Push` marker: the state its call returns to ([`NONE`] when it never returns).
+    pub cont: Vec<u32>,
+}
+
+fn id(s: u32) -> StateID {
+    StateID::new_unchecked(s as usize)
+}
+
+impl Depths {
+    /// The depths of `nfa` whose marker states carry `counts`; `None` when it has no stack.
+    pub(crate) fn compute(nfa: &NFA, counts: &[Option<Count>]) -> Result<Option<Depths>> {
+        let stack = counts.iter().any(|c| {
+            matches!(
+                c,
+                Some(Count::Push { .. } | Count::RunBelow(_) | Count::StackBelow(_))
+            )
+        });
+        if !stack {
+            return Ok(None);
+        }
+        let n = nfa.states().len();
+        let marker = |s: u32| counts.get(s as usize).copied().flatten();
+        let next_of = |s: u32| match nfa.state(id(s)) {
+            State::Look { next, .. } => next.as_u32(),
+            _ => NONE,
+        };
+        if nfa.states().iter().any(|st| {
+            matches!(
+                st,
+                State::Look {
+                    look: Look::End,
+                    ..
+                }
+            )
+        }) {
+            return Err(Error::InvalidArgument(
+                "an end-of-input assertion in an automaton with recursion is not supported".into(),
+            ));
+        }
+        // return points: the state after each Pop marker
+        let mut returns: FxHashMap<(u32, u32), u32> = FxHashMap::default();
+        for s in 0..n as u32 {
+            if let Some(Count::Pop { rec, site }) = marker(s) {
+                returns.insert((rec, site), next_of(s));
+            }
+        }
+        let mut cont = vec![NONE; n];
+        for s in 0..n as u32 {
+            if let Some(Count::Push { rec, site }) = marker(s) {
+                cont[s as usize] = returns.get(&(rec, site)).copied().unwrap_or(NONE);
+            }
+        }
+        // each Enter marker's Take marker and minimum
+        let mut enter: Vec<Option<(u32, u32)>> = vec![None; n];
+        for s in 0..n as u32 {
+            if let Some(Count::Enter) = marker(s) {
+                enter[s as usize] = find_take(nfa, counts, next_of(s));
+            }
+        }
+        let region = regions(nfa, counts, &cont);
+        let open = fixpoint(nfa, counts, &cont, &enter, true)?;
+        let shut = fixpoint(nfa, counts, &cont, &enter, false)?;
+        for s in 0..n {
+            let asked = match nfa.state(id(s as u32)) {
+                State::ByteRange { .. } | State::Sparse(_) | State::Dense(_) => true,
+                State::Look { look: MARKER, .. } => matches!(
+                    counts.get(s).copied().flatten(),
+                    Some(Count::Push { .. } | Count::Take { .. })
+                ),
+                _ => false,
+            };
+            if asked && open[s] != shut[s] {
+                return Err(Error::InvalidArgument(
+                    "internal: a nesting guard is the only way on from some state of this \
+                     automaton, which its liveness check does not cover"
+                        .into(),
+                ));
+            }
+        }
+        Ok(Some(Depths {
+            best: open,
+            region,
+            cont,
+        }))
+    }
+}
+
+/// The `Take` marker reached from `from` through empty steps (the head of a counted loop),
+/// with its minimum.
+fn find_take(nfa: &NFA, counts: &[Option<Count>], from: u32) -> Option<(u32, u32)> {
+    let mut stack = vec![from];
+    let mut seen = Vec::new();
+    while let Some(s) = stack.pop() {
+        if s == NONE || seen.contains(&s) {
+            continue;
+        }
+        seen.push(s);
+        if let Some(Count::Take { min, .. }) = counts.get(s as usize).copied().flatten() {
+            return Some((s, min));
+        }
+        match nfa.state(id(s)) {
+            State::Union { alternates } => stack.extend(alternates.iter().map(|a| a.as_u32())),
+            State::BinaryUnion { alt1, alt2 } => stack.extend([alt1.as_u32(), alt2.as_u32()]),
+            State::Capture { next, .. } => stack.push(next.as_u32()),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// [`Depths::region`]: from each `Take` marker, the states reached without passing another
+/// counter marker, stepping over calls (from a `Push` marker straight to its return point).
+fn regions(nfa: &NFA, counts: &[Option<Count>], cont: &[u32]) -> Vec<Option<(u32, u32)>> {
+    let n = nfa.states().len();
+    let mut out = vec![None; n];
+    for t in 0..n as u32 {
+        let Some(Count::Take { min, .. }) = counts[t as usize] else {
+            continue;
+        };
+        let State::Look { next, .. } = nfa.state(id(t)) else {
+            continue;
+        };
+        let mut stack = vec![next.as_u32()];
+        while let Some(s) = stack.pop() {
+            let si = s as usize;
+            if s == NONE || out[si].is_some() {
+                continue;
+            }
+            match counts.get(si).copied().flatten() {
+                Some(Count::Enter | Count::Take { .. } | Count::Incr(_) | Count::Leave(_)) => {
+                    continue
+                }
+                Some(Count::Push { .. }) => {
+                    out[si] = Some((t, min));
+                    stack.push(cont[si]);
+                    continue;
+                }
+                _ => {}
+            }
+            out[si] = Some((t, min));
+            successors(nfa, s, &mut stack);
+        }
+    }
+    out
+}
+
+fn successors(nfa: &NFA, s: u32, out: &mut Vec<u32>) {
+    match nfa.state(id(s)) {
+        State::ByteRange { trans } => out.push(trans.next.as_u32()),
+        State::Sparse(sp) => out.extend(sp.transitions.iter().map(|t| t.next.as_u32())),
+        State::Dense(d) => out.extend(d.transitions.iter().map(|t| t.as_u32())),
+        State::Union { alternates } => out.extend(alternates.iter().map(|a| a.as_u32())),
+        State::BinaryUnion { alt1, alt2 } => out.extend([alt1.as_u32(), alt2.as_u32()]),
+        State::Capture { next, .. } | State::Look { next, .. } => out.push(next.as_u32()),
+        State::Match { .. } | State::Fail => {}
+    }
+}
+
+/// `best` for every state (see the module docs), with nesting guards open or shut.
+fn fixpoint(
+    nfa: &NFA,
+    counts: &[Option<Count>],
+    cont: &[u32],
+    enter: &[Option<(u32, u32)>],
+    guards_open: bool,
+) -> Result<Vec<i64>> {
+    let n = nfa.states().len();
+    // what each state's value reads
+    let mut reads: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut succ = Vec::new();
+    for s in 0..n as u32 {
+        succ.clear();
+        match counts.get(s as usize).copied().flatten() {
+            Some(Count::Push { .. }) => {
+                successors(nfa, s, &mut succ);
+                succ.push(cont[s as usize]);
+            }
+            Some(Count::Enter) => match enter[s as usize] {
+                Some((take, min)) if min > 0 => succ.push(take),
+                _ => successors(nfa, s, &mut succ),
+            },
+            Some(Count::Pop { .. }) => {}
+            _ => successors(nfa, s, &mut succ),
+        }
+        for &t in &succ {
+            if t != NONE {
+                reads[t as usize].push(s);
+            }
+        }
+    }
+    let at = |b: &[i64], t: u32| if t == NONE { NEVER } else { b[t as usize] };
+    let value = |b: &[i64], s: u32, succ: &mut Vec<u32>| -> i64 {
+        let si = s as usize;
+        match nfa.state(id(s)) {
+            State::Match { .. } => return ANY,
+            State::Fail => return NEVER,
+            State::Look { look, next } if *look != MARKER => {
+                // `\A` past the start and the other assertions never hold inside
+                let _ = (look, next);
+                return NEVER;
+            }
+            _ => {}
+        }
+        let next = |b: &[i64]| match nfa.state(id(s)) {
+            State::Look { next, .. } => b[next.as_usize()],
+            _ => NEVER,
+        };
+        match counts.get(si).copied().flatten() {
+            Some(Count::Pop { .. }) => ANY,
+            Some(Count::Push { .. }) => (next(b) - 1).min(at(b, cont[si])).max(NEVER),
+            Some(Count::StackBelow(k)) => next(b).min(i64::from(k) - 1),
+            Some(Count::RunBelow(_)) if !guards_open => NEVER,
+            Some(Count::Enter) => match enter[si] {
+                Some((take, min)) if min > 0 => b[take as usize],
+                _ => next(b),
+            },
+            Some(_) => next(b),
+            None => {
+                succ.clear();
+                successors(nfa, s, succ);
+                succ.iter().map(|&t| b[t as usize]).max().unwrap_or(NEVER)
+            }
+        }
+    };
+    let mut b = vec![NEVER; n];
+    let mut work: Vec<u32> = (0..n as u32).collect();
+    let mut queued = vec![true; n];
+    let mut steps: u64 = 0;
+    let limit = 64 * (n as u64 + 16) * 64;
+    let mut scratch = Vec::new();
+    while let Some(s) = work.pop() {
+        queued[s as usize] = false;
+        steps += 1;
+        if steps > limit {
+            return Err(Error::Budget(
+                "the automaton's recursion is too intricate to check (liveness did not settle)"
+                    .into(),
+            ));
+        }
+        let v = value(&b, s, &mut scratch).clamp(NEVER, ANY);
+        if v > b[s as usize] {
+            b[s as usize] = v;
+            for &p in &reads[s as usize] {
+                if !queued[p as usize] {
+                    queued[p as usize] = true;
+                    work.push(p);
+                }
+            }
+        }
+    }
+    Ok(b)
+}
