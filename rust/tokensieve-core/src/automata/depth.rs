@@ -59,15 +59,17 @@ fn id(s: u32) -> StateID {
 }
 
 impl Depths {
-    /// The depths of `nfa` whose marker states carry `counts`; `None` when it has no stack.
+    /// The depths of `nfa` whose marker states carry `counts`; `None` when it has no stack
+    /// bound (`StackBelow`).
     pub(crate) fn compute(nfa: &NFA, counts: &[Option<Count>]) -> Result<Option<Depths>> {
-        let stack = counts.iter().any(|c| {
-            matches!(
-                c,
-                Some(Count::Push { .. } | Count::RunBelow(_) | Count::StackBelow(_))
-            )
-        });
-        if !stack {
+        // Without a stack bound every recursion is one whose states can always finish (the
+        // any-JSON value: a scalar or a closing bracket is always a way on, and its nesting
+        // guards only the openings), so the NFA's graph decides liveness on its own; the
+        // stacked any-JSON value is checked against copies, dead states included.
+        let bounded = counts
+            .iter()
+            .any(|c| matches!(c, Some(Count::StackBelow(_))));
+        if !bounded {
             return Ok(None);
         }
         let n = nfa.states().len();
