@@ -455,6 +455,53 @@ impl<'a> Compiler<'a> {
     }
 
     /// A keyword map with its typed constraints `x` (see [`Extra`]).
+    /// A schema whose conjunction holds a `const` or `enum` (its own, or a branch of its
+    /// `allOf`) has at most those values: each is kept when it validates against the whole
+    /// schema, which is exact whatever the other keywords are (negations the algebra cannot
+    /// write included). `None` when no such keyword applies, or when the validator cannot
+    /// decide a value (the schema then takes the general path).
+    fn listed_values(
+        &mut self,
+        m: &Map<String, Value>,
+        x: &Extra,
+        ptr: &str,
+    ) -> Result<Option<Option<Expr>>> {
+        if !x.is_empty() {
+            return Ok(None);
+        }
+        let listed = |m: &Map<String, Value>| -> Option<Vec<Value>> {
+            match (m.get("const"), m.get("enum")) {
+                (Some(c), _) => Some(vec![c.clone()]),
+                (None, Some(Value::Array(e))) => Some(e.clone()),
+                _ => None,
+            }
+        };
+        let candidates = listed(m).or_else(|| {
+            m.get("allOf")?
+                .as_array()?
+                .iter()
+                .find_map(|b| b.as_object().and_then(listed))
+        });
+        let Some(candidates) = candidates else {
+            return Ok(None);
+        };
+        let whole = Value::Object(m.clone());
+        let mut kept = Vec::new();
+        for v in candidates {
+            match self.validates(&v, &whole, ptr, 0) {
+                Ok(true) => kept.push(v),
+                Ok(false) => {}
+                Err(_) => return Ok(None),
+            }
+        }
+        if kept.is_empty() {
+            return Ok(Some(None));
+        }
+        let mut only = Map::new();
+        only.insert("enum".into(), Value::Array(kept));
+        self.schema(&Value::Object(only), ptr).map(Some)
+    }
+
     fn object_schema(
         &mut self,
         m: &Map<String, Value>,
@@ -463,6 +510,9 @@ impl<'a> Compiler<'a> {
     ) -> Result<Option<Expr>> {
         self.check_keywords(m, ptr)?;
         if self.needs_algebra(m, ptr)? {
+            if let Some(values) = self.listed_values(m, x, ptr)? {
+                return Ok(values);
+            }
             let terms = self.expand_object(m, x, ptr, 0)?;
             return self.compile_terms(terms, ptr);
         }

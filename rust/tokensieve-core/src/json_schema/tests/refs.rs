@@ -144,3 +144,28 @@ fn all_of_still_merges_or_refuses_validation_keywords() {
     );
     assert_eq!(k, "contains");
 }
+
+#[test]
+fn listed_values_are_checked_against_the_whole_schema() {
+    // negations the algebra has no form for (patternProperties, an object const) are exact
+    // when a const/enum of the conjunction lists the values: each is validated
+    check(
+        // valid: some name matching f.*o has a value that is no integer
+        json!({"allOf": [{"enum": [{"foo": "bar", "fo": 1}, {"fo": 1}, {"x": "y"}, 3]},
+            {"not": {"patternProperties": {"f.*o": {"type": "integer"}}}}]}),
+        &[r#"{"foo": "bar", "fo": 1}"#],
+        // 3 is no object: patternProperties holds, so its negation fails
+        &[r#"{"fo": 1}"#, r#"{"x": "y"}"#, "3", "4", "{}"],
+    );
+    check(
+        json!({"const": [1, {"a": 2}], "not": {"const": [1, {"a": 3}]}}),
+        &[r#"[1, {"a": 2}]"#],
+        &[r#"[1, {"a": 3}]"#, "[1]"],
+    );
+    // every listed value fails: nothing satisfies the schema
+    let (k, _) = schema_err(
+        json!({"enum": [{"x": 1}], "not": {"patternProperties": {"x": {"type": "integer"}}}}),
+        &JsonSchemaOptions::default(),
+    );
+    assert_eq!(k, "");
+}
