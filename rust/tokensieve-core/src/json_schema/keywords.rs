@@ -79,6 +79,8 @@ pub(super) const ANNOTATIONS: &[&str] = &[
     "contentSchema",
     "xml",
     "externalDocs",
+    // written by `resolve::prepare` on resources with dynamic anchors
+    "tsdynscope",
 ];
 
 /// Validity keywords this version does not compile.

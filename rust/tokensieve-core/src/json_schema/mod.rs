@@ -121,6 +121,9 @@ fn compile_here(schema: &Value, opts: &JsonSchemaOptions) -> Result<CompiledSche
         .collect::<Result<Vec<(String, Value)>>>()?;
     let prepared = resolve::prepare(schema, &registry)?;
     let mut c = compile::Compiler::new(&prepared.docs, opts)?;
+    if prepared.dynamic {
+        c.unroll_recursion();
+    }
     let expr = c.compile_root()?;
     Ok(CompiledSchema {
         expr,

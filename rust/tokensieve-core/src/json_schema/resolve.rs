@@ -183,12 +183,27 @@ struct Index {
     resources: HashMap<String, Loc>,
     /// absolute URI with a plain-name fragment → location
     anchors: HashMap<String, Loc>,
+    /// The `anchors` keys written by `$dynamicAnchor`.
+    dynamic: std::collections::HashSet<String>,
+    /// resource URI → its dynamic anchors (name, location)
+    scopes: HashMap<String, Vec<(String, Loc)>>,
 }
 
 /// The documents with every `$ref` rewritten; `docs[0]` is the root.
 pub(crate) struct Prepared {
     pub docs: Vec<Value>,
+    /// Whether some `$dynamicRef` was rewritten into a dynamic reference (see
+    /// [`DYNAMIC`]).
+    pub dynamic: bool,
 }
+
+/// Prefix of a rewritten `$dynamicRef` whose target has a matching `$dynamicAnchor`:
+/// `tsdyn:NAME|FALLBACK`. The compiler takes the outermost resource in its dynamic scope that
+/// has a `$dynamicAnchor` NAME, else FALLBACK (an internal reference).
+pub(crate) const DYNAMIC: &str = "tsdyn:";
+
+/// Keyword added to every resource root with `$dynamicAnchor`s: name → internal reference.
+pub(crate) const SCOPE: &str = "tsdynscope";
 
 /// Drafts up to 7 ignore every sibling of `$ref` (including `$id`).
 fn ref_overrides(root: &Value) -> bool {
@@ -331,15 +346,29 @@ pub(crate) fn prepare(root: &Value, registry: &[(String, Value)]) -> Result<Prep
                         .or_insert((d, ptr.to_string()));
                 }
             }
+            if let Some(a) = m.get("$dynamicAnchor").and_then(Value::as_str) {
+                if !draft.legacy {
+                    idx.dynamic.insert(format!("{base}#{a}"));
+                    idx.scopes
+                        .entry(base.to_string())
+                        .or_default()
+                        .push((a.to_string(), (d, ptr.to_string())));
+                }
+            }
         });
     }
-    // pass 2: rewrite every $ref
+    // pass 2: rewrite every $ref (and $dynamicRef)
     let mut out = docs.clone();
+    let mut dynamic = false;
     for (d, doc) in docs.iter().enumerate() {
         let mut edits: Vec<(String, std::result::Result<String, String>)> = Vec::new();
         walk(doc, &bases[d], "", drafts[d], &mut |v, base, ptr| {
             if let Some(Value::String(r)) = v.get("$ref") {
                 edits.push((ptr.to_string(), target(&idx, base, r)));
+            } else if let Some(Value::String(r)) = v.get("$dynamicRef") {
+                if !drafts[d].legacy {
+                    edits.push((ptr.to_string(), dynamic_target(&idx, base, r)));
+                }
             }
         });
         // deepest first, so that dropping siblings never moves a later edit's target
@@ -349,6 +378,8 @@ pub(crate) fn prepare(root: &Value, registry: &[(String, Value)]) -> Result<Prep
             // registry documents may hold references that are never followed).
             let t = t.unwrap_or_else(|why| format!("{UNRESOLVED}{why}"));
             if let Some(Value::Object(m)) = at_mut(&mut out[d], &ptr) {
+                dynamic |= t.starts_with(DYNAMIC);
+                m.remove("$dynamicRef");
                 m.insert("$ref".into(), Value::String(t));
                 if drafts[d].legacy {
                     // only the reference counts; definitions stay reachable by pointer
@@ -357,7 +388,49 @@ pub(crate) fn prepare(root: &Value, registry: &[(String, Value)]) -> Result<Prep
             }
         }
     }
-    Ok(Prepared { docs: out })
+    // the dynamic anchors of each resource, on its root
+    for (uri, anchors) in &idx.scopes {
+        let Some((d, ptr)) = idx.resources.get(uri) else {
+            continue;
+        };
+        let mut scope = Map::new();
+        for (name, (d2, p2)) in anchors {
+            scope
+                .entry(name.clone())
+                .or_insert_with(|| Value::String(internal(*d2, p2)));
+        }
+        if let Some(Value::Object(m)) = at_mut(&mut out[*d], ptr) {
+            m.insert(SCOPE.into(), Value::Object(scope));
+        }
+    }
+    Ok(Prepared { docs: out, dynamic })
+}
+
+/// The internal form of a location.
+fn internal(doc: usize, ptr: &str) -> String {
+    if doc == 0 {
+        format!("#{ptr}")
+    } else {
+        format!("tsdoc:{doc}#{ptr}")
+    }
+}
+
+/// The internal form of `$dynamicRef` `r` written where the base URI is `base`: its static
+/// target, as a dynamic reference ([`DYNAMIC`]) when that target is a `$dynamicAnchor` of the
+/// same name (otherwise it behaves as `$ref`).
+fn dynamic_target(idx: &Index, base: &str, r: &str) -> std::result::Result<String, String> {
+    let t = target(idx, base, r)?;
+    let abs = resolve_uri(base, r);
+    let (u, frag) = split(&abs);
+    let frag = pct_decode(frag);
+    if !frag.is_empty()
+        && !frag.starts_with('/')
+        && !frag.contains('|')
+        && idx.dynamic.contains(&format!("{u}#{frag}"))
+    {
+        return Ok(format!("{DYNAMIC}{frag}|{t}"));
+    }
+    Ok(t)
 }
 
 /// Every number in a document must be exact as a decimal (`number::Dec`): the compiler reads

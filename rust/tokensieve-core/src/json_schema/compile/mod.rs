@@ -105,6 +105,17 @@ pub(crate) struct Compiler<'a> {
     pub(super) recs: Vec<RecTarget>,
     /// The id of the next recursive expression (see [`ANY_VALUE`]).
     pub(super) next_rec: u32,
+    /// The schema resources entered, outermost first, that have `$dynamicAnchor`s: where a
+    /// `$dynamicRef` looks for its target.
+    /// (Each entry is a resource's dynamic anchors: name → internal reference.)
+    pub(super) dyn_scope: Vec<Map<String, Value>>,
+    /// While above zero, resources may have been entered without their dynamic scope being
+    /// recorded (the algebra's expansions, merged maps): a `$dynamicRef` there is an error.
+    pub(super) scope_lost: u32,
+    /// Set by `flatten` when it follows a `$ref` into a resource with dynamic anchors.
+    pub(super) lossy: std::cell::Cell<bool>,
+    /// Set while `reference` resolves: the only place a `$dynamicRef` is resolved.
+    pub(super) dynamic_ok: std::cell::Cell<bool>,
     /// Recursive `$ref`s become calls on a stack (otherwise they are unrolled
     /// `max_recursion_depth` times, as the algebra does).
     stack_recursion: bool,
@@ -178,6 +189,10 @@ impl<'a> Compiler<'a> {
             stack: Vec::new(),
             recs: Vec::new(),
             next_rec: ANY_VALUE + 1,
+            dyn_scope: Vec::new(),
+            scope_lost: 0,
+            lossy: std::cell::Cell::new(false),
+            dynamic_ok: std::cell::Cell::new(false),
             stack_recursion: opts.recursion == crate::json_schema::Recursion::Stack,
             cuts: 0,
             eval_scopes: 0,
@@ -189,9 +204,19 @@ impl<'a> Compiler<'a> {
         })
     }
 
+    /// Unroll recursive `$ref`s whatever the options say: with `$dynamicRef`s, what a
+    /// reference means depends on the resources entered on the way, so one compiled copy of a
+    /// target cannot serve every call.
+    pub(crate) fn unroll_recursion(&mut self) {
+        self.stack_recursion = false;
+    }
+
     /// Compile the root schema.
     pub fn compile_root(&mut self) -> Result<Expr> {
         let root = self.root;
+        if let Some(m) = self.scope_at("#") {
+            self.dyn_scope.push(m.clone());
+        }
         let h = self.recursive_target("", |c| c.schema(root, ""))?;
         let h = match h {
             Some(h) => h,
@@ -412,7 +437,19 @@ impl<'a> Compiler<'a> {
         match s {
             Value::Bool(true) => Ok(Some(self.any_value(self.opts.max_nesting_depth)?)),
             Value::Bool(false) => Ok(None),
-            Value::Object(m) => self.object_schema(m, &Extra::default(), ptr),
+            Value::Object(m) => {
+                // a resource with dynamic anchors entered without a $ref (an embedded $id)
+                let scope = m.get(super::resolve::SCOPE).and_then(Value::as_object);
+                let enters = scope.is_some_and(|x| !self.dyn_scope.contains(x));
+                if let (true, Some(x)) = (enters, scope) {
+                    self.dyn_scope.push(x.clone());
+                }
+                let out = self.object_schema(m, &Extra::default(), ptr);
+                if enters {
+                    self.dyn_scope.pop();
+                }
+                out
+            }
             _ => Err(schema_error(
                 "",
                 ptr,
@@ -513,8 +550,12 @@ impl<'a> Compiler<'a> {
             if let Some(values) = self.listed_values(m, x, ptr)? {
                 return Ok(values);
             }
-            let terms = self.expand_object(m, x, ptr, 0)?;
-            return self.compile_terms(terms, ptr);
+            self.scope_lost += 1;
+            let out = self
+                .expand_object(m, x, ptr, 0)
+                .and_then(|terms| self.compile_terms(terms, ptr));
+            self.scope_lost -= 1;
+            return out;
         }
         if let Some(r) = m.get("$ref") {
             let r = r
@@ -535,8 +576,7 @@ impl<'a> Compiler<'a> {
                 map: rest,
                 x: x.clone(),
             }));
-            let merged = self.merge_all(vec![Piece::Json(&one), own], ptr)?;
-            return self.owned(merged, ptr);
+            return self.merged_owned(vec![Piece::Json(&one), own], ptr, ptr);
         }
         if let Some(all) = m.get("allOf") {
             let branches = all
@@ -552,8 +592,7 @@ impl<'a> Compiler<'a> {
                 map: rest,
                 x: x.clone(),
             })));
-            let merged = self.merge_all(items, &child(ptr, "allOf"))?;
-            return self.owned(merged, ptr);
+            return self.merged_owned(items, &child(ptr, "allOf"), ptr);
         }
         let any = m.get("anyOf");
         let one = m.get("oneOf");
@@ -616,6 +655,19 @@ impl<'a> Compiler<'a> {
     }
 
     /// Compile a schema that was built here (merged).
+    /// [`Compiler::merge_all`] of `items`, compiled; with the dynamic scope marked lost when
+    /// the merge entered a resource with dynamic anchors.
+    fn merged_owned(&mut self, items: Vec<Piece>, at: &str, ptr: &str) -> Result<Option<Expr>> {
+        let was = self.lossy.replace(false);
+        let merged = self.merge_all(items, at);
+        let lost = self.lossy.replace(was);
+        let merged = merged?;
+        self.scope_lost += u32::from(lost);
+        let out = self.owned(merged, ptr);
+        self.scope_lost -= u32::from(lost);
+        out
+    }
+
     fn owned(&mut self, b: Option<Built>, ptr: &str) -> Result<Option<Expr>> {
         self.schema_built(&b, ptr)
     }

@@ -20,6 +20,22 @@ impl<'a> Compiler<'a> {
         ptr: &str,
     ) -> Result<(&'a Value, String)> {
         let docs = self.docs;
+        if let Some(rest) = r.strip_prefix(crate::json_schema::resolve::DYNAMIC) {
+            if !self.dynamic_ok.get() || self.scope_lost > 0 {
+                return Err(schema_error(
+                    "$dynamicRef",
+                    ptr,
+                    "a $dynamicRef reached through if/then/else, not, oneOf, a const/enum check, \
+                     or an allOf/$ref merge that enters a resource with dynamic anchors is not \
+                     supported (the dynamic scope is not tracked there)",
+                ));
+            }
+            // the outermost resource of the dynamic scope with this dynamic anchor, else the
+            // static target
+            let (name, fallback) = rest.split_once('|').unwrap_or((rest, ""));
+            let found = self.dyn_scope.iter().find_map(|m| m.get(name)?.as_str());
+            return self.resolve(found.unwrap_or(fallback), ptr);
+        }
         if let Some(why) = r.strip_prefix(crate::json_schema::resolve::UNRESOLVED) {
             return Err(schema_error("$ref", ptr, why));
         }
@@ -61,8 +77,44 @@ impl<'a> Compiler<'a> {
     /// compiled in place, as a recursive expression when it turns out to call itself. Inside
     /// `unevaluated*` scopes recursion is unrolled instead (`max_recursion_depth` times), as the
     /// algebra does, since there a sub-schema's language depends on where it is used.
+    /// The innermost schema resource with dynamic anchors that holds the target of internal
+    /// reference `r` (entering the target enters that resource's dynamic scope).
+    pub(super) fn scope_at(&self, r: &str) -> Option<&'a Map<String, Value>> {
+        use crate::json_schema::resolve::{DYNAMIC, SCOPE};
+        if let Some(rest) = r.strip_prefix(DYNAMIC) {
+            let (name, fallback) = rest.split_once('|')?;
+            let found = self.dyn_scope.iter().find_map(|m| m.get(name)?.as_str());
+            return self.scope_at(found.unwrap_or(fallback));
+        }
+        let (doc, p) = if let Some(rest) = r.strip_prefix("tsdoc:") {
+            let (n, p) = rest.split_once('#').unwrap_or((rest, ""));
+            (n.parse::<usize>().ok()?, p)
+        } else {
+            (0, r.strip_prefix('#')?)
+        };
+        let mut v: &'a Value = self.docs.get(doc)?;
+        let mut found = None;
+        let mut tokens = p.split('/').skip(1);
+        loop {
+            if let Some(Value::Object(m)) = v.get(SCOPE) {
+                found = Some(m);
+            }
+            let Some(t) = tokens.next() else { break };
+            let t = t.replace("~1", "/").replace("~0", "~");
+            v = match v {
+                Value::Object(m) => m.get(&t)?,
+                Value::Array(a) => a.get(t.parse::<usize>().ok()?)?,
+                _ => return found,
+            };
+        }
+        found
+    }
+
     pub(super) fn reference(&mut self, r: &str, ptr: &str) -> Result<Option<Expr>> {
-        let (target, tptr) = self.resolve(r, ptr)?;
+        self.dynamic_ok.set(true);
+        let resolved = self.resolve(r, ptr);
+        self.dynamic_ok.set(false);
+        let (target, tptr) = resolved?;
         if self.stack_recursion && self.eval_scopes == 0 {
             if let Some(t) = self.recs.iter_mut().rev().find(|t| t.ptr == tptr) {
                 t.called = true;
@@ -79,7 +131,14 @@ impl<'a> Compiler<'a> {
             return Ok(None);
         }
         self.stack.push(tptr.clone());
+        let scope = self.scope_at(r);
+        if let Some(m) = scope {
+            self.dyn_scope.push(m.clone());
+        }
         let out = self.recursive_target(&tptr, |c| c.schema(target, &tptr));
+        if scope.is_some() {
+            self.dyn_scope.pop();
+        }
         self.stack.pop();
         let out = out?;
         self.count_built(&out, &tptr)?;
@@ -141,6 +200,14 @@ impl<'a> Compiler<'a> {
                         .as_str()
                         .ok_or_else(|| schema_error("$ref", ptr, "$ref must be a string"))?;
                     let (t, tptr) = self.resolve(r, ptr)?;
+                    if self.scope_at(r).is_some_and(|m| {
+                        m.keys()
+                            .any(|name| !self.dyn_scope.iter().any(|s| s.contains_key(name)))
+                    }) {
+                        // the merged map leaves behind a resource whose dynamic anchors the
+                        // scope does not already settle (the outermost one wins)
+                        self.lossy.set(true);
+                    }
                     if !self.flatten(t, &tptr, depth + 1, out)? {
                         return Ok(false);
                     }

@@ -74,18 +74,24 @@ fn types() {
 
 #[test]
 fn unsupported_and_lenient() {
-    let s = json!({"type": "object", "properties": {"a": {"type": "array", "items": {"$dynamicRef": "#x"}}}});
+    let s = json!({"type": "object", "properties": {"a": {"type": "array", "items": {"$recursiveRef": "#"}}}});
     let (k, p) = schema_err(s.clone(), &JsonSchemaOptions::default());
     assert_eq!(
         (k.as_str(), p.as_str()),
-        ("$dynamicRef", "/properties/a/items")
+        ("$recursiveRef", "/properties/a/items")
     );
+    // a $dynamicRef to nothing fails like a $ref to nothing
+    let (k, _) = schema_err(
+        json!({"items": {"$dynamicRef": "#x"}}),
+        &JsonSchemaOptions::default(),
+    );
+    assert_eq!(k, "$ref");
     let o = JsonSchemaOptions {
         lenient: true,
         ..Default::default()
     };
     let c = compile(&s, &o).unwrap();
-    assert!(c.warnings.iter().any(|w| w.contains("$dynamicRef")));
+    assert!(c.warnings.iter().any(|w| w.contains("$recursiveRef")));
     // annotations are ignored
     compile(&json!({"title": "t", "description": "d", "examples": [1], "type": "integer", "$comment": "c"}), &JsonSchemaOptions::default()).unwrap();
 }

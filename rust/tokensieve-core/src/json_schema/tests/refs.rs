@@ -169,3 +169,37 @@ fn listed_values_are_checked_against_the_whole_schema() {
     );
     assert_eq!(k, "");
 }
+
+#[test]
+fn dynamic_refs_follow_the_dynamic_scope() {
+    // to a $dynamicAnchor of the same resource: like $ref
+    check(
+        json!({"$id": "https://x.test/root", "type": "array",
+            "items": {"$dynamicRef": "#items"},
+            "$defs": {"foo": {"$dynamicAnchor": "items", "type": "string"}}}),
+        &[r#"["a", "b"]"#, "[]"],
+        &["[1]"],
+    );
+    // an extension re-points the anchor: the outermost resource in scope wins
+    let tree = json!({"$id": "https://x.test/tree", "$dynamicAnchor": "node", "type": "object",
+        "properties": {"data": true, "kids": {"type": "array", "items": {"$dynamicRef": "#node"}}}});
+    let strict = json!({"$id": "https://x.test/strict", "$dynamicAnchor": "node",
+        "$ref": "tree", "properties": {"data": {"type": "integer"}}});
+    let o = JsonSchemaOptions {
+        registry: vec![("https://x.test/tree".into(), tree.to_string())],
+        ..Default::default()
+    };
+    let r = lang_with(strict, &o);
+    assert!(r.is_match(r#"{"data": 1, "kids": [{"data": 2}]}"#));
+    // the nested node is checked against the extension too
+    assert!(!r.is_match(r#"{"data": 1, "kids": [{"data": "x"}]}"#));
+    assert!(!r.is_match(r#"{"data": "x"}"#));
+    // reached through if/then/else the scope is not tracked: an error, never a guess
+    let (k, _) = schema_err(
+        json!({"$id": "https://x.test/m", "if": true, "then": {"$ref": "#/$defs/l"},
+            "$defs": {"l": {"$id": "l", "items": {"$dynamicRef": "#t"},
+                "$defs": {"t": {"$dynamicAnchor": "t"}}}}}),
+        &JsonSchemaOptions::default(),
+    );
+    assert_eq!(k, "$dynamicRef");
+}
