@@ -185,77 +185,6 @@ fn uniform_next<S: Step>(dfa: &mut S, state: u32) -> Result<Option<u32>> {
     })
 }
 
-/// Most states [`live_closed`] explores before giving up.
-const LIVE_CLOSED_STATES: usize = 64;
-
-/// The states reachable from `state` through characters a JSON string holds unescaped, when
-/// every such character keeps each of them live (at most [`LIVE_CLOSED_STATES`]): then every
-/// string-body token is allowed at `state`, although the characters lead to different states
-/// (a string that must contain a pattern somewhere, before the match is found). `None`
-/// otherwise.
-fn live_closed<S: Step>(dfa: &mut S, state: u32) -> Result<Option<Vec<u32>>> {
-    fn each_char<S: Step>(
-        dfa: &mut S,
-        classes: &[u8; 256],
-        at: u32,
-        seq: &[(u8, u8)],
-        found: &mut Vec<u32>,
-    ) -> Result<bool> {
-        let Some((&(lo, hi), tail)) = seq.split_first() else {
-            if !found.contains(&at) {
-                found.push(at);
-            }
-            return Ok(true);
-        };
-        let mut done = [false; 256];
-        for b in lo..=hi {
-            let c = classes[b as usize] as usize;
-            if std::mem::replace(&mut done[c], true) {
-                continue;
-            }
-            let next = dfa.step(at, c)?;
-            if next == DEAD || !each_char(dfa, classes, next, tail, found)? {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    }
-    if state == DEAD {
-        return Ok(None);
-    }
-    let classes = *dfa.classes();
-    let mut seen = vec![state];
-    let mut i = 0;
-    while i < seen.len() {
-        let at = seen[i];
-        i += 1;
-        let mut next = Vec::new();
-        // common letters first, so that most states fail at once
-        for b in [b'a', b' ', b'0'].into_iter().chain(0x20u8..0x80) {
-            if b == b'"' || b == b'\\' {
-                continue;
-            }
-            if !each_char(dfa, &classes, at, &[(b, b)], &mut next)? {
-                return Ok(None);
-            }
-        }
-        for seq in UTF8_MULTI {
-            if !each_char(dfa, &classes, at, seq, &mut next)? {
-                return Ok(None);
-            }
-        }
-        for n in next {
-            if !seen.contains(&n) {
-                if seen.len() >= LIVE_CLOSED_STATES {
-                    return Ok(None);
-                }
-                seen.push(n);
-            }
-        }
-    }
-    Ok(Some(seen))
-}
-
 /// How long a run of string characters `state` takes, and where each length leads, when every
 /// string character leads each state of the run to one and the same next state (the inside of
 /// a string with a length bound, or with none): `(limit, states)` where every run of at most
@@ -312,17 +241,6 @@ fn body_prefill<S: Step>(
         }
         first_skip.fill(skip);
         return Ok((first_skip, limit >= BODY_LEN_MASKS));
-    }
-    // Every string character keeps every state it reaches live: all body tokens.
-    if let Some(states) = live_closed(dfa, state)? {
-        for (o, &w) in out.iter_mut().zip(trie.body_mask()) {
-            *o = w;
-        }
-        if let Some(s) = successors.as_deref_mut() {
-            s.extend(states);
-        }
-        first_skip.fill(127);
-        return Ok((first_skip, true));
     }
     let classes = *dfa.classes();
     let mut memo: Vec<(u32, bool)> = Vec::new();
@@ -876,9 +794,6 @@ mod tests {
             r#""[^"\\\x00-\x1f]{0,30}""#,
             r#""[^"\\\x00-\x1f]{2,5}x?"\}"#,
             r#""[^"\\\x00-\x1f]{0,2}[^"\\\x00-\x1f]*""#,
-            // must hold "ab" somewhere: every character keeps the string live
-            r#""[^"\\\x00-\x1f]*ab[^"\\\x00-\x1f]*""#,
-            r#""[^"\\\x00-\x1f]*(日|\d\d)[^"\\\x00-\x1f]*",?"#,
         ];
         for pat in pats {
             let dfa = LazyDfa::new(pat, &RegexOptions::default()).unwrap();
@@ -905,12 +820,6 @@ mod tests {
         let s3 = dfa2.walk(dfa2.start(), b"\"").unwrap();
         assert!(!string_body_closed(&mut dfa2.view(), s3).unwrap());
         assert_eq!(s, s2);
-        // "must hold ab": not closed (characters lead to other states), but live-closed
-        let dfa = LazyDfa::new(pats[10], &RegexOptions::default()).unwrap();
-        let s = dfa.walk(dfa.start(), b"\"").unwrap();
-        assert!(!string_body_closed(&mut dfa.view(), s).unwrap());
-        assert!(live_closed(&mut dfa.view(), s).unwrap().is_some());
-        assert!(live_closed(&mut dfa2.view(), s3).unwrap().is_none());
     }
 
     #[test]
