@@ -398,3 +398,39 @@ def test_cli_ahead_of_time_automaton_memory_budget(tmp_path: Path, tokenizer_jso
     assert r.returncode == 1 and "(max_states)" in r.stderr + r.stdout, r.stderr
     r = cli(*args, "--max-states", "1000", "--max-nfa-bytes", str(64 << 20))
     assert r.returncode == 1 and "max_nfa_bytes" in r.stderr + r.stdout, r.stderr
+
+
+def test_cli_every_option_has_a_flag() -> None:
+    """Each compile option of the core can be given to `tokensieve compile`."""
+    from tokensieve import cli as cli_module
+
+    r = subprocess.run(
+        [sys.executable, "-m", "tokensieve.cli", "compile", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "max_stack_depth" in cli_module.OPTION_NAMES
+    for name in cli_module.OPTION_NAMES:
+        assert "--" + name.replace("_", "-") in r.stdout, name
+
+
+def test_cli_recursive_schema(tmp_path: Path, tokenizer_json: Path) -> None:
+    # two recursive call sites: every stack up to the bound is a state of its own, so the
+    # complete automaton needs recursion unrolled or a small stack bound
+    schema = tmp_path / "s.json"
+    schema.write_text(
+        json.dumps(
+            {
+                "type": "object",
+                "properties": {"a": {"$ref": "#"}, "b": {"$ref": "#"}},
+                "additionalProperties": False,
+            }
+        )
+    )
+    base = ["compile", "--json-schema", str(schema), "--tokenizer", str(tokenizer_json)]
+    r = cli(*base, "-o", str(tmp_path / "a.tsidx"), "--max-states", "20000")
+    assert r.returncode == 1 and "max_stack_depth" in r.stderr + r.stdout
+    for extra in (["--recursion", "unroll"], ["--max-stack-depth", "3"]):
+        r = cli(*base, "-o", str(tmp_path / "b.tsidx"), *extra)
+        assert r.returncode == 0, r.stderr

@@ -87,6 +87,13 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--whitespace")
     g.add_argument("--max-whitespace", type=int)
     g.add_argument("--max-recursion-depth", type=int)
+    g.add_argument(
+        "--recursion",
+        choices=["stack", "unroll"],
+        help="recursive $refs as calls on a stack (default) or unrolled; precomputing a schema "
+        "that recurses through several places needs unroll or a small --max-stack-depth",
+    )
+    g.add_argument("--max-stack-depth", type=int)
     g.add_argument("--max-nesting-depth", type=int)
     g.add_argument("--truncate-recursion", action="store_true", default=None)
     g.add_argument("--lenient", action="store_true", default=None)
