@@ -185,105 +185,6 @@ fn uniform_next<S: Step>(dfa: &mut S, state: u32) -> Result<Option<u32>> {
     })
 }
 
-/// Most states [`live_closed`] explores before giving up.
-const LIVE_CLOSED_STATES: usize = 256;
-
-/// Whether every character a JSON string holds unescaped keeps every state it reaches from
-/// `state` live: then every string-body token is allowed at `state`, although the characters
-/// lead to different states (a string that must hold a pattern somewhere, before the match).
-/// `memo` keeps what earlier calls learnt, per DFA state: a state found so is so for good, and
-/// so is every state it reaches; a state that reaches a character's death is not, and neither
-/// is any state on the way to it; a state whose exploration passed [`LIVE_CLOSED_STATES`] is
-/// recorded as not (only a missed shortcut). The answer only chooses how a mask is computed.
-fn live_closed<S: Step>(dfa: &mut S, state: u32, memo: &mut FxHashMap<u32, bool>) -> Result<bool> {
-    fn each_char<S: Step>(
-        dfa: &mut S,
-        classes: &[u8; 256],
-        at: u32,
-        seq: &[(u8, u8)],
-        found: &mut Vec<u32>,
-    ) -> Result<bool> {
-        let Some((&(lo, hi), tail)) = seq.split_first() else {
-            if !found.contains(&at) {
-                found.push(at);
-            }
-            return Ok(true);
-        };
-        let mut done = [false; 256];
-        for b in lo..=hi {
-            let c = classes[b as usize] as usize;
-            if std::mem::replace(&mut done[c], true) {
-                continue;
-            }
-            let next = dfa.step(at, c)?;
-            if next == DEAD || !each_char(dfa, classes, next, tail, found)? {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    }
-    if state == DEAD {
-        return Ok(false);
-    }
-    if let Some(&known) = memo.get(&state) {
-        return Ok(known);
-    }
-    let classes = *dfa.classes();
-    // breadth first, with each state's parent, to mark the way to a failure
-    let mut seen: Vec<(u32, usize)> = vec![(state, 0)];
-    let fail = |memo: &mut FxHashMap<u32, bool>, seen: &[(u32, usize)], mut i: usize| {
-        loop {
-            memo.insert(seen[i].0, false);
-            if i == 0 {
-                break;
-            }
-            i = seen[i].1;
-        }
-        Ok(false)
-    };
-    let mut i = 0;
-    while i < seen.len() {
-        let at = seen[i].0;
-        match memo.get(&at) {
-            Some(true) => {
-                i += 1;
-                continue;
-            }
-            Some(false) => return fail(memo, &seen, i),
-            None => {}
-        }
-        let mut next = Vec::new();
-        // common letters first, so that most states fail at once
-        for b in [b'a', b' ', b'0'].into_iter().chain(0x20u8..0x80) {
-            if b == b'"' || b == b'\\' {
-                continue;
-            }
-            if !each_char(dfa, &classes, at, &[(b, b)], &mut next)? {
-                return fail(memo, &seen, i);
-            }
-        }
-        for seq in UTF8_MULTI {
-            if !each_char(dfa, &classes, at, seq, &mut next)? {
-                return fail(memo, &seen, i);
-            }
-        }
-        for n in next {
-            if !seen.iter().any(|&(s, _)| s == n) {
-                if seen.len() >= LIVE_CLOSED_STATES {
-                    memo.insert(state, false);
-                    return Ok(false);
-                }
-                seen.push((n, i));
-            }
-        }
-        i += 1;
-    }
-    for &(s, _) in &seen {
-        memo.insert(s, true);
-    }
-    Ok(true)
-}
-
 /// How long a run of string characters `state` takes, and where each length leads, when every
 /// string character leads each state of the run to one and the same next state (the inside of
 /// a string with a length bound, or with none): `(limit, states)` where every run of at most
@@ -319,7 +220,6 @@ fn body_prefill<S: Step>(
     state: u32,
     out: &mut [u32],
     mut successors: Option<&mut FxHashSet<u32>>,
-    live: Option<&mut FxHashMap<u32, bool>>,
 ) -> Result<([u8; 256], bool)> {
     let trie = vocab.trie();
     let mut first_skip = [0u8; 256];
@@ -341,17 +241,6 @@ fn body_prefill<S: Step>(
         }
         first_skip.fill(skip);
         return Ok((first_skip, limit >= BODY_LEN_MASKS));
-    }
-    // Every string character keeps every state it reaches live: all body tokens (only where
-    // no successors are asked for: the lazy path).
-    if let Some(memo) = live {
-        if successors.is_none() && live_closed(dfa, state, memo)? {
-            for (o, &w) in out.iter_mut().zip(trie.body_mask()) {
-                *o = w;
-            }
-            first_skip.fill(127);
-            return Ok((first_skip, true));
-        }
     }
     let classes = *dfa.classes();
     let mut memo: Vec<(u32, bool)> = Vec::new();
@@ -469,7 +358,6 @@ fn walk<S: Step>(
     state: u32,
     out: &mut [u32],
     mut successors: Option<&mut FxHashSet<u32>>,
-    live: Option<&mut FxHashMap<u32, bool>>,
 ) -> Result<()> {
     out.fill(0);
     let trie = vocab.trie();
@@ -478,7 +366,7 @@ fn walk<S: Step>(
     stack[0] = state;
     if state != DEAD {
         let (first_skip, rest_only) =
-            body_prefill(vocab, dfa, state, out, successors.as_deref_mut(), live)?;
+            body_prefill(vocab, dfa, state, out, successors.as_deref_mut())?;
         // First bytes below which every string-body token is set already: only the small trie
         // of the other tokens is left to walk there.
         let mut in_rest = [rest_only; 256];
@@ -583,8 +471,6 @@ pub type MaskTable = (Vec<(u32, u32)>, Vec<Arc<[u32]>>);
 /// Memoized masks of one grammar.
 pub struct TokenIndex {
     cache: RwLock<MaskCache>,
-    /// Per DFA state: whether every string character keeps it live (see `live_closed`).
-    live: std::sync::Mutex<FxHashMap<u32, bool>>,
     budget_bytes: usize,
     precomputed: std::sync::atomic::AtomicBool,
 }
@@ -607,7 +493,6 @@ impl TokenIndex {
     pub fn new(budget_bytes: usize) -> TokenIndex {
         TokenIndex {
             cache: RwLock::new(MaskCache::default()),
-            live: std::sync::Mutex::new(FxHashMap::default()),
             budget_bytes,
             precomputed: std::sync::atomic::AtomicBool::new(false),
         }
@@ -646,9 +531,7 @@ impl TokenIndex {
         let mut buf = vec![0u32; vocab.mask_words()];
         let walked = {
             let mut view = dfa.view();
-            // what the live-closed check learnt, unless another thread is using it
-            let mut live = self.live.try_lock().ok();
-            walk(vocab, &mut view, state, &mut buf, None, live.as_deref_mut())
+            walk(vocab, &mut view, state, &mut buf, None)
         };
         // The view's lock is released before the error path inspects the DFA again.
         walked.map_err(|e| fill_bytes(e, dfa, state))?;
@@ -727,7 +610,7 @@ impl TokenIndex {
                     let mut buf = vec![0u32; words];
                     let mut succ = FxHashSet::default();
                     let mut f = &frozen;
-                    walk(vocab, &mut f, s, &mut buf, Some(&mut succ), None)
+                    walk(vocab, &mut f, s, &mut buf, Some(&mut succ))
                         .map_err(|e| fill_bytes(e, dfa, s))?;
                     Ok((s, buf, succ))
                 })
@@ -783,7 +666,6 @@ impl TokenIndex {
         c.by_state = by_state.into_iter().collect();
         TokenIndex {
             cache: RwLock::new(c),
-            live: std::sync::Mutex::new(FxHashMap::default()),
             budget_bytes,
             precomputed: std::sync::atomic::AtomicBool::new(true),
         }
@@ -912,9 +794,6 @@ mod tests {
             r#""[^"\\\x00-\x1f]{0,30}""#,
             r#""[^"\\\x00-\x1f]{2,5}x?"\}"#,
             r#""[^"\\\x00-\x1f]{0,2}[^"\\\x00-\x1f]*""#,
-            // must hold "ab" somewhere: every character keeps the string live
-            r#""[^"\\\x00-\x1f]*ab[^"\\\x00-\x1f]*""#,
-            r#""[^"\\\x00-\x1f]*(日|\d\d)[^"\\\x00-\x1f]*",?"#,
         ];
         for pat in pats {
             let dfa = LazyDfa::new(pat, &RegexOptions::default()).unwrap();
@@ -941,19 +820,6 @@ mod tests {
         let s3 = dfa2.walk(dfa2.start(), b"\"").unwrap();
         assert!(!string_body_closed(&mut dfa2.view(), s3).unwrap());
         assert_eq!(s, s2);
-        // "must hold ab": not closed (characters lead to other states), but live-closed; the
-        // memo then knows the states reached, and a bounded string is not
-        let dfa = LazyDfa::new(pats[10], &RegexOptions::default()).unwrap();
-        let s = dfa.walk(dfa.start(), b"\"").unwrap();
-        assert!(!string_body_closed(&mut dfa.view(), s).unwrap());
-        let mut memo = FxHashMap::default();
-        assert!(live_closed(&mut dfa.view(), s, &mut memo).unwrap());
-        let after = dfa.walk(s, b"xa").unwrap();
-        assert_eq!(memo.get(&after), Some(&true));
-        let mut memo = FxHashMap::default();
-        assert!(!live_closed(&mut dfa2.view(), s3, &mut memo).unwrap());
-        let one = dfa2.walk(s3, b"x").unwrap();
-        assert_eq!(memo.get(&one), Some(&false), "on the way to the bound");
     }
 
     #[test]
