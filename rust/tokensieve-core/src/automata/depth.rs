@@ -112,8 +112,14 @@ impl Depths {
             }
         }
         let region = regions(nfa, counts, &cont);
-        let open = fixpoint(nfa, counts, &cont, &enter, true)?;
-        let shut = fixpoint(nfa, counts, &cont, &enter, false)?;
+        let graph = Graph::new(nfa, counts, &cont, &enter);
+        let open = fixpoint(&graph, true)?;
+        let guarded = counts.iter().any(|c| matches!(c, Some(Count::RunBelow(_))));
+        let shut = if guarded {
+            fixpoint(&graph, false)?
+        } else {
+            open.clone()
+        };
         for s in 0..n {
             let asked = match nfa.state(id(s as u32)) {
                 State::ByteRange { .. } | State::Sparse(_) | State::Dense(_) => true,
@@ -210,69 +216,145 @@ fn successors(nfa: &NFA, s: u32, out: &mut Vec<u32>) {
     }
 }
 
-/// `best` for every state (see the module docs), with nesting guards open or shut.
-fn fixpoint(
-    nfa: &NFA,
-    counts: &[Option<Count>],
-    cont: &[u32],
-    enter: &[Option<(u32, u32)>],
-    guards_open: bool,
-) -> Result<Vec<i64>> {
-    let n = nfa.states().len();
-    // what each state's value reads
-    let mut reads: Vec<Vec<u32>> = vec![Vec::new(); n];
-    let mut succ = Vec::new();
-    for s in 0..n as u32 {
-        succ.clear();
-        match counts.get(s as usize).copied().flatten() {
-            Some(Count::Push { .. }) => {
-                successors(nfa, s, &mut succ);
-                succ.push(cont[s as usize]);
-            }
-            Some(Count::Enter) => match enter[s as usize] {
-                Some((take, min)) if min > 0 => succ.push(take),
-                _ => successors(nfa, s, &mut succ),
-            },
-            Some(Count::Pop { .. }) => {}
-            _ => successors(nfa, s, &mut succ),
+/// How a state's `best` follows from what it reads (see [`Graph`]).
+#[derive(Clone, Copy)]
+enum Rule {
+    /// The best of what it reads (bytes, empty steps, markers that pass the depth on).
+    Max,
+    /// A call: `min(best[entry] - 1, best[return point])` (reads entry, then return point).
+    Call,
+    /// `min(best[next], k - 1)`.
+    Cap(i64),
+    /// A nesting guard: passes the depth on when guards are open, else never.
+    Guard,
+    /// Unbounded (a match, or a body's end).
+    Any,
+    /// Never (a failure, an assertion that does not hold here).
+    Never,
+}
+
+/// The NFA as the fixpoint reads it: per state its rule and what it reads, flat.
+struct Graph {
+    rule: Vec<Rule>,
+    off: Vec<u32>,
+    reads: Vec<u32>,
+    /// The states whose value reads each state (the reverse of `reads`), flat.
+    roff: Vec<u32>,
+    readers: Vec<u32>,
+}
+
+impl Graph {
+    fn new(
+        nfa: &NFA,
+        counts: &[Option<Count>],
+        cont: &[u32],
+        enter: &[Option<(u32, u32)>],
+    ) -> Graph {
+        let n = nfa.states().len();
+        let mut rule = Vec::with_capacity(n);
+        let mut off = Vec::with_capacity(n + 1);
+        let mut reads: Vec<u32> = Vec::with_capacity(n * 2);
+        off.push(0);
+        let mut succ = Vec::new();
+        for s in 0..n as u32 {
+            succ.clear();
+            let r = match nfa.state(id(s)) {
+                State::Match { .. } => Rule::Any,
+                State::Fail => Rule::Never,
+                // `\A` past the start and the other assertions never hold inside
+                State::Look { look, .. } if *look != MARKER => Rule::Never,
+                State::Dense(d) => {
+                    let mut last = None;
+                    for &t in d.transitions.iter() {
+                        if last != Some(t) {
+                            succ.push(t.as_u32());
+                            last = Some(t);
+                        }
+                    }
+                    Rule::Max
+                }
+                _ => match counts.get(s as usize).copied().flatten() {
+                    Some(Count::Pop { .. }) => Rule::Any,
+                    Some(Count::Push { .. }) => {
+                        successors(nfa, s, &mut succ);
+                        succ.push(cont[s as usize]);
+                        Rule::Call
+                    }
+                    Some(Count::StackBelow(k)) => {
+                        successors(nfa, s, &mut succ);
+                        Rule::Cap(i64::from(k))
+                    }
+                    Some(Count::RunBelow(_)) => {
+                        successors(nfa, s, &mut succ);
+                        Rule::Guard
+                    }
+                    Some(Count::Enter) => {
+                        match enter[s as usize] {
+                            Some((take, min)) if min > 0 => succ.push(take),
+                            _ => successors(nfa, s, &mut succ),
+                        }
+                        Rule::Max
+                    }
+                    _ => {
+                        successors(nfa, s, &mut succ);
+                        Rule::Max
+                    }
+                },
+            };
+            rule.push(r);
+            reads.extend(&succ);
+            off.push(reads.len() as u32);
         }
-        for &t in &succ {
+        // reverse: counting sort by the state read
+        let mut roff = vec![0u32; n + 1];
+        for &t in &reads {
             if t != NONE {
-                reads[t as usize].push(s);
+                roff[t as usize + 1] += 1;
             }
+        }
+        for i in 0..n {
+            roff[i + 1] += roff[i];
+        }
+        let mut fill = roff.clone();
+        let mut readers = vec![0u32; roff[n] as usize];
+        for s in 0..n {
+            for &t in &reads[off[s] as usize..off[s + 1] as usize] {
+                if t != NONE {
+                    let k = &mut fill[t as usize];
+                    readers[*k as usize] = s as u32;
+                    *k += 1;
+                }
+            }
+        }
+        Graph {
+            rule,
+            off,
+            reads,
+            roff,
+            readers,
         }
     }
+}
+
+/// `best` for every state (see the module docs), with nesting guards open or shut.
+fn fixpoint(g: &Graph, guards_open: bool) -> Result<Vec<i64>> {
+    let n = g.rule.len();
     let at = |b: &[i64], t: u32| if t == NONE { NEVER } else { b[t as usize] };
-    let value = |b: &[i64], s: u32, succ: &mut Vec<u32>| -> i64 {
-        let si = s as usize;
-        match nfa.state(id(s)) {
-            State::Match { .. } => return ANY,
-            State::Fail => return NEVER,
-            State::Look { look, next } if *look != MARKER => {
-                // `\A` past the start and the other assertions never hold inside
-                let _ = (look, next);
-                return NEVER;
-            }
-            _ => {}
-        }
-        let next = |b: &[i64]| match nfa.state(id(s)) {
-            State::Look { next, .. } => b[next.as_usize()],
-            _ => NEVER,
-        };
-        match counts.get(si).copied().flatten() {
-            Some(Count::Pop { .. }) => ANY,
-            Some(Count::Push { .. }) => (next(b) - 1).min(at(b, cont[si])).max(NEVER),
-            Some(Count::StackBelow(k)) => next(b).min(i64::from(k) - 1),
-            Some(Count::RunBelow(_)) if !guards_open => NEVER,
-            Some(Count::Enter) => match enter[si] {
-                Some((take, min)) if min > 0 => b[take as usize],
-                _ => next(b),
-            },
-            Some(_) => next(b),
-            None => {
-                succ.clear();
-                successors(nfa, s, succ);
-                succ.iter().map(|&t| b[t as usize]).max().unwrap_or(NEVER)
+    let value = |b: &[i64], s: usize| -> i64 {
+        let r = &g.reads[g.off[s] as usize..g.off[s + 1] as usize];
+        let max = || r.iter().map(|&t| at(b, t)).max().unwrap_or(NEVER);
+        match g.rule[s] {
+            Rule::Any => ANY,
+            Rule::Never => NEVER,
+            Rule::Max => max(),
+            Rule::Guard if guards_open => max(),
+            Rule::Guard => NEVER,
+            Rule::Cap(k) => max().min(k - 1),
+            Rule::Call => {
+                // reads: the entry (the marker's next), then the return point
+                let entry = r.first().map_or(NEVER, |&t| at(b, t));
+                let ret = r.last().map_or(NEVER, |&t| at(b, t));
+                (entry - 1).min(ret).max(NEVER)
             }
         }
     };
@@ -281,9 +363,9 @@ fn fixpoint(
     let mut queued = vec![true; n];
     let mut steps: u64 = 0;
     let limit = 64 * (n as u64 + 16) * 64;
-    let mut scratch = Vec::new();
     while let Some(s) = work.pop() {
-        queued[s as usize] = false;
+        let s = s as usize;
+        queued[s] = false;
         steps += 1;
         if steps > limit {
             return Err(Error::Budget(
@@ -291,10 +373,10 @@ fn fixpoint(
                     .into(),
             ));
         }
-        let v = value(&b, s, &mut scratch).clamp(NEVER, ANY);
-        if v > b[s as usize] {
-            b[s as usize] = v;
-            for &p in &reads[s as usize] {
+        let v = value(&b, s).clamp(NEVER, ANY);
+        if v > b[s] {
+            b[s] = v;
+            for &p in &g.readers[g.roff[s] as usize..g.roff[s + 1] as usize] {
                 if !queued[p as usize] {
                     queued[p as usize] = true;
                     work.push(p);
