@@ -204,7 +204,8 @@ fn regions(nfa: &NFA, counts: &[Option<Count>], cont: &[u32]) -> Vec<Option<(u32
     out
 }
 
-fn successors(nfa: &NFA, s: u32, out: &mut Vec<u32>) {
+/// The states NFA state `s` leads to (by a byte or an empty step), appended to `out`.
+pub(crate) fn successors(nfa: &NFA, s: u32, out: &mut Vec<u32>) {
     match nfa.state(id(s)) {
         State::ByteRange { trans } => out.push(trans.next.as_u32()),
         State::Sparse(sp) => out.extend(sp.transitions.iter().map(|t| t.next.as_u32())),

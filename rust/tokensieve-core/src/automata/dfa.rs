@@ -765,15 +765,7 @@ fn counted_bounds(nfa: &NFA, counts: &[Option<Count>]) -> Vec<Option<(u32, Optio
                 continue;
             }
             out[si] = Some((min, max));
-            match nfa.state(thompson_id(s)) {
-                State::ByteRange { trans } => stack.push(trans.next.as_u32()),
-                State::Sparse(sp) => stack.extend(sp.transitions.iter().map(|t| t.next.as_u32())),
-                State::Dense(d) => stack.extend(d.transitions.iter().map(|t| t.as_u32())),
-                State::Union { alternates } => stack.extend(alternates.iter().map(|a| a.as_u32())),
-                State::BinaryUnion { alt1, alt2 } => stack.extend([alt1.as_u32(), alt2.as_u32()]),
-                State::Capture { next, .. } | State::Look { next, .. } => stack.push(next.as_u32()),
-                State::Match { .. } | State::Fail => {}
-            }
+            super::depth::successors(nfa, s, &mut stack);
         }
     }
     out

@@ -80,7 +80,7 @@ pub(super) const ANNOTATIONS: &[&str] = &[
     "xml",
     "externalDocs",
     // written by `resolve::prepare` on resources with dynamic anchors
-    "tsdynscope",
+    super::resolve::SCOPE,
 ];
 
 /// Validity keywords this version does not compile.

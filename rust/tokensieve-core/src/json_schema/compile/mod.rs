@@ -506,18 +506,11 @@ impl<'a> Compiler<'a> {
         if !x.is_empty() {
             return Ok(None);
         }
-        let listed = |m: &Map<String, Value>| -> Option<Vec<Value>> {
-            match (m.get("const"), m.get("enum")) {
-                (Some(c), _) => Some(vec![c.clone()]),
-                (None, Some(Value::Array(e))) => Some(e.clone()),
-                _ => None,
-            }
-        };
-        let candidates = listed(m).or_else(|| {
+        let candidates = literal_values(m).or_else(|| {
             m.get("allOf")?
                 .as_array()?
                 .iter()
-                .find_map(|b| b.as_object().and_then(listed))
+                .find_map(|b| b.as_object().and_then(literal_values))
         });
         let Some(candidates) = candidates else {
             return Ok(None);
@@ -654,7 +647,6 @@ impl<'a> Compiler<'a> {
         }
     }
 
-    /// Compile a schema that was built here (merged).
     /// [`Compiler::merge_all`] of `items`, compiled; with the dynamic scope marked lost when
     /// the merge entered a resource with dynamic anchors.
     fn merged_owned(&mut self, items: Vec<Piece>, at: &str, ptr: &str) -> Result<Option<Expr>> {
@@ -668,6 +660,7 @@ impl<'a> Compiler<'a> {
         out
     }
 
+    /// Compile a schema that was built here (merged).
     fn owned(&mut self, b: Option<Built>, ptr: &str) -> Result<Option<Expr>> {
         self.schema_built(&b, ptr)
     }

@@ -10,6 +10,18 @@ use crate::json_schema::extra::{all_of_sub, Built, Extra, Sub};
 use crate::json_schema::keywords::{bits_to_types, type_bits, ANNOTATIONS, T_ALL};
 use crate::json_schema::number::Dec;
 
+/// The document and JSON pointer of a reference in the internal form `resolve::prepare`
+/// writes: `#/pointer` into the root (document 0), `tsdoc:N#/pointer` into registry document
+/// `N` (a malformed `N` names no document).
+fn internal_parts(r: &str) -> Option<(usize, &str)> {
+    if let Some(rest) = r.strip_prefix("tsdoc:") {
+        let (n, p) = rest.split_once('#').unwrap_or((rest, ""));
+        Some((n.parse().unwrap_or(usize::MAX), p))
+    } else {
+        Some((0, r.strip_prefix('#')?))
+    }
+}
+
 impl<'a> Compiler<'a> {
     /// Look up a `$ref` in the internal form `resolve::prepare` wrote: `#/pointer` into the
     /// root, `tsdoc:N#/pointer` into registry document `N`. Returns the target and a key
@@ -30,22 +42,12 @@ impl<'a> Compiler<'a> {
                      supported (the dynamic scope is not tracked there)",
                 ));
             }
-            // the outermost resource of the dynamic scope with this dynamic anchor, else the
-            // static target
-            let (name, fallback) = rest.split_once('|').unwrap_or((rest, ""));
-            let found = self.dyn_scope.iter().find_map(|m| m.get(name)?.as_str());
-            return self.resolve(found.unwrap_or(fallback), ptr);
+            return self.resolve(self.dynamic_choice(rest), ptr);
         }
         if let Some(why) = r.strip_prefix(crate::json_schema::resolve::UNRESOLVED) {
             return Err(schema_error("$ref", ptr, why));
         }
-        let (doc, p) = if let Some(rest) = r.strip_prefix("tsdoc:") {
-            let (n, p) = rest.split_once('#').unwrap_or((rest, ""));
-            let n: usize = n.parse().unwrap_or(usize::MAX);
-            (n, p)
-        } else if let Some(p) = r.strip_prefix('#') {
-            (0, p)
-        } else {
+        let Some((doc, p)) = internal_parts(r) else {
             return Err(schema_error(
                 "$ref",
                 ptr,
@@ -72,26 +74,27 @@ impl<'a> Compiler<'a> {
         }
     }
 
-    /// A `$ref` to `r`. A target already being compiled as a recursive expression is called
-    /// again (through the stack, at most `max_stack_depth` calls open); any other target is
-    /// compiled in place, as a recursive expression when it turns out to call itself. Inside
-    /// `unevaluated*` scopes recursion is unrolled instead (`max_recursion_depth` times), as the
-    /// algebra does, since there a sub-schema's language depends on where it is used.
+    /// What the dynamic reference `rest` (`NAME|FALLBACK`, after [`resolve::DYNAMIC`]) names
+    /// here: the outermost resource of the dynamic scope with a dynamic anchor NAME, else the
+    /// static target FALLBACK.
+    ///
+    /// [`resolve::DYNAMIC`]: crate::json_schema::resolve::DYNAMIC
+    fn dynamic_choice<'r>(&'r self, rest: &'r str) -> &'r str {
+        let (name, fallback) = rest.split_once('|').unwrap_or((rest, ""));
+        self.dyn_scope
+            .iter()
+            .find_map(|m| m.get(name)?.as_str())
+            .unwrap_or(fallback)
+    }
+
     /// The innermost schema resource with dynamic anchors that holds the target of internal
     /// reference `r` (entering the target enters that resource's dynamic scope).
     pub(super) fn scope_at(&self, r: &str) -> Option<&'a Map<String, Value>> {
         use crate::json_schema::resolve::{DYNAMIC, SCOPE};
         if let Some(rest) = r.strip_prefix(DYNAMIC) {
-            let (name, fallback) = rest.split_once('|')?;
-            let found = self.dyn_scope.iter().find_map(|m| m.get(name)?.as_str());
-            return self.scope_at(found.unwrap_or(fallback));
+            return self.scope_at(self.dynamic_choice(rest));
         }
-        let (doc, p) = if let Some(rest) = r.strip_prefix("tsdoc:") {
-            let (n, p) = rest.split_once('#').unwrap_or((rest, ""));
-            (n.parse::<usize>().ok()?, p)
-        } else {
-            (0, r.strip_prefix('#')?)
-        };
+        let (doc, p) = internal_parts(r)?;
         let mut v: &'a Value = self.docs.get(doc)?;
         let mut found = None;
         let mut tokens = p.split('/').skip(1);
@@ -110,6 +113,11 @@ impl<'a> Compiler<'a> {
         found
     }
 
+    /// A `$ref` to `r`. A target already being compiled as a recursive expression is called
+    /// again (through the stack, at most `max_stack_depth` calls open); any other target is
+    /// compiled in place, as a recursive expression when it turns out to call itself. Inside
+    /// `unevaluated*` scopes recursion is unrolled instead (`max_recursion_depth` times), as the
+    /// algebra does, since there a sub-schema's language depends on where it is used.
     pub(super) fn reference(&mut self, r: &str, ptr: &str) -> Result<Option<Expr>> {
         self.dynamic_ok.set(true);
         let resolved = self.resolve(r, ptr);
