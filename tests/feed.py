@@ -47,3 +47,11 @@ def accepts(grammar: ts.Grammar, text: str, lookup: Lookup) -> bool:
             return False
         i += n
     return m.is_accepting()
+
+
+def next_mask(m: ts.Matcher, bm: object, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Fill `m`'s next-token mask into `bm` (one row): its bits, one per token id below
+    `vocab_size`, and the ids allowed."""
+    m.fill_next_token_bitmask(bm)
+    bits = np.unpackbits(np.asarray(bm)[0].view(np.uint8), bitorder="little")[:vocab_size]
+    return bits, np.nonzero(bits)[0]

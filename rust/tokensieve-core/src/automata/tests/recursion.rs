@@ -93,33 +93,40 @@ fn cases() -> Vec<(&'static str, Value, bool)> {
     ]
 }
 
+/// Panics unless `schema` has the same language through the stack and unrolled `k` times
+/// (`root`: the recursion goes through the root, which unrolling does not count), with
+/// `max_nesting_depth` `nesting`.
+fn assert_stack_equals_unrolling(name: &str, schema: &Value, root: bool, k: u32, nesting: u32) {
+    let unrolled = JsonSchemaOptions {
+        additional_properties: AdditionalProperties::Forbid,
+        recursion: Recursion::Unroll,
+        max_recursion_depth: k,
+        truncate_recursion: true,
+        max_nesting_depth: nesting,
+        ..Default::default()
+    };
+    let stacked = JsonSchemaOptions {
+        recursion: Recursion::Stack,
+        max_stack_depth: k + u32::from(root),
+        ..unrolled.clone()
+    };
+    if let Err(path) = same_language(&dfa(schema, &stacked), &dfa(schema, &unrolled)) {
+        panic!(
+            "{name} at depth {k}: stack and unrolling differ after {:?}",
+            String::from_utf8_lossy(&path)
+        );
+    }
+}
+
 #[test]
 fn recursive_refs_through_the_stack_equal_unrolling() {
+    let nesting = JsonSchemaOptions::default().max_nesting_depth;
     for (name, schema, root) in cases() {
         for k in [1u32, 2, 3, 6] {
             if k == 6 && name == "several call sites" {
                 continue; // 2^6 copies of two-site recursion: the unrolled oracle is too large
             }
-            let unrolled = JsonSchemaOptions {
-                additional_properties: AdditionalProperties::Forbid,
-                recursion: Recursion::Unroll,
-                max_recursion_depth: k,
-                truncate_recursion: true,
-                ..Default::default()
-            };
-            let stacked = JsonSchemaOptions {
-                recursion: Recursion::Stack,
-                max_stack_depth: k + u32::from(root),
-                ..unrolled.clone()
-            };
-            let a = dfa(&schema, &stacked);
-            let b = dfa(&schema, &unrolled);
-            if let Err(path) = same_language(&a, &b) {
-                panic!(
-                    "{name} at depth {k}: stack and unrolling differ after {:?}",
-                    String::from_utf8_lossy(&path)
-                );
-            }
+            assert_stack_equals_unrolling(name, &schema, root, k, nesting);
         }
     }
 }
@@ -131,25 +138,7 @@ fn any_values_inside_recursion_keep_their_own_nesting() {
     let schema = json!({"type": "object", "properties": {
         "data": {}, "kids": {"type": "array", "items": {"$ref": "#"}}}});
     for k in [1u32, 2, 3] {
-        let unrolled = JsonSchemaOptions {
-            additional_properties: AdditionalProperties::Forbid,
-            recursion: Recursion::Unroll,
-            max_recursion_depth: k,
-            truncate_recursion: true,
-            max_nesting_depth: 2,
-            ..Default::default()
-        };
-        let stacked = JsonSchemaOptions {
-            recursion: Recursion::Stack,
-            max_stack_depth: k + 1,
-            ..unrolled.clone()
-        };
-        if let Err(path) = same_language(&dfa(&schema, &stacked), &dfa(&schema, &unrolled)) {
-            panic!(
-                "depth {k}: differ after {:?}",
-                String::from_utf8_lossy(&path)
-            );
-        }
+        assert_stack_equals_unrolling("any values inside", &schema, true, k, 2);
     }
 }
 
