@@ -37,8 +37,8 @@ use crate::error::{Error, Result};
 pub(crate) const NEVER: i64 = i64::MIN / 4;
 /// `best` of a state that can finish at any depth.
 const ANY: i64 = 1 << 40;
-/// No state (in [`Depths::cont`]).
-const NONE: u32 = u32::MAX;
+/// No state (in [`returns`]).
+pub(crate) const NONE: u32 = u32::MAX;
 /// The deepest stack any automaton may build, whatever its guards say.
 pub(crate) const MAX_FRAMES: u32 = 1 << 20;
 
@@ -50,8 +50,6 @@ pub(crate) struct Depths {
     /// Per NFA state lying directly in the body of a counted repetition (not in a call made
     /// from it): the repetition's `Take` marker and its minimum.
     pub region: Vec<Option<(u32, u32)>>,
-    /// Per `Push` marker: the state its call returns to ([`NONE`] when it never returns).
-    pub cont: Vec<u32>,
 }
 
 fn id(s: u32) -> StateID {
@@ -59,9 +57,13 @@ fn id(s: u32) -> StateID {
 }
 
 impl Depths {
-    /// The depths of `nfa` whose marker states carry `counts`; `None` when it has no stack
-    /// bound (`StackBelow`).
-    pub(crate) fn compute(nfa: &NFA, counts: &[Option<Count>]) -> Result<Option<Depths>> {
+    /// The depths of `nfa` whose marker states carry `counts` (`cont`: see [`returns`]);
+    /// `None` when it has no stack bound (`StackBelow`).
+    pub(crate) fn compute(
+        nfa: &NFA,
+        counts: &[Option<Count>],
+        cont: &[u32],
+    ) -> Result<Option<Depths>> {
         // Without a stack bound every recursion is one whose states can always finish (the
         // any-JSON value: a scalar or a closing bracket is always a way on, and its nesting
         // guards only the openings), so the NFA's graph decides liveness on its own; the
@@ -91,19 +93,6 @@ impl Depths {
                 "an end-of-input assertion in an automaton with recursion is not supported".into(),
             ));
         }
-        // return points: the state after each Pop marker
-        let mut returns: FxHashMap<(u32, u32), u32> = FxHashMap::default();
-        for s in 0..n as u32 {
-            if let Some(Count::Pop { rec, site }) = marker(s) {
-                returns.insert((rec, site), next_of(s));
-            }
-        }
-        let mut cont = vec![NONE; n];
-        for s in 0..n as u32 {
-            if let Some(Count::Push { rec, site }) = marker(s) {
-                cont[s as usize] = returns.get(&(rec, site)).copied().unwrap_or(NONE);
-            }
-        }
         // each Enter marker's Take marker and minimum
         let mut enter: Vec<Option<(u32, u32)>> = vec![None; n];
         for s in 0..n as u32 {
@@ -111,8 +100,8 @@ impl Depths {
                 enter[s as usize] = find_take(nfa, counts, next_of(s));
             }
         }
-        let region = regions(nfa, counts, &cont);
-        let graph = Graph::new(nfa, counts, &cont, &enter);
+        let region = regions(nfa, counts, cont);
+        let graph = Graph::new(nfa, counts, cont, &enter);
         let open = fixpoint(&graph, true)?;
         let guarded = counts.iter().any(|c| matches!(c, Some(Count::RunBelow(_))));
         let shut = if guarded {
@@ -137,12 +126,35 @@ impl Depths {
                 ));
             }
         }
-        Ok(Some(Depths {
-            best: open,
-            region,
-            cont,
-        }))
+        Ok(Some(Depths { best: open, region }))
     }
+}
+
+/// Per NFA state: for a `Push` marker, the state its call returns to (the state after the `Pop`
+/// marker of the same expression and site; [`NONE`] when there is none); [`NONE`] for every
+/// other state. Empty when the automaton has no `Push` marker.
+pub(crate) fn returns(nfa: &NFA, counts: &[Option<Count>]) -> Vec<u32> {
+    if !counts.iter().any(|c| matches!(c, Some(Count::Push { .. }))) {
+        return Vec::new();
+    }
+    let n = nfa.states().len();
+    let next_of = |s: usize| match nfa.state(id(s as u32)) {
+        State::Look { next, .. } => next.as_u32(),
+        _ => NONE,
+    };
+    let mut pops: FxHashMap<(u32, u32), u32> = FxHashMap::default();
+    for (s, c) in counts.iter().enumerate() {
+        if let Some(Count::Pop { rec, site }) = c {
+            pops.insert((*rec, *site), next_of(s));
+        }
+    }
+    let mut cont = vec![NONE; n];
+    for (s, c) in counts.iter().enumerate() {
+        if let Some(Count::Push { rec, site }) = c {
+            cont[s] = pops.get(&(*rec, *site)).copied().unwrap_or(NONE);
+        }
+    }
+    cont
 }
 
 /// The `Take` marker reached from `from` through empty steps (the head of a counted loop),

@@ -40,7 +40,7 @@ use regex_automata::util::primitives::StateID;
 use regex_syntax::hir::Hir;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::depth::{Depths, MAX_FRAMES};
+use super::depth::{Depths, MAX_FRAMES, NONE};
 use super::expr::Expr;
 use super::nfa::{Count, MARKER};
 use crate::error::{Error, Result};
@@ -140,6 +140,15 @@ pub struct LazyDfa {
     /// For each NFA state inside a counted body, that repetition's bounds (see
     /// [`LazyDfa::representative`]); empty when the automaton has no counter.
     bounds: Vec<Option<(u32, Option<u32>)>>,
+    /// Per `Push` marker, the state its call returns to (see [`super::depth::returns`]);
+    /// empty without calls.
+    cont: Vec<u32>,
+    /// Per NFA state, [`NONE`] or, for a union of `Pop` markers of one recursive expression
+    /// (its return dispatch), an index into `dispatches`; empty when there is none.
+    dispatch_of: Vec<u32>,
+    /// Each return dispatch: the expression's marker number and, per call site, its `Pop`
+    /// marker.
+    dispatches: Vec<Dispatch>,
     /// At which stack depths each NFA state can still finish, when the automaton has a stack
     /// (see [`super::depth`]).
     depths: Option<Depths>,
@@ -218,13 +227,15 @@ impl LazyDfa {
             }
         }
         let stride = reps.len();
-        let can_match = compute_can_match(&nfa);
+        let cont = super::depth::returns(&nfa, &counts);
+        let can_match = compute_can_match(&nfa, &counts, &cont);
+        let (dispatch_of, dispatches) = find_dispatches(&nfa, &counts);
         let bounds = if counts.is_empty() {
             Vec::new()
         } else {
             counted_bounds(&nfa, &counts)
         };
-        let depths = Depths::compute(&nfa, &counts)?;
+        let depths = Depths::compute(&nfa, &counts, &cont)?;
         let n = nfa.states().len();
         let mut table = Table::new(n);
         // State 0: dead (empty, non-accepting set); its row loops onto itself.
@@ -240,6 +251,9 @@ impl LazyDfa {
             can_match,
             counts,
             bounds,
+            cont,
+            dispatch_of,
+            dispatches,
             depths,
             max_states: opts.max_states.max(2),
             table: Mutex::new(Table::new(0)),
@@ -261,6 +275,12 @@ impl LazyDfa {
     /// The source pattern.
     pub fn pattern(&self) -> &str {
         &self.pattern
+    }
+
+    /// The number of NFA states it is built from (0 when loaded complete from a file).
+    #[cfg(test)]
+    pub(crate) fn nfa_states(&self) -> usize {
+        self.nfa.as_ref().map_or(0, |n| n.states().len())
     }
 
     /// Number of DFA states created so far.
@@ -376,6 +396,9 @@ impl LazyDfa {
             reps,
             stride,
             can_match: Vec::new(),
+            cont: Vec::new(),
+            dispatch_of: Vec::new(),
+            dispatches: Vec::new(),
             counts: Vec::new(),
             bounds: Vec::new(),
             depths: None,
@@ -500,11 +523,23 @@ impl LazyDfa {
                 }
                 State::Match { .. } => accepting = true,
                 State::Fail => {}
-                State::Union { alternates } => {
-                    for a in alternates.iter().rev() {
-                        t.stack.push((a.as_u32(), c, past_end));
+                State::Union { alternates } => match self.dispatch_of.get(s as usize) {
+                    // a return dispatch: only the `Pop` of the top frame's site passes
+                    Some(&k) if k != NONE => {
+                        let (rec, pops) = &self.dispatches[k as usize];
+                        let top = t.frames[frame(c) as usize];
+                        if frame(c) != 0 && top.rec == *rec {
+                            if let Some(&pop) = pops.get(&top.site) {
+                                t.stack.push((pop, c, past_end));
+                            }
+                        }
                     }
-                }
+                    _ => {
+                        for a in alternates.iter().rev() {
+                            t.stack.push((a.as_u32(), c, past_end));
+                        }
+                    }
+                },
                 State::BinaryUnion { alt1, alt2 } => {
                     t.stack.push((alt2.as_u32(), c, past_end));
                     t.stack.push((alt1.as_u32(), c, past_end));
@@ -605,12 +640,17 @@ impl LazyDfa {
         if depth >= MAX_FRAMES {
             return false;
         }
+        // the callee's body and the return point can each be finished (the graph's answer,
+        // which treats a body's end as finished: see `compute_can_match`)
+        let ret = self.cont.get(s as usize).copied().unwrap_or(NONE);
+        if !self.can_match[s as usize] {
+            return false;
+        }
         let Some(d) = &self.depths else {
             return true;
         };
         let depth = i64::from(depth);
-        let ret = d.cont[s as usize];
-        depth <= d.best[s as usize] && (ret == u32::MAX || self.within(d, ret, c, depth))
+        depth <= d.best[s as usize] && (ret == NONE || self.within(d, ret, c, depth))
     }
 
     /// The id of the subset `key` (with its accepting flag), created when new.
@@ -687,6 +727,10 @@ impl LazyDfa {
         Ok(next)
     }
 }
+
+/// A return dispatch: the recursive expression's marker number and, per call site, its `Pop`
+/// marker state.
+type Dispatch = (u32, FxHashMap<u32, u32>);
 
 /// A subset entry's registers: the count (low half) and the stack's top frame (high half).
 fn register(count: u32, frame: u32) -> u64 {
@@ -773,12 +817,21 @@ fn counted_bounds(nfa: &NFA, counts: &[Option<Count>]) -> Vec<Option<(u32, Optio
 
 /// For every NFA state: can a match be reached from it, in a position that is not the start of
 /// the input? (`\A` is then never satisfied, `\z` only when nothing but empty steps follow.)
-fn compute_can_match(nfa: &NFA) -> Vec<bool> {
+///
+/// With calls (`Push`/`Pop` markers, `cont` from [`super::depth::returns`]) the question is
+/// asked of each body separately: a `Pop` marker (a body's end) counts as reached, and a `Push`
+/// marker can match when its callee's body can reach its end and its return point can match
+/// (a path through a body never returns to another site). The lazy DFA makes a call only from
+/// a `Push` marker that can match, so every frame on a stack returns to a point that can.
+fn compute_can_match(nfa: &NFA, counts: &[Option<Count>], cont: &[u32]) -> Vec<bool> {
     let n = nfa.states().len();
     // Reverse edges as flat adjacency lists (one allocation each instead of one per state),
     // split into those usable before and after an end assertion.
     let mut edges: Vec<(u32, u32, bool, bool)> = Vec::with_capacity(n * 2);
     let mut seeds = Vec::new();
+    // (Push marker, body entry, return point) and the Pop markers
+    let mut calls: Vec<(u32, u32, u32)> = Vec::new();
+    let mut ends: Vec<u32> = Vec::new();
     for (i, st) in nfa.states().iter().enumerate() {
         let from = i as u32;
         let mut add =
@@ -804,7 +857,11 @@ fn compute_can_match(nfa: &NFA) -> Vec<bool> {
             // A counter's guards never keep a state from the match: a count stays within the
             // repetition's bounds, so from any count the loop can go on to its minimum and
             // leave (see `super::nfa::Count`).
-            State::Look { look: MARKER, next } => add(*next, true, true),
+            State::Look { look: MARKER, next } => match counts.get(i).copied().flatten() {
+                Some(Count::Push { .. }) => calls.push((from, next.as_u32(), cont[i])),
+                Some(Count::Pop { .. }) => ends.push(from),
+                _ => add(*next, true, true),
+            },
             State::Look {
                 look: Look::End,
                 next,
@@ -845,6 +902,22 @@ fn compute_can_match(nfa: &NFA) -> Vec<bool> {
     }
     let mut can = eps_end.clone();
     let mut stack: Vec<u32> = (0..n as u32).filter(|&s| eps_end[s as usize]).collect();
+    for &e in &ends {
+        if !can[e as usize] {
+            can[e as usize] = true;
+            stack.push(e);
+        }
+    }
+    // A call needs both its body's entry and its return point: each waits for the other.
+    // Per state, the calls waiting on it.
+    let mut waiting: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
+    for (k, &(_, entry, ret)) in calls.iter().enumerate() {
+        if ret == NONE {
+            continue;
+        }
+        waiting.entry(entry).or_default().push(k as u32);
+        waiting.entry(ret).or_default().push(k as u32);
+    }
     while let Some(s) = stack.pop() {
         for &(p, _, any) in into(s) {
             if any && !can[p as usize] {
@@ -852,8 +925,56 @@ fn compute_can_match(nfa: &NFA) -> Vec<bool> {
                 stack.push(p);
             }
         }
+        if let Some(ks) = waiting.get(&s) {
+            for &k in ks {
+                let (push, entry, ret) = calls[k as usize];
+                if !can[push as usize] && can[entry as usize] && can[ret as usize] {
+                    can[push as usize] = true;
+                    stack.push(push);
+                }
+            }
+        }
     }
     can
+}
+
+/// The return dispatches of `nfa` (unions of at least three `Pop` markers of one recursive
+/// expression, one per call site): see [`LazyDfa::dispatch_of`].
+fn find_dispatches(
+    nfa: &NFA,
+    counts: &[Option<Count>],
+) -> (Vec<u32>, Vec<Dispatch>) {
+    let mut of = Vec::new();
+    let mut out: Vec<Dispatch> = Vec::new();
+    if counts.is_empty() {
+        return (of, out);
+    }
+    for (i, st) in nfa.states().iter().enumerate() {
+        let State::Union { alternates } = st else {
+            continue;
+        };
+        let mut rec_of = None;
+        let mut pops = FxHashMap::default();
+        let all_pops =
+            alternates
+                .iter()
+                .all(|a| match counts.get(a.as_usize()).copied().flatten() {
+                    Some(Count::Pop { rec, site }) if rec_of.is_none_or(|r| r == rec) => {
+                        rec_of = Some(rec);
+                        pops.insert(site, a.as_u32());
+                        true
+                    }
+                    _ => false,
+                });
+        if let (true, Some(rec)) = (all_pops && alternates.len() >= 3, rec_of) {
+            if of.is_empty() {
+                of = vec![NONE; nfa.states().len()];
+            }
+            of[i] = out.len() as u32;
+            out.push((rec, pops));
+        }
+    }
+    (of, out)
 }
 
 /// A complete DFA table, as exported for index files.

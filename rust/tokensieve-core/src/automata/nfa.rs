@@ -179,8 +179,20 @@ pub(crate) fn share(key: &str, e: Expr) -> Result<Expr> {
         marks: Vec::new(),
         recs: Vec::new(),
         next_rec: 0,
+        last_rec: None,
+        called: FxHashMap::default(),
+        in_counted: 0,
     };
     let (entry, exit) = c.e(&e)?;
+    let call = match (&e, c.last_rec) {
+        (Expr::Recursive { .. }, Some((body, dispatch, rec, sites))) => Some(Callable {
+            body: body.as_u32(),
+            dispatch: dispatch.as_u32(),
+            rec,
+            sites,
+        }),
+        _ => None,
+    };
     let counted = c.marks.contains(&Count::Enter);
     let ops = c.log.take().unwrap_or_default();
     let states = ops.iter().filter(|o| !matches!(o, Op::Patch(..))).count();
@@ -191,6 +203,7 @@ pub(crate) fn share(key: &str, e: Expr) -> Result<Expr> {
             entry: entry.as_u32(),
             exit: exit.as_u32(),
             weight: e.weight(),
+            call,
         },
         counted,
         nonempty: e.surely_nonempty(),
@@ -229,6 +242,30 @@ struct Fragment {
     exit: u32,
     /// The part's HIR weight, for the compiler's budgets.
     weight: u64,
+    /// When the part is a recursive expression at its top (the any-JSON value): how to call
+    /// its one copy again from another place (see [`Compiler::call_part`]).
+    call: Option<Callable>,
+}
+
+/// The states of a recorded recursive expression that another call site needs, in the
+/// fragment's own ids: its body's entry, the dispatch of its returns (a union of `Pop`
+/// markers), its marker number, and how many call sites it already has.
+#[derive(Debug, Clone, Copy)]
+struct Callable {
+    body: u32,
+    dispatch: u32,
+    rec: u32,
+    sites: u32,
+}
+
+/// A shared part called in the automaton being built: its marker number there, its body's
+/// entry and return dispatch, and the site number the next call gets.
+#[derive(Debug, Clone, Copy)]
+struct Called {
+    rec: u32,
+    body: StateID,
+    dispatch: StateID,
+    next_site: u32,
 }
 
 struct Compiler {
@@ -245,8 +282,16 @@ struct Compiler {
     /// number, the body's entry and the return point of each call site built so far.
     recs: Vec<(u32, u32, StateID, Vec<StateID>)>,
     /// The number the next recursive expression built gets in its markers: every copy of a
-    /// recursive expression (a shared part replayed twice included) has its own.
+    /// recursive expression (a copied shared part included) has its own.
     next_rec: u32,
+    /// The outermost recursive expression built last: body entry, return dispatch, marker
+    /// number, call sites (what a shared part needs to be called, see [`Callable`]).
+    last_rec: Option<(StateID, StateID, u32, u32)>,
+    /// The shared parts called so far, by address (see [`Compiler::call_part`]).
+    called: FxHashMap<usize, Called>,
+    /// How many counted repetition bodies enclose what is being built: a shared part is
+    /// copied there, since a count travels through its states (see `super::dfa`).
+    in_counted: u32,
 }
 
 fn budget(e: impl std::fmt::Display) -> Error {
@@ -322,6 +367,15 @@ impl Compiler {
     /// Add a recorded fragment's states again (logged too, when recording); returns its entry
     /// and exit.
     fn replay(&mut self, f: &Fragment) -> Result<Frag> {
+        self.replay_numbered(f).map(|(frag, _, _)| frag)
+    }
+
+    /// [`Compiler::replay`], also returning the new id of every fragment state and the new
+    /// number of every recursive expression.
+    fn replay_numbered(
+        &mut self,
+        f: &Fragment,
+    ) -> Result<(Frag, Vec<StateID>, FxHashMap<u32, u32>)> {
         let mut map: Vec<StateID> = Vec::with_capacity(f.states);
         // each replay's recursive expressions get numbers of their own
         let mut recs: FxHashMap<u32, u32> = FxHashMap::default();
@@ -370,7 +424,43 @@ impl Compiler {
                 }
             }
         }
-        Ok((map[f.entry as usize], map[f.exit as usize]))
+        Ok(((map[f.entry as usize], map[f.exit as usize]), map, recs))
+    }
+
+    /// A shared part that is a recursive expression, built once per automaton and called from
+    /// each place it occurs: the first occurrence copies it (entered from outside as site 0,
+    /// as any copy is); each later one is one more call site of that copy — a `Push` of a new
+    /// site into its body, and a `Pop` of that site, added to its return dispatch, to a new
+    /// return point. The language is that of copies: each call's frame names where it returns,
+    /// as a copy's own site-0 frame did, and no frame of another occurrence can be below it
+    /// with the same marker number (a part never holds another occurrence of itself).
+    fn call_part(&mut self, p: &Arc<Part>, call: Callable) -> Result<Frag> {
+        let key = Arc::as_ptr(p) as usize;
+        let Some(c) = self.called.get(&key).copied() else {
+            let (frag, map, recs) = self.replay_numbered(&p.fragment)?;
+            let Some(&rec) = recs.get(&call.rec) else {
+                return Err(lost_marker());
+            };
+            self.called.insert(
+                key,
+                Called {
+                    rec,
+                    body: map[call.body as usize],
+                    dispatch: map[call.dispatch as usize],
+                    next_site: call.sites,
+                },
+            );
+            return Ok(frag);
+        };
+        let site = c.next_site;
+        if let Some(x) = self.called.get_mut(&key) {
+            x.next_site += 1;
+        }
+        let ret = self.empty()?;
+        let pop = self.mark(Count::Pop { rec: c.rec, site }, ret)?;
+        self.patch(c.dispatch, pop)?;
+        let push = self.mark(Count::Push { rec: c.rec, site }, c.body)?;
+        Ok((push, ret))
     }
 
     /// A chain of byte ranges ending in `next`; returns the first state.
@@ -820,7 +910,10 @@ impl Compiler {
     ) -> Result<Frag> {
         let head = self.empty()?;
         let out = self.empty()?;
-        let (s, e) = sub(self)?;
+        self.in_counted += 1;
+        let built = sub(self);
+        self.in_counted -= 1;
+        let (s, e) = built?;
         let take = self.mark(Count::Take { min, max }, s)?;
         let leave = self.mark(Count::Leave(min), out)?;
         let u = self.union(vec![take, leave])?;
@@ -949,7 +1042,12 @@ impl Compiler {
             }
             Expr::NamesExcluded(n) => self.names_excluded(n),
             Expr::CharDfa(d) => self.char_dfa(d),
-            Expr::Part(p) => self.replay(&p.fragment),
+            Expr::Part(p) => match p.fragment.call {
+                Some(call) if self.log.is_none() && self.in_counted == 0 && share_calls() => {
+                    self.call_part(p, call)
+                }
+                _ => self.replay(&p.fragment),
+            },
             Expr::Recursive { id, body } => {
                 // calls jump to `entry`; the body's end returns to the site on top of the stack.
                 // A jump inside the body cannot leave it (its path would skip the return).
@@ -968,9 +1066,13 @@ impl Compiler {
                     let site = i as u32 + 1;
                     outs.push(self.mark(Count::Pop { rec, site }, r)?);
                 }
+                let sites = outs.len() as u32;
                 let u = self.union(outs)?;
                 self.patch(be, u)?;
                 let start = self.mark(Count::Push { rec, site: 0 }, entry)?;
+                if self.recs.is_empty() {
+                    self.last_rec = Some((entry, u, rec, sites));
+                }
                 Ok((start, exit))
             }
             Expr::Recur(id) => {
@@ -1010,6 +1112,9 @@ pub(crate) fn build(x: &Expr, max_nfa_bytes: usize) -> Result<Built> {
         marks: Vec::new(),
         recs: Vec::new(),
         next_rec: 0,
+        last_rec: None,
+        called: FxHashMap::default(),
+        in_counted: 0,
     };
     c.b.set_size_limit(Some(max_nfa_bytes)).map_err(budget)?;
     c.b.start_pattern().map_err(budget)?;
@@ -1035,4 +1140,29 @@ pub(crate) fn build(x: &Expr, max_nfa_bytes: usize) -> Result<Built> {
 
 fn lost_marker() -> Error {
     Error::InvalidArgument("internal: the counter markers of an automaton do not match".into())
+}
+
+#[cfg(test)]
+thread_local! {
+    static PART_COPIES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether a shared recursive part is called from each place it occurs (always, except inside
+/// [`with_part_copies`]).
+fn share_calls() -> bool {
+    #[cfg(test)]
+    if PART_COPIES.with(std::cell::Cell::get) {
+        return false;
+    }
+    true
+}
+
+/// Runs `f` with every shared part copied wherever it occurs, as before parts were called: the
+/// differential tests' oracle. Applies to NFAs built on this thread during `f`.
+#[cfg(test)]
+pub(crate) fn with_part_copies<T>(f: impl FnOnce() -> T) -> T {
+    let before = PART_COPIES.with(|c| c.replace(true));
+    let out = f();
+    PART_COPIES.with(|c| c.set(before));
+    out
 }

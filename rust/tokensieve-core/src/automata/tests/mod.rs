@@ -2,4 +2,5 @@
 
 mod counters;
 mod recursion;
+mod shared_parts;
 mod stack;
