@@ -135,8 +135,14 @@ fn spell_class_uncached(ranges: &[(u32, u32)]) -> Hir {
 }
 
 /// All spellings of any one character: the same language as `spell_class` over every
-/// character, written compactly (it occurs in every unconstrained string).
+/// character, written compactly (it occurs in every unconstrained string). Built once per
+/// process.
 pub(crate) fn any_char() -> Hir {
+    static ANY: std::sync::OnceLock<Hir> = std::sync::OnceLock::new();
+    ANY.get_or_init(build_any_char).clone()
+}
+
+fn build_any_char() -> Hir {
     let hex = class(&[('0', '9'), ('A', 'F'), ('a', 'f')]);
     let hex_n = |n: u32| rep(hex.clone(), n, Some(n));
     let d = class(&[('D', 'D'), ('d', 'd')]);

@@ -86,7 +86,7 @@ impl<'a> Compiler<'a> {
             None => Some(self.any_value(self.opts.max_nesting_depth)?),
             Some(s) => self.schema(s, &child(ptr, rest_kw))?,
         };
-        let body = self.array_tail(&pre, rest_h.as_ref(), 0, min, max);
+        let body = self.array_tail(&mut pre, rest_h, 0, min, max);
         Ok(body.map(|b| self.wrap("[", b, "]")))
     }
 
@@ -419,10 +419,12 @@ impl<'a> Compiler<'a> {
         Ok(alt_opt(alts))
     }
 
+    /// The items from index `i` on: the prefix items `pre` (each taken out when used: every
+    /// one is used once), then `rest` for the others, `min..=max` items in all.
     pub(super) fn array_tail(
         &self,
-        pre: &[Option<Expr>],
-        rest: Option<&Expr>,
+        pre: &mut [Option<Expr>],
+        rest: Option<Expr>,
         i: u64,
         min: u64,
         max: Option<u64>,
@@ -432,14 +434,14 @@ impl<'a> Compiler<'a> {
         }
         let k = pre.len() as u64;
         if i < k {
-            let e = pre[i as usize].as_ref();
+            let e = pre[i as usize].take();
             let body = e.and_then(|e| {
                 let tail = self.array_tail(pre, rest, i + 1, min, max)?;
                 let mut v = Vec::new();
                 if i > 0 {
                     v.push(self.comma());
                 }
-                v.push(e.clone());
+                v.push(e);
                 v.push(tail);
                 Some(concat(v))
             });
@@ -454,11 +456,11 @@ impl<'a> Compiler<'a> {
         match rest {
             None => (a == 0).then(Expr::empty),
             Some(r) if i > 0 => Some(rep(
-                concat(vec![self.comma(), r.clone()]),
+                concat(vec![self.comma(), r]),
                 a as u32,
                 b.map(|b| b as u32),
             )),
-            Some(r) => Some(self.list(r.clone(), a, b)),
+            Some(r) => Some(self.list(r, a, b)),
         }
     }
 }
