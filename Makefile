@@ -71,6 +71,7 @@ bench:
 	$(PY) benches/bench_regex.py
 	$(PY) benches/bench_kernels.py
 	$(PY) benches/bench_index.py
+	$(PY) benches/bench_first_mask.py
 
 clean:
 	rm -rf target $(VENV)

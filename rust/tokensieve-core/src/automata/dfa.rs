@@ -94,8 +94,10 @@ struct Table {
     stack: Vec<(u32, u64, bool)>,
     seen: Vec<u32>,
     seen_gen: u32,
-    /// What `seen` records when the automaton has registers (a state may be seen with several
-    /// counts or stacks).
+    /// With registers: the registers `seen` first recorded each entry with, in this closure.
+    seen_first: Vec<u64>,
+    /// With registers, the entries seen with other registers than their first (a state may be
+    /// seen with several counts or stacks, rarely).
     seen_registers: FxHashSet<(u32, u64, bool)>,
     /// The stack frames of recursive expressions (see [`super::nfa::Count::Push`]), interned;
     /// frame 0 is the empty stack.
@@ -114,6 +116,7 @@ impl Table {
             stack: Vec::new(),
             seen: vec![0; nfa_states * 2],
             seen_gen: 0,
+            seen_first: Vec::new(),
             seen_registers: FxHashSet::default(),
             frames: vec![Frame::default()],
             frame_ids: FxHashMap::default(),
@@ -238,6 +241,9 @@ impl LazyDfa {
         let depths = Depths::compute(&nfa, &counts, &cont)?;
         let n = nfa.states().len();
         let mut table = Table::new(n);
+        if !counts.is_empty() {
+            table.seen_first = vec![0; n * 2];
+        }
         // State 0: dead (empty, non-accepting set); its row loops onto itself.
         table.sets.push(Box::new([]));
         table.accepting.push(false);
@@ -486,14 +492,13 @@ impl LazyDfa {
     fn closure_intern(&self, t: &mut Table, seeds: &[(u32, u64)], at_start: bool) -> Result<u32> {
         let nfa = self.nfa()?;
         let registers = self.has_registers();
-        if registers {
+        if registers && !t.seen_registers.is_empty() {
             t.seen_registers.clear();
-        } else {
-            t.seen_gen = t.seen_gen.wrapping_add(1);
-            if t.seen_gen == 0 {
-                t.seen.iter_mut().for_each(|x| *x = 0);
-                t.seen_gen = 1;
-            }
+        }
+        t.seen_gen = t.seen_gen.wrapping_add(1);
+        if t.seen_gen == 0 {
+            t.seen.iter_mut().for_each(|x| *x = 0);
+            t.seen_gen = 1;
         }
         let gen = t.seen_gen;
         let mut set: Vec<(u32, u64)> = Vec::new();
@@ -503,16 +508,17 @@ impl LazyDfa {
             t.stack.push((s, c, false));
         }
         while let Some((s, c, past_end)) = t.stack.pop() {
-            if registers {
-                if !t.seen_registers.insert((s, c, past_end)) {
-                    continue;
-                }
-            } else {
-                let key = s as usize * 2 + past_end as usize;
-                if t.seen[key] == gen {
-                    continue;
-                }
+            let key = s as usize * 2 + past_end as usize;
+            if t.seen[key] != gen {
                 t.seen[key] = gen;
+                if registers {
+                    t.seen_first[key] = c;
+                }
+            } else if !registers
+                || t.seen_first[key] == c
+                || !t.seen_registers.insert((s, c, past_end))
+            {
+                continue;
             }
             let sid = thompson_id(s);
             match nfa.state(sid) {
@@ -940,10 +946,7 @@ fn compute_can_match(nfa: &NFA, counts: &[Option<Count>], cont: &[u32]) -> Vec<b
 
 /// The return dispatches of `nfa` (unions of at least three `Pop` markers of one recursive
 /// expression, one per call site): see [`LazyDfa::dispatch_of`].
-fn find_dispatches(
-    nfa: &NFA,
-    counts: &[Option<Count>],
-) -> (Vec<u32>, Vec<Dispatch>) {
+fn find_dispatches(nfa: &NFA, counts: &[Option<Count>]) -> (Vec<u32>, Vec<Dispatch>) {
     let mut of = Vec::new();
     let mut out: Vec<Dispatch> = Vec::new();
     if counts.is_empty() {
