@@ -314,14 +314,36 @@ fn walk_nodes<S: Step>(
     stack: &mut [u32],
     out: &mut [u32],
     successors: &mut Option<&mut FxHashSet<u32>>,
+    mut sub: Option<&mut SubtreeCache>,
 ) -> Result<()> {
     let classes = *dfa.classes();
+    let mut record: Vec<u32> = Vec::new();
     for &(b, at) in roots {
-        if !first[b as usize] || dfa.step(stack[0], classes[b as usize] as usize)? == DEAD {
+        if !first[b as usize] {
+            continue;
+        }
+        let q = dfa.step(stack[0], classes[b as usize] as usize)?;
+        if q == DEAD {
             continue;
         }
         // The first byte's subtree, in preorder.
         let skip = skip_len[b as usize];
+        // What the subtree allows depends only on the state after its first byte: reuse it
+        // when an earlier walk reached the same state (unless tokens were set beforehand).
+        let sub = match sub.as_deref_mut() {
+            Some(c) if skip == 0 && successors.is_none() => {
+                if let Some(ids) = c.map.get(&(b, q)) {
+                    c.hits += 1;
+                    for &t in ids.iter() {
+                        out[(t >> 5) as usize] |= 1 << (t & 31);
+                    }
+                    continue;
+                }
+                record.clear();
+                Some(c)
+            }
+            _ => None,
+        };
         let mut i = at as usize;
         let end = i + nodes[i].subtree as usize;
         while i < end {
@@ -343,11 +365,44 @@ fn walk_nodes<S: Step>(
                 if let Some(s) = successors.as_deref_mut() {
                     s.insert(next);
                 }
+                if sub.is_some() {
+                    record.push(n.token);
+                }
             }
             i += 1;
         }
+        if let Some(c) = sub {
+            c.insert((b, q), &record);
+        }
     }
     Ok(())
+}
+
+/// The tokens allowed below a first byte, by that byte and the DFA state after it (the rest of
+/// the walk below it depends on nothing else), for masks walked lazily; at most `cap` bytes
+/// (an eighth of the mask cache's budget, at most [`SUBTREE_CACHE_BYTES`]), emptied when full.
+#[derive(Default)]
+pub(crate) struct SubtreeCache {
+    map: FxHashMap<(u8, u32), Arc<[u32]>>,
+    bytes: usize,
+    cap: usize,
+    /// Subtrees reused so far.
+    hits: u64,
+}
+
+/// The most a grammar's [`SubtreeCache`] holds.
+const SUBTREE_CACHE_BYTES: usize = 16 << 20;
+
+impl SubtreeCache {
+    fn insert(&mut self, key: (u8, u32), ids: &[u32]) {
+        let size = ids.len() * 4 + 32;
+        if self.bytes + size > self.cap {
+            self.map.clear();
+            self.bytes = 0;
+        }
+        self.bytes += size;
+        self.map.insert(key, ids.into());
+    }
 }
 
 /// Walk the trie from `state`, writing the allowed-token mask into `out` (fully overwritten).
@@ -358,6 +413,7 @@ fn walk<S: Step>(
     state: u32,
     out: &mut [u32],
     mut successors: Option<&mut FxHashSet<u32>>,
+    sub: Option<&mut SubtreeCache>,
 ) -> Result<()> {
     out.fill(0);
     let trie = vocab.trie();
@@ -386,6 +442,7 @@ fn walk<S: Step>(
                 &mut stack,
                 out,
                 &mut successors,
+                None,
             )?;
         }
         if !rest_only {
@@ -401,6 +458,7 @@ fn walk<S: Step>(
                     &mut stack,
                     out,
                     &mut successors,
+                    sub,
                 )?;
             }
         }
@@ -471,6 +529,9 @@ pub type MaskTable = (Vec<(u32, u32)>, Vec<Arc<[u32]>>);
 /// Memoized masks of one grammar.
 pub struct TokenIndex {
     cache: RwLock<MaskCache>,
+    /// Subtree results shared by lazily walked masks (see [`SubtreeCache`]); a walk that finds
+    /// it in use goes without.
+    subtrees: std::sync::Mutex<SubtreeCache>,
     budget_bytes: usize,
     precomputed: std::sync::atomic::AtomicBool,
 }
@@ -493,6 +554,10 @@ impl TokenIndex {
     pub fn new(budget_bytes: usize) -> TokenIndex {
         TokenIndex {
             cache: RwLock::new(MaskCache::default()),
+            subtrees: std::sync::Mutex::new(SubtreeCache {
+                cap: (budget_bytes / 8).min(SUBTREE_CACHE_BYTES),
+                ..Default::default()
+            }),
             budget_bytes,
             precomputed: std::sync::atomic::AtomicBool::new(false),
         }
@@ -531,7 +596,8 @@ impl TokenIndex {
         let mut buf = vec![0u32; vocab.mask_words()];
         let walked = {
             let mut view = dfa.view();
-            walk(vocab, &mut view, state, &mut buf, None)
+            let mut sub = self.subtrees.try_lock().ok();
+            walk(vocab, &mut view, state, &mut buf, None, sub.as_deref_mut())
         };
         // The view's lock is released before the error path inspects the DFA again.
         walked.map_err(|e| fill_bytes(e, dfa, state))?;
@@ -610,7 +676,7 @@ impl TokenIndex {
                     let mut buf = vec![0u32; words];
                     let mut succ = FxHashSet::default();
                     let mut f = &frozen;
-                    walk(vocab, &mut f, s, &mut buf, Some(&mut succ))
+                    walk(vocab, &mut f, s, &mut buf, Some(&mut succ), None)
                         .map_err(|e| fill_bytes(e, dfa, s))?;
                     Ok((s, buf, succ))
                 })
@@ -666,6 +732,7 @@ impl TokenIndex {
         c.by_state = by_state.into_iter().collect();
         TokenIndex {
             cache: RwLock::new(c),
+            subtrees: Default::default(),
             budget_bytes,
             precomputed: std::sync::atomic::AtomicBool::new(true),
         }
@@ -745,6 +812,39 @@ mod tests {
             }
         }
         out
+    }
+
+    /// Masks that reuse the subtrees of earlier walks (states whose first bytes lead to the
+    /// same states: a pattern searched for anywhere, progress lost on other characters) equal
+    /// a brute force, at every prefix of a few strings, in an order that fills the cache first.
+    #[test]
+    fn subtree_reuse_matches_brute_force() {
+        let v = vocab(&[
+            "a", "b", "ab", "ba", "abc", "c", "ca", "cab", "x", "xa", "xab", "abx", "bca", "\"",
+            "a\"", "c\"", "bc", "cc", "aab", "abca",
+        ]);
+        let dfa = LazyDfa::new("\"[a-cx]*abc[a-cx]*\"", &RegexOptions::default()).unwrap();
+        let idx = TokenIndex::new(1 << 20);
+        let mut checked = 0;
+        for text in ["\"xxabcxa\"", "\"abababc\"", "\"aabcab\"", "\"cabcabc\""] {
+            for k in 0..text.len() {
+                let s = dfa.walk(dfa.start(), &text.as_bytes()[..k]).unwrap();
+                if s == DEAD {
+                    continue;
+                }
+                let m = idx.mask(&v, &dfa, s).unwrap();
+                assert_eq!(
+                    allowed(&m),
+                    brute_force(&v, &dfa, s),
+                    "after {:?}",
+                    &text[..k]
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked > 20);
+        // the cache was used: some first byte led two different states to one state
+        assert!(idx.subtrees.lock().unwrap().hits > 0);
     }
 
     #[test]
