@@ -187,26 +187,28 @@ fn uniform_next<S: Step>(dfa: &mut S, state: u32) -> Result<Option<u32>> {
 
 /// How long a run of string characters `state` takes, and where each length leads, when every
 /// string character leads each state of the run to one and the same next state (the inside of
-/// a string with a length bound, or with none): `(limit, states)` where every run of at most
-/// `limit` characters (`usize::MAX`: any) stays live. `None` when the first step already
-/// depends on the character or dies.
-fn body_run<S: Step>(dfa: &mut S, state: u32) -> Result<Option<(usize, Vec<u32>)>> {
+/// a string with a length bound, or with none): `(limit, states, dies)` where every run of at
+/// most `limit` characters (`usize::MAX`: any) stays live, and `dies` says that every longer
+/// run dies (the run ends because every string character leads to the dead state, as at a
+/// length bound). `None` when the first step already depends on the character.
+fn body_run<S: Step>(dfa: &mut S, state: u32) -> Result<Option<(usize, Vec<u32>, bool)>> {
     let mut states = Vec::new();
     let mut at = state;
     for k in 1..=BODY_LEN_MASKS {
         match uniform_next(dfa, at)? {
             Some(t) if t == at => {
                 states.push(at);
-                return Ok(Some((usize::MAX, states)));
+                return Ok(Some((usize::MAX, states, false)));
             }
-            Some(t) if t != DEAD => {
+            Some(DEAD) => return Ok(Some((k - 1, states, true))),
+            Some(t) => {
                 states.push(t);
                 at = t;
             }
-            _ => return Ok((k > 1).then_some((k - 1, states))),
+            None => return Ok((k > 1).then_some((k - 1, states, false))),
         }
     }
-    Ok(Some((BODY_LEN_MASKS, states)))
+    Ok(Some((BODY_LEN_MASKS, states, false)))
 }
 
 /// Set the string-body tokens whose first byte leads `state` to a closed state (see the module
@@ -227,20 +229,24 @@ fn body_prefill<S: Step>(
         return Ok((first_skip, false));
     }
     // Every string character leads to one next state: the body tokens up to the run's length.
-    if let Some((limit, states)) = body_run(dfa, state)? {
-        let (mask, skip) = if limit == usize::MAX {
-            (trie.body_mask(), 127)
-        } else {
-            (trie.body_upto_mask(limit), limit as u8)
-        };
-        for (o, &w) in out.iter_mut().zip(mask) {
-            *o = w;
+    // When every longer run dies, the longer body tokens die too: only the other tokens (and
+    // the body tokens too long for the ready masks, all in the small trie) are left to walk.
+    if let Some((limit, states, dies)) = body_run(dfa, state)? {
+        if limit > 0 {
+            let (mask, skip) = if limit == usize::MAX {
+                (trie.body_mask(), 127)
+            } else {
+                (trie.body_upto_mask(limit), limit as u8)
+            };
+            for (o, &w) in out.iter_mut().zip(mask) {
+                *o = w;
+            }
+            first_skip.fill(skip);
         }
         if let Some(s) = successors.as_deref_mut() {
             s.extend(states);
         }
-        first_skip.fill(skip);
-        return Ok((first_skip, limit >= BODY_LEN_MASKS));
+        return Ok((first_skip, limit >= BODY_LEN_MASKS || dies));
     }
     let classes = *dfa.classes();
     let mut memo: Vec<(u32, bool)> = Vec::new();
