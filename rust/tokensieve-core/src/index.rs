@@ -485,6 +485,102 @@ fn walk<S: Step>(
     Ok(())
 }
 
+/// Masks made by [`delta_walk`], counted for the tests.
+#[cfg(test)]
+static DELTAS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// At most this many first bytes may differ for [`delta_walk`] to be tried, and their subtrees
+/// hold at most this fraction (1/`DELTA_NODES_PART`) of the trie's nodes (or 4,096 nodes).
+const DELTA_BYTES: usize = 32;
+const DELTA_NODES_PART: usize = 16;
+
+/// The mask of `state` from the mask of another state `prev`: a token's bit depends only on its
+/// first byte `b` and the state after it, so where `state` and `prev` go to the same state on
+/// `b`, the tokens starting with `b` are allowed exactly as for `prev`. Only the first bytes on
+/// which they differ are cleared and walked again (then the duplicates and EOS are set from
+/// scratch). `None` when more than [`DELTA_BYTES`] first bytes differ, or their subtrees are
+/// large, or the mask is empty.
+fn delta_walk<S: Step>(
+    vocab: &Vocabulary,
+    dfa: &mut S,
+    prev: u32,
+    prev_mask: &[u32],
+    state: u32,
+) -> Result<Option<Vec<u32>>> {
+    if state == DEAD || prev == DEAD {
+        return Ok(None);
+    }
+    let trie = vocab.trie();
+    let classes = *dfa.classes();
+    let mut by_class: [Option<bool>; 256] = [None; 256];
+    let mut differs = [false; 256];
+    let mut n = 0usize;
+    let mut nodes = 0usize;
+    let budget = (trie.nodes().len() / DELTA_NODES_PART).max(4096);
+    for &(b, at) in trie.roots() {
+        let c = classes[b as usize] as usize;
+        let d = match by_class[c] {
+            Some(d) => d,
+            None => {
+                let d = dfa.step(state, c)? != dfa.step(prev, c)?;
+                by_class[c] = Some(d);
+                d
+            }
+        };
+        if d {
+            differs[b as usize] = true;
+            n += 1;
+            nodes += trie.nodes()[at as usize].subtree as usize;
+            if n > DELTA_BYTES || nodes > budget {
+                return Ok(None);
+            }
+        }
+    }
+    let words = vocab.mask_words();
+    let mut out = prev_mask.to_vec();
+    for &(b, _) in trie.roots() {
+        if differs[b as usize] {
+            for (o, &w) in out.iter_mut().zip(trie.first_byte_mask(b, words)) {
+                *o &= !w;
+            }
+        }
+    }
+    if n > 0 {
+        let mut stack = vec![DEAD; trie.max_depth() + 1];
+        stack[0] = state;
+        walk_nodes(
+            trie.nodes(),
+            trie.roots(),
+            &differs,
+            &[0u8; 256],
+            dfa,
+            &mut stack,
+            &mut out,
+            &mut None,
+            None,
+        )?;
+    }
+    for &(primary, dup) in trie.duplicates() {
+        let on = out[(primary >> 5) as usize] >> (primary & 31) & 1 == 1;
+        let w = &mut out[(dup >> 5) as usize];
+        if on {
+            *w |= 1 << (dup & 31);
+        } else {
+            *w &= !(1 << (dup & 31));
+        }
+    }
+    let accepting = dfa.accepting(state);
+    for &e in vocab.eos_ids() {
+        let w = &mut out[(e >> 5) as usize];
+        if accepting {
+            *w |= 1 << (e & 31);
+        } else {
+            *w &= !(1 << (e & 31));
+        }
+    }
+    Ok(out.iter().any(|&w| w != 0).then_some(out))
+}
+
 fn unspellable(state: u32) -> Error {
     // The caller fills in the byte list when it has the DFA at hand.
     Error::Unspellable {
@@ -538,6 +634,11 @@ pub struct TokenIndex {
     /// Subtree results shared by lazily walked masks (see [`SubtreeCache`]); a walk that finds
     /// it in use goes without.
     subtrees: std::sync::Mutex<SubtreeCache>,
+    /// The state whose mask was walked last, and that mask: the next walk starts from it when
+    /// few first bytes differ (see [`delta_walk`]).
+    last: std::sync::Mutex<Option<(u32, Arc<[u32]>)>>,
+    /// Whether walks may start from the last mask (tests turn it off to reach the other paths).
+    use_last: bool,
     budget_bytes: usize,
     precomputed: std::sync::atomic::AtomicBool,
 }
@@ -564,6 +665,8 @@ impl TokenIndex {
                 cap: (budget_bytes / 8).min(SUBTREE_CACHE_BYTES),
                 ..Default::default()
             }),
+            last: Default::default(),
+            use_last: true,
             budget_bytes,
             precomputed: std::sync::atomic::AtomicBool::new(false),
         }
@@ -599,16 +702,44 @@ impl TokenIndex {
             }
             return Ok(self.insert(&mut c, state, m.to_vec()));
         }
+        let last = if self.use_last {
+            self.last
+                .try_lock()
+                .ok()
+                .and_then(|l| l.as_ref().map(|(s, m)| (*s, m.clone())))
+        } else {
+            None
+        };
         let mut buf = vec![0u32; vocab.mask_words()];
         let walked = {
             let mut view = dfa.view();
-            let mut sub = self.subtrees.try_lock().ok();
-            walk(vocab, &mut view, state, &mut buf, None, sub.as_deref_mut())
+            let delta = match &last {
+                Some((prev, pm)) => delta_walk(vocab, &mut view, *prev, pm, state),
+                None => Ok(None),
+            };
+            match delta {
+                Ok(Some(d)) => {
+                    #[cfg(test)]
+                    DELTAS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    buf = d;
+                    Ok(())
+                }
+                Ok(None) => {
+                    let mut sub = self.subtrees.try_lock().ok();
+                    walk(vocab, &mut view, state, &mut buf, None, sub.as_deref_mut())
+                }
+                Err(e) => Err(e),
+            }
         };
         // The view's lock is released before the error path inspects the DFA again.
         walked.map_err(|e| fill_bytes(e, dfa, state))?;
         let mut c = self.write();
-        Ok(self.insert(&mut c, state, buf))
+        let m = self.insert(&mut c, state, buf);
+        drop(c);
+        if let Ok(mut l) = self.last.try_lock() {
+            *l = Some((state, m.clone()));
+        }
+        Ok(m)
     }
 
     fn insert(&self, c: &mut MaskCache, state: u32, buf: Vec<u32>) -> Arc<[u32]> {
@@ -739,6 +870,8 @@ impl TokenIndex {
         TokenIndex {
             cache: RwLock::new(c),
             subtrees: Default::default(),
+            last: Default::default(),
+            use_last: true,
             budget_bytes,
             precomputed: std::sync::atomic::AtomicBool::new(true),
         }
@@ -830,7 +963,8 @@ mod tests {
             "a\"", "c\"", "bc", "cc", "aab", "abca",
         ]);
         let dfa = LazyDfa::new("\"[a-cx]*abc[a-cx]*\"", &RegexOptions::default()).unwrap();
-        let idx = TokenIndex::new(1 << 20);
+        let mut idx = TokenIndex::new(1 << 20);
+        idx.use_last = false;
         let mut checked = 0;
         for text in ["\"xxabcxa\"", "\"abababc\"", "\"aabcab\"", "\"cabcabc\""] {
             for k in 0..text.len() {
@@ -851,6 +985,51 @@ mod tests {
         assert!(checked > 20);
         // the cache was used: some first byte led two different states to one state
         assert!(idx.subtrees.lock().unwrap().hits > 0);
+    }
+
+    /// Masks made from the previous state's mask (few first bytes differ) equal a brute force
+    /// and the masks of fresh indexes, along walks through a pattern searched for anywhere and
+    /// through keys and values of a small object.
+    #[test]
+    fn delta_masks_match_brute_force() {
+        let v = vocab(&[
+            "a", "b", "ab", "ba", "abc", "c", "ca", "cab", "x", "xa", "xab", "abx", "bca", "\"",
+            "a\"", "c\"", "bc", "cc", "aab", "abca", "{", "}", ":", ",", "\":", "{\"", "1", "12",
+            "aa", "bb", "xx", "xxx", "\",\"",
+        ]);
+        let before = DELTAS.load(std::sync::atomic::Ordering::Relaxed);
+        let cases = [
+            (
+                "\"[a-cx]*abc[a-cx]*\"",
+                vec!["\"xxabcxa\"", "\"abababc\"", "\"aabcab\"", "\"cabcabc\""],
+            ),
+            (
+                "\\{(\"(ab|abc|ca)\":(1|12|\"[a-c]*\"),)*\"x+\":1\\}",
+                vec!["{\"ab\":1,\"abc\":\"ab\",\"xx\":1}", "{\"ca\":12,\"x\":1}"],
+            ),
+        ];
+        for (re, texts) in cases {
+            let dfa = LazyDfa::new(re, &RegexOptions::default()).unwrap();
+            let idx = TokenIndex::new(1 << 20);
+            for text in texts {
+                for k in 0..text.len() {
+                    let s = dfa.walk(dfa.start(), &text.as_bytes()[..k]).unwrap();
+                    if s == DEAD {
+                        continue;
+                    }
+                    let m = idx.mask(&v, &dfa, s).unwrap();
+                    let fresh = TokenIndex::new(1 << 20).mask(&v, &dfa, s).unwrap();
+                    assert_eq!(
+                        allowed(&m),
+                        brute_force(&v, &dfa, s),
+                        "{re} after {:?}",
+                        &text[..k]
+                    );
+                    assert_eq!(m, fresh);
+                }
+            }
+        }
+        assert!(DELTAS.load(std::sync::atomic::Ordering::Relaxed) > before);
     }
 
     #[test]

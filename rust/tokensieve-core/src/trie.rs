@@ -81,6 +81,9 @@ pub struct TokenTrie {
     /// `(first byte, node index)` of the root's children, in `nodes` and in `rest`.
     roots: Vec<(u8, u32)>,
     rest_roots: Vec<(u8, u32)>,
+    /// Packed masks of the tokens in `nodes` by first byte (duplicates not included), built on
+    /// first use.
+    first: std::sync::OnceLock<Vec<Vec<u32>>>,
 }
 
 /// The root's children of a preorder trie, found by hopping over subtrees.
@@ -249,6 +252,7 @@ impl TokenTrie {
         let roots = root_children(&nodes);
         let rest_roots = root_children(&rest);
         TokenTrie {
+            first: Default::default(),
             roots,
             rest_roots,
             nodes,
@@ -318,6 +322,26 @@ impl TokenTrie {
     /// Pairs (primary, duplicate) of tokens with equal bytes.
     pub fn duplicates(&self) -> &[(u32, u32)] {
         &self.duplicates
+    }
+
+    /// Packed mask (`words` words) of the trie's tokens whose first byte is `b` (duplicates not
+    /// included); the masks of all bytes are built together, on first use.
+    pub fn first_byte_mask(&self, b: u8, words: usize) -> &[u32] {
+        let all = self.first.get_or_init(|| {
+            let mut all = vec![Vec::new(); 256];
+            for &(byte, at) in &self.roots {
+                let mut m = vec![0u32; words];
+                let at = at as usize;
+                for n in &self.nodes[at..at + self.nodes[at].subtree as usize] {
+                    if n.token != NO_TOKEN && ((n.token >> 5) as usize) < words {
+                        m[(n.token >> 5) as usize] |= 1 << (n.token & 31);
+                    }
+                }
+                all[byte as usize] = m;
+            }
+            all
+        });
+        &all[b as usize]
     }
 }
 
