@@ -468,16 +468,7 @@ fn walk<S: Step>(
                 )?;
             }
         }
-        for &(primary, dup) in trie.duplicates() {
-            if out[(primary >> 5) as usize] >> (primary & 31) & 1 == 1 {
-                out[(dup >> 5) as usize] |= 1 << (dup & 31);
-            }
-        }
-        if dfa.accepting(state) {
-            for &e in vocab.eos_ids() {
-                out[(e >> 5) as usize] |= 1 << (e & 31);
-            }
-        }
+        set_duplicates_and_eos(vocab, out, dfa.accepting(state));
     }
     if out.iter().all(|&w| w == 0) {
         return Err(unspellable(state));
@@ -536,11 +527,10 @@ fn delta_walk<S: Step>(
             }
         }
     }
-    let words = vocab.mask_words();
     let mut out = prev_mask.to_vec();
     for &(b, _) in trie.roots() {
         if differs[b as usize] {
-            for (o, &w) in out.iter_mut().zip(trie.first_byte_mask(b, words)) {
+            for (o, &w) in out.iter_mut().zip(trie.first_byte_mask(b)) {
                 *o &= !w;
             }
         }
@@ -560,25 +550,28 @@ fn delta_walk<S: Step>(
             None,
         )?;
     }
-    for &(primary, dup) in trie.duplicates() {
-        let on = out[(primary >> 5) as usize] >> (primary & 31) & 1 == 1;
-        let w = &mut out[(dup >> 5) as usize];
-        if on {
-            *w |= 1 << (dup & 31);
-        } else {
-            *w &= !(1 << (dup & 31));
-        }
-    }
-    let accepting = dfa.accepting(state);
-    for &e in vocab.eos_ids() {
-        let w = &mut out[(e >> 5) as usize];
-        if accepting {
-            *w |= 1 << (e & 31);
-        } else {
-            *w &= !(1 << (e & 31));
-        }
-    }
+    set_duplicates_and_eos(vocab, &mut out, dfa.accepting(state));
     Ok(out.iter().any(|&w| w != 0).then_some(out))
+}
+
+/// The tokens outside the trie, from the trie's: each duplicate exactly when its primary token
+/// (same bytes) is allowed, EOS exactly when the state is `accepting`.
+fn set_duplicates_and_eos(vocab: &Vocabulary, out: &mut [u32], accepting: bool) {
+    fn set(out: &mut [u32], t: u32, on: bool) {
+        let w = &mut out[(t >> 5) as usize];
+        if on {
+            *w |= 1 << (t & 31);
+        } else {
+            *w &= !(1 << (t & 31));
+        }
+    }
+    for &(primary, dup) in vocab.trie().duplicates() {
+        let on = out[(primary >> 5) as usize] >> (primary & 31) & 1 == 1;
+        set(out, dup, on);
+    }
+    for &e in vocab.eos_ids() {
+        set(out, e, accepting);
+    }
 }
 
 fn unspellable(state: u32) -> Error {

@@ -324,16 +324,24 @@ impl TokenTrie {
         &self.duplicates
     }
 
-    /// Packed mask (`words` words) of the trie's tokens whose first byte is `b` (duplicates not
-    /// included); the masks of all bytes are built together, on first use.
-    pub fn first_byte_mask(&self, b: u8, words: usize) -> &[u32] {
+    /// Packed mask of the trie's tokens whose first byte is `b` (duplicates not included; as
+    /// many words as the largest token id of the trie needs, so possibly shorter than a whole
+    /// mask); the masks of all bytes are built together, on first use.
+    pub fn first_byte_mask(&self, b: u8) -> &[u32] {
         let all = self.first.get_or_init(|| {
+            let words = self
+                .nodes
+                .iter()
+                .filter(|n| n.token != NO_TOKEN)
+                .map(|n| (n.token >> 5) as usize + 1)
+                .max()
+                .unwrap_or(0);
             let mut all = vec![Vec::new(); 256];
             for &(byte, at) in &self.roots {
                 let mut m = vec![0u32; words];
                 let at = at as usize;
                 for n in &self.nodes[at..at + self.nodes[at].subtree as usize] {
-                    if n.token != NO_TOKEN && ((n.token >> 5) as usize) < words {
+                    if n.token != NO_TOKEN {
                         m[(n.token >> 5) as usize] |= 1 << (n.token & 31);
                     }
                 }

@@ -76,10 +76,7 @@ impl Depths {
         }
         let n = nfa.states().len();
         let marker = |s: u32| counts.get(s as usize).copied().flatten();
-        let next_of = |s: u32| match nfa.state(id(s)) {
-            State::Look { next, .. } => next.as_u32(),
-            _ => NONE,
-        };
+        let next_of = |s: u32| marker_next(nfa, s);
         if nfa.states().iter().any(|st| {
             matches!(
                 st,
@@ -130,6 +127,14 @@ impl Depths {
     }
 }
 
+/// The state after marker (look-around) state `s`; [`NONE`] for any other kind of state.
+fn marker_next(nfa: &NFA, s: u32) -> u32 {
+    match nfa.state(id(s)) {
+        State::Look { next, .. } => next.as_u32(),
+        _ => NONE,
+    }
+}
+
 /// Per NFA state: for a `Push` marker, the state its call returns to (the state after the `Pop`
 /// marker of the same expression and site; [`NONE`] when there is none); [`NONE`] for every
 /// other state. Empty when the automaton has no `Push` marker.
@@ -138,14 +143,10 @@ pub(crate) fn returns(nfa: &NFA, counts: &[Option<Count>]) -> Vec<u32> {
         return Vec::new();
     }
     let n = nfa.states().len();
-    let next_of = |s: usize| match nfa.state(id(s as u32)) {
-        State::Look { next, .. } => next.as_u32(),
-        _ => NONE,
-    };
     let mut pops: FxHashMap<(u32, u32), u32> = FxHashMap::default();
     for (s, c) in counts.iter().enumerate() {
         if let Some(Count::Pop { rec, site }) = c {
-            pops.insert((*rec, *site), next_of(s));
+            pops.insert((*rec, *site), marker_next(nfa, s as u32));
         }
     }
     let mut cont = vec![NONE; n];

@@ -106,8 +106,9 @@ struct Table {
 }
 
 impl Table {
-    /// An empty table, with closure scratch space for an NFA of `nfa_states` states.
-    fn new(nfa_states: usize) -> Table {
+    /// An empty table, with closure scratch space for an NFA of `nfa_states` states (whose
+    /// subset entries carry registers when `registers`).
+    fn new(nfa_states: usize, registers: bool) -> Table {
         Table {
             trans: Vec::new(),
             accepting: Vec::new(),
@@ -116,7 +117,11 @@ impl Table {
             stack: Vec::new(),
             seen: vec![0; nfa_states * 2],
             seen_gen: 0,
-            seen_first: Vec::new(),
+            seen_first: if registers {
+                vec![0; nfa_states * 2]
+            } else {
+                Vec::new()
+            },
             seen_registers: FxHashSet::default(),
             frames: vec![Frame::default()],
             frame_ids: FxHashMap::default(),
@@ -240,10 +245,7 @@ impl LazyDfa {
         };
         let depths = Depths::compute(&nfa, &counts, &cont)?;
         let n = nfa.states().len();
-        let mut table = Table::new(n);
-        if !counts.is_empty() {
-            table.seen_first = vec![0; n * 2];
-        }
+        let mut table = Table::new(n, !counts.is_empty());
         // State 0: dead (empty, non-accepting set); its row loops onto itself.
         table.sets.push(Box::new([]));
         table.accepting.push(false);
@@ -262,7 +264,7 @@ impl LazyDfa {
             dispatches,
             depths,
             max_states: opts.max_states.max(2),
-            table: Mutex::new(Table::new(0)),
+            table: Mutex::new(Table::new(0, false)),
             start: DEAD,
             pattern: pattern.to_string(),
         };
@@ -394,7 +396,7 @@ impl LazyDfa {
             trans,
             accepting,
             sets: vec![Box::new([]); n],
-            ..Table::new(0)
+            ..Table::new(0, false)
         };
         Ok(LazyDfa {
             nfa: None,
@@ -648,7 +650,6 @@ impl LazyDfa {
         }
         // the callee's body and the return point can each be finished (the graph's answer,
         // which treats a body's end as finished: see `compute_can_match`)
-        let ret = self.cont.get(s as usize).copied().unwrap_or(NONE);
         if !self.can_match[s as usize] {
             return false;
         }
@@ -656,6 +657,7 @@ impl LazyDfa {
             return true;
         };
         let depth = i64::from(depth);
+        let ret = self.cont.get(s as usize).copied().unwrap_or(NONE);
         depth <= d.best[s as usize] && (ret == NONE || self.within(d, ret, c, depth))
     }
 

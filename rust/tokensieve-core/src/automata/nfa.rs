@@ -436,31 +436,29 @@ impl Compiler {
     /// with the same marker number (a part never holds another occurrence of itself).
     fn call_part(&mut self, p: &Arc<Part>, call: Callable) -> Result<Frag> {
         let key = Arc::as_ptr(p) as usize;
-        let Some(c) = self.called.get(&key).copied() else {
-            let (frag, map, recs) = self.replay_numbered(&p.fragment)?;
-            let Some(&rec) = recs.get(&call.rec) else {
-                return Err(lost_marker());
-            };
-            self.called.insert(
-                key,
-                Called {
-                    rec,
-                    body: map[call.body as usize],
-                    dispatch: map[call.dispatch as usize],
-                    next_site: call.sites,
-                },
-            );
-            return Ok(frag);
-        };
-        let site = c.next_site;
-        if let Some(x) = self.called.get_mut(&key) {
-            x.next_site += 1;
+        if let Some(c) = self.called.get_mut(&key) {
+            let (rec, body, dispatch, site) = (c.rec, c.body, c.dispatch, c.next_site);
+            c.next_site += 1;
+            let ret = self.empty()?;
+            let pop = self.mark(Count::Pop { rec, site }, ret)?;
+            self.patch(dispatch, pop)?;
+            let push = self.mark(Count::Push { rec, site }, body)?;
+            return Ok((push, ret));
         }
-        let ret = self.empty()?;
-        let pop = self.mark(Count::Pop { rec: c.rec, site }, ret)?;
-        self.patch(c.dispatch, pop)?;
-        let push = self.mark(Count::Push { rec: c.rec, site }, c.body)?;
-        Ok((push, ret))
+        let (frag, map, recs) = self.replay_numbered(&p.fragment)?;
+        let Some(&rec) = recs.get(&call.rec) else {
+            return Err(lost_marker());
+        };
+        self.called.insert(
+            key,
+            Called {
+                rec,
+                body: map[call.body as usize],
+                dispatch: map[call.dispatch as usize],
+                next_site: call.sites,
+            },
+        );
+        Ok(frag)
     }
 
     /// A chain of byte ranges ending in `next`; returns the first state.

@@ -13,14 +13,14 @@ use crate::regex::RegexOptions;
 
 use super::counters::same_language;
 
-fn big() -> RegexOptions {
+pub(super) fn big() -> RegexOptions {
     RegexOptions {
         max_states: 2_000_000,
         ..Default::default()
     }
 }
 
-fn dfa(schema: &Value, o: &JsonSchemaOptions) -> LazyDfa {
+pub(super) fn dfa(schema: &Value, o: &JsonSchemaOptions) -> LazyDfa {
     compile(schema, o).unwrap().dfa("test", &big()).unwrap()
 }
 

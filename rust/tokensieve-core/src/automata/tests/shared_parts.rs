@@ -10,21 +10,10 @@ use serde_json::{json, Value};
 
 use crate::automata::dfa::LazyDfa;
 use crate::automata::nfa::with_part_copies;
-use crate::json_schema::{compile, JsonSchemaOptions, Whitespace};
-use crate::regex::RegexOptions;
+use crate::json_schema::{JsonSchemaOptions, Whitespace};
 
 use super::counters::same_language;
-
-fn big() -> RegexOptions {
-    RegexOptions {
-        max_states: 2_000_000,
-        ..Default::default()
-    }
-}
-
-fn dfa(schema: &Value, o: &JsonSchemaOptions) -> LazyDfa {
-    compile(schema, o).unwrap().dfa("test", &big()).unwrap()
-}
+use super::recursion::{big, dfa};
 
 fn cases() -> Vec<(&'static str, Value)> {
     vec![
