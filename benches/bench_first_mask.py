@@ -19,6 +19,7 @@ older build: ``PYTHONPATH=old/python python benches/bench_first_mask.py --engine
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import time
@@ -32,6 +33,7 @@ from bench_index import DEV, iter_dev_schemas, select  # noqa: E402
 from common import (  # noqa: E402
     RESULTS_DIR,
     SHARED_TOKENIZERS,
+    WARMUP_SCHEMA,
     TokenizerInfo,
     geomean,
     machine_info,
@@ -42,24 +44,18 @@ from common import (  # noqa: E402
 from engines import LLG, TS, XGR, CompileError  # noqa: E402
 from isolate import Worker  # noqa: E402
 
-WARMUP_SCHEMA = {
-    "type": "object",
-    "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
-}
-
 
 def worker_setup(engine: str, tokenizer: str) -> tuple[Any, dict[str, Any]]:
     """In the worker: the engine with its vocabulary, warmed up outside every measurement."""
     eng = engine_adapters.load(engine, TokenizerInfo(tokenizer))
     m = eng.matcher(eng.compile_json_schema(WARMUP_SCHEMA))
     eng.fill(m)
-    version = "?"
-    try:
-        mod = __import__(engine_adapters.package(engine))
-        version = getattr(mod, "__version__", "?")
-    except ImportError:
-        pass
-    return eng, {"version": version, "module": getattr(mod, "__file__", "?")}
+    # the engine's package is loaded by now; which build it is, for runs of older builds
+    mod = importlib.import_module(engine_adapters.package(engine))
+    return eng, {
+        "version": getattr(mod, "__version__", "?"),
+        "module": getattr(mod, "__file__", "?"),
+    }
 
 
 def worker_job(eng: Any, job: dict[str, Any]) -> dict[str, Any]:

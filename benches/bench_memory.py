@@ -22,7 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import SHARED_DATA, SHARED_TOKENIZERS  # noqa: E402
+from common import SHARED_DATA, SHARED_TOKENIZERS, WARMUP_SCHEMA  # noqa: E402
 
 
 def rss() -> int:
@@ -58,7 +58,7 @@ def main() -> int:
                 records[r["id"]] = r
     bm = ts.allocate_token_bitmask(1, vocab.vocab_size)
     # one-time per-vocabulary work outside the measurements
-    warm = ts.Grammar.from_json_schema({"type": "object"}, vocab).matcher()
+    warm = ts.Grammar.from_json_schema(WARMUP_SCHEMA, vocab).matcher()
     warm.fill_next_token_bitmask(bm)
     kept: list[Any] = []
     growth: list[tuple[int, str]] = []

@@ -42,10 +42,7 @@ from isolate import Worker, run_isolated  # noqa: E402
 
 DATA = common.SHARED_DATA
 DEFAULT_TOKENIZER = common.SHARED_TOKENIZERS / "llama3"
-WARMUP_SCHEMA = {
-    "type": "object",
-    "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
-}
+WARMUP_SCHEMA = common.WARMUP_SCHEMA
 
 # outcomes, in the order of the table
 PASS, COMPILE, TIMEOUT, CRASH, VALID_ERR, INVALID_ERR = (
