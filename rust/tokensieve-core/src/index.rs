@@ -134,12 +134,19 @@ fn after_non_ascii<S: Step>(dfa: &mut S, state: u32) -> Result<Option<u32>> {
             return Ok(*end.get_or_insert(at) == at);
         };
         let mut done = [false; 256];
+        // what follows depends only on the state reached: each is checked once (with
+        // single-byte classes, many bytes of a range reach one state)
+        let mut reached: Vec<u32> = Vec::new();
         for b in lo..=hi {
             let c = classes[b as usize] as usize;
             if std::mem::replace(&mut done[c], true) {
                 continue;
             }
             let next = dfa.step(at, c)?;
+            if reached.contains(&next) {
+                continue;
+            }
+            reached.push(next);
             let same = if next == DEAD {
                 *end.get_or_insert(DEAD) == DEAD
             } else {

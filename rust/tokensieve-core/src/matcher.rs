@@ -276,16 +276,6 @@ impl Grammar {
         })
     }
 
-    /// Compile an expression of the automata layer's intermediate form.
-    fn from_expr(
-        pattern: &str,
-        x: &Expr,
-        vocab: Arc<Vocabulary>,
-        opts: &GrammarOptions,
-    ) -> Result<Grammar> {
-        Grammar::from_dfa(LazyDfa::from_expr(pattern, x, &opts.regex)?, vocab, opts)
-    }
-
     fn from_dfa(dfa: LazyDfa, vocab: Arc<Vocabulary>, opts: &GrammarOptions) -> Result<Grammar> {
         let pattern = dfa.pattern().to_string();
         let g = Grammar {
@@ -341,7 +331,8 @@ impl Grammar {
     ) -> Result<Grammar> {
         opts.compiling(|| {
             let c = crate::json_schema::compile(schema, schema_opts)?;
-            let dfa = LazyDfa::from_expr(&schema_label(&c.expr), &c.expr, &opts.regex)?;
+            let label = schema_label(&c.expr);
+            let dfa = LazyDfa::from_owned(&label, c.expr, &opts.regex)?;
             if dfa.start() == DEAD {
                 // only a recursion can hide an empty language from the compiler
                 return Err(Error::Schema {
@@ -369,7 +360,12 @@ impl Grammar {
     ) -> Result<Grammar> {
         opts.compiling(|| {
             let c = crate::json_schema::any_object(schema_opts)?;
-            let mut g = Grammar::from_expr(&schema_label(&c.expr), &c.expr, vocab, opts)?;
+            let label = schema_label(&c.expr);
+            let mut g = Grammar::from_dfa(
+                LazyDfa::from_owned(&label, c.expr, &opts.regex)?,
+                vocab,
+                opts,
+            )?;
             g.source = ConstraintSource::json_object(schema_opts);
             Ok(g)
         })

@@ -49,6 +49,9 @@ use crate::error::{Error, Result};
 pub const DEAD: u32 = 0;
 const UNKNOWN: u32 = u32::MAX;
 const ACCEPT_MARK: u32 = u32::MAX;
+/// The `rec` of a frame pushed by a rule call (see [`Count::Call`]); its `site` is the call
+/// marker's state.
+const RULE_CALL: u32 = u32::MAX;
 
 /// Limits applied while compiling and determinizing a regex.
 #[derive(Debug, Clone)]
@@ -75,7 +78,8 @@ impl Default for RegexOptions {
 #[derive(Clone, Copy, Default)]
 struct Frame {
     parent: u32,
-    /// The recursive expression called (its marker number) and the call site.
+    /// The recursive expression called (its marker number) and the call site; for a rule
+    /// call, [`RULE_CALL`] and the `Call` marker's state.
     rec: u32,
     site: u32,
     /// Frames on the stack, this one included.
@@ -84,7 +88,257 @@ struct Frame {
     run: u32,
 }
 
+/// The NFA a lazy DFA runs on: the root's states, then those of the rules compiled so far (see
+/// [`super::rules`]), each rule's ids shifted past the states before it; and what the closure
+/// needs to know of each state.
+struct Graph {
+    /// `None` for a DFA loaded complete from an index file: nothing is left to determinize.
+    root: Option<NFA>,
+    root_len: u32,
+    /// The states of the rules built so far, ids from `root_len` on.
+    extra: Vec<State>,
+    /// NFA state can still reach the match state (or its rule's end) after at least one byte
+    /// was consumed.
+    can_match: Vec<bool>,
+    /// The counter instruction of each marker state (see [`super::nfa::Count`]); empty when
+    /// the automaton has no marker. Then a subset's entries are NFA states; otherwise they are
+    /// triples (NFA state, count, stack frame), flattened.
+    counts: Vec<Option<Count>>,
+    /// For each NFA state inside a counted body, that repetition's bounds (see
+    /// [`LazyDfa::representative`]); shorter (or empty) past the last counted state.
+    bounds: Vec<Option<(u32, Option<u32>)>>,
+    /// Per `Push` marker, the state its call returns to (see [`super::depth::returns`]);
+    /// shorter (or empty) past the last `Push` marker.
+    cont: Vec<u32>,
+    /// Per NFA state, [`NONE`] or, for a union of `Pop` markers of one recursive expression
+    /// (its return dispatch), an index into `dispatches`; shorter (or empty) past the last.
+    dispatch_of: Vec<u32>,
+    /// Each return dispatch: the expression's marker number and, per call site, its `Pop`
+    /// marker.
+    dispatches: Vec<Dispatch>,
+    /// The rules not compiled yet (see [`super::rules`]; entry 0, the root, is always empty).
+    rules: Vec<Expr>,
+    /// Per rule, the state its calls enter ([`NONE`] until it is compiled).
+    entries: Vec<u32>,
+    /// The next free marker number of recursive expressions (each rule gets its own).
+    next_rec: u32,
+    /// Heap held by the NFAs compiled so far, and the limit (`max_nfa_bytes`).
+    nfa_bytes: usize,
+    max_nfa_bytes: usize,
+}
+
+impl Graph {
+    /// The NFA state `s`.
+    #[inline]
+    fn state(&self, s: u32) -> &State {
+        if s < self.root_len {
+            self.root
+                .as_ref()
+                .expect("a complete DFA has no NFA states")
+                .state(thompson_id(s))
+        } else {
+            &self.extra[(s - self.root_len) as usize]
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.root_len as usize + self.extra.len()
+    }
+
+    /// The state after marker `s` (a call's return point).
+    fn marker_next(&self, s: u32) -> u32 {
+        match self.state(s) {
+            State::Look { next, .. } => next.as_u32(),
+            _ => NONE,
+        }
+    }
+
+    /// A graph of one NFA (a plain regex's, or a split expression's root).
+    fn new(nfa: NFA, counts: Vec<Option<Count>>, rules: Vec<Expr>, next_rec: u32) -> Graph {
+        let cont = super::depth::returns(&nfa, &counts);
+        let can_match = compute_can_match(&nfa, &counts, &cont);
+        let (dispatch_of, dispatches) = find_dispatches(&nfa, &counts);
+        let bounds = if counts.is_empty() {
+            Vec::new()
+        } else {
+            counted_bounds(&nfa, &counts)
+        };
+        let entries = vec![NONE; rules.len()];
+        Graph {
+            root_len: nfa.states().len() as u32,
+            nfa_bytes: nfa.memory_usage(),
+            root: Some(nfa),
+            extra: Vec::new(),
+            can_match,
+            counts,
+            bounds,
+            cont,
+            dispatch_of,
+            dispatches,
+            rules,
+            entries,
+            next_rec,
+            max_nfa_bytes: usize::MAX,
+        }
+    }
+
+    /// The graph of a DFA loaded complete (no NFA).
+    fn loaded() -> Graph {
+        Graph {
+            root: None,
+            root_len: 0,
+            extra: Vec::new(),
+            can_match: Vec::new(),
+            counts: Vec::new(),
+            bounds: Vec::new(),
+            cont: Vec::new(),
+            dispatch_of: Vec::new(),
+            dispatches: Vec::new(),
+            rules: Vec::new(),
+            entries: Vec::new(),
+            next_rec: 0,
+            nfa_bytes: 0,
+            max_nfa_bytes: 0,
+        }
+    }
+
+    /// The entry state of rule `r`, compiling the rule first when it has not been.
+    fn enter(&mut self, r: u32) -> Result<u32> {
+        let r = r as usize;
+        match self.entries.get(r) {
+            Some(&e) if e != NONE => return Ok(e),
+            Some(_) if r != 0 => {}
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "internal: a call of rule {r}, which the automaton does not have"
+                )))
+            }
+        }
+        let x = std::mem::replace(&mut self.rules[r], Expr::empty());
+        // each rule within the limit on its own, all of them together checked in `append`
+        let (built, next_rec) =
+            super::nfa::build_with(&x, self.max_nfa_bytes, self.next_rec, true)?;
+        self.next_rec = next_rec;
+        let entry = self.append(&built.nfa, built.counts)?;
+        self.entries[r] = entry;
+        Ok(entry)
+    }
+
+    /// Add the states of a rule's NFA after the others; returns its (shifted) start.
+    fn append(&mut self, nfa: &NFA, mut counts: Vec<Option<Count>>) -> Result<u32> {
+        let base = self.len() as u32;
+        let n = nfa.states().len();
+        self.nfa_bytes = self.nfa_bytes.saturating_add(nfa.memory_usage());
+        if self.nfa_bytes > self.max_nfa_bytes {
+            return Err(Error::Budget(format!(
+                "the automaton is too large (its parts built so far hold more than {} bytes, \
+                 max_nfa_bytes); raise max_nfa_bytes",
+                self.max_nfa_bytes
+            )));
+        }
+        u32::try_from(base as usize + n)
+            .ok()
+            .filter(|&end| end < NONE)
+            .ok_or_else(|| Error::Budget("the automaton has too many states".into()))?;
+        counts.resize(n, None);
+        let cont = super::depth::returns(nfa, &counts);
+        let can = compute_can_match(nfa, &counts, &cont);
+        let (dispatch_of, dispatches) = find_dispatches(nfa, &counts);
+        let shift = |s: u32| if s == NONE { NONE } else { s + base };
+        self.extra
+            .extend(nfa.states().iter().map(|st| shifted(st, base)));
+        self.can_match.extend(can);
+        self.counts.resize(base as usize, None);
+        self.counts.extend(counts.iter().copied());
+        if counts.iter().any(|c| {
+            matches!(
+                c,
+                Some(Count::Take { .. } | Count::Enter | Count::Incr(_) | Count::Leave(_))
+            )
+        }) {
+            self.bounds.resize(base as usize, None);
+            self.bounds.extend(counted_bounds(nfa, &counts));
+        }
+        if !cont.is_empty() {
+            self.cont.resize(base as usize, NONE);
+            self.cont.extend(cont.iter().map(|&c| shift(c)));
+        }
+        if !dispatches.is_empty() {
+            let first = self.dispatches.len() as u32;
+            self.dispatch_of.resize(base as usize, NONE);
+            self.dispatch_of.extend(dispatch_of.iter().map(|&d| {
+                if d == NONE {
+                    NONE
+                } else {
+                    d + first
+                }
+            }));
+            self.dispatches
+                .extend(dispatches.into_iter().map(|(rec, pops)| {
+                    (
+                        rec,
+                        pops.into_iter().map(|(site, p)| (site, p + base)).collect(),
+                    )
+                }));
+        }
+        Ok(nfa.start_anchored().as_u32() + base)
+    }
+}
+
+/// `st` with every state id it names moved up by `base`.
+fn shifted(st: &State, base: u32) -> State {
+    use regex_automata::nfa::thompson::{DenseTransitions, SparseTransitions, Transition};
+    let up = |s: StateID| StateID::new_unchecked(s.as_usize() + base as usize);
+    let tr = |t: &Transition| Transition {
+        start: t.start,
+        end: t.end,
+        next: up(t.next),
+    };
+    match st {
+        State::ByteRange { trans } => State::ByteRange { trans: tr(trans) },
+        State::Sparse(sp) => State::Sparse(SparseTransitions {
+            transitions: sp.transitions.iter().map(tr).collect(),
+        }),
+        State::Dense(d) => State::Dense(DenseTransitions {
+            // `StateID::ZERO` is "no transition" there, and stays so
+            transitions: d
+                .transitions
+                .iter()
+                .map(|&s| if s == StateID::ZERO { s } else { up(s) })
+                .collect(),
+        }),
+        State::Look { look, next } => State::Look {
+            look: *look,
+            next: up(*next),
+        },
+        State::Union { alternates } => State::Union {
+            alternates: alternates.iter().map(|&a| up(a)).collect(),
+        },
+        State::BinaryUnion { alt1, alt2 } => State::BinaryUnion {
+            alt1: up(*alt1),
+            alt2: up(*alt2),
+        },
+        State::Capture {
+            next,
+            pattern_id,
+            group_index,
+            slot,
+        } => State::Capture {
+            next: up(*next),
+            pattern_id: *pattern_id,
+            group_index: *group_index,
+            slot: *slot,
+        },
+        State::Fail => State::Fail,
+        State::Match { pattern_id } => State::Match {
+            pattern_id: *pattern_id,
+        },
+    }
+}
+
 struct Table {
+    /// The NFA, growing as rules are entered.
+    g: Graph,
     /// `states × stride` transitions; `UNKNOWN` until computed.
     trans: Vec<u32>,
     accepting: Vec<bool>,
@@ -99,26 +353,29 @@ struct Table {
     /// With registers, the entries seen with other registers than their first (a state may be
     /// seen with several counts or stacks, rarely).
     seen_registers: FxHashSet<(u32, u64, bool)>,
-    /// The stack frames of recursive expressions (see [`super::nfa::Count::Push`]), interned;
-    /// frame 0 is the empty stack.
+    /// The stack frames of recursive expressions and rule calls (see
+    /// [`super::nfa::Count::Push`], [`super::nfa::Count::Call`]), interned; frame 0 is the
+    /// empty stack.
     frames: Vec<Frame>,
     frame_ids: FxHashMap<(u32, u32, u32), u32>,
 }
 
 impl Table {
-    /// An empty table, with closure scratch space for an NFA of `nfa_states` states (whose
-    /// subset entries carry registers when `registers`).
-    fn new(nfa_states: usize, registers: bool) -> Table {
+    /// An empty table over `g`, with closure scratch space for its NFA states.
+    fn new(g: Graph) -> Table {
+        let registers = !g.counts.is_empty();
+        let n = g.len();
         Table {
+            g,
             trans: Vec::new(),
             accepting: Vec::new(),
             sets: Vec::new(),
             ids: FxHashMap::default(),
             stack: Vec::new(),
-            seen: vec![0; nfa_states * 2],
+            seen: vec![0; n * 2],
             seen_gen: 0,
             seen_first: if registers {
-                vec![0; nfa_states * 2]
+                vec![0; n * 2]
             } else {
                 Vec::new()
             },
@@ -127,39 +384,39 @@ impl Table {
             frame_ids: FxHashMap::default(),
         }
     }
+
+    /// The entry of rule `r` (compiled first when new), with the scratch space grown to match.
+    fn enter(&mut self, r: u32) -> Result<u32> {
+        let entry = self.g.enter(r)?;
+        let n = self.g.len() * 2;
+        if self.seen.len() < n {
+            self.seen.resize(n, 0);
+            if !self.seen_first.is_empty() {
+                self.seen_first.resize(n, 0);
+            }
+        }
+        Ok(entry)
+    }
 }
 
 /// A lazily determinized DFA over bytes. Shareable across threads: the transition table sits
 /// behind a mutex and grows as states are visited.
 pub struct LazyDfa {
-    /// `None` for a DFA loaded complete from an index file: nothing is left to determinize.
-    nfa: Option<NFA>,
     /// byte → equivalence class
     classes: [u8; 256],
     /// one representative byte per class
     reps: Vec<u8>,
     stride: usize,
-    /// NFA state can still reach the match state after at least one byte was consumed.
-    can_match: Vec<bool>,
-    /// The counter instruction of each marker state (see [`super::nfa::Count`]); empty when
-    /// the automaton has no marker. Then a subset's entries are NFA states; otherwise they are
-    /// triples (NFA state, count, stack frame), flattened.
-    counts: Vec<Option<Count>>,
-    /// For each NFA state inside a counted body, that repetition's bounds (see
-    /// [`LazyDfa::representative`]); empty when the automaton has no counter.
-    bounds: Vec<Option<(u32, Option<u32>)>>,
-    /// Per `Push` marker, the state its call returns to (see [`super::depth::returns`]);
-    /// empty without calls.
-    cont: Vec<u32>,
-    /// Per NFA state, [`NONE`] or, for a union of `Pop` markers of one recursive expression
-    /// (its return dispatch), an index into `dispatches`; empty when there is none.
-    dispatch_of: Vec<u32>,
-    /// Each return dispatch: the expression's marker number and, per call site, its `Pop`
-    /// marker.
-    dispatches: Vec<Dispatch>,
+    /// Whether the automaton is split into rules: its classes are then single bytes (rules not
+    /// built yet may tell any two bytes apart), and a computed transition is stored for every
+    /// byte that the subset's states cannot tell apart from the byte asked for.
+    split: bool,
     /// At which stack depths each NFA state can still finish, when the automaton has a stack
-    /// (see [`super::depth`]).
+    /// (see [`super::depth`]); never with rules.
     depths: Option<Depths>,
+    /// Whether each subset entry carries a count and a stack frame (the automaton has marker
+    /// states, see [`super::nfa::Count`]).
+    registers: bool,
     max_states: usize,
     table: Mutex<Table>,
     start: u32,
@@ -182,7 +439,7 @@ impl LazyDfa {
     pub fn from_hir(pattern: &str, hir: &Hir, opts: &RegexOptions) -> Result<LazyDfa> {
         if super::hir::has_counter(hir) {
             let built = super::nfa::build(&Expr::Hir(hir.clone()), opts.max_nfa_bytes)?;
-            return Self::from_nfa(pattern, built.nfa, built.counts, opts);
+            return Self::from_nfa(pattern, built.nfa, built.counts, Vec::new(), 0, opts);
         }
         let nfa = thompson::Compiler::new()
             .configure(
@@ -198,7 +455,7 @@ impl LazyDfa {
                          max_nfa_bytes"
                 ))
             })?;
-        Self::from_nfa(pattern, nfa, Vec::new(), opts)
+        Self::from_nfa(pattern, nfa, Vec::new(), Vec::new(), 0, opts)
     }
 
     /// Compile an expression of the intermediate form (see [`super::expr`]): plain ones as
@@ -206,17 +463,41 @@ impl LazyDfa {
     pub(crate) fn from_expr(pattern: &str, x: &Expr, opts: &RegexOptions) -> Result<LazyDfa> {
         match x.as_hir() {
             Some(h) => Self::from_hir(pattern, h, opts),
-            None => {
-                let built = super::nfa::build(x, opts.max_nfa_bytes)?;
-                Self::from_nfa(pattern, built.nfa, built.counts, opts)
+            None => Self::from_owned(pattern, x.clone(), opts),
+        }
+    }
+
+    /// [`LazyDfa::from_expr`] of an expression it may take apart: a large one is cut into
+    /// rules compiled when first entered (see [`super::rules`]).
+    pub(crate) fn from_owned(pattern: &str, x: Expr, opts: &RegexOptions) -> Result<LazyDfa> {
+        if let Some(h) = x.as_hir() {
+            return Self::from_hir(pattern, h, opts);
+        }
+        let split = super::rules::split(x);
+        let eager = split.eager();
+        let mut rules = split.rules;
+        let root = std::mem::replace(&mut rules[0], Expr::empty());
+        let (built, next_rec) = super::nfa::build_with(&root, opts.max_nfa_bytes, 0, false)?;
+        drop(root);
+        if rules.len() == 1 {
+            rules.clear();
+        }
+        let dfa = Self::from_nfa(pattern, built.nfa, built.counts, rules, next_rec, opts)?;
+        {
+            let mut t = dfa.lock();
+            for r in eager {
+                t.enter(r)?;
             }
         }
+        Ok(dfa)
     }
 
     fn from_nfa(
         pattern: &str,
         nfa: NFA,
         counts: Vec<Option<Count>>,
+        rules: Vec<Expr>,
+        next_rec: u32,
         opts: &RegexOptions,
     ) -> Result<LazyDfa> {
         let counts = if counts.iter().any(Option::is_some) {
@@ -224,52 +505,55 @@ impl LazyDfa {
         } else {
             Vec::new()
         };
-        let bc = nfa.byte_classes();
+        let split = !rules.is_empty();
         let mut classes = [0u8; 256];
         let mut reps = Vec::new();
-        for b in 0..=255u8 {
-            let c = bc.get(b);
-            classes[b as usize] = c;
-            if c as usize == reps.len() {
+        if split {
+            for b in 0..=255u8 {
+                classes[b as usize] = b;
                 reps.push(b);
+            }
+        } else {
+            let bc = nfa.byte_classes();
+            for b in 0..=255u8 {
+                let c = bc.get(b);
+                classes[b as usize] = c;
+                if c as usize == reps.len() {
+                    reps.push(b);
+                }
             }
         }
         let stride = reps.len();
-        let cont = super::depth::returns(&nfa, &counts);
-        let can_match = compute_can_match(&nfa, &counts, &cont);
-        let (dispatch_of, dispatches) = find_dispatches(&nfa, &counts);
-        let bounds = if counts.is_empty() {
-            Vec::new()
+        let registers = !counts.is_empty();
+        let mut g = Graph::new(nfa, counts, rules, next_rec);
+        g.max_nfa_bytes = opts.max_nfa_bytes;
+        let root = g.root.as_ref().expect("just built");
+        let start_nfa = root.start_anchored().as_u32();
+        // a split automaton holds no stack bound (see `super::rules`)
+        let depths = if split {
+            None
         } else {
-            counted_bounds(&nfa, &counts)
+            Depths::compute(root, &g.counts, &g.cont)?
         };
-        let depths = Depths::compute(&nfa, &counts, &cont)?;
-        let n = nfa.states().len();
-        let mut table = Table::new(n, !counts.is_empty());
+        let mut table = Table::new(g);
         // State 0: dead (empty, non-accepting set); its row loops onto itself.
         table.sets.push(Box::new([]));
         table.accepting.push(false);
         table.trans.extend(std::iter::repeat_n(DEAD, stride));
         table.ids.insert(Box::new([]), DEAD);
         let mut dfa = LazyDfa {
-            nfa: Some(nfa),
             classes,
             reps,
             stride,
-            can_match,
-            counts,
-            bounds,
-            cont,
-            dispatch_of,
-            dispatches,
+            split,
             depths,
+            registers,
             max_states: opts.max_states.max(2),
-            table: Mutex::new(Table::new(0, false)),
+            table: Mutex::new(Table::new(Graph::loaded())),
             start: DEAD,
             pattern: pattern.to_string(),
         };
-        let start_nfa = dfa.nfa.as_ref().expect("just built").start_anchored();
-        let start = dfa.closure_intern(&mut table, &[(start_nfa.as_u32(), 0)], true)?;
+        let start = dfa.closure_intern(&mut table, &[(start_nfa, 0)], true)?;
         dfa.start = start;
         dfa.table = Mutex::new(table);
         Ok(dfa)
@@ -285,10 +569,19 @@ impl LazyDfa {
         &self.pattern
     }
 
-    /// The number of NFA states it is built from (0 when loaded complete from a file).
+    /// The number of NFA states built so far (0 when loaded complete from a file).
     #[cfg(test)]
     pub(crate) fn nfa_states(&self) -> usize {
-        self.nfa.as_ref().map_or(0, |n| n.states().len())
+        self.lock().g.len()
+    }
+
+    /// The number of rules the automaton was cut into and how many of them are compiled so
+    /// far (see [`super::rules`]).
+    #[cfg(test)]
+    pub(crate) fn rules_built(&self) -> (usize, usize) {
+        let t = self.lock();
+        let n = t.g.entries.len().saturating_sub(1);
+        (n, t.g.entries.iter().filter(|&&e| e != NONE).count())
     }
 
     /// Number of DFA states created so far.
@@ -346,16 +639,50 @@ impl LazyDfa {
     }
 
     /// The complete transition table, if every transition of every state is known (after
-    /// [`LazyDfa::determinize_all`]); `None` otherwise.
+    /// [`LazyDfa::determinize_all`]); `None` otherwise. Bytes whose transitions agree in every
+    /// state share one class.
     pub fn export(&self) -> Option<DfaParts> {
         let t = self.lock();
         if t.trans.contains(&UNKNOWN) {
             return None;
         }
+        let n = t.accepting.len();
+        // The classes of the table itself: bytes whose columns agree in every state share one
+        // (a split automaton's single-byte classes shrink back to what its states tell apart).
+        let (trans_all, stride_all) = (&t.trans, self.stride);
+        let column = |c: usize| (0..n).map(move |s| trans_all[s * stride_all + c]);
+        let mut by_hash: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
+        let mut class_of = vec![0usize; self.stride];
+        let mut firsts: Vec<usize> = Vec::new();
+        for (c, class) in class_of.iter_mut().enumerate() {
+            let h = column(c).fold(0xcbf2_9ce4_8422_2325u64, |h, x| {
+                (h ^ u64::from(x)).wrapping_mul(0x0000_0100_0000_01B3)
+            });
+            let group = by_hash.entry(h).or_default();
+            match group.iter().find(|&&k| column(firsts[k]).eq(column(c))) {
+                Some(&k) => *class = k,
+                None => {
+                    *class = firsts.len();
+                    group.push(firsts.len());
+                    firsts.push(c);
+                }
+            }
+        }
+        let mut classes = [0u8; 256];
+        for b in 0..256 {
+            classes[b] = class_of[self.classes[b] as usize] as u8;
+        }
+        let stride = firsts.len();
+        let mut trans = Vec::with_capacity(n * stride);
+        for s in 0..n {
+            for &f in &firsts {
+                trans.push(t.trans[s * self.stride + f]);
+            }
+        }
         Some(DfaParts {
-            classes: self.classes,
-            stride: self.stride,
-            trans: t.trans.clone(),
+            classes,
+            stride,
+            trans,
             accepting: t.accepting.clone(),
             start: self.start,
         })
@@ -396,20 +723,15 @@ impl LazyDfa {
             trans,
             accepting,
             sets: vec![Box::new([]); n],
-            ..Table::new(0, false)
+            ..Table::new(Graph::loaded())
         };
         Ok(LazyDfa {
-            nfa: None,
             classes,
             reps,
             stride,
-            can_match: Vec::new(),
-            cont: Vec::new(),
-            dispatch_of: Vec::new(),
-            dispatches: Vec::new(),
-            counts: Vec::new(),
-            bounds: Vec::new(),
+            split: false,
             depths: None,
+            registers: false,
             max_states: n,
             table: Mutex::new(table),
             start,
@@ -440,7 +762,7 @@ impl LazyDfa {
     /// masks agree, and a long bounded string needs one mask for its middle, not one per count.
     /// The result is a state of this automaton like any other (its transitions are exact).
     pub fn representative(&self, state: u32, k: usize) -> Result<u32> {
-        if !self.has_registers() || state == DEAD {
+        if !self.registers || state == DEAD {
             return Ok(state);
         }
         let k1 = k as u64 + 1;
@@ -457,7 +779,7 @@ impl LazyDfa {
                 continue;
             }
             let mut r = c;
-            if let Some(Some((min, max))) = self.bounds.get(s as usize) {
+            if let Some(Some((min, max))) = t.g.bounds.get(s as usize) {
                 let (c64, min64) = (u64::from(c), u64::from(*min));
                 if c64 + k1 <= min64 {
                     r = (min64 - k1) as u32;
@@ -483,17 +805,13 @@ impl LazyDfa {
         self.intern(&mut t, key, accepting)
     }
 
-    /// Whether the automaton has marker states, so that each subset entry carries a count and a
-    /// stack frame (see [`super::nfa::Count`]).
-    fn has_registers(&self) -> bool {
-        !self.counts.is_empty()
-    }
-
     /// Epsilon closure of `seeds` (NFA state, registers: count and stack frame), pruned to states that can still reach a
     /// match; interned. Counter markers apply their instruction to the count on the way.
     fn closure_intern(&self, t: &mut Table, seeds: &[(u32, u64)], at_start: bool) -> Result<u32> {
-        let nfa = self.nfa()?;
-        let registers = self.has_registers();
+        if t.g.root.is_none() {
+            return Err(complete_without_nfa());
+        }
+        let registers = self.registers;
         if registers && !t.seen_registers.is_empty() {
             t.seen_registers.clear();
         }
@@ -522,19 +840,18 @@ impl LazyDfa {
             {
                 continue;
             }
-            let sid = thompson_id(s);
-            match nfa.state(sid) {
+            match t.g.state(s) {
                 State::ByteRange { .. } | State::Sparse(_) | State::Dense(_) => {
-                    if !past_end && self.can_match[s as usize] && self.finishes(t, s, c) {
+                    if !past_end && t.g.can_match[s as usize] && self.finishes(t, s, c) {
                         set.push((s, c));
                     }
                 }
                 State::Match { .. } => accepting = true,
                 State::Fail => {}
-                State::Union { alternates } => match self.dispatch_of.get(s as usize) {
+                State::Union { alternates } => match t.g.dispatch_of.get(s as usize) {
                     // a return dispatch: only the `Pop` of the top frame's site passes
                     Some(&k) if k != NONE => {
-                        let (rec, pops) = &self.dispatches[k as usize];
+                        let (rec, pops) = &t.g.dispatches[k as usize];
                         let top = t.frames[frame(c) as usize];
                         if frame(c) != 0 && top.rec == *rec {
                             if let Some(&pop) = pops.get(&top.site) {
@@ -553,47 +870,18 @@ impl LazyDfa {
                     t.stack.push((alt1.as_u32(), c, past_end));
                 }
                 State::Capture { next, .. } => t.stack.push((next.as_u32(), c, past_end)),
-                State::Look { look, next } => match *look {
-                    Look::Start if at_start => t.stack.push((next.as_u32(), c, past_end)),
-                    Look::End => t.stack.push((next.as_u32(), c, true)),
-                    MARKER if registers => {
-                        let next = next.as_u32();
-                        match self.counts[s as usize] {
-                            Some(Count::Enter) => t.stack.push((next, with_count(c, 0), past_end)),
-                            Some(Count::Take { max, .. }) if max.is_none_or(|m| count(c) < m) => {
-                                t.stack.push((next, c, past_end))
-                            }
-                            Some(Count::Incr(cap)) => {
-                                let n = count(c).saturating_add(1).min(cap);
-                                t.stack.push((next, with_count(c, n), past_end))
-                            }
-                            Some(Count::Leave(min)) if count(c) >= min => {
-                                t.stack.push((next, with_count(c, 0), past_end))
-                            }
-                            Some(Count::Push { rec, site }) if self.may_call(t, s, c) => {
-                                let f = push_frame(t, frame(c), rec, site)?;
-                                t.stack.push((next, with_frame(c, f), past_end))
-                            }
-                            Some(Count::Pop { rec, site }) => {
-                                let top = t.frames[frame(c) as usize];
-                                if frame(c) != 0 && top.rec == rec && top.site == site {
-                                    t.stack.push((next, with_frame(c, top.parent), past_end))
-                                }
-                            }
-                            Some(Count::RunBelow(n)) if t.frames[frame(c) as usize].run < n => {
-                                t.stack.push((next, c, past_end))
-                            }
-                            Some(Count::StackBelow(n)) if t.frames[frame(c) as usize].depth < n => {
-                                t.stack.push((next, c, past_end))
-                            }
-                            _ => {}
-                        }
+                &State::Look { look, next } => {
+                    let next = next.as_u32();
+                    match look {
+                        Look::Start if at_start => t.stack.push((next, c, past_end)),
+                        Look::End => t.stack.push((next, c, true)),
+                        MARKER if registers => self.apply_marker(t, s, next, c, past_end)?,
+                        // `\A` away from the start is never satisfied. Other assertions are
+                        // rejected by `parse`; an NFA built some other way with them is
+                        // treated as never satisfied, which only ever removes strings.
+                        _ => {}
                     }
-                    // `\A` away from the start is never satisfied. Other assertions are
-                    // rejected by `parse`; an NFA built some other way with them is treated as
-                    // never satisfied, which only ever removes strings.
-                    _ => {}
-                },
+                }
             }
         }
         set.sort_unstable();
@@ -615,6 +903,49 @@ impl LazyDfa {
             }
         }
         self.intern(t, key, accepting)
+    }
+
+    /// In a closure, marker state `s` (followed by `next`) reached with registers `c`: push
+    /// what it leads to, if anything.
+    fn apply_marker(&self, t: &mut Table, s: u32, next: u32, c: u64, past_end: bool) -> Result<()> {
+        let top = t.frames[frame(c) as usize];
+        match t.g.counts[s as usize] {
+            Some(Count::Enter) => t.stack.push((next, with_count(c, 0), past_end)),
+            Some(Count::Take { max, .. }) if max.is_none_or(|m| count(c) < m) => {
+                t.stack.push((next, c, past_end))
+            }
+            Some(Count::Incr(cap)) => {
+                let n = count(c).saturating_add(1).min(cap);
+                t.stack.push((next, with_count(c, n), past_end))
+            }
+            Some(Count::Leave(min)) if count(c) >= min => {
+                t.stack.push((next, with_count(c, 0), past_end))
+            }
+            Some(Count::Push { rec, site }) if self.may_call(t, s, c) => {
+                let f = push_frame(t, frame(c), rec, site)?;
+                t.stack.push((next, with_frame(c, f), past_end))
+            }
+            Some(Count::Pop { rec, site })
+                if frame(c) != 0 && top.rec == rec && top.site == site =>
+            {
+                t.stack.push((next, with_frame(c, top.parent), past_end))
+            }
+            Some(Count::RunBelow(n)) if top.run < n => t.stack.push((next, c, past_end)),
+            Some(Count::StackBelow(n)) if top.depth < n => t.stack.push((next, c, past_end)),
+            // a rule's language is never empty (see `super::rules`), so the call can finish
+            // when its return point can (`can_match` of the marker says so)
+            Some(Count::Call(r)) if t.g.can_match[s as usize] && top.depth < MAX_FRAMES => {
+                let entry = t.enter(r)?;
+                let f = push_frame(t, frame(c), RULE_CALL, s)?;
+                t.stack.push((entry, with_frame(c, f), past_end))
+            }
+            Some(Count::Return) if frame(c) != 0 && top.rec == RULE_CALL => {
+                let back = t.g.marker_next(top.site);
+                t.stack.push((back, with_frame(c, top.parent), past_end))
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// Whether NFA state `s`, with registers `c`, can still finish its body at its stack depth
@@ -650,14 +981,14 @@ impl LazyDfa {
         }
         // the callee's body and the return point can each be finished (the graph's answer,
         // which treats a body's end as finished: see `compute_can_match`)
-        if !self.can_match[s as usize] {
+        if !t.g.can_match[s as usize] {
             return false;
         }
         let Some(d) = &self.depths else {
             return true;
         };
         let depth = i64::from(depth);
-        let ret = self.cont.get(s as usize).copied().unwrap_or(NONE);
+        let ret = t.g.cont.get(s as usize).copied().unwrap_or(NONE);
         depth <= d.best[s as usize] && (ret == NONE || self.within(d, ret, c, depth))
     }
 
@@ -667,7 +998,8 @@ impl LazyDfa {
             return Ok(id);
         }
         if t.sets.len() >= self.max_states {
-            let why = if self
+            let why = if t
+                .g
                 .counts
                 .iter()
                 .any(|c| matches!(c, Some(Count::Push { .. })))
@@ -695,28 +1027,27 @@ impl LazyDfa {
         Ok(id)
     }
 
-    fn nfa(&self) -> Result<&NFA> {
-        self.nfa.as_ref().ok_or_else(|| {
-            Error::InvalidArgument(
-                "this automaton was loaded complete from an index file and has no transition \
-                 for the requested state; the file is inconsistent"
-                    .into(),
-            )
-        })
-    }
-
     fn compute_next(&self, t: &mut Table, state: u32, class: usize) -> Result<u32> {
-        let nfa = self.nfa()?;
+        if t.g.root.is_none() {
+            return Err(complete_without_nfa());
+        }
         let b = self.reps[class];
         let set = t.sets[state as usize].clone();
-        let width = 1 + 2 * self.has_registers() as usize;
+        let width = 1 + 2 * self.registers as usize;
         let mut seeds: Vec<(u32, u64)> = Vec::new();
+        // with single-byte classes: the bytes around `b` that every state of the subset treats
+        // as it treats `b` (they get the same transition)
+        let (mut lo, mut hi) = (0u8, 255u8);
         for e in set.chunks_exact(width) {
             let (s, c) = (e[0], if width == 3 { register(e[1], e[2]) } else { 0 });
             if s == ACCEPT_MARK {
                 continue;
             }
-            let next = match nfa.state(thompson_id(s)) {
+            let st = t.g.state(s);
+            if self.split {
+                same_around(st, b, &mut lo, &mut hi);
+            }
+            let next = match st {
                 State::ByteRange { trans } if trans.matches_byte(b) => Some(trans.next),
                 State::Sparse(sp) => sp.matches_byte(b),
                 State::Dense(d) => d.matches_byte(b),
@@ -731,13 +1062,60 @@ impl LazyDfa {
         } else {
             self.closure_intern(t, &seeds, false)?
         };
-        t.trans[state as usize * self.stride + class] = next;
+        let row = state as usize * self.stride;
+        if self.split {
+            t.trans[row + lo as usize..=row + hi as usize].fill(next);
+        } else {
+            t.trans[row + class] = next;
+        }
         Ok(next)
     }
 }
 
-/// A return dispatch: the recursive expression's marker number and, per call site, its `Pop`
-/// marker state.
+/// Narrows `lo..=hi` (which holds `b`) to the bytes that NFA state `st` treats as it treats `b`
+/// (the same transition, or none).
+fn same_around(st: &State, b: u8, lo: &mut u8, hi: &mut u8) {
+    let mut range = |start: u8, end: u8| {
+        if b < start {
+            *hi = (*hi).min(start - 1);
+        } else if b > end {
+            *lo = (*lo).max(end + 1);
+        } else {
+            *lo = (*lo).max(start);
+            *hi = (*hi).min(end);
+        }
+    };
+    match st {
+        State::ByteRange { trans } => range(trans.start, trans.end),
+        State::Sparse(sp) => {
+            for t in sp.transitions.iter() {
+                range(t.start, t.end);
+            }
+        }
+        State::Dense(d) => {
+            let at = d.transitions[b as usize];
+            let (mut a, mut z) = (b, b);
+            while a > *lo && d.transitions[a as usize - 1] == at {
+                a -= 1;
+            }
+            while z < *hi && d.transitions[z as usize + 1] == at {
+                z += 1;
+            }
+            *lo = a;
+            *hi = z;
+        }
+        _ => {}
+    }
+}
+
+fn complete_without_nfa() -> Error {
+    Error::InvalidArgument(
+        "this automaton was loaded complete from an index file and has no transition for the \
+         requested state; the file is inconsistent"
+            .into(),
+    )
+}
+
 type Dispatch = (u32, FxHashMap<u32, u32>);
 
 /// A subset entry's registers: the count (low half) and the stack's top frame (high half).
@@ -867,7 +1245,10 @@ fn compute_can_match(nfa: &NFA, counts: &[Option<Count>], cont: &[u32]) -> Vec<b
             // leave (see `super::nfa::Count`).
             State::Look { look: MARKER, next } => match counts.get(i).copied().flatten() {
                 Some(Count::Push { .. }) => calls.push((from, next.as_u32(), cont[i])),
-                Some(Count::Pop { .. }) => ends.push(from),
+                Some(Count::Pop { .. } | Count::Return) => ends.push(from),
+                // a rule's language is never empty (see `super::rules`): the call can finish
+                // when its return point can
+                Some(Count::Call(_)) => add(*next, true, true),
                 _ => add(*next, true, true),
             },
             State::Look {

@@ -74,6 +74,10 @@ pub(crate) enum Expr {
     /// The empty string, allowed only while fewer than this many recursive calls are open in
     /// all: the safety bound of a recursion's depth.
     StackBelow(u32),
+    /// The whole language of rule `id` of the automaton's rule table, compiled into its own
+    /// part of the NFA when first entered (see [`super::rules`]). Only the lazy DFA's rule
+    /// table holds these; its language is never empty.
+    Rule(u32),
 }
 
 /// The names of an [`Expr::NamesExcluded`], each ASCII.
@@ -153,7 +157,8 @@ impl Expr {
             | Expr::Part(_)
             | Expr::Recur(_)
             | Expr::DepthBelow(_)
-            | Expr::StackBelow(_) => {}
+            | Expr::StackBelow(_)
+            | Expr::Rule(_) => {}
             Expr::Recursive { body, .. } => f(body),
         }
     }
@@ -177,7 +182,11 @@ impl Expr {
                 let k = u64::from(max.unwrap_or(*min).max(1));
                 k.saturating_mul(sub.weight()).saturating_add(1)
             }
-            Expr::Jump | Expr::Recur(_) | Expr::DepthBelow(_) | Expr::StackBelow(_) => 1,
+            Expr::Jump
+            | Expr::Recur(_)
+            | Expr::DepthBelow(_)
+            | Expr::StackBelow(_)
+            | Expr::Rule(_) => 1,
             Expr::NamesExcluded(n) => n.weight,
             Expr::CharDfa(d) => d.weight,
             Expr::Part(p) => p.weight(),
@@ -202,7 +211,8 @@ impl Expr {
             | Expr::NamesExcluded(_)
             | Expr::Recur(_)
             | Expr::DepthBelow(_)
-            | Expr::StackBelow(_) => false,
+            | Expr::StackBelow(_)
+            | Expr::Rule(_) => false,
         }
     }
 
@@ -213,7 +223,8 @@ impl Expr {
         match self {
             Expr::Hir(h) => hir::has_counter(h),
             Expr::Repeat { sub, min, max } if counts(sub, *min, *max) => true,
-            Expr::Jump | Expr::Recur(_) => true,
+            // a rule is never entered from a counted body (see `super::rules`)
+            Expr::Jump | Expr::Recur(_) | Expr::Rule(_) => true,
             Expr::Part(p) => p.counted(),
             _ => {
                 let mut any = false;
@@ -435,4 +446,143 @@ fn non_ascii_chars(lo: u32, hi: u32) -> u64 {
     let all = u64::from(hi) + 1 - u64::from(lo);
     let (a, b) = (lo.max(0xD800), hi.min(0xDFFF));
     all - if a <= b { u64::from(b - a) + 1 } else { 0 }
+}
+
+impl Expr {
+    /// A hash of the expression's structure: equal for [`Expr::same_as`] expressions (shared
+    /// parts by identity, everything else by content).
+    pub(crate) fn structure_hash(&self) -> u64 {
+        let mut h = rustc_hash::FxHasher::default();
+        self.hash_into(&mut h);
+        std::hash::Hasher::finish(&h)
+    }
+
+    fn hash_into(&self, h: &mut rustc_hash::FxHasher) {
+        use std::hash::Hash;
+        std::mem::discriminant(self).hash(h);
+        match self {
+            Expr::Hir(x) => hash_hir(x, h),
+            Expr::Repeat { min, max, .. } => (min, max).hash(h),
+            Expr::Members { items, tail, .. } => {
+                items.iter().for_each(|(_, r)| r.hash(h));
+                tail.is_some().hash(h);
+            }
+            Expr::NamesExcluded(n) => n.names.hash(h),
+            Expr::CharDfa(d) => {
+                d.start.hash(h);
+                for s in &d.states {
+                    (s.accept, s.rest, &s.ascii).hash(h);
+                }
+            }
+            Expr::Part(p) => (Arc::as_ptr(p) as usize).hash(h),
+            Expr::Recursive { id, .. } => id.hash(h),
+            Expr::Recur(n) | Expr::DepthBelow(n) | Expr::StackBelow(n) | Expr::Rule(n) => n.hash(h),
+            Expr::Concat(xs) | Expr::Alt(xs) => xs.len().hash(h),
+            Expr::List { .. } | Expr::WithTail { .. } | Expr::Jump => {}
+        }
+        self.for_each_child(&mut |x| x.hash_into(h));
+    }
+
+    /// Whether the two expressions are built the same way (and so have one language): shared
+    /// parts are the same part, everything else equal in content.
+    pub(crate) fn same_as(&self, other: &Expr) -> bool {
+        let all = |a: &[Expr], b: &[Expr]| {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same_as(y))
+        };
+        match (self, other) {
+            (Expr::Hir(a), Expr::Hir(b)) => a == b,
+            (Expr::Concat(a), Expr::Concat(b)) | (Expr::Alt(a), Expr::Alt(b)) => all(a, b),
+            (
+                Expr::Repeat { sub, min, max },
+                Expr::Repeat {
+                    sub: s2,
+                    min: m2,
+                    max: x2,
+                },
+            ) => min == m2 && max == x2 && sub.same_as(s2),
+            (Expr::List { item, sep }, Expr::List { item: i2, sep: s2 }) => {
+                item.same_as(i2) && sep.same_as(s2)
+            }
+            (
+                Expr::Members { items, sep, tail },
+                Expr::Members {
+                    items: i2,
+                    sep: s2,
+                    tail: t2,
+                },
+            ) => {
+                items.len() == i2.len()
+                    && items
+                        .iter()
+                        .zip(i2)
+                        .all(|((x, r), (y, q))| r == q && x.same_as(y))
+                    && sep.same_as(s2)
+                    && match (tail, t2) {
+                        (Some(a), Some(b)) => a.same_as(b),
+                        (None, None) => true,
+                        _ => false,
+                    }
+            }
+            (Expr::WithTail { body, tail }, Expr::WithTail { body: b2, tail: t2 }) => {
+                body.same_as(b2) && tail.same_as(t2)
+            }
+            (Expr::Jump, Expr::Jump) => true,
+            (Expr::NamesExcluded(a), Expr::NamesExcluded(b)) => a.names == b.names,
+            (Expr::CharDfa(a), Expr::CharDfa(b)) => {
+                a.start == b.start
+                    && a.states.len() == b.states.len()
+                    && a.states.iter().zip(&b.states).all(|(x, y)| {
+                        x.accept == y.accept && x.rest == y.rest && x.ascii == y.ascii
+                    })
+            }
+            (Expr::Part(a), Expr::Part(b)) => Arc::ptr_eq(a, b),
+            (Expr::Recursive { id, body }, Expr::Recursive { id: i2, body: b2 }) => {
+                id == i2 && body.same_as(b2)
+            }
+            (Expr::Recur(a), Expr::Recur(b))
+            | (Expr::DepthBelow(a), Expr::DepthBelow(b))
+            | (Expr::StackBelow(a), Expr::StackBelow(b))
+            | (Expr::Rule(a), Expr::Rule(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+/// Hashes the structure of a HIR (what `Hir`'s equality compares).
+fn hash_hir(x: &Hir, h: &mut rustc_hash::FxHasher) {
+    use regex_syntax::hir::{Class, HirKind};
+    use std::hash::Hash;
+    match x.kind() {
+        HirKind::Empty => 0u8.hash(h),
+        HirKind::Literal(l) => (1u8, &l.0).hash(h),
+        HirKind::Class(Class::Unicode(c)) => {
+            2u8.hash(h);
+            for r in c.ranges() {
+                (r.start(), r.end()).hash(h);
+            }
+        }
+        HirKind::Class(Class::Bytes(c)) => {
+            3u8.hash(h);
+            for r in c.ranges() {
+                (r.start(), r.end()).hash(h);
+            }
+        }
+        HirKind::Look(l) => (4u8, l.as_repr()).hash(h),
+        HirKind::Repetition(r) => {
+            (5u8, r.min, r.max, r.greedy).hash(h);
+            hash_hir(&r.sub, h);
+        }
+        HirKind::Capture(c) => {
+            (6u8, c.index).hash(h);
+            hash_hir(&c.sub, h);
+        }
+        HirKind::Concat(xs) | HirKind::Alternation(xs) => {
+            (
+                7u8 + matches!(x.kind(), HirKind::Alternation(_)) as u8,
+                xs.len(),
+            )
+                .hash(h);
+            xs.iter().for_each(|x| hash_hir(x, h));
+        }
+    }
 }

@@ -8,6 +8,7 @@
 //! * `expr` — the typed intermediate form the front ends hand over: HIR leaves plus the
 //!   constructs a HIR cannot share (separated lists, member sequences, shared tails, excluded
 //!   names, character DFAs, parts compiled once per process).
+//! * `rules` — a large expression cut into a root and rules compiled when first entered.
 //! * `nfa` — intermediate form → Thompson NFA, one copy of each part of those constructs.
 //! * [`dfa`] — the lazy DFA every grammar runs on, with stable state ids.
 //!
@@ -22,6 +23,7 @@ pub mod dfa;
 pub(crate) mod expr;
 pub(crate) mod hir;
 pub(crate) mod nfa;
+pub(crate) mod rules;
 pub(crate) mod spell;
 pub(crate) mod strlang;
 

@@ -92,6 +92,8 @@ pub(crate) struct Part {
     counted: bool,
     /// Whether every string of the part's language is non-empty.
     nonempty: bool,
+    /// Whether some string is surely in the part's language.
+    inhabited: bool,
 }
 
 impl Part {
@@ -106,6 +108,10 @@ impl Part {
 
     pub(crate) fn nonempty(&self) -> bool {
         self.nonempty
+    }
+
+    pub(crate) fn inhabited(&self) -> bool {
+        self.inhabited
     }
 }
 
@@ -139,6 +145,12 @@ pub(crate) enum Count {
     RunBelow(u32),
     /// Allowed only while the stack holds fewer than this many frames in all.
     StackBelow(u32),
+    /// A call of rule `r` (see [`super::rules`]): push a frame naming this marker and continue
+    /// at the rule's entry, compiling the rule first when it is entered for the first time.
+    /// The marker's own next state is where the call returns.
+    Call(u32),
+    /// The end of a rule: pop the call frame on top and continue after its `Call` marker.
+    Return,
 }
 
 /// The look-around kind the builder gives marker states. [`crate::regex::parse`] refuses it and
@@ -207,6 +219,7 @@ pub(crate) fn share(key: &str, e: Expr) -> Result<Expr> {
         },
         counted,
         nonempty: e.surely_nonempty(),
+        inhabited: super::rules::inhabited(&e),
     });
     let p = parts()
         .lock()
@@ -1096,12 +1109,30 @@ impl Compiler {
                 let guard = self.mark(Count::StackBelow(*n), e)?;
                 Ok((guard, e))
             }
+            Expr::Rule(id) => {
+                let ret = self.empty()?;
+                let call = self.mark(Count::Call(*id), ret)?;
+                Ok((call, ret))
+            }
         }
     }
 }
 
 /// Compile `x` into an anchored NFA.
 pub(crate) fn build(x: &Expr, max_nfa_bytes: usize) -> Result<Built> {
+    build_with(x, max_nfa_bytes, 0, false).map(|(b, _)| b)
+}
+
+/// Compile `x` into an anchored NFA, numbering its recursive expressions from `first_rec` on;
+/// returns it and the next free number. A `rule` (see [`super::rules`]) ends in a
+/// [`Count::Return`] marker (then the match state, which the lazy DFA never reaches through
+/// it): its end returns to the caller.
+pub(crate) fn build_with(
+    x: &Expr,
+    max_nfa_bytes: usize,
+    first_rec: u32,
+    rule: bool,
+) -> Result<(Built, u32)> {
     let mut c = Compiler {
         b: Builder::new(),
         log: None,
@@ -1109,7 +1140,7 @@ pub(crate) fn build(x: &Expr, max_nfa_bytes: usize) -> Result<Built> {
         every: Default::default(),
         marks: Vec::new(),
         recs: Vec::new(),
-        next_rec: 0,
+        next_rec: first_rec,
         last_rec: None,
         called: FxHashMap::default(),
         in_counted: 0,
@@ -1118,7 +1149,8 @@ pub(crate) fn build(x: &Expr, max_nfa_bytes: usize) -> Result<Built> {
     c.b.start_pattern().map_err(budget)?;
     let (start, end) = c.e(x)?;
     let m = c.b.add_match().map_err(budget)?;
-    c.patch(end, m)?;
+    let end_to = if rule { c.mark(Count::Return, m)? } else { m };
+    c.patch(end, end_to)?;
     c.b.finish_pattern(start).map_err(budget)?;
     let nfa = c.b.build(start, start).map_err(budget)?;
     // The builder keeps every look-around state and their order (it only drops empty states),
@@ -1133,7 +1165,7 @@ pub(crate) fn build(x: &Expr, max_nfa_bytes: usize) -> Result<Built> {
     if marks.next().is_some() {
         return Err(lost_marker());
     }
-    Ok(Built { nfa, counts })
+    Ok((Built { nfa, counts }, c.next_rec))
 }
 
 fn lost_marker() -> Error {

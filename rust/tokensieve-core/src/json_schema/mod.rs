@@ -95,6 +95,15 @@ impl CompiledSchema {
     ) -> Result<crate::automata::dfa::LazyDfa> {
         crate::automata::dfa::LazyDfa::from_expr(label, &self.expr, opts)
     }
+
+    /// [`CompiledSchema::dfa`], taking the expression apart instead of copying it.
+    pub fn into_dfa(
+        self,
+        label: &str,
+        opts: &crate::automata::dfa::RegexOptions,
+    ) -> Result<crate::automata::dfa::LazyDfa> {
+        crate::automata::dfa::LazyDfa::from_owned(label, self.expr, opts)
+    }
 }
 
 /// Compile `schema` into the language of its JSON texts.

@@ -2,5 +2,6 @@
 
 mod counters;
 mod recursion;
+mod rules;
 mod shared_parts;
 mod stack;

@@ -1,0 +1,425 @@
+//! Rules: the parts of an expression compiled into the automaton only when first entered.
+//!
+//! [`split`] cuts a large expression (a JSON Schema's) into a root and a table of rules: each
+//! cut sub-expression is moved into the table and replaced by an [`Expr::Rule`] leaf. The NFA
+//! builder compiles a rule leaf into a `Call` marker (see [`super::nfa::Count::Call`]), and the
+//! lazy DFA compiles the rule's own NFA the first time its closure reaches that marker, then
+//! enters it with a stack frame naming the call, and returns through the rule's `Return` marker
+//! to the call's continuation (see [`super::dfa`]). A first mask then costs the root's
+//! automaton, not the whole schema's; the members of an object are built when a key leads
+//! into them.
+//!
+//! The language is exactly the one of the expression uncut. Three rules keep it so:
+//! - a cut sub-expression is *self-contained*: it holds no jump to a shared tail outside it,
+//!   no recursive call, nesting guard or stack bound, and no look-around (what those mean
+//!   depends on where they are built);
+//! - nothing inside a counted repetition's body is cut (a count travels through the body's
+//!   states, and a rule leaf keeps its repetition from being counted, see
+//!   [`super::expr::counts`]);
+//! - a cut sub-expression's language is surely not empty ([`Info::inhabited`]), so a call
+//!   can be taken to be finishable without building its rule: liveness (every DFA state can
+//!   still reach acceptance) needs no look ahead into rules not yet built.
+//!
+//! An expression holding a stack bound (recursive `$ref`s through the stack) is not cut at
+//! all: its liveness fixpoint (`super::depth`) needs the whole automaton.
+
+use super::expr::{self, Expr};
+use super::hir;
+
+/// Size (the residual [`Expr::weight`], after the rules inside were cut) from which a
+/// sub-expression becomes a rule of its own. Smaller parts stay inline, where one DFA is
+/// fastest.
+pub(crate) const MIN_RULE_WEIGHT: u64 = 256;
+
+/// A rule whose own size is at least this is compiled with the root, not on first entry: such
+/// a part cannot be cut further (a large pattern or format with length bounds, a long list of
+/// values), and building it up front keeps its budget errors at compile time, where building
+/// the whole automaton reported them.
+pub(crate) const EAGER_RULE_WEIGHT: u64 = 100_000;
+
+/// When the rules together are at least this large, every rule is compiled with the root:
+/// their NFAs share one `max_nfa_bytes` budget, and what exceeds it is then reported at
+/// compile time too.
+pub(crate) const EAGER_TOTAL_WEIGHT: u64 = 500_000;
+
+/// An expression cut into rules: `rules[0]` is the root, every other entry a rule that an
+/// [`Expr::Rule`] leaf of some entry names.
+pub(crate) struct Split {
+    pub rules: Vec<Expr>,
+    /// Each rule's own [`Expr::weight`] (the rules cut from it counted as one).
+    pub weights: Vec<u64>,
+}
+
+impl Split {
+    /// The rules to compile with the root (see [`EAGER_RULE_WEIGHT`], [`EAGER_TOTAL_WEIGHT`]).
+    pub(crate) fn eager(&self) -> Vec<u32> {
+        let total = self.weights.iter().fold(0u64, |a, &w| a.saturating_add(w));
+        (1..self.rules.len() as u32)
+            .filter(|&r| {
+                total >= EAGER_TOTAL_WEIGHT || self.weights[r as usize] >= EAGER_RULE_WEIGHT
+            })
+            .collect()
+    }
+}
+
+/// What the cutting needs to know of a sub-expression.
+#[derive(Clone, Copy)]
+struct Info {
+    /// [`Expr::weight`], with the rules cut below counted as one.
+    weight: u64,
+    /// Some string is surely in the language (`false` when not known).
+    inhabited: bool,
+    /// Holds a jump whose shared tail is outside it.
+    free_jump: bool,
+    /// Holds a recursive expression or call, a nesting guard, a stack bound or a look-around.
+    pinned: bool,
+}
+
+impl Info {
+    fn leaf(weight: u64, inhabited: bool) -> Info {
+        Info {
+            weight,
+            inhabited,
+            free_jump: false,
+            pinned: false,
+        }
+    }
+
+    fn pinned(weight: u64, inhabited: bool) -> Info {
+        Info {
+            pinned: true,
+            ..Info::leaf(weight, inhabited)
+        }
+    }
+
+    /// The info of a node made of `parts` (all required for `inhabited` when `all`, one
+    /// otherwise).
+    fn of(parts: &[Info], all: bool) -> Info {
+        let mut out = Info::leaf(1, all);
+        for p in parts {
+            out.weight = out.weight.saturating_add(p.weight);
+            out.inhabited = if all {
+                out.inhabited && p.inhabited
+            } else {
+                out.inhabited || p.inhabited
+            };
+            out.free_jump |= p.free_jump;
+            out.pinned |= p.pinned;
+        }
+        out
+    }
+}
+
+/// Where a node is.
+#[derive(Clone, Copy)]
+struct Ctx {
+    /// Inside a counted repetition's body, or not cutting at all.
+    frozen: bool,
+    /// Whether the tail a jump here continues with is surely inhabited.
+    jump_inhabited: bool,
+}
+
+struct Cutter {
+    rules: Vec<Expr>,
+    weights: Vec<u64>,
+    min_weight: u64,
+    /// The rules cut so far by [`Expr::structure_hash`].
+    by_hash: rustc_hash::FxHashMap<u64, Vec<u32>>,
+}
+
+/// Cut `root` into rules (see the module docs); `Split { rules: vec![root] }` when nothing is
+/// worth cutting or the expression may not be cut.
+pub(crate) fn split(mut root: Expr) -> Split {
+    let mut c = Cutter {
+        rules: vec![Expr::empty()],
+        weights: vec![0],
+        min_weight: min_weight(),
+        by_hash: Default::default(),
+    };
+    if cuttable(&root) && c.min_weight < u64::MAX {
+        let ctx = Ctx {
+            frozen: false,
+            jump_inhabited: false,
+        };
+        c.weights[0] = c.children(&mut root, ctx).weight;
+    }
+    c.rules[0] = root;
+    Split {
+        rules: c.rules,
+        weights: c.weights,
+    }
+}
+
+/// Whether sub-expressions of `x` may be cut at all: not when it holds a stack bound.
+fn cuttable(x: &Expr) -> bool {
+    match x {
+        Expr::StackBelow(_) => false,
+        Expr::Hir(_)
+        | Expr::Jump
+        | Expr::NamesExcluded(_)
+        | Expr::CharDfa(_)
+        | Expr::Part(_)
+        | Expr::Recur(_)
+        | Expr::DepthBelow(_)
+        | Expr::Rule(_) => true,
+        Expr::Concat(xs) | Expr::Alt(xs) => xs.iter().all(cuttable),
+        Expr::Repeat { sub, .. } => cuttable(sub),
+        Expr::List { item, sep } => cuttable(item) && cuttable(sep),
+        Expr::Members { items, sep, tail } => {
+            items.iter().all(|(x, _)| cuttable(x))
+                && cuttable(sep)
+                && tail.as_deref().is_none_or(cuttable)
+        }
+        Expr::WithTail { body, tail } => cuttable(body) && cuttable(tail),
+        Expr::Recursive { body, .. } => cuttable(body),
+    }
+}
+
+/// Whether some string is surely in the language of `x` (`false` when not known).
+pub(crate) fn inhabited(x: &Expr) -> bool {
+    let mut c = Cutter {
+        rules: Vec::new(),
+        weights: Vec::new(),
+        min_weight: u64::MAX,
+        by_hash: Default::default(),
+    };
+    let mut x = x.clone();
+    c.visit(
+        &mut x,
+        Ctx {
+            frozen: true,
+            jump_inhabited: false,
+        },
+    )
+    .inhabited
+}
+
+impl Cutter {
+    /// Visits `x`'s children (cutting where worth it), then returns `x`'s info; `x` itself is
+    /// replaced by a rule leaf when it qualifies.
+    fn visit(&mut self, x: &mut Expr, ctx: Ctx) -> Info {
+        let info = self.children(x, ctx);
+        if !ctx.frozen
+            && !info.free_jump
+            && !info.pinned
+            && info.inhabited
+            && info.weight >= self.min_weight
+        {
+            // a rule built the same way as one cut before is that rule (a `$ref` target or a
+            // format used in several places is compiled once)
+            let h = x.structure_hash();
+            let same = self.by_hash.get(&h).and_then(|ids| {
+                ids.iter()
+                    .copied()
+                    .find(|&id| self.rules[id as usize].same_as(x))
+            });
+            let id = match same {
+                Some(id) => id,
+                None => {
+                    let id = self.rules.len() as u32;
+                    self.by_hash.entry(h).or_default().push(id);
+                    self.rules.push(Expr::empty());
+                    self.weights.push(info.weight);
+                    id
+                }
+            };
+            let body = std::mem::replace(x, Expr::Rule(id));
+            if same.is_none() {
+                self.rules[id as usize] = body;
+            }
+            return Info::leaf(1, true);
+        }
+        info
+    }
+
+    /// Visits `x`'s children (cutting where worth it) and returns `x`'s info.
+    fn children(&mut self, x: &mut Expr, ctx: Ctx) -> Info {
+        match x {
+            Expr::Hir(h) if !ctx.frozen && self.min_weight < u64::MAX => {
+                // A large plain concatenation or alternation (an object member with its key, a
+                // format) is opened into expression nodes, so that its large parts can be cut
+                // and its small ones (a key) stay where they decide the way on.
+                let w = hir::weight(h);
+                if w >= self.min_weight && openable(h) {
+                    let Expr::Hir(h) = std::mem::replace(x, Expr::empty()) else {
+                        unreachable!("matched above")
+                    };
+                    *x = open(h);
+                    self.children(x, ctx)
+                } else {
+                    let p = h.properties();
+                    Info {
+                        pinned: !p.look_set().is_empty(),
+                        ..Info::leaf(w, p.minimum_len().is_some())
+                    }
+                }
+            }
+            Expr::Hir(h) => {
+                let p = h.properties();
+                Info {
+                    pinned: !p.look_set().is_empty(),
+                    ..Info::leaf(hir::weight(h), p.minimum_len().is_some())
+                }
+            }
+            Expr::Concat(xs) => {
+                let parts: Vec<Info> = xs.iter_mut().map(|x| self.visit(x, ctx)).collect();
+                Info::of(&parts, true)
+            }
+            Expr::Alt(xs) => {
+                let parts: Vec<Info> = xs.iter_mut().map(|x| self.visit(x, ctx)).collect();
+                Info::of(&parts, false)
+            }
+            Expr::Repeat { sub, min, max } => {
+                let (min, max) = (*min, *max);
+                let counted = expr::counts(sub, min, max);
+                let inner = Ctx {
+                    frozen: ctx.frozen || counted,
+                    ..ctx
+                };
+                let s = self.visit(sub, inner);
+                let weight = if counted {
+                    s.weight.saturating_add(hir::COUNTER_WEIGHT)
+                } else {
+                    let k = u64::from(max.unwrap_or(min).max(1));
+                    k.saturating_mul(s.weight).saturating_add(1)
+                };
+                Info {
+                    weight,
+                    inhabited: min == 0 || s.inhabited,
+                    ..s
+                }
+            }
+            Expr::List { item, sep } => {
+                let i = self.visit(item, ctx);
+                let s = self.visit(sep, ctx);
+                Info {
+                    inhabited: i.inhabited,
+                    ..Info::of(&[i, s], true)
+                }
+            }
+            Expr::Members { items, sep, tail } => {
+                let mut parts = Vec::with_capacity(items.len() + 2);
+                let mut inhabited = true;
+                for (x, required) in items.iter_mut() {
+                    let i = self.visit(x, ctx);
+                    inhabited &= !*required || i.inhabited;
+                    parts.push(i);
+                }
+                let s = self.visit(sep, ctx);
+                inhabited &= s.inhabited;
+                parts.push(s);
+                if let Some(t) = tail {
+                    parts.push(self.visit(t, ctx));
+                }
+                Info {
+                    inhabited,
+                    ..Info::of(&parts, true)
+                }
+            }
+            Expr::WithTail { body, tail } => {
+                let t = self.visit(tail, ctx);
+                let b = self.visit(
+                    body,
+                    Ctx {
+                        jump_inhabited: t.inhabited,
+                        ..ctx
+                    },
+                );
+                // the body's jumps end here; the tail's continue outward
+                Info {
+                    weight: 1u64.saturating_add(b.weight).saturating_add(t.weight),
+                    inhabited: b.inhabited,
+                    free_jump: t.free_jump,
+                    pinned: b.pinned || t.pinned,
+                }
+            }
+            Expr::Jump => Info {
+                free_jump: true,
+                ..Info::leaf(1, ctx.jump_inhabited)
+            },
+            Expr::NamesExcluded(n) => Info::leaf(n.weight, true),
+            Expr::CharDfa(d) => Info::leaf(d.weight, char_dfa_inhabited(d)),
+            Expr::Part(p) => Info::leaf(p.weight(), p.inhabited()),
+            Expr::Recursive { .. } => Info::pinned(x.weight(), false),
+            Expr::Recur(_) | Expr::DepthBelow(_) | Expr::StackBelow(_) => Info::pinned(1, false),
+            Expr::Rule(_) => Info::leaf(1, true),
+        }
+    }
+}
+
+/// Whether `h` is a concatenation or an alternation (inside capture groups).
+fn openable(h: &regex_syntax::hir::Hir) -> bool {
+    use regex_syntax::hir::HirKind;
+    match h.kind() {
+        HirKind::Concat(_) | HirKind::Alternation(_) => true,
+        HirKind::Capture(c) => openable(&c.sub),
+        _ => false,
+    }
+}
+
+/// An [`openable`] `h` as a concatenation or alternation of plain leaves.
+fn open(h: regex_syntax::hir::Hir) -> Expr {
+    use regex_syntax::hir::HirKind;
+    match h.into_kind() {
+        HirKind::Concat(xs) => Expr::Concat(xs.into_iter().map(Expr::Hir).collect()),
+        HirKind::Alternation(xs) => Expr::Alt(xs.into_iter().map(Expr::Hir).collect()),
+        HirKind::Capture(c) => open(*c.sub),
+        _ => unreachable!("checked openable"),
+    }
+}
+
+/// Whether a character DFA accepts some string (an accepting state is reachable).
+fn char_dfa_inhabited(d: &expr::CharStates) -> bool {
+    let n = d.states.len();
+    if d.start >= n {
+        return false;
+    }
+    let mut seen = vec![false; n];
+    let mut stack = vec![d.start];
+    seen[d.start] = true;
+    while let Some(s) = stack.pop() {
+        let st = &d.states[s];
+        if st.accept {
+            return true;
+        }
+        let nexts = st.ascii.iter().map(|&(_, _, t)| t).chain(st.rest);
+        for t in nexts {
+            if t < n && !seen[t] {
+                seen[t] = true;
+                stack.push(t);
+            }
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+thread_local! {
+    static MIN_WEIGHT: std::cell::Cell<u64> = const { std::cell::Cell::new(MIN_RULE_WEIGHT) };
+}
+
+/// The weight from which a sub-expression is cut ([`MIN_RULE_WEIGHT`], except inside
+/// [`with_flat`] and [`with_min_weight`]); `u64::MAX`: nothing is cut.
+fn min_weight() -> u64 {
+    #[cfg(test)]
+    return MIN_WEIGHT.with(std::cell::Cell::get);
+    #[cfg(not(test))]
+    MIN_RULE_WEIGHT
+}
+
+/// Runs `f` with sub-expressions cut from `w` on (1: every part that may be cut is); applies
+/// to automata built on this thread during `f`.
+#[cfg(test)]
+pub(crate) fn with_min_weight<T>(w: u64, f: impl FnOnce() -> T) -> T {
+    let before = MIN_WEIGHT.with(|c| c.replace(w));
+    let out = f();
+    MIN_WEIGHT.with(|c| c.set(before));
+    out
+}
+
+/// Runs `f` with no expression cut into rules (one NFA built whole, as before rules): the
+/// differential tests' oracle. Applies to automata built on this thread during `f`.
+#[cfg(test)]
+pub(crate) fn with_flat<T>(f: impl FnOnce() -> T) -> T {
+    with_min_weight(u64::MAX, f)
+}

@@ -1,0 +1,228 @@
+//! Rules compiled on first entry, against the automaton built whole: a schema cut into rules
+//! (see `automata::rules`) must have exactly the language of the same schema built as one NFA
+//! ([`crate::automata::rules::with_flat`], how every schema was built before rules). The walk
+//! compares acceptance and liveness at every pair of states reachable over all 256 bytes, so a
+//! call that is entered where the whole automaton would be dead shows up too. Each schema is
+//! cut at the default size and with every part that may be cut cut (weight 1).
+
+use serde_json::{json, Value};
+
+use crate::automata::dfa::{LazyDfa, DEAD};
+use crate::automata::rules::{with_flat, with_min_weight};
+use crate::json_schema::{JsonSchemaOptions, Whitespace};
+
+use super::counters::same_language;
+use super::recursion::dfa;
+
+fn cases() -> Vec<(&'static str, Value)> {
+    let person = json!({"type": "object", "properties": {
+        "name": {"type": "string", "minLength": 1},
+        "age": {"type": "integer", "minimum": 0},
+        "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}, "maxItems": 3}},
+        "required": ["name"]});
+    vec![
+        (
+            "nested objects",
+            json!({"type": "object", "properties": {
+            "owner": person.clone(),
+            "pets": {"type": "array", "items": person.clone()},
+            "meta": {"type": "object", "properties": {"note": {"type": "string"}},
+                     "additionalProperties": false}},
+            "required": ["owner"]}),
+        ),
+        (
+            "closed objects, all required",
+            json!({"type": "object", "properties": {
+            "a": person.clone(), "b": {"type": "boolean"}, "c": person.clone()},
+            "required": ["a", "b", "c"], "additionalProperties": false}),
+        ),
+        (
+            "anyOf of objects",
+            json!({"anyOf": [person.clone(),
+            {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]},
+            {"type": "array", "items": person.clone()}]}),
+        ),
+        (
+            "oneOf of objects sharing a tail",
+            json!({"oneOf": [
+            {"type": "object", "properties": {"kind": {"const": "x"}, "x": person.clone()},
+             "required": ["kind"]},
+            {"type": "object", "properties": {"kind": {"const": "y"}, "y": {"type": "number"}},
+             "required": ["kind"]}]}),
+        ),
+        (
+            "counted array of objects",
+            json!({"type": "object", "properties": {
+            "many": {"type": "array", "items": person.clone(), "minItems": 34, "maxItems": 36},
+            "one": person.clone()}, "required": ["many"]}),
+        ),
+        (
+            "any JSON values inside rules",
+            json!({"type": "object", "properties": {
+            "x": {"type": "object", "properties": {"free": {}, "n": {"type": "integer"}}},
+            "y": {"type": "array", "items": {}}}}),
+        ),
+        (
+            "members counted by minProperties",
+            json!({"type": "object", "properties": {
+            "p": person.clone(), "q": {"type": "string"}},
+            "required": ["p", "q"], "minProperties": 3, "maxProperties": 4,
+            "additionalProperties": person.clone()}),
+        ),
+        (
+            "strings with patterns and formats",
+            json!({"type": "object", "properties": {
+            "when": {"type": "string", "format": "date-time"},
+            "code": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]+$"},
+            "mail": {"type": "string", "format": "email"}}}),
+        ),
+        (
+            "recursion through the stack (not cut)",
+            json!({"type": "object", "properties": {
+            "value": person.clone(),
+            "kids": {"type": "array", "items": {"$ref": "#"}}}}),
+        ),
+        (
+            "an optional part no value satisfies",
+            json!({"type": "object", "properties": {
+            "never": {"type": "string", "minLength": 3, "maxLength": 2},
+            "ok": person.clone()}}),
+        ),
+    ]
+}
+
+fn options() -> Vec<(&'static str, JsonSchemaOptions)> {
+    let base = JsonSchemaOptions {
+        max_nesting_depth: 2,
+        max_stack_depth: 3,
+        ..Default::default()
+    };
+    vec![
+        ("default", base.clone()),
+        (
+            "compact",
+            JsonSchemaOptions {
+                whitespace: Whitespace::Compact,
+                ..base
+            },
+        ),
+    ]
+}
+
+#[test]
+fn rules_have_the_language_of_the_whole_automaton() {
+    let mut cut_somewhere = 0;
+    for (name, schema) in cases() {
+        for (oname, o) in options() {
+            let whole = with_flat(|| dfa(&schema, &o));
+            for w in [1, crate::automata::rules::MIN_RULE_WEIGHT] {
+                let cut = with_min_weight(w, || dfa(&schema, &o));
+                let (rules, _) = cut.rules_built();
+                if rules > 0 {
+                    cut_somewhere += 1;
+                }
+                if let Err(path) = same_language(&cut, &whole) {
+                    panic!(
+                        "{name} ({oname}, cut from weight {w}, {rules} rules): the rules and \
+                         the whole automaton differ after {:?}",
+                        String::from_utf8_lossy(&path)
+                    );
+                }
+            }
+        }
+    }
+    // the test is about something: most schemas are cut into rules
+    assert!(cut_somewhere >= 16, "{cut_somewhere}");
+}
+
+/// Rules are compiled when a walk first enters them, not before: after the object opens, none
+/// of its members' values is built; after one key, only what that value needs.
+#[test]
+fn rules_are_built_on_first_entry() {
+    let value = |k: &str| {
+        json!({"type": "object", "properties": {
+            format!("{k}1"): {"type": "string", "pattern": "^[a-z]+[0-9]{2,4}$"},
+            format!("{k}2"): {"type": "array", "items": {"type": "integer"}},
+            format!("{k}3"): {"enum": ["one", "two", "three", "four"]}},
+            "required": [format!("{k}1")]})
+    };
+    let schema = json!({"type": "object", "properties": {
+        "alpha": value("a"), "beta": value("b"), "gamma": value("c")},
+        "required": ["alpha", "beta", "gamma"], "additionalProperties": false});
+    let o = JsonSchemaOptions::default();
+    let d: LazyDfa = with_min_weight(1, || dfa(&schema, &o));
+    let (rules, at_start) = d.rules_built();
+    assert!(rules >= 6, "{rules} rules");
+    let s = d.walk(d.start(), b"{\"alpha\": {\"a1\": \"x").unwrap();
+    assert_ne!(s, DEAD);
+    let (_, after) = d.rules_built();
+    assert!(
+        after > at_start && after < rules,
+        "{at_start} built at the start, {after} after one member of {rules}"
+    );
+    // the rest of the document still walks through the calls and back
+    let rest =
+        b"yz12\"}, \"beta\": {\"b1\": \"q99\", \"b3\": \"two\"}, \"gamma\": {\"c1\": \"r123\"}}";
+    let end = d.walk(s, rest).unwrap();
+    assert!(d.is_accepting(end));
+    assert_eq!(d.walk(s, b"yz1\"}").unwrap(), DEAD);
+}
+
+/// A call whose continuation cannot finish (`,` then nothing) beside a way on that can, reached
+/// by the same byte: built by hand, since the schema compiler removes such branches. The whole
+/// automaton is dead on that path; the rules must not enter the call either.
+#[test]
+fn a_rule_whose_return_cannot_finish_is_not_entered() {
+    use crate::automata::expr::{alt, concat, lit, sep_list, Expr};
+    use regex_syntax::hir::{Class, ClassBytes, Hir};
+    let word = crate::automata::hir::rep(crate::automata::hir::class(&[('a', 'z')]), 1, None);
+    // a list, so that the expression is not one plain leaf
+    let value = concat(vec![
+        lit("<"),
+        sep_list(Expr::Hir(word), lit(";")),
+        lit(">"),
+    ]);
+    let never = Expr::Hir(Hir::class(Class::Bytes(ClassBytes::empty())));
+    let x = alt(vec![
+        concat(vec![
+            lit("["),
+            alt(vec![
+                concat(vec![value.clone(), lit(","), never]),
+                lit("1]"),
+            ]),
+        ]),
+        concat(vec![lit("{"), value, lit("}")]),
+    ]);
+    let opts = super::recursion::big();
+    let cut = with_min_weight(1, || LazyDfa::from_expr("cut", &x, &opts)).unwrap();
+    let whole = with_flat(|| LazyDfa::from_expr("whole", &x, &opts)).unwrap();
+    assert!(cut.rules_built().0 > 0);
+    assert_eq!(cut.walk(cut.start(), b"[<").unwrap(), DEAD);
+    if let Err(path) = same_language(&cut, &whole) {
+        panic!(
+            "the rules and the whole automaton differ after {:?}",
+            String::from_utf8_lossy(&path)
+        );
+    }
+}
+
+/// Parts built the same way are one rule: the three `format: uri` values (each its own rule)
+/// are compiled once, when the first of them is entered.
+#[test]
+fn identical_parts_are_one_rule() {
+    let uri = json!({"type": "string", "format": "uri"});
+    let schema = json!({"type": "object", "properties": {"a": uri, "b": uri, "c": uri},
+        "additionalProperties": false});
+    let o = JsonSchemaOptions::default();
+    let d = dfa(&schema, &o);
+    let s = d.walk(d.start(), b"{\"a\": \"http://x\"").unwrap();
+    assert_ne!(s, DEAD);
+    let (rules, after_a) = d.rules_built();
+    assert!(rules > 0);
+    let s = d.walk(s, b", \"b\": \"http://y\", \"c\": \"ftp://z\"}").unwrap();
+    assert!(d.is_accepting(s));
+    assert_eq!(d.rules_built().1, after_a, "no rule built for the other two values");
+    let whole = with_flat(|| dfa(&schema, &o));
+    let s = whole.walk(whole.start(), b"{\"a\": \"http://x\", \"c\": \"ftp://z\"}").unwrap();
+    assert!(whole.is_accepting(s));
+}
