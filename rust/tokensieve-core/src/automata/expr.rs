@@ -45,6 +45,9 @@ pub(crate) enum Expr {
         items: Vec<(Expr, bool)>,
         sep: Box<Expr>,
         tail: Option<Box<Expr>>,
+        /// [`Expr::weight`] and [`Expr::nodes`] as built, kept so that enclosing objects do
+        /// not weigh every member again at every level (see [`member_seq`]).
+        size: (u64, u64),
     },
     /// `body` in which every [`Expr::Jump`] leaf continues with one shared copy of `tail`: the
     /// language of `body`'s paths that end normally, plus each path to a jump followed by
@@ -139,7 +142,9 @@ impl Expr {
                 f(item);
                 f(sep);
             }
-            Expr::Members { items, sep, tail } => {
+            Expr::Members {
+                items, sep, tail, ..
+            } => {
                 items.iter().for_each(|(x, _)| f(x));
                 f(sep);
                 if let Some(t) = tail {
@@ -190,6 +195,7 @@ impl Expr {
             Expr::NamesExcluded(n) => n.weight,
             Expr::CharDfa(d) => d.weight,
             Expr::Part(p) => p.weight(),
+            Expr::Members { size, .. } => size.0,
             _ => self.one_plus_children(Expr::weight),
         }
     }
@@ -240,6 +246,7 @@ impl Expr {
     pub(crate) fn nodes(&self) -> u64 {
         match self {
             Expr::Hir(h) => hir::nodes(h),
+            Expr::Members { size, .. } => size.1,
             _ => self.one_plus_children(Expr::nodes),
         }
     }
@@ -355,10 +362,21 @@ pub(crate) fn sep_list(item: Expr, sep: Expr) -> Expr {
 
 /// See [`Expr::Members`].
 pub(crate) fn member_seq(items: Vec<(Expr, bool)>, sep: Expr, tail: Option<Expr>) -> Expr {
+    let mut size = (1u64, 1u64);
+    for x in items
+        .iter()
+        .map(|(x, _)| x)
+        .chain([&sep])
+        .chain(tail.as_ref())
+    {
+        size.0 = size.0.saturating_add(x.weight());
+        size.1 = size.1.saturating_add(x.nodes());
+    }
     Expr::Members {
         items,
         sep: Box::new(sep),
         tail: tail.map(Box::new),
+        size,
     }
 }
 
@@ -504,11 +522,14 @@ impl Expr {
                 item.same_as(i2) && sep.same_as(s2)
             }
             (
-                Expr::Members { items, sep, tail },
+                Expr::Members {
+                    items, sep, tail, ..
+                },
                 Expr::Members {
                     items: i2,
                     sep: s2,
                     tail: t2,
+                    ..
                 },
             ) => {
                 items.len() == i2.len()

@@ -31,22 +31,20 @@ struct CharTails {
     f4: StateID,
 }
 
-/// The characters with a short JSON escape, and the letter after the backslash.
-const SHORT_ESCAPES: [(u8, u8); 8] = [
-    (b'"', b'"'),
-    (b'\\', b'\\'),
-    (b'/', b'/'),
-    (0x08, b'b'),
-    (0x0C, b'f'),
-    (0x0A, b'n'),
-    (0x0D, b'r'),
-    (0x09, b't'),
-];
-
 impl CharTails {
-    /// Sends the lead byte of every raw multi-byte UTF-8 character to its continuation.
-    fn utf8_leads(&self, raw: &mut [Option<StateID>; 256]) {
-        for (a, b, next) in [
+    /// The lead bytes of raw multi-byte UTF-8 characters and their continuations, after
+    /// every ASCII byte.
+    fn utf8_lead_runs(&self, raw: &mut Runs) {
+        for (a, b, next) in self.leads() {
+            raw.push(a, next);
+            if let Some(last) = raw.0.last_mut() {
+                last.end = b;
+            }
+        }
+    }
+
+    fn leads(&self) -> [(u8, u8, StateID); 8] {
+        [
             (0xC2, 0xDF, self.cont[0]),
             (0xE0, 0xE0, self.e0),
             (0xE1, 0xEC, self.cont[1]),
@@ -55,11 +53,67 @@ impl CharTails {
             (0xF0, 0xF0, self.f0),
             (0xF1, 0xF3, self.cont[2]),
             (0xF4, 0xF4, self.f4),
-        ] {
-            for x in a..=b {
-                raw[x as usize] = Some(next);
+        ]
+    }
+}
+
+/// The hex digit bytes in increasing order, with their values.
+const HEX_BYTES: [(u8, u8); 22] = [
+    (b'0', 0),
+    (b'1', 1),
+    (b'2', 2),
+    (b'3', 3),
+    (b'4', 4),
+    (b'5', 5),
+    (b'6', 6),
+    (b'7', 7),
+    (b'8', 8),
+    (b'9', 9),
+    (b'A', 10),
+    (b'B', 11),
+    (b'C', 12),
+    (b'D', 13),
+    (b'E', 14),
+    (b'F', 15),
+    (b'a', 10),
+    (b'b', 11),
+    (b'c', 12),
+    (b'd', 13),
+    (b'e', 14),
+    (b'f', 15),
+];
+
+/// [`SHORT_ESCAPES`] by the letter after the backslash, in increasing order: (letter,
+/// character).
+const ESCAPES_BY_LETTER: [(u8, u8); 8] = [
+    (b'"', b'"'),
+    (b'/', b'/'),
+    (b'\\', b'\\'),
+    (b'b', 0x08),
+    (b'f', 0x0C),
+    (b'n', 0x0A),
+    (b'r', 0x0D),
+    (b't', 0x09),
+];
+
+/// Byte transitions given in increasing byte order, runs of neighbouring bytes with one
+/// target merged into one range.
+#[derive(Default)]
+struct Runs(Vec<Transition>);
+
+impl Runs {
+    fn push(&mut self, b: u8, next: StateID) {
+        if let Some(last) = self.0.last_mut() {
+            if last.next == next && last.end.checked_add(1) == Some(b) {
+                last.end = b;
+                return;
             }
         }
+        self.0.push(Transition {
+            start: b,
+            end: b,
+            next,
+        });
     }
 }
 
@@ -69,15 +123,6 @@ fn is_any_char(h: &Hir) -> bool {
         static ANY: Hir = super::spell::any_char();
     }
     matches!(h.kind(), HirKind::Alternation(xs) if xs.len() == 2) && ANY.with(|a| a == h)
-}
-
-fn hex_digit_bytes(d: u8) -> impl Iterator<Item = u8> {
-    let (a, b) = if d < 10 {
-        (b'0' + d, b'0' + d)
-    } else {
-        (b'a' + d - 10, b'A' + d - 10)
-    };
-    [a, b].into_iter()
 }
 
 /// Shared parts registered in this process, at most this many (each a few hundred kB at most).
@@ -510,6 +555,15 @@ impl Compiler {
         }
     }
 
+    /// A state whose byte transitions are `r` (none: the fail state).
+    fn runs(&mut self, r: Runs) -> Result<StateID> {
+        if r.0.is_empty() {
+            self.fail()
+        } else {
+            self.sparse(r.0)
+        }
+    }
+
     /// A state reading the bytes in `ranges` into `next`.
     fn on(&mut self, ranges: &[(u8, u8)], next: StateID) -> Result<StateID> {
         let mut t = [None; 256];
@@ -561,63 +615,63 @@ impl Compiler {
     }
 
     /// A state reading one character in any JSON string spelling: the ASCII characters of
-    /// `kids` continue in their own states, every other character in `t.to`.
+    /// `kids` (sorted by character) continue in their own states, every other character in
+    /// `t.to`.
     fn one_char(&mut self, kids: &[(u8, StateID)], t: &CharTails) -> Result<StateID> {
-        let kid = |c: u8| kids.iter().find(|k| k.0 == c).map(|k| k.1);
+        let mut kid = [None; 128];
+        for &(c, s) in kids {
+            kid[c as usize] = Some(s);
+        }
         // `\u` and four hex digits: a trie over the kids' codes (`00XY`)
-        let mut u = [None; 256];
-        for d in 0..16u8 {
-            for b in hex_digit_bytes(d) {
-                u[b as usize] = Some(if d == 0xD { t.d } else { t.hex[2] });
+        let mut u = Runs::default();
+        for (b, d) in HEX_BYTES {
+            if d == 0 && !kids.is_empty() {
+                let mut second = Runs::default();
+                for (b2, d2) in HEX_BYTES {
+                    let next = if d2 == 0 {
+                        let mut third = Runs::default();
+                        for (b3, h) in HEX_BYTES {
+                            let has_kid = h < 8
+                                && kid[usize::from(h) << 4..][..16].iter().any(Option::is_some);
+                            let next = if has_kid {
+                                let mut fourth = Runs::default();
+                                for (b4, d4) in HEX_BYTES {
+                                    fourth.push(b4, kid[usize::from(h << 4 | d4)].unwrap_or(t.to));
+                                }
+                                self.runs(fourth)?
+                            } else {
+                                t.hex[0]
+                            };
+                            third.push(b3, next);
+                        }
+                        self.runs(third)?
+                    } else {
+                        t.hex[1]
+                    };
+                    second.push(b2, next);
+                }
+                u.push(b, self.runs(second)?);
+            } else {
+                u.push(b, if d == 0xD { t.d } else { t.hex[2] });
             }
         }
-        if !kids.is_empty() {
-            let mut third = [None; 256];
-            for d in 0..16u8 {
-                for b in hex_digit_bytes(d) {
-                    third[b as usize] = Some(t.hex[0]);
-                }
-            }
-            let mut highs: Vec<u8> = kids.iter().map(|k| k.0 >> 4).collect();
-            highs.dedup();
-            for h in highs {
-                let mut fourth = [None; 256];
-                for d in 0..16u8 {
-                    let next = kid(h << 4 | d).unwrap_or(t.to);
-                    for b in hex_digit_bytes(d) {
-                        fourth[b as usize] = Some(next);
-                    }
-                }
-                let s = self.table(&fourth)?;
-                for b in hex_digit_bytes(h) {
-                    third[b as usize] = Some(s);
-                }
-            }
-            let third = self.table(&third)?;
-            let mut second = [None; 256];
-            for d in 0..16u8 {
-                for b in hex_digit_bytes(d) {
-                    second[b as usize] = Some(if d == 0 { third } else { t.hex[1] });
-                }
-            }
-            let second = self.table(&second)?;
-            u[b'0' as usize] = Some(second);
+        let u = self.runs(u)?;
+        let mut esc = Runs::default();
+        for (e, code) in ESCAPES_BY_LETTER {
+            esc.push(e, kid[code as usize].unwrap_or(t.to));
         }
-        let u = self.table(&u)?;
-        let mut esc = [None; 256];
-        for (code, e) in SHORT_ESCAPES {
-            esc[e as usize] = Some(kid(code).unwrap_or(t.to));
-        }
-        esc[b'u' as usize] = Some(u);
-        let esc = self.table(&esc)?;
-        let mut raw = [None; 256];
+        esc.push(b'u', u);
+        let esc = self.runs(esc)?;
+        let mut raw = Runs::default();
         for c in 0x20..0x80u8 {
-            raw[c as usize] = Some(kid(c).unwrap_or(t.to));
+            match c {
+                b'"' => {}
+                b'\\' => raw.push(c, esc),
+                _ => raw.push(c, kid[c as usize].unwrap_or(t.to)),
+            }
         }
-        raw[b'"' as usize] = None;
-        raw[b'\\' as usize] = Some(esc);
-        t.utf8_leads(&mut raw);
-        self.table(&raw)
+        t.utf8_lead_runs(&mut raw);
+        self.runs(raw)
     }
 
     /// The trie node after reading some prefix of the names: `names` are what is left of the
@@ -692,71 +746,71 @@ impl Compiler {
         rest: Option<&CharTails>,
     ) -> Result<StateID> {
         // `\u` and four hex digits: `00` and an ASCII code, or (rest) any other code
-        let mut third = [None; 256];
-        for h in 0..8u8 {
-            let mut fourth = [None; 256];
-            for d in 0..16u8 {
-                if let Some(next) = to[usize::from(h << 4 | d)] {
-                    for b in hex_digit_bytes(d) {
-                        fourth[b as usize] = Some(next);
+        let mut fourths: [Option<StateID>; 8] = [None; 8];
+        for (h, slot) in fourths.iter_mut().enumerate() {
+            let mut fourth = Runs::default();
+            for (b, d) in HEX_BYTES {
+                if let Some(next) = to[h << 4 | usize::from(d)] {
+                    fourth.push(b, next);
+                }
+            }
+            if !fourth.0.is_empty() {
+                *slot = Some(self.runs(fourth)?);
+            }
+        }
+        let mut third = Runs::default();
+        for (b, h) in HEX_BYTES {
+            if h < 8 {
+                if let Some(s) = fourths[h as usize] {
+                    third.push(b, s);
+                }
+            } else if let Some(t) = rest {
+                third.push(b, t.hex[0]);
+            }
+        }
+        let third = self.runs(third)?;
+        let mut second = Runs::default();
+        for (b, d) in HEX_BYTES {
+            if d == 0 {
+                second.push(b, third);
+            } else if let Some(t) = rest {
+                second.push(b, t.hex[1]);
+            }
+        }
+        let second = self.runs(second)?;
+        let mut u = Runs::default();
+        for (b, d) in HEX_BYTES {
+            if d == 0 {
+                u.push(b, second);
+            } else if let Some(t) = rest {
+                u.push(b, if d == 0xD { t.d } else { t.hex[2] });
+            }
+        }
+        let u = self.runs(u)?;
+        let mut esc = Runs::default();
+        for (e, code) in ESCAPES_BY_LETTER {
+            if let Some(next) = to[code as usize] {
+                esc.push(e, next);
+            }
+        }
+        esc.push(b'u', u);
+        let esc = self.runs(esc)?;
+        let mut raw = Runs::default();
+        for c in 0x20..0x80u8 {
+            match c {
+                b'"' => {}
+                b'\\' => raw.push(c, esc),
+                _ => {
+                    if let Some(next) = to[c as usize] {
+                        raw.push(c, next);
                     }
                 }
             }
-            if fourth.iter().any(Option::is_some) {
-                let s = self.table(&fourth)?;
-                for b in hex_digit_bytes(h) {
-                    third[b as usize] = Some(s);
-                }
-            }
         }
         if let Some(t) = rest {
-            for h in 8..16u8 {
-                for b in hex_digit_bytes(h) {
-                    third[b as usize] = Some(t.hex[0]);
-                }
-            }
+            t.utf8_lead_runs(&mut raw);
         }
-        let third = self.table(&third)?;
-        let mut second = [None; 256];
-        for b in hex_digit_bytes(0) {
-            second[b as usize] = Some(third);
-        }
-        if let Some(t) = rest {
-            for d in 1..16u8 {
-                for b in hex_digit_bytes(d) {
-                    second[b as usize] = Some(t.hex[1]);
-                }
-            }
-        }
-        let second = self.table(&second)?;
-        let mut u = [None; 256];
-        for b in hex_digit_bytes(0) {
-            u[b as usize] = Some(second);
-        }
-        if let Some(t) = rest {
-            for d in 1..16u8 {
-                for b in hex_digit_bytes(d) {
-                    u[b as usize] = Some(if d == 0xD { t.d } else { t.hex[2] });
-                }
-            }
-        }
-        let u = self.table(&u)?;
-        let mut esc = [None; 256];
-        for (code, e) in SHORT_ESCAPES {
-            esc[e as usize] = to[code as usize];
-        }
-        esc[b'u' as usize] = Some(u);
-        let esc = self.table(&esc)?;
-        let mut raw = [None; 256];
-        for c in 0x20..0x80u8 {
-            raw[c as usize] = to[c as usize];
-        }
-        raw[b'"' as usize] = None;
-        raw[b'\\' as usize] = Some(esc);
-        if let Some(t) = rest {
-            t.utf8_leads(&mut raw);
-        }
-        self.table(&raw)
+        self.runs(raw)
     }
 
     /// Any characters in any spelling (`any_char()*`): the loop's head and exit, and the tails
@@ -1027,7 +1081,9 @@ impl Compiler {
                 self.patch(se, is)?;
                 Ok((is, end))
             }
-            Expr::Members { items, sep, tail } => self.seq(items, sep, tail.as_deref()),
+            Expr::Members {
+                items, sep, tail, ..
+            } => self.seq(items, sep, tail.as_deref()),
             Expr::WithTail { body, tail } => {
                 let (ts, te) = self.e(tail)?;
                 self.tails.push(ts);

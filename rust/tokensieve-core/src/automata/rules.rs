@@ -165,7 +165,9 @@ fn cuttable(x: &Expr) -> bool {
         Expr::Concat(xs) | Expr::Alt(xs) => xs.iter().all(cuttable),
         Expr::Repeat { sub, .. } => cuttable(sub),
         Expr::List { item, sep } => cuttable(item) && cuttable(sep),
-        Expr::Members { items, sep, tail } => {
+        Expr::Members {
+            items, sep, tail, ..
+        } => {
             items.iter().all(|(x, _)| cuttable(x))
                 && cuttable(sep)
                 && tail.as_deref().is_none_or(cuttable)
@@ -297,7 +299,12 @@ impl Cutter {
                     ..Info::of(&[i, s], true)
                 }
             }
-            Expr::Members { items, sep, tail } => {
+            Expr::Members {
+                items,
+                sep,
+                tail,
+                size,
+            } => {
                 let mut parts = Vec::with_capacity(items.len() + 2);
                 let mut inhabited = true;
                 for (x, required) in items.iter_mut() {
@@ -311,10 +318,13 @@ impl Cutter {
                 if let Some(t) = tail {
                     parts.push(self.visit(t, ctx));
                 }
-                Info {
+                let info = Info {
                     inhabited,
                     ..Info::of(&parts, true)
-                }
+                };
+                // what is left of it (the rules cut from it count as one)
+                size.0 = info.weight;
+                info
             }
             Expr::WithTail { body, tail } => {
                 let t = self.visit(tail, ctx);

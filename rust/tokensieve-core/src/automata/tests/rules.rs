@@ -219,10 +219,18 @@ fn identical_parts_are_one_rule() {
     assert_ne!(s, DEAD);
     let (rules, after_a) = d.rules_built();
     assert!(rules > 0);
-    let s = d.walk(s, b", \"b\": \"http://y\", \"c\": \"ftp://z\"}").unwrap();
+    let s = d
+        .walk(s, b", \"b\": \"http://y\", \"c\": \"ftp://z\"}")
+        .unwrap();
     assert!(d.is_accepting(s));
-    assert_eq!(d.rules_built().1, after_a, "no rule built for the other two values");
+    assert_eq!(
+        d.rules_built().1,
+        after_a,
+        "no rule built for the other two values"
+    );
     let whole = with_flat(|| dfa(&schema, &o));
-    let s = whole.walk(whole.start(), b"{\"a\": \"http://x\", \"c\": \"ftp://z\"}").unwrap();
+    let s = whole
+        .walk(whole.start(), b"{\"a\": \"http://x\", \"c\": \"ftp://z\"}")
+        .unwrap();
     assert!(whole.is_accepting(s));
 }
