@@ -346,6 +346,7 @@ impl Grammar {
                 });
             }
             let mut g = Grammar::from_dfa(dfa, vocab, opts)?;
+            g.dfa.build_rules_in_background();
             g.warnings = c.warnings;
             g.source = ConstraintSource::json_schema(schema, schema_opts);
             Ok(g)

@@ -32,7 +32,7 @@
 //! are pruned during the closure, so a set that is left empty and non-accepting is the dead state.
 
 use crate::budget::Deadline;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 
 use regex_automata::nfa::thompson::{self, State, NFA};
 use regex_automata::util::look::Look;
@@ -116,8 +116,8 @@ struct Graph {
     /// Each return dispatch: the expression's marker number and, per call site, its `Pop`
     /// marker.
     dispatches: Vec<Dispatch>,
-    /// The rules not compiled yet (see [`super::rules`]; entry 0, the root, is always empty).
-    rules: Vec<Expr>,
+    /// The rules (see [`super::rules`]; rule 0, the root, is built already); `None` without.
+    rules: Option<Arc<RuleSet>>,
     /// Per rule, the state its calls enter ([`NONE`] until it is compiled).
     entries: Vec<u32>,
     /// The next free marker number of recursive expressions (each rule gets its own).
@@ -154,7 +154,12 @@ impl Graph {
     }
 
     /// A graph of one NFA (a plain regex's, or a split expression's root).
-    fn new(nfa: NFA, counts: Vec<Option<Count>>, rules: Vec<Expr>, next_rec: u32) -> Graph {
+    fn new(
+        nfa: NFA,
+        counts: Vec<Option<Count>>,
+        rules: Option<Arc<RuleSet>>,
+        next_rec: u32,
+    ) -> Graph {
         let cont = super::depth::returns(&nfa, &counts);
         let can_match = compute_can_match(&nfa, &counts, &cont);
         let (dispatch_of, dispatches) = find_dispatches(&nfa, &counts);
@@ -163,7 +168,7 @@ impl Graph {
         } else {
             counted_bounds(&nfa, &counts)
         };
-        let entries = vec![NONE; rules.len()];
+        let entries = vec![NONE; rules.as_ref().map_or(0, |r| r.exprs.len())];
         Graph {
             root_len: nfa.states().len() as u32,
             nfa_bytes: nfa.memory_usage(),
@@ -194,7 +199,7 @@ impl Graph {
             cont: Vec::new(),
             dispatch_of: Vec::new(),
             dispatches: Vec::new(),
-            rules: Vec::new(),
+            rules: None,
             entries: Vec::new(),
             next_rec: 0,
             nfa_bytes: 0,
@@ -205,30 +210,27 @@ impl Graph {
     /// The entry state of rule `r`, compiling the rule first when it has not been.
     fn enter(&mut self, r: u32) -> Result<u32> {
         let r = r as usize;
-        match self.entries.get(r) {
-            Some(&e) if e != NONE => return Ok(e),
-            Some(_) if r != 0 => {}
+        match (self.entries.get(r), &self.rules) {
+            (Some(&e), _) if e != NONE => return Ok(e),
+            (Some(_), Some(_)) if r != 0 => {}
             _ => {
                 return Err(Error::InvalidArgument(format!(
                     "internal: a call of rule {r}, which the automaton does not have"
                 )))
             }
         }
-        let x = std::mem::replace(&mut self.rules[r], Expr::empty());
-        // each rule within the limit on its own, all of them together checked in `append`
-        let (built, next_rec) =
-            super::nfa::build_with(&x, self.max_nfa_bytes, self.next_rec, true)?;
-        self.next_rec = next_rec;
-        let entry = self.append(&built.nfa, built.counts)?;
+        let seg = self.rules.as_ref().expect("checked above").take(r)?;
+        let entry = self.append(seg)?;
         self.entries[r] = entry;
         Ok(entry)
     }
 
-    /// Add the states of a rule's NFA after the others; returns its (shifted) start.
-    fn append(&mut self, nfa: &NFA, mut counts: Vec<Option<Count>>) -> Result<u32> {
+    /// Add a rule's states after the others (its ids and marker numbers shifted past theirs);
+    /// returns its entry.
+    fn append(&mut self, seg: Segment) -> Result<u32> {
         let base = self.len() as u32;
-        let n = nfa.states().len();
-        self.nfa_bytes = self.nfa_bytes.saturating_add(nfa.memory_usage());
+        let n = seg.nfa.states().len();
+        self.nfa_bytes = self.nfa_bytes.saturating_add(seg.nfa.memory_usage());
         if self.nfa_bytes > self.max_nfa_bytes {
             return Err(Error::Budget(format!(
                 "the automaton is too large (its parts built so far hold more than {} bytes, \
@@ -240,33 +242,39 @@ impl Graph {
             .ok()
             .filter(|&end| end < NONE)
             .ok_or_else(|| Error::Budget("the automaton has too many states".into()))?;
-        counts.resize(n, None);
-        let cont = super::depth::returns(nfa, &counts);
-        let can = compute_can_match(nfa, &counts, &cont);
-        let (dispatch_of, dispatches) = find_dispatches(nfa, &counts);
+        let recs = self.next_rec;
+        self.next_rec = self
+            .next_rec
+            .checked_add(seg.recs)
+            .ok_or_else(|| Error::Budget("too many recursive expressions".into()))?;
         let shift = |s: u32| if s == NONE { NONE } else { s + base };
         self.extra
-            .extend(nfa.states().iter().map(|st| shifted(st, base)));
-        self.can_match.extend(can);
+            .extend(seg.nfa.states().iter().map(|st| shifted(st, base)));
+        self.can_match.extend(seg.can_match);
         self.counts.resize(base as usize, None);
-        self.counts.extend(counts.iter().copied());
-        if counts.iter().any(|c| {
-            matches!(
-                c,
-                Some(Count::Take { .. } | Count::Enter | Count::Incr(_) | Count::Leave(_))
-            )
-        }) {
+        self.counts.extend(seg.counts.iter().map(|c| match *c {
+            Some(Count::Push { rec, site }) => Some(Count::Push {
+                rec: rec + recs,
+                site,
+            }),
+            Some(Count::Pop { rec, site }) => Some(Count::Pop {
+                rec: rec + recs,
+                site,
+            }),
+            c => c,
+        }));
+        if !seg.bounds.is_empty() {
             self.bounds.resize(base as usize, None);
-            self.bounds.extend(counted_bounds(nfa, &counts));
+            self.bounds.extend(seg.bounds);
         }
-        if !cont.is_empty() {
+        if !seg.cont.is_empty() {
             self.cont.resize(base as usize, NONE);
-            self.cont.extend(cont.iter().map(|&c| shift(c)));
+            self.cont.extend(seg.cont.iter().map(|&c| shift(c)));
         }
-        if !dispatches.is_empty() {
+        if !seg.dispatches.is_empty() {
             let first = self.dispatches.len() as u32;
             self.dispatch_of.resize(base as usize, NONE);
-            self.dispatch_of.extend(dispatch_of.iter().map(|&d| {
+            self.dispatch_of.extend(seg.dispatch_of.iter().map(|&d| {
                 if d == NONE {
                     NONE
                 } else {
@@ -274,14 +282,176 @@ impl Graph {
                 }
             }));
             self.dispatches
-                .extend(dispatches.into_iter().map(|(rec, pops)| {
+                .extend(seg.dispatches.into_iter().map(|(rec, pops)| {
                     (
-                        rec,
+                        rec + recs,
                         pops.into_iter().map(|(site, p)| (site, p + base)).collect(),
                     )
                 }));
         }
-        Ok(nfa.start_anchored().as_u32() + base)
+        Ok(seg.nfa.start_anchored().as_u32() + base)
+    }
+}
+
+/// A rule compiled on its own: its NFA (ending in a `Return` marker) and what the closure needs
+/// of each state, in the rule's own state ids and marker numbers (see [`Graph::append`]).
+struct Segment {
+    nfa: NFA,
+    counts: Vec<Option<Count>>,
+    can_match: Vec<bool>,
+    cont: Vec<u32>,
+    dispatch_of: Vec<u32>,
+    dispatches: Vec<Dispatch>,
+    /// Empty when the rule has no counter.
+    bounds: Vec<Option<(u32, Option<u32>)>>,
+    /// How many recursive-expression marker numbers it uses (from 1 on).
+    recs: u32,
+}
+
+impl Segment {
+    fn build(x: &Expr, max_nfa_bytes: usize) -> Result<Segment> {
+        let (built, recs) = super::nfa::build_with(x, max_nfa_bytes, 0, true)?;
+        let nfa = built.nfa;
+        let mut counts = built.counts;
+        counts.resize(nfa.states().len(), None);
+        let cont = super::depth::returns(&nfa, &counts);
+        let can_match = compute_can_match(&nfa, &counts, &cont);
+        let (dispatch_of, dispatches) = find_dispatches(&nfa, &counts);
+        let counted = counts.iter().any(|c| matches!(c, Some(Count::Take { .. })));
+        let bounds = if counted {
+            counted_bounds(&nfa, &counts)
+        } else {
+            Vec::new()
+        };
+        Ok(Segment {
+            nfa,
+            counts,
+            can_match,
+            cont,
+            dispatch_of,
+            dispatches,
+            bounds,
+            recs,
+        })
+    }
+}
+
+/// Where a rule's compilation stands (see [`RuleSet`]).
+enum Slot {
+    Todo,
+    /// By the background builder of this process id (a process forked meanwhile has none).
+    Building(u32),
+    Done(Result<Segment>),
+    Taken,
+}
+
+/// The rules of a split automaton (see [`super::rules`]), compiled when first entered or,
+/// before that, by the background builder ([`RuleSet::prebuild`]); shared between the
+/// automaton and that builder.
+pub(crate) struct RuleSet {
+    exprs: Vec<Expr>,
+    slots: Mutex<Vec<Slot>>,
+    ready: Condvar,
+    max_nfa_bytes: usize,
+}
+
+impl RuleSet {
+    fn new(exprs: Vec<Expr>, max_nfa_bytes: usize) -> RuleSet {
+        let slots = exprs.iter().map(|_| Slot::Todo).collect();
+        RuleSet {
+            exprs,
+            slots: Mutex::new(slots),
+            ready: Condvar::new(),
+            max_nfa_bytes,
+        }
+    }
+
+    fn slots(&self) -> MutexGuard<'_, Vec<Slot>> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Rule `r` compiled, for the automaton to append: built here unless the background
+    /// builder has it (then waited for). Each rule is taken once.
+    fn take(&self, r: usize) -> Result<Segment> {
+        let mut slots = self.slots();
+        loop {
+            match std::mem::replace(&mut slots[r], Slot::Taken) {
+                Slot::Done(seg) => return seg,
+                Slot::Todo => {
+                    drop(slots);
+                    return Segment::build(&self.exprs[r], self.max_nfa_bytes);
+                }
+                Slot::Building(pid) if pid != std::process::id() => {
+                    drop(slots);
+                    return Segment::build(&self.exprs[r], self.max_nfa_bytes);
+                }
+                Slot::Building(pid) => {
+                    slots[r] = Slot::Building(pid);
+                    slots = self.ready.wait(slots).unwrap_or_else(|e| e.into_inner());
+                }
+                Slot::Taken => {
+                    return Err(Error::InvalidArgument(format!(
+                        "internal: rule {r} was taken twice"
+                    )))
+                }
+            }
+        }
+    }
+
+    /// Compile rule `r` ahead of its first entry, unless it is compiled or being compiled.
+    fn prebuild(&self, r: usize) {
+        {
+            let mut slots = self.slots();
+            if !matches!(slots[r], Slot::Todo) {
+                return;
+            }
+            slots[r] = Slot::Building(std::process::id());
+        }
+        let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            Segment::build(&self.exprs[r], self.max_nfa_bytes)
+        }))
+        .unwrap_or_else(|_| {
+            Err(Error::InvalidArgument(format!(
+                "internal: compiling rule {r} panicked"
+            )))
+        });
+        self.slots()[r] = Slot::Done(built);
+        self.ready.notify_all();
+    }
+}
+
+/// The background builder: one thread per process compiling the rules of new automata, parents
+/// before the rules they call, while the automaton serves masks (see
+/// [`LazyDfa::build_rules_in_background`]).
+fn background() -> Option<std::sync::mpsc::Sender<Weak<RuleSet>>> {
+    type Builder = Option<(u32, std::sync::mpsc::Sender<Weak<RuleSet>>)>;
+    static BUILDER: Mutex<Builder> = Mutex::new(None);
+    if std::env::var("TOKENSIEVE_BACKGROUND_RULES").is_ok_and(|v| v == "0") {
+        return None;
+    }
+    let mut b = BUILDER.lock().unwrap_or_else(|e| e.into_inner());
+    let pid = std::process::id();
+    match &*b {
+        // a forked process does not have its parent's thread: it starts its own
+        Some((p, tx)) if *p == pid => Some(tx.clone()),
+        _ => {
+            let (tx, rx) = std::sync::mpsc::channel::<Weak<RuleSet>>();
+            std::thread::Builder::new()
+                .name("tokensieve-rules".into())
+                .spawn(move || {
+                    for job in rx {
+                        let n = job.upgrade().map_or(0, |s| s.exprs.len());
+                        for r in (1..n).rev() {
+                            // stop as soon as the automaton is dropped
+                            let Some(set) = job.upgrade() else { break };
+                            set.prebuild(r);
+                        }
+                    }
+                })
+                .ok()?;
+            *b = Some((pid, tx.clone()));
+            Some(tx)
+        }
     }
 }
 
@@ -525,6 +695,7 @@ impl LazyDfa {
         }
         let stride = reps.len();
         let registers = !counts.is_empty();
+        let rules = split.then(|| Arc::new(RuleSet::new(rules, opts.max_nfa_bytes)));
         let mut g = Graph::new(nfa, counts, rules, next_rec);
         g.max_nfa_bytes = opts.max_nfa_bytes;
         let root = g.root.as_ref().expect("just built");
@@ -569,6 +740,19 @@ impl LazyDfa {
         &self.pattern
     }
 
+    /// Hand the rules not compiled yet to the background builder (one thread per process),
+    /// which compiles them, the rules nearer the root first, until every rule is compiled or
+    /// the automaton is dropped; entering a rule first still compiles it on the spot (or waits
+    /// for the builder when it is on it). Nothing to do for an automaton without rules, or
+    /// when the environment sets `TOKENSIEVE_BACKGROUND_RULES=0`.
+    pub fn build_rules_in_background(&self) {
+        let rules = self.lock().g.rules.clone();
+        if let Some(rules) = rules {
+            let Some(tx) = background() else { return };
+            let _ = tx.send(Arc::downgrade(&rules));
+        }
+    }
+
     /// The number of NFA states built so far (0 when loaded complete from a file).
     #[cfg(test)]
     pub(crate) fn nfa_states(&self) -> usize {
@@ -582,6 +766,18 @@ impl LazyDfa {
         let t = self.lock();
         let n = t.g.entries.len().saturating_sub(1);
         (n, t.g.entries.iter().filter(|&&e| e != NONE).count())
+    }
+
+    /// How many rules the background builder has compiled and not yet handed over.
+    #[cfg(test)]
+    pub(crate) fn rules_ready(&self) -> usize {
+        let rules = self.lock().g.rules.clone();
+        rules.map_or(0, |r| {
+            r.slots()
+                .iter()
+                .filter(|s| matches!(s, Slot::Done(Ok(_))))
+                .count()
+        })
     }
 
     /// Number of DFA states created so far.

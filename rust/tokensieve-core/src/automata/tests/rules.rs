@@ -234,3 +234,44 @@ fn identical_parts_are_one_rule() {
         .unwrap();
     assert!(whole.is_accepting(s));
 }
+
+/// The background builder compiles the rules ahead of their first entry; entering them then
+/// takes its work (the automaton's language unchanged), and the rules not reached stay with it.
+#[test]
+fn the_background_builder_compiles_rules_ahead() {
+    let person = json!({"type": "object", "properties": {
+        "name": {"type": "string", "format": "email"},
+        "born": {"type": "string", "format": "date-time"}}, "required": ["name"]});
+    let schema = json!({"type": "object", "properties": {"a": person, "b": {"type": "array",
+        "items": {"type": "string", "format": "uri"}}}, "additionalProperties": false});
+    let o = JsonSchemaOptions::default();
+    let d = dfa(&schema, &o);
+    let (rules, _) = d.rules_built();
+    assert!(rules >= 3, "{rules} rules");
+    d.build_rules_in_background();
+    let t = std::time::Instant::now();
+    while d.rules_ready() + d.rules_built().1 < rules {
+        assert!(t.elapsed().as_secs() < 60, "the builder did not finish");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let ready = d.rules_ready();
+    assert!(ready > 0);
+    let s = d
+        .walk(
+            d.start(),
+            b"{\"a\": {\"name\": \"x@y.org\"}, \"b\": [\"http://z\"]}",
+        )
+        .unwrap();
+    assert!(d.is_accepting(s));
+    assert!(
+        d.rules_ready() < ready,
+        "entering rules takes the builder's work"
+    );
+    let whole = with_flat(|| dfa(&schema, &o));
+    if let Err(path) = same_language(&d, &whole) {
+        panic!(
+            "after background builds the rules and the whole automaton differ after {:?}",
+            String::from_utf8_lossy(&path)
+        );
+    }
+}
