@@ -30,7 +30,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::automata::dfa::{DfaView, LazyDfa, DEAD};
 use crate::error::{Error, Result};
-use crate::trie::{ALL_STRING_BODY, BODY_LEN_MASKS, NO_TOKEN};
+use crate::trie::{ALL_STRING_BODY, BODY_LEN_MASKS, NO_TOKEN, REST_SHORT_BYTES};
 use crate::vocab::Vocabulary;
 
 const UNKNOWN: u32 = u32::MAX;
@@ -43,6 +43,8 @@ trait Step {
     fn classes(&self) -> &[u8; 256];
     fn step(&mut self, state: u32, class: usize) -> Result<u32>;
     fn accepting(&self, state: u32) -> bool;
+    /// See [`LazyDfa::representative`].
+    fn representative(&mut self, state: u32, k: usize) -> Result<u32>;
 }
 
 impl Step for DfaView<'_> {
@@ -62,6 +64,9 @@ impl Step for DfaView<'_> {
     #[inline]
     fn accepting(&self, state: u32) -> bool {
         self.is_accepting(state)
+    }
+    fn representative(&mut self, state: u32, k: usize) -> Result<u32> {
+        DfaView::representative(self, state, k)
     }
 }
 
@@ -85,6 +90,10 @@ impl Step for &Frozen {
     #[inline]
     fn accepting(&self, state: u32) -> bool {
         self.accepting[state as usize]
+    }
+    /// A complete table has no counts (it was exported without them).
+    fn representative(&mut self, state: u32, _k: usize) -> Result<u32> {
+        Ok(state)
     }
 }
 
@@ -397,6 +406,8 @@ fn walk_nodes<S: Step>(
 #[derive(Default)]
 pub(crate) struct SubtreeCache {
     map: FxHashMap<(u8, u32), Arc<[u32]>>,
+    /// The short other tokens allowed from a state (see [`short_rest`]).
+    short: FxHashMap<u32, Arc<[u32]>>,
     bytes: usize,
     cap: usize,
     /// Subtrees reused so far.
@@ -411,10 +422,22 @@ impl SubtreeCache {
         let size = ids.len() * 4 + 32;
         if self.bytes + size > self.cap {
             self.map.clear();
+            self.short.clear();
             self.bytes = 0;
         }
         self.bytes += size;
         self.map.insert(key, ids.into());
+    }
+
+    fn insert_short(&mut self, state: u32, ids: &[u32]) {
+        let size = ids.len() * 4 + 32;
+        if self.bytes + size > self.cap {
+            self.map.clear();
+            self.short.clear();
+            self.bytes = 0;
+        }
+        self.bytes += size;
+        self.short.insert(state, ids.into());
     }
 }
 
@@ -426,7 +449,7 @@ fn walk<S: Step>(
     state: u32,
     out: &mut [u32],
     mut successors: Option<&mut FxHashSet<u32>>,
-    sub: Option<&mut SubtreeCache>,
+    mut sub: Option<&mut SubtreeCache>,
 ) -> Result<()> {
     out.fill(0);
     let trie = vocab.trie();
@@ -444,7 +467,26 @@ fn walk<S: Step>(
                 *r = k == 127;
             }
         }
-        if in_rest.iter().any(|&r| r) {
+        if rest_only && successors.is_none() {
+            // The long ones from the state itself; the short ones as from the state's
+            // representative for tokens of that many bytes (counts far from a length bound
+            // share it, and with it the walk, kept by the subtree cache).
+            let none = [0u8; 256];
+            let (nodes, roots) = trie.rest_long_nodes();
+            walk_nodes(
+                nodes,
+                roots,
+                &in_rest,
+                &none,
+                dfa,
+                &mut stack,
+                out,
+                &mut successors,
+                None,
+            )?;
+            let rep = dfa.representative(state, REST_SHORT_BYTES)?;
+            short_rest(vocab, dfa, rep, &mut stack, out, sub.as_deref_mut())?;
+        } else if in_rest.iter().any(|&r| r) {
             let none = [0u8; 256];
             walk_nodes(
                 trie.rest_nodes(),
@@ -479,6 +521,58 @@ fn walk<S: Step>(
     }
     if out.iter().all(|&w| w == 0) {
         return Err(unspellable(state));
+    }
+    Ok(())
+}
+
+/// Sets in `out` the tokens of the short other-token trie (see
+/// [`crate::trie::TokenTrie::rest_short_nodes`]) allowed from `state`, reusing a walk from the
+/// same state kept in `sub`.
+fn short_rest<S: Step>(
+    vocab: &Vocabulary,
+    dfa: &mut S,
+    state: u32,
+    stack: &mut [u32],
+    out: &mut [u32],
+    mut sub: Option<&mut SubtreeCache>,
+) -> Result<()> {
+    let set = |out: &mut [u32], ids: &[u32]| {
+        for &id in ids {
+            out[id as usize / 32] |= 1 << (id & 31);
+        }
+    };
+    if let Some(c) = sub.as_deref_mut() {
+        if let Some(ids) = c.short.get(&state) {
+            set(out, ids);
+            c.hits += 1;
+            return Ok(());
+        }
+    }
+    let (nodes, roots) = vocab.trie().rest_short_nodes();
+    let mut tmp = vec![0u32; out.len()];
+    stack[0] = state;
+    walk_nodes(
+        nodes,
+        roots,
+        &[true; 256],
+        &[0u8; 256],
+        dfa,
+        stack,
+        &mut tmp,
+        &mut None,
+        None,
+    )?;
+    let mut ids = Vec::new();
+    for (i, &w) in tmp.iter().enumerate() {
+        let mut w = w;
+        while w != 0 {
+            ids.push(i as u32 * 32 + w.trailing_zeros());
+            w &= w - 1;
+        }
+    }
+    set(out, &ids);
+    if let Some(c) = sub {
+        c.insert_short(state, &ids);
     }
     Ok(())
 }
@@ -985,6 +1079,69 @@ mod tests {
         assert!(checked > 20);
         // the cache was used: some first byte led two different states to one state
         assert!(idx.subtrees.lock().unwrap().hits > 0);
+    }
+
+    /// Inside a string with length bounds (a counter), the short other tokens are walked from
+    /// the state's representative for tokens of that many bytes and kept by it, the long ones
+    /// from the state itself: the masks equal a brute force at every count, near both bounds
+    /// and between them, and the kept walks are reused.
+    #[test]
+    fn counted_strings_reuse_short_walks_exactly() {
+        let long_body = "abcdefghijklmnopqrstu"; // 21 characters, past the ready masks
+        let long_other = "abcdefghijklmnopqr\",1"; // 21 bytes, past the short trie
+        let v = vocab(&[
+            "a",
+            "b",
+            "ab",
+            "abc",
+            "abcd",
+            "\"",
+            "a\"",
+            "ab\"",
+            "\",",
+            "\",1",
+            "b\",1",
+            "\\n",
+            "a\\t",
+            "aaaaaaaaaaaaaaaa",
+            long_body,
+            long_other,
+            ",1",
+            ",",
+            "abcdefghij\"",
+            "abcdefgh\\t\",",
+        ]);
+        let dfa = LazyDfa::new(
+            "\"(?:[^\"\\\\\\x00-\\x1f]|\\\\[nt]){5,60}\"(?:,1)?",
+            &RegexOptions::default(),
+        )
+        .unwrap();
+        let mut idx = TokenIndex::new(1 << 20);
+        idx.use_last = false;
+        let mut text = String::from("\"");
+        let mut checked = 0;
+        for k in 0..70 {
+            let s = dfa.walk(dfa.start(), text.as_bytes()).unwrap();
+            if s == DEAD {
+                break;
+            }
+            let m = idx.mask(&v, &dfa, s).unwrap();
+            assert_eq!(
+                allowed(&m),
+                brute_force(&v, &dfa, s),
+                "after {k} characters"
+            );
+            checked += 1;
+            text.push(if k % 7 == 3 { 'q' } else { 'a' });
+        }
+        assert!(checked >= 60, "{checked}");
+        let c = idx.subtrees.lock().unwrap();
+        assert!(
+            !c.short.is_empty() && c.hits > 0,
+            "the short walks were kept and reused: {} {}",
+            c.short.len(),
+            c.hits
+        );
     }
 
     /// Masks made from the previous state's mask (few first bytes differ) equal a brute force

@@ -34,6 +34,10 @@ pub const ALL_STRING_BODY: u8 = 1;
 /// Cumulative masks of string-body tokens by length are kept for lengths 1 to this.
 pub const BODY_LEN_MASKS: usize = 16;
 
+/// The other tokens (see [`TokenTrie::rest_nodes`]) of at most this many bytes are kept in one
+/// more trie, the longer ones in another (see [`TokenTrie::rest_short_nodes`]).
+pub const REST_SHORT_BYTES: usize = 16;
+
 /// Whether `bytes` is non-empty, complete UTF-8, and free of `"`, `\` and U+0000–U+001F: a
 /// token that can stand anywhere inside a JSON string without an escape.
 pub fn is_string_body(bytes: &[u8]) -> bool {
@@ -78,9 +82,16 @@ pub struct TokenTrie {
     /// masks already hold every string-body token up to that length; being small and
     /// contiguous, it stays cheap even when the CPU caches are cold.
     rest: Vec<Node>,
-    /// `(first byte, node index)` of the root's children, in `nodes` and in `rest`.
+    /// `rest` split by length: its tokens of at most [`REST_SHORT_BYTES`] bytes, and the
+    /// longer ones.
+    rest_short: Vec<Node>,
+    rest_long: Vec<Node>,
+    /// `(first byte, node index)` of the root's children, in `nodes`, `rest`, `rest_short` and
+    /// `rest_long`.
     roots: Vec<(u8, u32)>,
     rest_roots: Vec<(u8, u32)>,
+    rest_short_roots: Vec<(u8, u32)>,
+    rest_long_roots: Vec<(u8, u32)>,
     /// Packed masks of the tokens in `nodes` by first byte (duplicates not included), built on
     /// first use.
     first: std::sync::OnceLock<Vec<Vec<u32>>>,
@@ -248,6 +259,10 @@ impl TokenTrie {
             m[id as usize / 32] |= 1 << (id & 31);
             body_all[id as usize / 32] |= 1 << (id & 31);
         }
+        let (short, long): (Vec<_>, Vec<_>) =
+            rest.iter().partition(|(_, b)| b.len() <= REST_SHORT_BYTES);
+        let rest_short = flat_nodes(&short);
+        let rest_long = flat_nodes(&long);
         let rest = flat_nodes(&rest);
         let roots = root_children(&nodes);
         let rest_roots = root_children(&rest);
@@ -255,6 +270,10 @@ impl TokenTrie {
             first: Default::default(),
             roots,
             rest_roots,
+            rest_short_roots: root_children(&rest_short),
+            rest_long_roots: root_children(&rest_long),
+            rest_short,
+            rest_long,
             nodes,
             duplicates,
             max_depth,
@@ -288,6 +307,20 @@ impl TokenTrie {
     #[inline]
     pub fn rest_roots(&self) -> &[(u8, u32)] {
         &self.rest_roots
+    }
+
+    /// The tokens of [`TokenTrie::rest_nodes`] of at most [`REST_SHORT_BYTES`] bytes, as a
+    /// trie of their own, and its roots.
+    #[inline]
+    pub fn rest_short_nodes(&self) -> (&[Node], &[(u8, u32)]) {
+        (&self.rest_short, &self.rest_short_roots)
+    }
+
+    /// The tokens of [`TokenTrie::rest_nodes`] longer than [`REST_SHORT_BYTES`] bytes, as a
+    /// trie of their own, and its roots.
+    #[inline]
+    pub fn rest_long_nodes(&self) -> (&[Node], &[(u8, u32)]) {
+        (&self.rest_long, &self.rest_long_roots)
     }
 
     /// Number of nodes, the root included.

@@ -350,15 +350,38 @@ enum Slot {
 /// automaton and that builder.
 pub(crate) struct RuleSet {
     exprs: Vec<Expr>,
+    /// The rules in the order the background builder takes them: breadth first from the root,
+    /// each rule's calls in the order they occur (what an output is likely to enter first).
+    order: Vec<u32>,
     slots: Mutex<Vec<Slot>>,
     ready: Condvar,
     max_nfa_bytes: usize,
 }
 
 impl RuleSet {
-    fn new(exprs: Vec<Expr>, max_nfa_bytes: usize) -> RuleSet {
+    fn new(exprs: Vec<Expr>, root: &Expr, max_nfa_bytes: usize) -> RuleSet {
         let slots = exprs.iter().map(|_| Slot::Todo).collect();
+        let mut seen = vec![false; exprs.len()];
+        let mut order = Vec::with_capacity(exprs.len());
+        let mut calls = Vec::new();
+        root.rules_called(&mut calls);
+        let mut at = 0;
+        loop {
+            for &r in &calls {
+                if let Some(s) = seen.get_mut(r as usize) {
+                    if !*s {
+                        *s = true;
+                        order.push(r);
+                    }
+                }
+            }
+            calls.clear();
+            let Some(&r) = order.get(at) else { break };
+            exprs[r as usize].rules_called(&mut calls);
+            at += 1;
+        }
         RuleSet {
+            order,
             exprs,
             slots: Mutex::new(slots),
             ready: Condvar::new(),
@@ -440,11 +463,11 @@ fn background() -> Option<std::sync::mpsc::Sender<Weak<RuleSet>>> {
                 .name("tokensieve-rules".into())
                 .spawn(move || {
                     for job in rx {
-                        let n = job.upgrade().map_or(0, |s| s.exprs.len());
-                        for r in (1..n).rev() {
+                        let n = job.upgrade().map_or(0, |s| s.order.len());
+                        for k in 0..n {
                             // stop as soon as the automaton is dropped
                             let Some(set) = job.upgrade() else { break };
-                            set.prebuild(r);
+                            set.prebuild(set.order[k] as usize);
                         }
                     }
                 })
@@ -609,7 +632,7 @@ impl LazyDfa {
     pub fn from_hir(pattern: &str, hir: &Hir, opts: &RegexOptions) -> Result<LazyDfa> {
         if super::hir::has_counter(hir) {
             let built = super::nfa::build(&Expr::Hir(hir.clone()), opts.max_nfa_bytes)?;
-            return Self::from_nfa(pattern, built.nfa, built.counts, Vec::new(), 0, opts);
+            return Self::from_nfa(pattern, built.nfa, built.counts, None, 0, opts);
         }
         let nfa = thompson::Compiler::new()
             .configure(
@@ -625,7 +648,7 @@ impl LazyDfa {
                          max_nfa_bytes"
                 ))
             })?;
-        Self::from_nfa(pattern, nfa, Vec::new(), Vec::new(), 0, opts)
+        Self::from_nfa(pattern, nfa, Vec::new(), None, 0, opts)
     }
 
     /// Compile an expression of the intermediate form (see [`super::expr`]): plain ones as
@@ -647,11 +670,11 @@ impl LazyDfa {
         let eager = split.eager();
         let mut rules = split.rules;
         let root = std::mem::replace(&mut rules[0], Expr::empty());
+        // (rule 0, the root, stays in the set as an empty placeholder)
         let (built, next_rec) = super::nfa::build_with(&root, opts.max_nfa_bytes, 0, false)?;
+        let rules =
+            (rules.len() > 1).then(|| Arc::new(RuleSet::new(rules, &root, opts.max_nfa_bytes)));
         drop(root);
-        if rules.len() == 1 {
-            rules.clear();
-        }
         let dfa = Self::from_nfa(pattern, built.nfa, built.counts, rules, next_rec, opts)?;
         {
             let mut t = dfa.lock();
@@ -666,7 +689,7 @@ impl LazyDfa {
         pattern: &str,
         nfa: NFA,
         counts: Vec<Option<Count>>,
-        rules: Vec<Expr>,
+        rules: Option<Arc<RuleSet>>,
         next_rec: u32,
         opts: &RegexOptions,
     ) -> Result<LazyDfa> {
@@ -675,7 +698,7 @@ impl LazyDfa {
         } else {
             Vec::new()
         };
-        let split = !rules.is_empty();
+        let split = rules.is_some();
         let mut classes = [0u8; 256];
         let mut reps = Vec::new();
         if split {
@@ -695,7 +718,6 @@ impl LazyDfa {
         }
         let stride = reps.len();
         let registers = !counts.is_empty();
-        let rules = split.then(|| Arc::new(RuleSet::new(rules, opts.max_nfa_bytes)));
         let mut g = Graph::new(nfa, counts, rules, next_rec);
         g.max_nfa_bytes = opts.max_nfa_bytes;
         let root = g.root.as_ref().expect("just built");
@@ -961,8 +983,15 @@ impl LazyDfa {
         if !self.registers || state == DEAD {
             return Ok(state);
         }
+        self.representative_in(&mut self.lock(), state, k)
+    }
+
+    /// [`LazyDfa::representative`] with the table locked.
+    fn representative_in(&self, t: &mut Table, state: u32, k: usize) -> Result<u32> {
+        if !self.registers || state == DEAD {
+            return Ok(state);
+        }
         let k1 = k as u64 + 1;
-        let mut t = self.lock();
         let set = t.sets[state as usize].clone();
         let mut pairs: Vec<(u32, u64)> = Vec::with_capacity(set.len() / 3);
         let mut accepting = false;
@@ -998,7 +1027,7 @@ impl LazyDfa {
         if accepting {
             key.extend([ACCEPT_MARK, 0, 0]);
         }
-        self.intern(&mut t, key, accepting)
+        self.intern(t, key, accepting)
     }
 
     /// Epsilon closure of `seeds` (NFA state, registers: count and stack frame), pruned to states that can still reach a
@@ -1637,5 +1666,10 @@ impl DfaView<'_> {
     /// Number of states created so far.
     pub fn num_states(&self) -> usize {
         self.table.sets.len()
+    }
+
+    /// [`LazyDfa::representative`], through this view's lock.
+    pub fn representative(&mut self, state: u32, k: usize) -> Result<u32> {
+        self.dfa.representative_in(&mut self.table, state, k)
     }
 }

@@ -168,6 +168,15 @@ impl Expr {
         }
     }
 
+    /// The rules its [`Expr::Rule`] leaves name, in the order they occur (repeats included).
+    pub(crate) fn rules_called(&self, out: &mut Vec<u32>) {
+        match self {
+            Expr::Rule(r) => out.push(*r),
+            Expr::Hir(_) | Expr::Part(_) => {}
+            _ => self.for_each_child(&mut |x| x.rules_called(out)),
+        }
+    }
+
     /// One for this node plus `measure` of each child.
     fn one_plus_children(&self, measure: fn(&Expr) -> u64) -> u64 {
         let mut total = 1u64;
