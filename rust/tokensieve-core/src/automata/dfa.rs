@@ -13,6 +13,11 @@
 //! recursive calls (frames interned per automaton). The closure applies the markers to them, so
 //! a large counted repetition needs one copy of its body and a recursion one copy of itself.
 //!
+//! An expression cut into rules (see [`super::rules`]) starts with the root's NFA only; a
+//! rule's NFA is appended when a closure first reaches a call of it (or taken from the
+//! background builder, which compiles the rules of a new grammar ahead of their first entry),
+//! and a rule call is a frame of the same stack.
+//!
 //! The language is the *full match* of the HIR: the automaton starts anchored and a state is
 //! accepting when the NFA can reach its match state at the end of the input. Because the NFA is
 //! built over UTF-8 bytes, a state reached in the middle of a multi-byte character only

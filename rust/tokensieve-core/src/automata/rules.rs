@@ -3,7 +3,8 @@
 //! [`split`] cuts a large expression (a JSON Schema's) into a root and a table of rules: each
 //! cut sub-expression is moved into the table and replaced by an [`Expr::Rule`] leaf. The NFA
 //! builder compiles a rule leaf into a `Call` marker (see [`super::nfa::Count::Call`]), and the
-//! lazy DFA compiles the rule's own NFA the first time its closure reaches that marker, then
+//! lazy DFA compiles the rule's own NFA the first time its closure reaches that marker (unless
+//! its background builder has compiled it already), then
 //! enters it with a stack frame naming the call, and returns through the rule's `Return` marker
 //! to the call's continuation (see [`super::dfa`]). A first mask then costs the root's
 //! automaton, not the whole schema's; the members of an object are built when a key leads
