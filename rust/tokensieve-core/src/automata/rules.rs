@@ -32,6 +32,10 @@ use super::hir;
 /// fastest.
 pub(crate) const MIN_RULE_WEIGHT: u64 = 256;
 
+/// An expression lighter than this is not cut at all: its whole automaton is built in about a
+/// millisecond or two, and cutting it would only move that work into its first masks.
+pub(crate) const MIN_SPLIT_WEIGHT: u64 = 8192;
+
 /// A rule whose own size is at least this is compiled with the root, not on first entry: such
 /// a part cannot be cut further (a large pattern or format with length bounds, a long list of
 /// values), and building it up front keeps its budget errors at compile time, where building
@@ -137,7 +141,9 @@ pub(crate) fn split(mut root: Expr) -> Split {
         min_weight: min_weight(),
         by_hash: Default::default(),
     };
-    if cuttable(&root) && c.min_weight < u64::MAX {
+    // (tests that cut below the default size cut small expressions too)
+    let heavy = c.min_weight < MIN_RULE_WEIGHT || root.weight() >= MIN_SPLIT_WEIGHT;
+    if heavy && cuttable(&root) && c.min_weight < u64::MAX {
         let ctx = Ctx {
             frozen: false,
             jump_inhabited: false,
