@@ -323,9 +323,15 @@ fn body_prefill<S: Step>(
     Ok((first_skip, false))
 }
 
+/// States kept by the closed-state memo of [`walk_nodes`] (direct-mapped by state).
+const CLOSED_MEMO: usize = 64;
+
 /// Walk the subtrees of `nodes` (a preorder trie) below the first bytes in `first`, from the
 /// state in `stack[0]`: set each token the DFA survives. Below first byte `b`, subtrees of
 /// string-body tokens of at most `skip[b]` characters are skipped (already set).
+/// `body_below` is the trie when `nodes` is its whole node array: then, below a closed state
+/// (see [`string_body_closed`]), a subtree of string-body tokens is set at once from the
+/// trie's list of them, not walked.
 #[allow(clippy::too_many_arguments)]
 fn walk_nodes<S: Step>(
     nodes: &[crate::trie::Node],
@@ -337,9 +343,14 @@ fn walk_nodes<S: Step>(
     out: &mut [u32],
     successors: &mut Option<&mut FxHashSet<u32>>,
     mut sub: Option<&mut SubtreeCache>,
+    body_below: Option<&crate::trie::TokenTrie>,
 ) -> Result<()> {
     let classes = *dfa.classes();
     let mut record: Vec<u32> = Vec::new();
+    // Per depth, whether the state there is closed (0: not known yet, 1: no, 2: yes), and a
+    // small memo of the answer by state.
+    let mut closed_at = vec![0u8; stack.len()];
+    let mut memo = [(DEAD, false); CLOSED_MEMO];
     for &(b, at) in roots {
         if !first[b as usize] {
             continue;
@@ -370,18 +381,58 @@ fn walk_nodes<S: Step>(
         let end = i + nodes[i].subtree as usize;
         while i < end {
             let n = nodes[i];
-            // a subtree of string-body tokens no longer than the first byte allows
-            if n.flags & ALL_STRING_BODY != 0 && n.flags >> 1 <= skip {
-                i += n.subtree as usize;
-                continue;
-            }
             let d = n.depth as usize;
+            if n.flags & ALL_STRING_BODY != 0 {
+                // a subtree of string-body tokens no longer than the first byte allows
+                if n.flags >> 1 <= skip {
+                    i += n.subtree as usize;
+                    continue;
+                }
+                // A subtree of string-body tokens starting on a character's first byte, below
+                // a closed state: each token's rest is whole string characters, each leading
+                // the state back to itself, so every one is allowed (and ends there).
+                if let Some(t) = body_below {
+                    if d >= 2 && !(0x80..0xC0).contains(&n.byte) {
+                        let parent = stack[d - 1];
+                        let c = match closed_at[d - 1] {
+                            0 => {
+                                let slot = &mut memo[parent as usize % CLOSED_MEMO];
+                                let c = if slot.0 == parent {
+                                    slot.1
+                                } else {
+                                    let c = string_body_closed(dfa, parent)?;
+                                    *slot = (parent, c);
+                                    c
+                                };
+                                closed_at[d - 1] = 1 + c as u8;
+                                c
+                            }
+                            v => v == 2,
+                        };
+                        if c {
+                            let ids = t.body_ids_below(i);
+                            for &id in ids {
+                                out[(id >> 5) as usize] |= 1 << (id & 31);
+                            }
+                            if sub.is_some() {
+                                record.extend_from_slice(ids);
+                            }
+                            if let Some(s) = successors.as_deref_mut() {
+                                s.insert(parent);
+                            }
+                            i += n.subtree as usize;
+                            continue;
+                        }
+                    }
+                }
+            }
             let next = dfa.step(stack[d - 1], classes[n.byte as usize] as usize)?;
             if next == DEAD {
                 i += n.subtree as usize;
                 continue;
             }
             stack[d] = next;
+            closed_at[d] = 0;
             if n.token != NO_TOKEN {
                 out[(n.token >> 5) as usize] |= 1 << (n.token & 31);
                 if let Some(s) = successors.as_deref_mut() {
@@ -467,10 +518,29 @@ fn walk<S: Step>(
                 *r = k == 127;
             }
         }
-        if rest_only && successors.is_none() {
-            // The long ones from the state itself; the short ones as from the state's
-            // representative for tokens of that many bytes (counts far from a length bound
-            // share it, and with it the walk, kept by the subtree cache).
+        // Below a first byte whose next state is closed, every string-body token is set
+        // already, whatever its length: only the tokens that are not string-body tokens are
+        // left to walk there.
+        let closed_all = rest_only && first_skip.iter().all(|&k| k == 127);
+        if closed_all || (!rest_only && in_rest.iter().any(|&r| r)) {
+            let none = [0u8; 256];
+            let (nodes, roots) = trie.other_nodes();
+            walk_nodes(
+                nodes,
+                roots,
+                &in_rest,
+                &none,
+                dfa,
+                &mut stack,
+                out,
+                &mut successors,
+                None,
+                None,
+            )?;
+        } else if rest_only && successors.is_none() {
+            // Inside a length-bounded run: the long ones from the state itself; the short ones
+            // as from the state's representative for tokens of that many bytes (counts far
+            // from a length bound share it, and with it the walk, kept by the subtree cache).
             let none = [0u8; 256];
             let (nodes, roots) = trie.rest_long_nodes();
             walk_nodes(
@@ -483,10 +553,11 @@ fn walk<S: Step>(
                 out,
                 &mut successors,
                 None,
+                None,
             )?;
             let rep = dfa.representative(state, REST_SHORT_BYTES)?;
             short_rest(vocab, dfa, rep, &mut stack, out, sub.as_deref_mut())?;
-        } else if in_rest.iter().any(|&r| r) {
+        } else if rest_only {
             let none = [0u8; 256];
             walk_nodes(
                 trie.rest_nodes(),
@@ -497,6 +568,7 @@ fn walk<S: Step>(
                 &mut stack,
                 out,
                 &mut successors,
+                None,
                 None,
             )?;
         }
@@ -514,6 +586,7 @@ fn walk<S: Step>(
                     out,
                     &mut successors,
                     sub,
+                    Some(trie),
                 )?;
             }
         }
@@ -560,6 +633,7 @@ fn short_rest<S: Step>(
         stack,
         &mut tmp,
         &mut None,
+        None,
         None,
     )?;
     let mut ids = Vec::new();
@@ -649,6 +723,7 @@ fn delta_walk<S: Step>(
             &mut out,
             &mut None,
             None,
+            Some(trie),
         )?;
     }
     set_duplicates_and_eos(vocab, &mut out, dfa.accepting(state));
@@ -1262,6 +1337,73 @@ mod tests {
         let s3 = dfa2.walk(dfa2.start(), b"\"").unwrap();
         assert!(!string_body_closed(&mut dfa2.view(), s3).unwrap());
         assert_eq!(s, s2);
+    }
+
+    /// Walks that take string-body tokens by subtree below a closed state (deeper than the first
+    /// byte: a key trie's declared names, a choice between a literal and any string) and that
+    /// walk only the tokens that are not string-body tokens after a closed first byte (long
+    /// body tokens are set already) equal a brute force, lazily and precomputed; a length bound
+    /// still cuts the long ones.
+    #[test]
+    fn closed_subtrees_match_brute_force() {
+        let long = "abcdefghijklmnopqrstuvwx"; // 24 characters, longer than the ready masks
+        let toks: Vec<String> = [
+            "n", "na", "name", "name\"", "name\":", "nx", "nxy", "nxyz\"", "no", "nom", "nomé",
+            "n\n", "é", "éa", "a", "ab", "\"", "\",", "\":", ":", " ", "x\n", "日本", "ab\"}", "S",
+            "SOURCE", "SOURCE\"", "1", "\":1", "}", "e", "m", "o",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([
+            long.to_string(),
+            format!("n{long}"),
+            format!("{long}\""),
+            format!("na{long}"),
+            format!("x{long}\"}}"),
+        ])
+        .collect();
+        let mut t: Vec<Vec<u8>> = toks.iter().map(|s| s.as_bytes().to_vec()).collect();
+        t.push(vec![b'n', 0xC3]); // ends inside a character
+        t.push(vec![0xA9]); // and one that continues it
+        t.push(b"<eos>".to_vec());
+        let eos = (t.len() - 1) as u32;
+        let v = Vocabulary::new(t, vec![eos], vec![], None).unwrap();
+        let body = r#"[^"\\\x00-\x1f]"#;
+        let pats = [
+            // declared names "name" and "nom" beside any other key
+            format!(
+                r#""(name|nom|[^"n\\\x00-\x1f]{body}*|n[^"ao\\\x00-\x1f]{body}*|na[^"m\\\x00-\x1f]{body}*|no[^"m\\\x00-\x1f]{body}*|nam[^"e\\\x00-\x1f]{body}*|n|na|no|nam|(name|nom){body}+)":[0-9]"#
+            ),
+            // declared names only
+            r#""(name|nom)":[0-9]"#.to_string(),
+            // a literal or any string
+            format!(r#""(SOURCE|{body}*)"(,|\}})"#),
+            format!(r#""{body}*"\}}"#),
+            format!(r#""{body}{{0,30}}""#),
+            format!(r#""{body}{{0,20}}x?""#),
+        ];
+        for pat in &pats {
+            let lazy = LazyDfa::new(pat, &RegexOptions::default()).unwrap();
+            let eager = LazyDfa::new(pat, &RegexOptions::default()).unwrap();
+            let eager_idx = TokenIndex::new(1 << 20);
+            eager_idx
+                .precompute(&v, &eager, eager.start(), None)
+                .unwrap();
+            for prefix in ["\"", "\"n", "\"na", "\"x", "\"nx", "\"S", "\"é", "\"ab"] {
+                let s = lazy.walk(lazy.start(), prefix.as_bytes()).unwrap();
+                let s2 = eager.walk(eager.start(), prefix.as_bytes()).unwrap();
+                assert_eq!(s == DEAD, s2 == DEAD);
+                if s == DEAD {
+                    continue;
+                }
+                let want = brute_force(&v, &lazy, s);
+                let idx = TokenIndex::new(1 << 20);
+                let m = idx.mask(&v, &lazy, s).unwrap();
+                assert_eq!(allowed(&m), want, "{pat} after {prefix}");
+                let m2 = eager_idx.mask(&v, &eager, s2).unwrap();
+                assert_eq!(allowed(&m2), want, "{pat} after {prefix}, precomputed");
+            }
+        }
     }
 
     #[test]

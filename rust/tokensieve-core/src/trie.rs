@@ -9,10 +9,12 @@
 //!
 //! String-body tokens: most tokens of a vocabulary are plain text that may stand anywhere inside
 //! a JSON string (complete UTF-8 without `"`, `\` or control characters). The trie keeps their
-//! ids as ready masks, one per first byte (all non-ASCII first bytes share one), and flags every
-//! node whose subtree holds only such tokens. A walk (see `crate::index`) takes the masks of the
-//! first bytes after which every string character leads back to the same state, and then visits
-//! only the paths towards the other tokens.
+//! ids as ready masks, one per first byte (all non-ASCII first bytes share one), flags every
+//! node whose subtree holds only such tokens, and lists them in preorder so that a subtree's are
+//! one slice. A walk (see `crate::index`) takes the masks of the first bytes after which every
+//! string character leads back to the same state, and then visits only the paths towards the
+//! other tokens (a trie of its own); deeper down, the body tokens of a subtree below such a
+//! state are taken from the list.
 //!
 //! Tokens whose byte strings are equal (an added token that spells the same bytes as a regular
 //! one) share a node; the extra ids are kept beside the array and copied after a walk.
@@ -86,15 +88,23 @@ pub struct TokenTrie {
     /// longer ones.
     rest_short: Vec<Node>,
     rest_long: Vec<Node>,
+    /// The tokens that are not string-body tokens (`rest` without the long body tokens).
+    other: Vec<Node>,
     /// `(first byte, node index)` of the root's children, in `nodes`, `rest`, `rest_short` and
     /// `rest_long`.
     roots: Vec<(u8, u32)>,
     rest_roots: Vec<(u8, u32)>,
     rest_short_roots: Vec<(u8, u32)>,
     rest_long_roots: Vec<(u8, u32)>,
+    other_roots: Vec<(u8, u32)>,
     /// Packed masks of the tokens in `nodes` by first byte (duplicates not included), built on
     /// first use.
     first: std::sync::OnceLock<Vec<Vec<u32>>>,
+    /// The string-body tokens in the preorder of their nodes, and per node the number of them
+    /// ending before it (one more entry at the end): the body tokens of a subtree are one slice
+    /// (see [`TokenTrie::body_ids_below`]).
+    body_ids: Vec<u32>,
+    body_before: Vec<u32>,
 }
 
 /// The root's children of a preorder trie, found by hopping over subtrees.
@@ -259,8 +269,23 @@ impl TokenTrie {
             m[id as usize / 32] |= 1 << (id & 31);
             body_all[id as usize / 32] |= 1 << (id & 31);
         }
+        let mut body_ids = Vec::new();
+        let mut body_before = Vec::with_capacity(nodes.len() + 1);
+        for (n, &o) in nodes.iter().zip(&other) {
+            body_before.push(body_ids.len() as u32);
+            if n.token != NO_TOKEN && !o {
+                body_ids.push(n.token);
+            }
+        }
+        body_before.push(body_ids.len() as u32);
         let (short, long): (Vec<_>, Vec<_>) =
             rest.iter().partition(|(_, b)| b.len() <= REST_SHORT_BYTES);
+        let others: Vec<(u32, &[u8])> = rest
+            .iter()
+            .copied()
+            .filter(|(_, b)| !is_string_body(b))
+            .collect();
+        let other = flat_nodes(&others);
         let rest_short = flat_nodes(&short);
         let rest_long = flat_nodes(&long);
         let rest = flat_nodes(&rest);
@@ -272,6 +297,8 @@ impl TokenTrie {
             rest_roots,
             rest_short_roots: root_children(&rest_short),
             rest_long_roots: root_children(&rest_long),
+            other_roots: root_children(&other),
+            other,
             rest_short,
             rest_long,
             nodes,
@@ -281,7 +308,17 @@ impl TokenTrie {
             body_all,
             body_upto,
             rest,
+            body_ids,
+            body_before,
         }
+    }
+
+    /// The string-body tokens in the subtree of node `i` of [`TokenTrie::nodes`] (duplicates
+    /// not included).
+    #[inline]
+    pub fn body_ids_below(&self, i: usize) -> &[u32] {
+        let end = i + self.nodes[i].subtree as usize;
+        &self.body_ids[self.body_before[i] as usize..self.body_before[end] as usize]
     }
 
     /// All nodes in depth-first order; index 0 is the root.
@@ -321,6 +358,13 @@ impl TokenTrie {
     #[inline]
     pub fn rest_long_nodes(&self) -> (&[Node], &[(u8, u32)]) {
         (&self.rest_long, &self.rest_long_roots)
+    }
+
+    /// The tokens that are not string-body tokens, as a trie of their own, and its roots:
+    /// walked below a closed state, where every string-body token is set already.
+    #[inline]
+    pub fn other_nodes(&self) -> (&[Node], &[(u8, u32)]) {
+        (&self.other, &self.other_roots)
     }
 
     /// Number of nodes, the root included.
