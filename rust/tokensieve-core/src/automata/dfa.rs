@@ -1262,13 +1262,12 @@ impl LazyDfa {
             return Err(complete_without_nfa());
         }
         let b = self.reps[class];
-        let set = t.sets[state as usize].clone();
         let width = 1 + 2 * self.registers as usize;
         let mut seeds: Vec<(u32, u64)> = Vec::new();
         // with single-byte classes: the bytes around `b` that every state of the subset treats
         // as it treats `b` (they get the same transition)
         let (mut lo, mut hi) = (0u8, 255u8);
-        for e in set.chunks_exact(width) {
+        for e in t.sets[state as usize].chunks_exact(width) {
             let (s, c) = (e[0], if width == 3 { register(e[1], e[2]) } else { 0 });
             if s == ACCEPT_MARK {
                 continue;
