@@ -536,6 +536,14 @@ pub(super) fn spelled_combination(
     pos: &[Hir],
     neg: &[Hir],
 ) -> std::result::Result<Option<Expr>, String> {
+    // One language and nothing to take away (a lone `patternProperties` key): spelled as it
+    // is, as a lone `pattern` of a string value is, so that a large counted repetition in it
+    // stays a counter instead of a state per count.
+    if let ([h], []) = (pos, neg) {
+        if h.properties().minimum_len().is_some() {
+            return encode(h).map(|e| Some(e.into()));
+        }
+    }
     match crate::automata::strlang::combined_dfa(pos, neg)? {
         None => Ok(None),
         Some(d) => match crate::automata::expr::char_dfa(&d) {

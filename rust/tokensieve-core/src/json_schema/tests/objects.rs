@@ -201,6 +201,29 @@ fn pattern_properties_and_property_names() {
     );
 }
 
+/// A lone `patternProperties` pattern (no declared names to take away) is spelled as it is:
+/// its counted repetition stays a count (bounds exact on both sides, escapes spelled), and an
+/// unanchored pattern keeps its search semantics.
+#[test]
+fn lone_pattern_property_keys() {
+    let key40 = "ab_c".repeat(10);
+    let key41 = format!("{key40}a");
+    let ok40 = format!(r#"{{"{key40}": 1}}"#);
+    let bad41 = format!(r#"{{"{key41}": 1}}"#);
+    check(
+        json!({"type": "object", "patternProperties": {"^[a-c_]{1,40}$": {"type": "integer"}},
+               "additionalProperties": false}),
+        &["{}", r#"{"a": 1}"#, r#"{"\u0061b": 1, "c_": 2}"#, &ok40],
+        &[r#"{"": 1}"#, r#"{"ad": 1}"#, r#"{"a": "x"}"#, &bad41],
+    );
+    check(
+        json!({"type": "object", "patternProperties": {"b": {"type": "integer"}},
+               "additionalProperties": false}),
+        &["{}", r#"{"abc": 1}"#, r#"{"b": 1}"#, r#"{"x\u0062": 1}"#],
+        &[r#"{"ac": 1}"#, r#"{"": 1}"#, r#"{"abc": true}"#],
+    );
+}
+
 #[test]
 fn spelled_not_in_equals_the_encoded_complement() {
     use crate::automata::spell::encode;
