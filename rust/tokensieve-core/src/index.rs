@@ -323,6 +323,13 @@ fn body_prefill<S: Step>(
     Ok((first_skip, false))
 }
 
+/// Sets the bits of `ids` in the packed mask `out`.
+fn set_ids(out: &mut [u32], ids: &[u32]) {
+    for &id in ids {
+        out[(id >> 5) as usize] |= 1 << (id & 31);
+    }
+}
+
 /// States kept by the closed-state memo of [`walk_nodes`] (direct-mapped by state).
 const CLOSED_MEMO: usize = 64;
 
@@ -367,9 +374,7 @@ fn walk_nodes<S: Step>(
             Some(c) if skip == 0 && successors.is_none() => {
                 if let Some(ids) = c.map.get(&(b, q)) {
                     c.hits += 1;
-                    for &t in ids.iter() {
-                        out[(t >> 5) as usize] |= 1 << (t & 31);
-                    }
+                    set_ids(out, ids);
                     continue;
                 }
                 record.clear();
@@ -411,9 +416,7 @@ fn walk_nodes<S: Step>(
                         };
                         if c {
                             let ids = t.body_ids_below(i);
-                            for &id in ids {
-                                out[(id >> 5) as usize] |= 1 << (id & 31);
-                            }
+                            set_ids(out, ids);
                             if sub.is_some() {
                                 record.extend_from_slice(ids);
                             }
@@ -469,7 +472,8 @@ pub(crate) struct SubtreeCache {
 const SUBTREE_CACHE_BYTES: usize = 16 << 20;
 
 impl SubtreeCache {
-    fn insert(&mut self, key: (u8, u32), ids: &[u32]) {
+    /// Accounts for an entry of `ids`, emptying the cache first when it would not fit.
+    fn make_room(&mut self, ids: &[u32]) {
         let size = ids.len() * 4 + 32;
         if self.bytes + size > self.cap {
             self.map.clear();
@@ -477,17 +481,15 @@ impl SubtreeCache {
             self.bytes = 0;
         }
         self.bytes += size;
+    }
+
+    fn insert(&mut self, key: (u8, u32), ids: &[u32]) {
+        self.make_room(ids);
         self.map.insert(key, ids.into());
     }
 
     fn insert_short(&mut self, state: u32, ids: &[u32]) {
-        let size = ids.len() * 4 + 32;
-        if self.bytes + size > self.cap {
-            self.map.clear();
-            self.short.clear();
-            self.bytes = 0;
-        }
-        self.bytes += size;
+        self.make_room(ids);
         self.short.insert(state, ids.into());
     }
 }
@@ -520,16 +522,27 @@ fn walk<S: Step>(
         }
         // Below a first byte whose next state is closed, every string-body token is set
         // already, whatever its length: only the tokens that are not string-body tokens are
-        // left to walk there.
+        // left to walk there. Inside a length-bounded run the long other tokens are walked
+        // from the state itself and the short ones as from the state's representative for
+        // tokens of that many bytes (counts far from a length bound share it, and with it the
+        // walk, kept by the subtree cache); when the successors are wanted, all from the state.
         let closed_all = rest_only && first_skip.iter().all(|&k| k == 127);
-        if closed_all || (!rest_only && in_rest.iter().any(|&r| r)) {
-            let none = [0u8; 256];
-            let (nodes, roots) = trie.other_nodes();
+        let short_from_rep = rest_only && !closed_all && successors.is_none();
+        let rest = if closed_all || (!rest_only && in_rest.iter().any(|&r| r)) {
+            Some(trie.other_nodes())
+        } else if short_from_rep {
+            Some(trie.rest_long_nodes())
+        } else if rest_only {
+            Some((trie.rest_nodes(), trie.rest_roots()))
+        } else {
+            None
+        };
+        if let Some((nodes, roots)) = rest {
             walk_nodes(
                 nodes,
                 roots,
                 &in_rest,
-                &none,
+                &[0u8; 256],
                 dfa,
                 &mut stack,
                 out,
@@ -537,40 +550,10 @@ fn walk<S: Step>(
                 None,
                 None,
             )?;
-        } else if rest_only && successors.is_none() {
-            // Inside a length-bounded run: the long ones from the state itself; the short ones
-            // as from the state's representative for tokens of that many bytes (counts far
-            // from a length bound share it, and with it the walk, kept by the subtree cache).
-            let none = [0u8; 256];
-            let (nodes, roots) = trie.rest_long_nodes();
-            walk_nodes(
-                nodes,
-                roots,
-                &in_rest,
-                &none,
-                dfa,
-                &mut stack,
-                out,
-                &mut successors,
-                None,
-                None,
-            )?;
+        }
+        if short_from_rep {
             let rep = dfa.representative(state, REST_SHORT_BYTES)?;
             short_rest(vocab, dfa, rep, &mut stack, out, sub.as_deref_mut())?;
-        } else if rest_only {
-            let none = [0u8; 256];
-            walk_nodes(
-                trie.rest_nodes(),
-                trie.rest_roots(),
-                &in_rest,
-                &none,
-                dfa,
-                &mut stack,
-                out,
-                &mut successors,
-                None,
-                None,
-            )?;
         }
         if !rest_only {
             let mut others = in_rest;
@@ -609,14 +592,9 @@ fn short_rest<S: Step>(
     out: &mut [u32],
     mut sub: Option<&mut SubtreeCache>,
 ) -> Result<()> {
-    let set = |out: &mut [u32], ids: &[u32]| {
-        for &id in ids {
-            out[id as usize / 32] |= 1 << (id & 31);
-        }
-    };
     if let Some(c) = sub.as_deref_mut() {
         if let Some(ids) = c.short.get(&state) {
-            set(out, ids);
+            set_ids(out, ids);
             c.hits += 1;
             return Ok(());
         }
@@ -644,7 +622,7 @@ fn short_rest<S: Step>(
             w &= w - 1;
         }
     }
-    set(out, &ids);
+    set_ids(out, &ids);
     if let Some(c) = sub {
         c.insert_short(state, &ids);
     }
