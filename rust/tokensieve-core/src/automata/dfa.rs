@@ -165,14 +165,16 @@ impl Graph {
         rules: Option<Arc<RuleSet>>,
         next_rec: u32,
     ) -> Graph {
-        let cont = super::depth::returns(&nfa, &counts);
-        let can_match = compute_can_match(&nfa, &counts, &cont);
-        let (dispatch_of, dispatches) = find_dispatches(&nfa, &counts);
-        let bounds = if counts.is_empty() {
-            Vec::new()
-        } else {
-            counted_bounds(&nfa, &counts)
-        };
+        let Segment {
+            nfa,
+            counts,
+            can_match,
+            cont,
+            dispatch_of,
+            dispatches,
+            bounds,
+            ..
+        } = Segment::of(nfa, counts, 0);
         let entries = vec![NONE; rules.as_ref().map_or(0, |r| r.exprs.len())];
         Graph {
             root_len: nfa.states().len() as u32,
@@ -298,8 +300,9 @@ impl Graph {
     }
 }
 
-/// A rule compiled on its own: its NFA (ending in a `Return` marker) and what the closure needs
-/// of each state, in the rule's own state ids and marker numbers (see [`Graph::append`]).
+/// An NFA compiled on its own — a rule's (ending in a `Return` marker, see [`Graph::append`])
+/// or the root's (see [`Graph::new`]) — and what the closure needs of each state, in its own
+/// state ids and marker numbers.
 struct Segment {
     nfa: NFA,
     counts: Vec<Option<Count>>,
@@ -316,9 +319,13 @@ struct Segment {
 impl Segment {
     fn build(x: &Expr, max_nfa_bytes: usize) -> Result<Segment> {
         let (built, recs) = super::nfa::build_with(x, max_nfa_bytes, 0, true)?;
-        let nfa = built.nfa;
         let mut counts = built.counts;
-        counts.resize(nfa.states().len(), None);
+        counts.resize(built.nfa.states().len(), None);
+        Ok(Segment::of(built.nfa, counts, recs))
+    }
+
+    /// What the closure needs of each state of `nfa` (`counts` may be empty: no markers).
+    fn of(nfa: NFA, counts: Vec<Option<Count>>, recs: u32) -> Segment {
         let cont = super::depth::returns(&nfa, &counts);
         let can_match = compute_can_match(&nfa, &counts, &cont);
         let (dispatch_of, dispatches) = find_dispatches(&nfa, &counts);
@@ -328,7 +335,7 @@ impl Segment {
         } else {
             Vec::new()
         };
-        Ok(Segment {
+        Segment {
             nfa,
             counts,
             can_match,
@@ -337,7 +344,7 @@ impl Segment {
             dispatches,
             bounds,
             recs,
-        })
+        }
     }
 }
 
@@ -405,17 +412,14 @@ impl RuleSet {
         loop {
             match std::mem::replace(&mut slots[r], Slot::Taken) {
                 Slot::Done(seg) => return seg,
-                Slot::Todo => {
-                    drop(slots);
-                    return Segment::build(&self.exprs[r], self.max_nfa_bytes);
-                }
-                Slot::Building(pid) if pid != std::process::id() => {
-                    drop(slots);
-                    return Segment::build(&self.exprs[r], self.max_nfa_bytes);
-                }
-                Slot::Building(pid) => {
+                Slot::Building(pid) if pid == std::process::id() => {
                     slots[r] = Slot::Building(pid);
                     slots = self.ready.wait(slots).unwrap_or_else(|e| e.into_inner());
+                }
+                // not started, or started by a builder this (forked) process does not have
+                Slot::Todo | Slot::Building(_) => {
+                    drop(slots);
+                    return Segment::build(&self.exprs[r], self.max_nfa_bytes);
                 }
                 Slot::Taken => {
                     return Err(Error::InvalidArgument(format!(
@@ -997,7 +1001,7 @@ impl LazyDfa {
             return Ok(state);
         }
         let k1 = k as u64 + 1;
-        let set = t.sets[state as usize].clone();
+        let set = &t.sets[state as usize];
         let mut pairs: Vec<(u32, u64)> = Vec::with_capacity(set.len() / 3);
         let mut accepting = false;
         let mut changed = false;
