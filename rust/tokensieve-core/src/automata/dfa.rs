@@ -112,6 +112,11 @@ struct Graph {
     /// For each NFA state inside a counted body, that repetition's bounds (see
     /// [`LazyDfa::representative`]); shorter (or empty) past the last counted state.
     bounds: Vec<Option<(u32, Option<u32>)>>,
+    /// Per NFA state inside a `sized` counted region (a character automaton under length
+    /// bounds), [`NONE`] or an index into `len_sets`: the numbers of characters after which the
+    /// region can still be left from it (see [`LengthSets`]); shorter (or empty) past the last.
+    lens: Vec<u32>,
+    len_sets: Vec<LenSet>,
     /// Per `Push` marker, the state its call returns to (see [`super::depth::returns`]);
     /// shorter (or empty) past the last `Push` marker.
     cont: Vec<u32>,
@@ -164,7 +169,7 @@ impl Graph {
         counts: Vec<Option<Count>>,
         rules: Option<Arc<RuleSet>>,
         next_rec: u32,
-    ) -> Graph {
+    ) -> Result<Graph> {
         let Segment {
             nfa,
             counts,
@@ -173,10 +178,11 @@ impl Graph {
             dispatch_of,
             dispatches,
             bounds,
+            lens,
             ..
-        } = Segment::of(nfa, counts, 0);
+        } = Segment::of(nfa, counts, 0)?;
         let entries = vec![NONE; rules.as_ref().map_or(0, |r| r.exprs.len())];
-        Graph {
+        Ok(Graph {
             root_len: nfa.states().len() as u32,
             nfa_bytes: nfa.memory_usage(),
             root: Some(nfa),
@@ -184,6 +190,8 @@ impl Graph {
             can_match,
             counts,
             bounds,
+            lens: lens.of,
+            len_sets: lens.sets,
             cont,
             dispatch_of,
             dispatches,
@@ -191,7 +199,7 @@ impl Graph {
             entries,
             next_rec,
             max_nfa_bytes: usize::MAX,
-        }
+        })
     }
 
     /// The graph of a DFA loaded complete (no NFA).
@@ -203,6 +211,8 @@ impl Graph {
             can_match: Vec::new(),
             counts: Vec::new(),
             bounds: Vec::new(),
+            lens: Vec::new(),
+            len_sets: Vec::new(),
             cont: Vec::new(),
             dispatch_of: Vec::new(),
             dispatches: Vec::new(),
@@ -274,6 +284,17 @@ impl Graph {
             self.bounds.resize(base as usize, None);
             self.bounds.extend(seg.bounds);
         }
+        if !seg.lens.of.is_empty() {
+            let first = self.len_sets.len() as u32;
+            self.lens.resize(base as usize, NONE);
+            self.lens.extend(
+                seg.lens
+                    .of
+                    .iter()
+                    .map(|&k| if k == NONE { NONE } else { k + first }),
+            );
+            self.len_sets.extend(seg.lens.sets);
+        }
         if !seg.cont.is_empty() {
             self.cont.resize(base as usize, NONE);
             self.cont.extend(seg.cont.iter().map(|&c| shift(c)));
@@ -312,6 +333,8 @@ struct Segment {
     dispatches: Vec<Dispatch>,
     /// Empty when the rule has no counter.
     bounds: Vec<Option<(u32, Option<u32>)>>,
+    /// Empty when the rule has no `sized` counted region.
+    lens: LengthSets,
     /// How many recursive-expression marker numbers it uses (from 1 on).
     recs: u32,
 }
@@ -321,11 +344,11 @@ impl Segment {
         let (built, recs) = super::nfa::build_with(x, max_nfa_bytes, 0, true)?;
         let mut counts = built.counts;
         counts.resize(built.nfa.states().len(), None);
-        Ok(Segment::of(built.nfa, counts, recs))
+        Segment::of(built.nfa, counts, recs)
     }
 
     /// What the closure needs of each state of `nfa` (`counts` may be empty: no markers).
-    fn of(nfa: NFA, counts: Vec<Option<Count>>, recs: u32) -> Segment {
+    fn of(nfa: NFA, counts: Vec<Option<Count>>, recs: u32) -> Result<Segment> {
         let cont = super::depth::returns(&nfa, &counts);
         let can_match = compute_can_match(&nfa, &counts, &cont);
         let (dispatch_of, dispatches) = find_dispatches(&nfa, &counts);
@@ -335,7 +358,8 @@ impl Segment {
         } else {
             Vec::new()
         };
-        Segment {
+        let lens = LengthSets::of(&nfa, &counts)?;
+        Ok(Segment {
             nfa,
             counts,
             can_match,
@@ -343,8 +367,9 @@ impl Segment {
             dispatch_of,
             dispatches,
             bounds,
+            lens,
             recs,
-        }
+        })
     }
 }
 
@@ -353,7 +378,7 @@ enum Slot {
     Todo,
     /// By the background builder of this process id (a process forked meanwhile has none).
     Building(u32),
-    Done(Result<Segment>),
+    Done(Box<Result<Segment>>),
     Taken,
 }
 
@@ -411,7 +436,7 @@ impl RuleSet {
         let mut slots = self.slots();
         loop {
             match std::mem::replace(&mut slots[r], Slot::Taken) {
-                Slot::Done(seg) => return seg,
+                Slot::Done(seg) => return *seg,
                 Slot::Building(pid) if pid == std::process::id() => {
                     slots[r] = Slot::Building(pid);
                     slots = self.ready.wait(slots).unwrap_or_else(|e| e.into_inner());
@@ -447,7 +472,7 @@ impl RuleSet {
                 "internal: compiling rule {r} panicked"
             )))
         });
-        self.slots()[r] = Slot::Done(built);
+        self.slots()[r] = Slot::Done(Box::new(built));
         self.ready.notify_all();
     }
 }
@@ -727,7 +752,7 @@ impl LazyDfa {
         }
         let stride = reps.len();
         let registers = !counts.is_empty();
-        let mut g = Graph::new(nfa, counts, rules, next_rec);
+        let mut g = Graph::new(nfa, counts, rules, next_rec)?;
         g.max_nfa_bytes = opts.max_nfa_bytes;
         let root = g.root.as_ref().expect("just built");
         let start_nfa = root.start_anchored().as_u32();
@@ -806,7 +831,7 @@ impl LazyDfa {
         rules.map_or(0, |r| {
             r.slots()
                 .iter()
-                .filter(|s| matches!(s, Slot::Done(Ok(_))))
+                .filter(|s| matches!(s, Slot::Done(b) if b.is_ok()))
                 .count()
         })
     }
@@ -1014,6 +1039,13 @@ impl LazyDfa {
             }
             let mut r = c;
             if let Some(Some((min, max))) = t.g.bounds.get(s as usize) {
+                // in a sized region, completions of up to `settle` characters differ by state
+                let k1 = k1
+                    + t.g.lens.get(s as usize).map_or(0, |&l| {
+                        t.g.len_sets
+                            .get(l as usize)
+                            .map_or(0, |x| u64::from(x.settle))
+                    });
                 let (c64, min64) = (u64::from(c), u64::from(*min));
                 if c64 + k1 <= min64 {
                     r = (min64 - k1) as u32;
@@ -1076,7 +1108,11 @@ impl LazyDfa {
             }
             match t.g.state(s) {
                 State::ByteRange { .. } | State::Sparse(_) | State::Dense(_) => {
-                    if !past_end && t.g.can_match[s as usize] && self.finishes(t, s, c) {
+                    if !past_end
+                        && t.g.can_match[s as usize]
+                        && self.finishes(t, s, c)
+                        && length_fits(&t.g, s, c)
+                    {
                         set.push((s, c));
                     }
                 }
@@ -1349,6 +1385,203 @@ fn complete_without_nfa() -> Error {
     )
 }
 
+/// The numbers of characters after which a `sized` counted region can still be left, from one of
+/// its states: each number below `settle` by its bit, every number from `settle` on when `tail`.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct LenSet {
+    bits: Box<[u64]>,
+    settle: u32,
+    tail: bool,
+}
+
+impl LenSet {
+    /// Whether some `x` of the set has `min <= count + x <= max`.
+    fn meets(&self, count: u32, min: u32, max: Option<u32>) -> bool {
+        let lo = u64::from(min.saturating_sub(count));
+        let hi = match max {
+            Some(m) if count > m => return false,
+            Some(m) => u64::from(m - count),
+            None => u64::MAX,
+        };
+        let settle = u64::from(self.settle);
+        if self.tail && hi >= lo.max(settle) {
+            return true;
+        }
+        let top = hi.min(settle.saturating_sub(1));
+        (settle > 0 && lo <= top)
+            && (lo..=top).any(|x| self.bits[(x / 64) as usize] >> (x % 64) & 1 == 1)
+    }
+}
+
+/// Liveness inside the `sized` counted regions of an NFA (a character automaton under length
+/// bounds, see `super::nfa::Compiler::char_dfa`): the count alone no longer says whether a
+/// state can finish, since the automaton's states need characters of their own. Per state of
+/// such a region, the numbers of `Incr` markers on its ways to the region's `Leave`: `R(l)`,
+/// the states with a way through exactly `l` of them, is found backwards from the `Incr`
+/// markers into the heads of `H(l - 1)` (a head: the state after an `Incr`; `H(0)`: the heads
+/// that reach a `Leave` through empty steps, `H(l)`: those whose `Take` leads into `R(l)`).
+/// Once `H(l) = H(l - 1)`, every later step repeats; the compiler builds such regions only when
+/// their character automaton settles within `expr::SETTLE_MAX` steps.
+#[derive(Default)]
+struct LengthSets {
+    /// Per NFA state, an index into `sets` or [`NONE`] (empty without sized regions).
+    of: Vec<u32>,
+    sets: Vec<LenSet>,
+}
+
+impl LengthSets {
+    fn of(nfa: &NFA, counts: &[Option<Count>]) -> Result<LengthSets> {
+        let takes: Vec<u32> = (0..counts.len() as u32)
+            .filter(|&i| matches!(counts[i as usize], Some(Count::Take { sized: true, .. })))
+            .collect();
+        if takes.is_empty() {
+            return Ok(LengthSets::default());
+        }
+        let n = nfa.states().len();
+        let marker = |s: u32| counts.get(s as usize).copied().flatten();
+        let next_of = |s: u32| match nfa.state(thompson_id(s)) {
+            State::Look { next, .. } => next.as_u32(),
+            _ => NONE,
+        };
+        // the regions' states (from each Take, up to the next counter marker) and, backwards,
+        // which of them lead straight into each
+        let mut index = vec![NONE; n];
+        let mut region: Vec<u32> = Vec::new();
+        let mut incrs: Vec<u32> = Vec::new();
+        let mut rev: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
+        let mut stack: Vec<u32> = takes.iter().map(|&t| next_of(t)).collect();
+        let mut succ = Vec::new();
+        while let Some(s) = stack.pop() {
+            if s == NONE || index[s as usize] != NONE {
+                continue;
+            }
+            match marker(s) {
+                Some(Count::Incr(_)) => {
+                    index[s as usize] = u32::MAX - 1;
+                    incrs.push(s);
+                    continue;
+                }
+                Some(Count::Enter | Count::Take { .. } | Count::Leave(_)) => continue,
+                Some(_) => {
+                    return Err(Error::InvalidArgument(
+                        "internal: a marker other than a counter's inside a sized region".into(),
+                    ))
+                }
+                None => {}
+            }
+            index[s as usize] = region.len() as u32;
+            region.push(s);
+            succ.clear();
+            super::depth::successors(nfa, s, &mut succ);
+            for &t in &succ {
+                rev.entry(t).or_default().push(s);
+                stack.push(t);
+            }
+        }
+        // each Incr's head: whether it can leave at once, and the Takes it reaches
+        let mut leaves = Vec::with_capacity(incrs.len());
+        let mut head_takes: Vec<Vec<u32>> = Vec::with_capacity(incrs.len());
+        for &i in &incrs {
+            let (mut leave, mut tk) = (false, Vec::new());
+            let mut seen: Vec<u32> = Vec::new();
+            let mut st = vec![next_of(i)];
+            while let Some(s) = st.pop() {
+                if s == NONE || seen.contains(&s) {
+                    continue;
+                }
+                seen.push(s);
+                match marker(s) {
+                    Some(Count::Leave(_)) => leave = true,
+                    Some(Count::Take { sized: true, .. }) => tk.push(next_of(s)),
+                    Some(_) => {}
+                    None => match nfa.state(thompson_id(s)) {
+                        State::Union { .. } | State::BinaryUnion { .. } | State::Capture { .. } => {
+                            super::depth::successors(nfa, s, &mut st)
+                        }
+                        _ => {}
+                    },
+                }
+            }
+            leaves.push(leave);
+            head_takes.push(tk);
+        }
+        let words = (super::expr::SETTLE_MAX + 66) / 64;
+        let mut bits = vec![0u64; region.len() * words];
+        let mut heads: Vec<bool> = leaves.clone();
+        let mut inr = vec![false; region.len()];
+        let mut settled = None;
+        for l in 1..=super::expr::SETTLE_MAX as u32 + 2 {
+            // R(l): backwards from the Incrs into H(l - 1)
+            inr.iter_mut().for_each(|x| *x = false);
+            let mut st: Vec<u32> = incrs
+                .iter()
+                .zip(&heads)
+                .filter(|(_, &h)| h)
+                .flat_map(|(i, _)| rev.get(i).into_iter().flatten().copied())
+                .collect();
+            while let Some(s) = st.pop() {
+                let k = index[s as usize] as usize;
+                if inr[k] {
+                    continue;
+                }
+                inr[k] = true;
+                st.extend(rev.get(&s).into_iter().flatten().copied());
+            }
+            let next: Vec<bool> = head_takes
+                .iter()
+                .map(|tk| {
+                    tk.iter()
+                        .any(|&r| r != NONE && inr[index[r as usize] as usize])
+                })
+                .collect();
+            if next == heads {
+                settled = Some(l);
+                break;
+            }
+            let (w, b) = ((l / 64) as usize, l % 64);
+            for (k, _) in inr.iter().enumerate().filter(|(_, &x)| x) {
+                bits[k * words + w] |= 1 << b;
+            }
+            heads = next;
+        }
+        let Some(settle) = settled else {
+            return Err(Error::InvalidArgument(
+                "internal: the lengths of a sized counted region do not settle".into(),
+            ));
+        };
+        let mut of = vec![NONE; n];
+        let mut sets: Vec<LenSet> = Vec::new();
+        let mut ids: FxHashMap<LenSet, u32> = FxHashMap::default();
+        let used = (settle as usize).div_ceil(64);
+        for (k, &s) in region.iter().enumerate() {
+            let set = LenSet {
+                bits: bits[k * words..k * words + used].into(),
+                settle,
+                tail: inr[k],
+            };
+            let id = *ids.entry(set.clone()).or_insert_with(|| {
+                sets.push(set);
+                sets.len() as u32 - 1
+            });
+            of[s as usize] = id;
+        }
+        Ok(LengthSets { of, sets })
+    }
+}
+
+/// Whether NFA state `s`, with registers `c`, can still leave its sized counted region within
+/// the region's length bounds (always, outside such regions).
+#[inline]
+fn length_fits(g: &Graph, s: u32, c: u64) -> bool {
+    match g.lens.get(s as usize) {
+        Some(&k) if k != NONE => match g.bounds.get(s as usize) {
+            Some(Some((min, max))) => g.len_sets[k as usize].meets(count(c), *min, *max),
+            _ => true,
+        },
+        _ => true,
+    }
+}
+
 type Dispatch = (u32, FxHashMap<u32, u32>);
 
 /// A subset entry's registers: the count (low half) and the stack's top frame (high half).
@@ -1409,7 +1642,7 @@ fn counted_bounds(nfa: &NFA, counts: &[Option<Count>]) -> Vec<Option<(u32, Optio
     let n = nfa.states().len();
     let mut out = vec![None; n];
     for (i, op) in counts.iter().enumerate() {
-        let Some(Count::Take { min, max }) = *op else {
+        let Some(Count::Take { min, max, .. }) = *op else {
             continue;
         };
         let State::Look { next, .. } = nfa.state(thompson_id(i as u32)) else {

@@ -107,6 +107,9 @@ pub(crate) struct CharStates {
     pub start: usize,
     pub states: Vec<CharState>,
     pub weight: u64,
+    /// Length bounds (`min`, `max` characters) kept by a counter beside the states instead of
+    /// multiplying them (see [`counted_char_dfa`]); `None`: the states alone.
+    pub len: Option<(u32, Option<u32>)>,
 }
 
 impl From<Hir> for Expr {
@@ -134,7 +137,7 @@ impl Expr {
     }
 
     /// Calls `f` on each direct sub-expression (none for leaves).
-    fn for_each_child(&self, f: &mut dyn FnMut(&Expr)) {
+    pub(crate) fn for_each_child(&self, f: &mut dyn FnMut(&Expr)) {
         match self {
             Expr::Concat(xs) | Expr::Alt(xs) => xs.iter().for_each(f),
             Expr::Repeat { sub, .. } => f(sub),
@@ -218,7 +221,10 @@ impl Expr {
             Expr::Repeat { sub, min, .. } => *min > 0 && sub.surely_nonempty(),
             Expr::List { item, .. } => item.surely_nonempty(),
             Expr::Members { items, .. } => items.iter().any(|(x, r)| *r && x.surely_nonempty()),
-            Expr::CharDfa(d) => !d.states.get(d.start).is_none_or(|s| s.accept),
+            Expr::CharDfa(d) => {
+                d.len.is_some_and(|(min, _)| min > 0)
+                    || !d.states.get(d.start).is_none_or(|s| s.accept)
+            }
             Expr::Part(p) => p.nonempty(),
             Expr::Recursive { body, .. } => body.surely_nonempty(),
             Expr::WithTail { .. }
@@ -241,6 +247,7 @@ impl Expr {
             // a rule is never entered from a counted body (see `super::rules`)
             Expr::Jump | Expr::Recur(_) | Expr::Rule(_) => true,
             Expr::Part(p) => p.counted(),
+            Expr::CharDfa(d) => d.len.is_some(),
             _ => {
                 let mut any = false;
                 self.for_each_child(&mut |x| any = any || x.holds_counter_or_jump());
@@ -465,7 +472,79 @@ pub(crate) fn char_dfa(d: &CharDfa) -> Option<Expr> {
         start: d.start,
         states,
         weight,
+        len: None,
     })))
+}
+
+/// The longest a character DFA's completion lengths may take to settle for
+/// [`counted_char_dfa`] (see [`completion_lengths`]).
+pub(crate) const SETTLE_MAX: usize = 256;
+
+/// The strings of `d`'s language with `min..=max` characters, as [`char_dfa`] with a counter of
+/// characters beside the states (one state per DFA state instead of one per DFA state and
+/// length). `None` when `char_dfa` cannot build `d`, or when its completion lengths do not
+/// settle within [`SETTLE_MAX`] characters (the lazy DFA's liveness check needs them to);
+/// `Some(None)` when no string of `d` has an allowed length.
+pub(crate) fn counted_char_dfa(d: &CharDfa, min: u32, max: Option<u32>) -> Option<Option<Expr>> {
+    if max.is_some_and(|m| m < min) {
+        return Some(None);
+    }
+    let lens = completion_lengths(&d.accept, &d.edges, d.start)?;
+    if !lens.meets(min, max) {
+        return Some(None);
+    }
+    let Some(Expr::CharDfa(c)) = char_dfa(d) else {
+        return None;
+    };
+    let mut c = Arc::try_unwrap(c).ok()?;
+    c.len = Some((min, max));
+    c.weight += 8 * c.states.len() as u64;
+    Some(Some(Expr::CharDfa(Arc::new(c))))
+}
+
+/// The numbers of further characters after which a string can end, from one state: those below
+/// `settle` one by one, and whether every number from `settle` on is one too (`tail`).
+pub(crate) struct Lengths {
+    pub below: Vec<bool>,
+    pub tail: bool,
+}
+
+impl Lengths {
+    /// Whether some `x` of the set has `min <= count + x <= max` (here `count` = 0).
+    fn meets(&self, min: u32, max: Option<u32>) -> bool {
+        let settle = self.below.len() as u64;
+        let (lo, hi) = (u64::from(min), max.map_or(u64::MAX, u64::from));
+        (self.tail && hi >= lo.max(settle))
+            || (lo..=hi.min(settle.saturating_sub(1))).any(|x| x < settle && self.below[x as usize])
+    }
+}
+
+/// The completion lengths of `start` in a DFA over characters (`accept`, `edges` as
+/// `(lo, hi, target)` ranges): `H(l)`, the states that can end after exactly `l` more
+/// characters, is `accept` for 0 and the states with an edge into `H(l-1)` after; once
+/// `H(l+1) = H(l)` it stays so. `None` when that takes more than [`SETTLE_MAX`] steps (a
+/// periodic language such as even lengths).
+pub(crate) fn completion_lengths(
+    accept: &[bool],
+    edges: &[Vec<(u32, u32, usize)>],
+    start: usize,
+) -> Option<Lengths> {
+    let n = accept.len();
+    let mut h: Vec<bool> = accept.to_vec();
+    let mut below = Vec::new();
+    for _ in 0..=SETTLE_MAX {
+        below.push(h[start]);
+        let next: Vec<bool> = (0..n)
+            .map(|s| edges[s].iter().any(|&(_, _, t)| t < n && h[t]))
+            .collect();
+        if next == h {
+            let tail = h[start];
+            below.pop();
+            return Some(Lengths { below, tail });
+        }
+        h = next;
+    }
+    None
 }
 
 /// Characters in `lo..=hi`, not counting surrogates.
@@ -496,7 +575,7 @@ impl Expr {
             }
             Expr::NamesExcluded(n) => n.names.hash(h),
             Expr::CharDfa(d) => {
-                d.start.hash(h);
+                (d.start, d.len).hash(h);
                 for s in &d.states {
                     (s.accept, s.rest, &s.ascii).hash(h);
                 }
@@ -560,6 +639,7 @@ impl Expr {
             (Expr::NamesExcluded(a), Expr::NamesExcluded(b)) => a.names == b.names,
             (Expr::CharDfa(a), Expr::CharDfa(b)) => {
                 a.start == b.start
+                    && a.len == b.len
                     && a.states.len() == b.states.len()
                     && a.states.iter().zip(&b.states).all(|(x, y)| {
                         x.accept == y.accept && x.rest == y.rest && x.ascii == y.ascii

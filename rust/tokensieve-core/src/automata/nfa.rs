@@ -173,7 +173,14 @@ pub(crate) enum Count {
     /// The start of the body: another repetition may start only while the count is below
     /// `max`. Both bounds are kept here for the lazy DFA, which reads the bounds of a counted
     /// region from the states reached from this marker.
-    Take { min: u32, max: Option<u32> },
+    Take {
+        min: u32,
+        max: Option<u32>,
+        /// The body is a character automaton under length bounds (see `Compiler::char_dfa`):
+        /// whether a count can still finish depends on the automaton's state, which the lazy
+        /// DFA checks from the completion lengths of each state of the region.
+        sized: bool,
+    },
     /// One repetition done: the count goes up by one, saturating at this (the largest count
     /// that matters: the maximum, or the minimum when there is none).
     Incr(u32),
@@ -706,35 +713,71 @@ impl Compiler {
     }
 
     /// See [`super::expr::char_dfa`].
+    ///
+    /// With length bounds (`d.len`), the characters are counted as a counted repetition's
+    /// bodies are (see [`Count`]): entering counts zero, each state reads a character only while
+    /// the count is below the maximum (its `Take` marker, flagged `sized`) and every character
+    /// read counts one on its way into its target state (one `Incr` marker per target); an
+    /// accepting state leaves once the count is at the minimum. Which counts can still finish
+    /// from a state depends on the state here (a format's remaining parts have lengths of their
+    /// own): the lazy DFA checks it (`dfa::LengthSets`).
     fn char_dfa(&mut self, d: &CharStates) -> Result<Frag> {
         let (start, states) = (d.start, &d.states);
         let end = self.empty()?;
         let heads = (0..states.len())
             .map(|_| self.empty())
             .collect::<Result<Vec<_>>>()?;
+        // where a character read leads: the target's head, or its `Incr` marker when counted
+        let into = match d.len {
+            None => heads.clone(),
+            Some((min, max)) => {
+                let cap = max.unwrap_or(min);
+                heads
+                    .iter()
+                    .map(|&h| self.mark(Count::Incr(cap), h))
+                    .collect::<Result<Vec<_>>>()?
+            }
+        };
+        let leave = match d.len {
+            Some((min, _)) => self.mark(Count::Leave(min), end)?,
+            None => end,
+        };
         let mut tails: FxHashMap<usize, CharTails> = FxHashMap::default();
         for (s, st) in states.iter().enumerate() {
             let (accept, rest) = (st.accept, st.rest);
             let mut to = [None; 128];
             for &(lo, hi, t) in &st.ascii {
                 for c in lo..=hi {
-                    to[c as usize] = Some(heads[t]);
+                    to[c as usize] = Some(into[t]);
                 }
             }
             if let Some(r) = rest {
                 if let std::collections::hash_map::Entry::Vacant(e) = tails.entry(r) {
-                    e.insert(self.char_tails(heads[r])?);
+                    e.insert(self.char_tails(into[r])?);
                 }
             }
-            let read = self.one_char_of(&to, rest.and_then(|r| tails.get(&r)))?;
+            let mut read = self.one_char_of(&to, rest.and_then(|r| tails.get(&r)))?;
+            if let Some((min, max)) = d.len {
+                read = self.mark(
+                    Count::Take {
+                        min,
+                        max,
+                        sized: true,
+                    },
+                    read,
+                )?;
+            }
             let node = if accept {
-                self.union(vec![read, end])?
+                self.union(vec![read, leave])?
             } else {
                 read
             };
             self.patch(heads[s], node)?;
         }
-        Ok((heads[start], end))
+        match d.len {
+            Some(_) => Ok((self.mark(Count::Enter, heads[start])?, end)),
+            None => Ok((heads[start], end)),
+        }
     }
 
     /// A state reading one character in any JSON string spelling: an ASCII character `c`
@@ -979,7 +1022,14 @@ impl Compiler {
         let built = sub(self);
         self.in_counted -= 1;
         let (s, e) = built?;
-        let take = self.mark(Count::Take { min, max }, s)?;
+        let take = self.mark(
+            Count::Take {
+                min,
+                max,
+                sized: false,
+            },
+            s,
+        )?;
         let leave = self.mark(Count::Leave(min), out)?;
         let u = self.union(vec![take, leave])?;
         self.patch(head, u)?;

@@ -257,3 +257,187 @@ fn masks_of_counted_strings_match_brute_force() {
         }
     }
 }
+
+/// A schema string under a format or pattern and length bounds past the counting threshold
+/// (a character automaton with a counter beside it, see `expr::counted_char_dfa`) has exactly the
+/// language of the product automaton built when nothing counts, dead states included; a
+/// language whose completion lengths never settle (even lengths) is built as the product.
+#[test]
+fn sized_strings_match_products() {
+    let opts = crate::json_schema::JsonSchemaOptions::default();
+    let sized = |x: &Expr| {
+        let mut found = false;
+        fn visit(x: &Expr, found: &mut bool) {
+            if let Expr::CharDfa(d) = x {
+                *found |= d.len.is_some();
+            }
+            x.for_each_child(&mut |c| visit(c, found));
+        }
+        visit(x, &mut found);
+        found
+    };
+    for (s, counted) in [
+        (
+            r#"{"type": "string", "format": "uri", "maxLength": 40}"#,
+            true,
+        ),
+        (
+            r#"{"type": "string", "format": "uri", "minLength": 36, "maxLength": 44}"#,
+            true,
+        ),
+        (
+            r#"{"type": "string", "format": "email", "minLength": 33, "maxLength": 38}"#,
+            true,
+        ),
+        (
+            r#"{"type": "string", "format": "hostname", "minLength": 34}"#,
+            true,
+        ),
+        // completion lengths with gaps: `Z`, `+hh:mm`, `.d…`
+        (
+            r#"{"type": "string", "format": "date-time", "maxLength": 34}"#,
+            true,
+        ),
+        (
+            r#"{"type": "string", "format": "date-time", "minLength": 25, "maxLength": 33}"#,
+            true,
+        ),
+        (
+            r#"{"type": "string", "pattern": "^[a-z]+-[0-9]{3}$", "maxLength": 37}"#,
+            true,
+        ),
+        (
+            r#"{"type": "string", "pattern": "^(?:ab)+c?$", "minLength": 33, "maxLength": 36}"#,
+            true,
+        ),
+        (
+            r#"{"type": "string", "pattern": "^[^x]+x$", "minLength": 34, "maxLength": 36}"#,
+            true,
+        ),
+        // some non-ASCII characters but not all: not built straight into states
+        (
+            r#"{"type": "string", "pattern": "^[é-ü]+x$", "minLength": 34, "maxLength": 36}"#,
+            false,
+        ),
+        (
+            r#"{"type": "string", "pattern": "^a*(?:bcd)?$", "maxLength": 35}"#,
+            true,
+        ),
+        (
+            r#"{"type": "string", "pattern": "^https", "format": "uri", "maxLength": 36}"#,
+            true,
+        ),
+        (
+            r#"{"type": "string", "maxLength": 34, "not": {"pattern": "^a"}}"#,
+            true,
+        ),
+        (
+            r#"{"type": "string", "maxLength": 33, "not": {"enum": ["abc", "abd"]}}"#,
+            true,
+        ),
+        (
+            r#"{"type": ["string", "null"], "format": "uuid", "maxLength": 35}"#,
+            false,
+        ),
+        (
+            r#"{"type": "string", "pattern": "^(?:ab)+$", "maxLength": 40}"#,
+            false,
+        ),
+        (
+            r#"{"type": "object", "properties": {"a": {"type": "string", "format": "email",
+            "maxLength": 34}, "b": {"type": "string", "pattern": "^[0-9]+x$", "minLength": 33}},
+            "additionalProperties": false}"#,
+            true,
+        ),
+    ] {
+        let v: serde_json::Value = serde_json::from_str(s).unwrap();
+        let c = crate::json_schema::compile(&v, &opts).unwrap();
+        assert_eq!(sized(&c.expr), counted, "{s}");
+        let product = with_copies(|| crate::json_schema::compile(&v, &opts)).unwrap();
+        assert!(!sized(&product.expr), "{s}");
+        let a = LazyDfa::from_expr("sized", &c.expr, &opts_big()).unwrap();
+        let b = with_copies(|| LazyDfa::from_expr("product", &product.expr, &opts_big())).unwrap();
+        if let Err(path) = same_language(&a, &b) {
+            panic!("{s}: differ after {:?}", String::from_utf8_lossy(&path));
+        }
+    }
+}
+
+fn opts_big() -> RegexOptions {
+    RegexOptions {
+        max_states: 4_000_000,
+        ..Default::default()
+    }
+}
+
+/// In a sized string, a state and its representative for tokens of `k` bytes agree on which
+/// short strings stay live (completions of up to the region's settling length differ by state).
+#[test]
+fn sized_representatives_agree_on_short_tokens() {
+    let opts = crate::json_schema::JsonSchemaOptions::default();
+    for (s, alphabet) in [
+        (
+            r#"{"type": "string", "pattern": "^a*(?:bcd)?$", "minLength": 40, "maxLength": 70}"#,
+            &b"abcd\""[..],
+        ),
+        (
+            r#"{"type": "string", "pattern": "^[ab]*(?:c[ab]{3})?$", "maxLength": 60}"#,
+            &b"abc\""[..],
+        ),
+    ] {
+        let v: serde_json::Value = serde_json::from_str(s).unwrap();
+        let c = crate::json_schema::compile(&v, &opts).unwrap();
+        let d = LazyDfa::from_expr("sized", &c.expr, &opts_big()).unwrap();
+        for k in [1usize, 3, 4] {
+            let tokens = strings(alphabet, k);
+            let mut seed = 0x2545_F491u64 ^ k as u64;
+            for _walk in 0..6 {
+                let mut s_ = d.start();
+                for _step in 0..90 {
+                    let r = d.representative(s_, k).unwrap();
+                    assert_eq!(d.is_accepting(s_), d.is_accepting(r), "{s}: acceptance");
+                    for t in &tokens {
+                        let (a, b) = (d.walk(s_, t).unwrap(), d.walk(r, t).unwrap());
+                        assert_eq!(a == DEAD, b == DEAD, "{s}, k={k}: {t:?}");
+                    }
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    let live: Vec<u8> = alphabet
+                        .iter()
+                        .copied()
+                        .filter(|&b| d.walk(s_, &[b]).unwrap() != DEAD)
+                        .collect();
+                    if live.is_empty() {
+                        break;
+                    }
+                    s_ = d.walk(s_, &[live[seed as usize % live.len()]]).unwrap();
+                }
+            }
+        }
+    }
+}
+
+/// Large length bounds beside a format compile without a product automaton, and count exactly.
+#[test]
+fn sized_strings_with_large_bounds() {
+    let opts = crate::json_schema::JsonSchemaOptions::default();
+    for max in [1_000u32, 65_535, u32::MAX >> 1] {
+        let s = format!(r#"{{"type": "string", "format": "uri", "maxLength": {max}}}"#);
+        let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+        let c = crate::json_schema::compile(&v, &opts).unwrap();
+        let d = LazyDfa::from_expr("uri", &c.expr, &opts_big()).unwrap();
+        let accepts = |n: usize| {
+            let text = format!("\"http://a.b/{}\"", "x".repeat(n));
+            let s = d.walk(d.start(), text.as_bytes()).unwrap();
+            s != DEAD && d.is_accepting(s)
+        };
+        // `http://a.b/` is 11 characters
+        assert!(accepts(0) && accepts(989), "{max}");
+        assert_eq!(accepts(990), max > 1_000, "{max}");
+        // the last character that fits must end the string: a state past it is dead
+        let text = format!("\"http://a.b/{}", "x".repeat(989));
+        let at_max = d.walk(d.start(), text.as_bytes()).unwrap();
+        assert_eq!(d.walk(at_max, b"x").unwrap() == DEAD, max == 1_000, "{max}");
+    }
+}

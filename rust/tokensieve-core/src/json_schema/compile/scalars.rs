@@ -483,6 +483,9 @@ impl<'a> Compiler<'a> {
                     ));
                 }
             }
+            if fast.is_none() {
+                fast = counted_lengths(&pos, &neg, &names, min, max);
+            }
             match fast {
                 Some(c) => c,
                 None => {
@@ -515,6 +518,35 @@ impl<'a> Compiler<'a> {
             }
         };
         Ok(content.map(|c| concat(vec![lit("\""), c, lit("\"")])))
+    }
+}
+
+/// Length bounds past [`hirs::COUNT_FROM`] beside other string constraints (a format, a
+/// pattern, excluded names): the character automaton of the other constraints with a counter of
+/// characters beside it (`expr::counted_char_dfa`), instead of a product automaton with a state
+/// per state and length. `None` when that automaton cannot be built so (the product is tried
+/// then, and reports what fails); `Some(None)` when no string is allowed.
+fn counted_lengths(
+    pos: &[(Hir, &str)],
+    neg: &[Hir],
+    names: &[Vec<char>],
+    min: u64,
+    max: Option<u64>,
+) -> Option<Option<Expr>> {
+    if !hirs::counting() || max.unwrap_or(min) <= u64::from(hirs::COUNT_FROM) {
+        return None;
+    }
+    let p: Vec<Hir> = pos.iter().map(|(h, _)| h.clone()).collect();
+    let mut n: Vec<Hir> = neg.to_vec();
+    for name in names {
+        n.push(Hir::literal(name.iter().collect::<String>().into_bytes()));
+    }
+    match crate::automata::strlang::combined_dfa(&p, &n) {
+        Ok(None) => Some(None),
+        Ok(Some(d)) => {
+            crate::automata::expr::counted_char_dfa(&d, clamp_count(min), max.map(clamp_count))
+        }
+        Err(_) => None,
     }
 }
 
