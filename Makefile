@@ -72,6 +72,7 @@ bench:
 	$(PY) benches/bench_kernels.py
 	$(PY) benches/bench_index.py
 	$(PY) benches/bench_first_mask.py
+	$(PY) benches/bench_bounds.py
 
 clean:
 	rm -rf target $(VENV)

@@ -1549,6 +1549,13 @@ impl LengthSets {
                 "internal: the lengths of a sized counted region do not settle".into(),
             ));
         };
+        if std::env::var("LENDBG").is_ok() {
+            eprintln!(
+                "settle {settle} region {} incrs {} nfa {n}",
+                region.len(),
+                incrs.len()
+            );
+        }
         let mut of = vec![NONE; n];
         let mut sets: Vec<LenSet> = Vec::new();
         let mut ids: FxHashMap<LenSet, u32> = FxHashMap::default();

@@ -37,12 +37,40 @@ fn conjunction(pos: &[Hir], neg: &[Hir]) -> Result<Lang, String> {
 const DIRECT_DFA_STATES: usize = 1 << 17;
 
 /// The minimal DFA of `pos₁ ∩ … ∩ ¬neg₁ ∩ …` without dead states, `None` when empty.
+///
+/// Results are kept process-wide (at most [`DFA_CACHE`] of them, the cache emptied when full),
+/// keyed by the printed regexes of the parts: the same format or pattern recurs across schemas
+/// and requests, and determinizing and minimizing one (`uri`: about 3 ms) is most of its
+/// compile.
 pub(crate) fn combined_dfa(pos: &[Hir], neg: &[Hir]) -> Result<Option<CharDfa>, String> {
-    conjunction(pos, neg)?.to_char_dfa(&LangBudget {
+    use std::fmt::Write;
+    type Cache = rustc_hash::FxHashMap<String, Result<Option<CharDfa>, String>>;
+    static CACHE: std::sync::OnceLock<std::sync::Mutex<Cache>> = std::sync::OnceLock::new();
+    let mut key = String::new();
+    for h in pos {
+        let _ = writeln!(key, "+{h}");
+    }
+    for h in neg {
+        let _ = writeln!(key, "-{h}");
+    }
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(r) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return r.clone();
+    }
+    let r = conjunction(pos, neg)?.to_char_dfa(&LangBudget {
         max_states: DIRECT_DFA_STATES,
         ..LangBudget::default()
-    })
+    });
+    let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
+    if c.len() >= DFA_CACHE {
+        c.clear();
+    }
+    c.insert(key, r.clone());
+    r
 }
+
+/// Entries of [`combined_dfa`]'s cache.
+const DFA_CACHE: usize = 256;
 
 /// The HIR of `l`, `None` when the language is empty (the automaton is built once).
 pub(crate) fn lang_hir(l: &Lang, b: &LangBudget) -> Result<Option<Hir>, String> {
