@@ -70,6 +70,59 @@ impl Step for DfaView<'_> {
     }
 }
 
+/// A lazy walk's steps with every state reached replaced by its representative for tokens of up
+/// to `k` bytes (`k` = the longest token; see [`LazyDfa::representative`]): from there, every
+/// string of at most `k` bytes dies exactly when it dies from the state itself, so a walk that
+/// only asks which tokens survive gets the same answer, while counts far from their bounds stay
+/// one state (a counted string's body is then as closed as an unbounded one's, and no state is
+/// made per count a token reaches). Not for walks that collect successor states.
+struct Reps<'v, 'a> {
+    view: &'v mut DfaView<'a>,
+    k: usize,
+    /// Direct-mapped memo of (state, representative).
+    memo: Box<[(u32, u32); REPS_MEMO]>,
+}
+
+const REPS_MEMO: usize = 256;
+
+impl<'v, 'a> Reps<'v, 'a> {
+    fn new(view: &'v mut DfaView<'a>, k: usize) -> Self {
+        Reps {
+            view,
+            k,
+            memo: Box::new([(DEAD, DEAD); REPS_MEMO]),
+        }
+    }
+}
+
+impl Step for Reps<'_, '_> {
+    #[inline]
+    fn classes(&self) -> &[u8; 256] {
+        self.view.classes()
+    }
+    #[inline]
+    fn step(&mut self, state: u32, class: usize) -> Result<u32> {
+        let t = Step::step(self.view, state, class)?;
+        if t == DEAD {
+            return Ok(t);
+        }
+        let slot = &mut self.memo[t as usize % REPS_MEMO];
+        if slot.0 == t {
+            return Ok(slot.1);
+        }
+        let r = self.view.representative(t, self.k)?;
+        self.memo[t as usize % REPS_MEMO] = (t, r);
+        Ok(r)
+    }
+    #[inline]
+    fn accepting(&self, state: u32) -> bool {
+        self.view.is_accepting(state)
+    }
+    fn representative(&mut self, state: u32, k: usize) -> Result<u32> {
+        self.view.representative(state, k)
+    }
+}
+
 /// A complete DFA's transition table, read without locks by parallel walks.
 struct Frozen {
     classes: [u8; 256],
@@ -581,6 +634,62 @@ fn walk<S: Step>(
     Ok(())
 }
 
+/// The mask of `state` into `out` for [`TokenIndex::mask`]: from the last mask made when few
+/// first bytes differ (see [`delta_walk`]), else by a walk.
+fn lazy_walk<S: Step>(
+    vocab: &Vocabulary,
+    dfa: &mut S,
+    last: Option<(u32, &[u32])>,
+    state: u32,
+    out: &mut Vec<u32>,
+    sub: Option<&mut SubtreeCache>,
+) -> Result<()> {
+    if let Some((prev, pm)) = last {
+        if let Some(d) = delta_walk(vocab, dfa, prev, pm, state)? {
+            #[cfg(test)]
+            DELTAS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            *out = d;
+            return Ok(());
+        }
+    }
+    walk(vocab, dfa, state, out, None, sub)
+}
+
+/// Replaces in `out` (the mask of a state that agrees with `state` on every token of at most
+/// [`REST_SHORT_BYTES`] bytes) the tokens longer than that by those allowed from `state`; EOS
+/// and duplicates are set for `state`.
+fn long_tokens<S: Step>(
+    vocab: &Vocabulary,
+    dfa: &mut S,
+    state: u32,
+    out: &mut [u32],
+) -> Result<()> {
+    let trie = vocab.trie();
+    for &t in trie.long_ids() {
+        out[(t >> 5) as usize] &= !(1 << (t & 31));
+    }
+    let (nodes, roots) = trie.long_nodes();
+    let mut stack = vec![DEAD; trie.max_depth() + 1];
+    stack[0] = state;
+    walk_nodes(
+        nodes,
+        roots,
+        &[true; 256],
+        &[0u8; 256],
+        dfa,
+        &mut stack,
+        out,
+        &mut None,
+        None,
+        None,
+    )?;
+    set_duplicates_and_eos(vocab, out, dfa.accepting(state));
+    if out.iter().all(|&w| w == 0) {
+        return Err(unspellable(state));
+    }
+    Ok(())
+}
+
 /// Sets in `out` the tokens of the short other-token trie (see
 /// [`crate::trie::TokenTrie::rest_short_nodes`]) allowed from `state`, reusing a walk from the
 /// same state kept in `sub`.
@@ -628,6 +737,11 @@ fn short_rest<S: Step>(
     }
     Ok(())
 }
+
+/// Masks made from a representative for short tokens (see [`TokenIndex::mask`]), counted for
+/// the tests.
+#[cfg(test)]
+static SHORT_REPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// Masks made by [`delta_walk`], counted for the tests.
 #[cfg(test)]
@@ -849,6 +963,23 @@ impl TokenIndex {
             }
             return Ok(self.insert(&mut c, state, m.to_vec()));
         }
+        // Counts near a bound but more than one short token's length from it: the tokens of up
+        // to `REST_SHORT_BYTES` bytes are allowed as from the representative for that length
+        // (whose mask is usually known already), only the long tokens are walked from here.
+        let short_rep = dfa.representative(state, REST_SHORT_BYTES)?;
+        if short_rep != state {
+            #[cfg(test)]
+            SHORT_REPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let m = self.mask(vocab, dfa, short_rep)?;
+            let mut buf = m.to_vec();
+            let walked = {
+                let mut view = dfa.view();
+                long_tokens(vocab, &mut view, state, &mut buf)
+            };
+            walked.map_err(|e| fill_bytes(e, dfa, state))?;
+            let mut c = self.write();
+            return Ok(self.insert(&mut c, state, buf));
+        }
         let last = if self.use_last {
             self.last
                 .try_lock()
@@ -860,22 +991,13 @@ impl TokenIndex {
         let mut buf = vec![0u32; vocab.mask_words()];
         let walked = {
             let mut view = dfa.view();
-            let delta = match &last {
-                Some((prev, pm)) => delta_walk(vocab, &mut view, *prev, pm, state),
-                None => Ok(None),
-            };
-            match delta {
-                Ok(Some(d)) => {
-                    #[cfg(test)]
-                    DELTAS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    buf = d;
-                    Ok(())
-                }
-                Ok(None) => {
-                    let mut sub = self.subtrees.try_lock().ok();
-                    walk(vocab, &mut view, state, &mut buf, None, sub.as_deref_mut())
-                }
-                Err(e) => Err(e),
+            let mut sub = self.subtrees.try_lock().ok();
+            let last = last.as_ref().map(|(p, m)| (*p, &m[..]));
+            if dfa.has_registers() {
+                let mut reps = Reps::new(&mut view, vocab.trie().max_depth());
+                lazy_walk(vocab, &mut reps, last, state, &mut buf, sub.as_deref_mut())
+            } else {
+                lazy_walk(vocab, &mut view, last, state, &mut buf, sub.as_deref_mut())
             }
         };
         // The view's lock is released before the error path inspects the DFA again.
@@ -1134,12 +1256,12 @@ mod tests {
         assert!(idx.subtrees.lock().unwrap().hits > 0);
     }
 
-    /// Inside a string with length bounds (a counter), the short other tokens are walked from
-    /// the state's representative for tokens of that many bytes and kept by it, the long ones
-    /// from the state itself: the masks equal a brute force at every count, near both bounds
-    /// and between them, and the kept walks are reused.
+    /// Inside a string with length bounds (a counter), near a bound, the short tokens are
+    /// allowed as from the state's representative for tokens of that many bytes and the long
+    /// ones walked from the state itself: the masks equal a brute force at every count, near
+    /// both bounds and between them.
     #[test]
-    fn counted_strings_reuse_short_walks_exactly() {
+    fn counted_strings_near_bounds_match_brute_force() {
         let long_body = "abcdefghijklmnopqrstu"; // 21 characters, past the ready masks
         let long_other = "abcdefghijklmnopqr\",1"; // 21 bytes, past the short trie
         let v = vocab(&[
@@ -1188,13 +1310,68 @@ mod tests {
             text.push(if k % 7 == 3 { 'q' } else { 'a' });
         }
         assert!(checked >= 60, "{checked}");
-        let c = idx.subtrees.lock().unwrap();
         assert!(
-            !c.short.is_empty() && c.hits > 0,
-            "the short walks were kept and reused: {} {}",
-            c.short.len(),
-            c.hits
+            SHORT_REPS.load(std::sync::atomic::Ordering::Relaxed) > 0,
+            "masks near the bound were made from representatives for short tokens"
         );
+    }
+
+    /// In a string under a format-like pattern and length bounds, near a bound, the short tokens
+    /// come from the state's representative for short tokens and the long ones are walked: every
+    /// count equals a brute force, with tokens longer than the short walks on both sides.
+    #[test]
+    fn sized_strings_near_bounds_match_brute_force() {
+        let a20 = "a".repeat(20);
+        let a30q = format!("{}\"", "a".repeat(30));
+        let a17bcd = format!("{}bcd", "a".repeat(17));
+        let a18bcdq = format!("{}bcd\"", "a".repeat(18));
+        let v = vocab(&[
+            "a",
+            "aa",
+            "aaaa",
+            "b",
+            "bc",
+            "bcd",
+            "bcd\"",
+            "c",
+            "d",
+            "\"",
+            "a\"",
+            "\\u0061",
+            "aaaaaaaaaaaaaaaa",
+            &a20,
+            &a30q,
+            &a17bcd,
+            &a18bcdq,
+        ]);
+        let opts = crate::json_schema::JsonSchemaOptions::default();
+        for schema in [
+            r#"{"type": "string", "pattern": "^a*(?:bcd)?$", "minLength": 40, "maxLength": 70}"#,
+            r#"{"type": "string", "pattern": "^a*(?:bcd)?$", "maxLength": 45}"#,
+        ] {
+            let x: serde_json::Value = serde_json::from_str(schema).unwrap();
+            let c = crate::json_schema::compile(&x, &opts).unwrap();
+            let dfa = LazyDfa::from_expr("sized", &c.expr, &RegexOptions::default()).unwrap();
+            for use_last in [false, true] {
+                let mut idx = TokenIndex::new(1 << 20);
+                idx.use_last = use_last;
+                let mut text = String::from("\"");
+                for k in 0..75 {
+                    let s = dfa.walk(dfa.start(), text.as_bytes()).unwrap();
+                    if s == DEAD {
+                        break;
+                    }
+                    let m = idx.mask(&v, &dfa, s).unwrap();
+                    assert_eq!(
+                        allowed(&m),
+                        brute_force(&v, &dfa, s),
+                        "{schema}: {k} characters"
+                    );
+                    text.push('a');
+                }
+            }
+        }
+        assert!(SHORT_REPS.load(std::sync::atomic::Ordering::Relaxed) > 0);
     }
 
     /// Masks made from the previous state's mask (few first bytes differ) equal a brute force

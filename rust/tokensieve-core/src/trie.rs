@@ -90,6 +90,11 @@ pub struct TokenTrie {
     rest_long: Vec<Node>,
     /// The tokens that are not string-body tokens (`rest` without the long body tokens).
     other: Vec<Node>,
+    /// Every token longer than [`REST_SHORT_BYTES`] bytes, as a trie of its own, and their ids
+    /// (duplicates included).
+    long: Vec<Node>,
+    long_roots: Vec<(u8, u32)>,
+    long_ids: Vec<u32>,
     /// `(first byte, node index)` of the root's children, in `nodes`, `rest`, `rest_short` and
     /// `rest_long`.
     roots: Vec<(u8, u32)>,
@@ -181,6 +186,8 @@ impl TokenTrie {
         let mut max_depth = 0;
         let mut body: Vec<(u32, usize, usize)> = Vec::new();
         let mut rest: Vec<(u32, &[u8])> = Vec::new();
+        let mut long_toks: Vec<(u32, &[u8])> = Vec::new();
+        let mut long_ids: Vec<u32> = Vec::new();
         // Nodes that end a token which is not a string-body token.
         let mut other: Vec<bool> = vec![false];
         // Parent of each node, and the length in characters of the body token ending there.
@@ -192,6 +199,9 @@ impl TokenTrie {
                 // Same bytes as the previous token.
                 let primary = nodes[path[common]].token;
                 duplicates.push((primary, id));
+                if bytes.len() > REST_SHORT_BYTES {
+                    long_ids.push(id);
+                }
                 continue;
             }
             // Close the nodes below the shared prefix.
@@ -224,6 +234,10 @@ impl TokenTrie {
             } else {
                 other[last] = true;
                 rest.push((id, bytes));
+            }
+            if bytes.len() > REST_SHORT_BYTES {
+                long_toks.push((id, bytes));
+                long_ids.push(id);
             }
             max_depth = max_depth.max(bytes.len());
             prev = bytes;
@@ -289,6 +303,7 @@ impl TokenTrie {
         let rest_short = flat_nodes(&short);
         let rest_long = flat_nodes(&long);
         let rest = flat_nodes(&rest);
+        let long = flat_nodes(&long_toks);
         let roots = root_children(&nodes);
         let rest_roots = root_children(&rest);
         TokenTrie {
@@ -299,6 +314,9 @@ impl TokenTrie {
             rest_long_roots: root_children(&rest_long),
             other_roots: root_children(&other),
             other,
+            long_roots: root_children(&long),
+            long,
+            long_ids,
             rest_short,
             rest_long,
             nodes,
@@ -365,6 +383,18 @@ impl TokenTrie {
     #[inline]
     pub fn other_nodes(&self) -> (&[Node], &[(u8, u32)]) {
         (&self.other, &self.other_roots)
+    }
+
+    /// Every token longer than [`REST_SHORT_BYTES`] bytes, as a trie of its own, and its roots.
+    #[inline]
+    pub fn long_nodes(&self) -> (&[Node], &[(u8, u32)]) {
+        (&self.long, &self.long_roots)
+    }
+
+    /// The ids of the tokens longer than [`REST_SHORT_BYTES`] bytes, duplicates included.
+    #[inline]
+    pub fn long_ids(&self) -> &[u32] {
+        &self.long_ids
     }
 
     /// Number of nodes, the root included.

@@ -841,6 +841,12 @@ impl LazyDfa {
         self.lock().sets.len()
     }
 
+    /// Whether subset entries carry counts or stack frames (only then can a state's
+    /// [`LazyDfa::representative`] differ from it).
+    pub fn has_registers(&self) -> bool {
+        self.registers
+    }
+
     /// Number of byte equivalence classes.
     pub fn num_classes(&self) -> usize {
         self.stride
