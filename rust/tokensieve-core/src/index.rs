@@ -794,11 +794,16 @@ fn delta_walk<S: Step>(
             }
         }
     }
+    // clear the tokens below the differing first bytes (their duplicates and EOS are set again
+    // at the end): no more nodes than the walk below visits anyway
     let mut out = prev_mask.to_vec();
-    for &(b, _) in trie.roots() {
+    for &(b, at) in trie.roots() {
         if differs[b as usize] {
-            for (o, &w) in out.iter_mut().zip(trie.first_byte_mask(b)) {
-                *o &= !w;
+            let at = at as usize;
+            for n in &trie.nodes()[at..at + trie.nodes()[at].subtree as usize] {
+                if n.token != NO_TOKEN {
+                    out[(n.token >> 5) as usize] &= !(1 << (n.token & 31));
+                }
             }
         }
     }

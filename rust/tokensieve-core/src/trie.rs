@@ -102,9 +102,6 @@ pub struct TokenTrie {
     rest_short_roots: Vec<(u8, u32)>,
     rest_long_roots: Vec<(u8, u32)>,
     other_roots: Vec<(u8, u32)>,
-    /// Packed masks of the tokens in `nodes` by first byte (duplicates not included), built on
-    /// first use.
-    first: std::sync::OnceLock<Vec<Vec<u32>>>,
     /// The string-body tokens in the preorder of their nodes, and per node the number of them
     /// ending before it (one more entry at the end): the body tokens of a subtree are one slice
     /// (see [`TokenTrie::body_ids_below`]).
@@ -307,7 +304,6 @@ impl TokenTrie {
         let roots = root_children(&nodes);
         let rest_roots = root_children(&rest);
         TokenTrie {
-            first: Default::default(),
             roots,
             rest_roots,
             rest_short_roots: root_children(&rest_short),
@@ -429,34 +425,6 @@ impl TokenTrie {
     /// Pairs (primary, duplicate) of tokens with equal bytes.
     pub fn duplicates(&self) -> &[(u32, u32)] {
         &self.duplicates
-    }
-
-    /// Packed mask of the trie's tokens whose first byte is `b` (duplicates not included; as
-    /// many words as the largest token id of the trie needs, so possibly shorter than a whole
-    /// mask); the masks of all bytes are built together, on first use.
-    pub fn first_byte_mask(&self, b: u8) -> &[u32] {
-        let all = self.first.get_or_init(|| {
-            let words = self
-                .nodes
-                .iter()
-                .filter(|n| n.token != NO_TOKEN)
-                .map(|n| (n.token >> 5) as usize + 1)
-                .max()
-                .unwrap_or(0);
-            let mut all = vec![Vec::new(); 256];
-            for &(byte, at) in &self.roots {
-                let mut m = vec![0u32; words];
-                let at = at as usize;
-                for n in &self.nodes[at..at + self.nodes[at].subtree as usize] {
-                    if n.token != NO_TOKEN {
-                        m[(n.token >> 5) as usize] |= 1 << (n.token & 31);
-                    }
-                }
-                all[byte as usize] = m;
-            }
-            all
-        });
-        &all[b as usize]
     }
 }
 
