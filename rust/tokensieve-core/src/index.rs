@@ -43,8 +43,6 @@ trait Step {
     fn classes(&self) -> &[u8; 256];
     fn step(&mut self, state: u32, class: usize) -> Result<u32>;
     fn accepting(&self, state: u32) -> bool;
-    /// See [`LazyDfa::representative`].
-    fn representative(&mut self, state: u32, k: usize) -> Result<u32>;
 }
 
 impl Step for DfaView<'_> {
@@ -64,9 +62,6 @@ impl Step for DfaView<'_> {
     #[inline]
     fn accepting(&self, state: u32) -> bool {
         self.is_accepting(state)
-    }
-    fn representative(&mut self, state: u32, k: usize) -> Result<u32> {
-        DfaView::representative(self, state, k)
     }
 }
 
@@ -118,9 +113,6 @@ impl Step for Reps<'_, '_> {
     fn accepting(&self, state: u32) -> bool {
         self.view.is_accepting(state)
     }
-    fn representative(&mut self, state: u32, k: usize) -> Result<u32> {
-        self.view.representative(state, k)
-    }
 }
 
 /// A complete DFA's transition table, read without locks by parallel walks.
@@ -143,10 +135,6 @@ impl Step for &Frozen {
     #[inline]
     fn accepting(&self, state: u32) -> bool {
         self.accepting[state as usize]
-    }
-    /// A complete table has no counts (it was exported without them).
-    fn representative(&mut self, state: u32, _k: usize) -> Result<u32> {
-        Ok(state)
     }
 }
 
@@ -513,8 +501,6 @@ fn walk_nodes<S: Step>(
 #[derive(Default)]
 pub(crate) struct SubtreeCache {
     map: FxHashMap<(u8, u32), Arc<[u32]>>,
-    /// The short other tokens allowed from a state (see [`short_rest`]).
-    short: FxHashMap<u32, Arc<[u32]>>,
     bytes: usize,
     cap: usize,
     /// Subtrees reused so far.
@@ -530,7 +516,6 @@ impl SubtreeCache {
         let size = ids.len() * 4 + 32;
         if self.bytes + size > self.cap {
             self.map.clear();
-            self.short.clear();
             self.bytes = 0;
         }
         self.bytes += size;
@@ -539,11 +524,6 @@ impl SubtreeCache {
     fn insert(&mut self, key: (u8, u32), ids: &[u32]) {
         self.make_room(ids);
         self.map.insert(key, ids.into());
-    }
-
-    fn insert_short(&mut self, state: u32, ids: &[u32]) {
-        self.make_room(ids);
-        self.short.insert(state, ids.into());
     }
 }
 
@@ -555,7 +535,7 @@ fn walk<S: Step>(
     state: u32,
     out: &mut [u32],
     mut successors: Option<&mut FxHashSet<u32>>,
-    mut sub: Option<&mut SubtreeCache>,
+    sub: Option<&mut SubtreeCache>,
 ) -> Result<()> {
     out.fill(0);
     let trie = vocab.trie();
@@ -575,16 +555,11 @@ fn walk<S: Step>(
         }
         // Below a first byte whose next state is closed, every string-body token is set
         // already, whatever its length: only the tokens that are not string-body tokens are
-        // left to walk there. Inside a length-bounded run the long other tokens are walked
-        // from the state itself and the short ones as from the state's representative for
-        // tokens of that many bytes (counts far from a length bound share it, and with it the
-        // walk, kept by the subtree cache); when the successors are wanted, all from the state.
+        // left to walk there. (Near a length bound, `TokenIndex::mask` has taken the short
+        // tokens from a representative before any walk.)
         let closed_all = rest_only && first_skip.iter().all(|&k| k == 127);
-        let short_from_rep = rest_only && !closed_all && successors.is_none();
         let rest = if closed_all || (!rest_only && in_rest.iter().any(|&r| r)) {
             Some(trie.other_nodes())
-        } else if short_from_rep {
-            Some(trie.rest_long_nodes())
         } else if rest_only {
             Some((trie.rest_nodes(), trie.rest_roots()))
         } else {
@@ -603,10 +578,6 @@ fn walk<S: Step>(
                 None,
                 None,
             )?;
-        }
-        if short_from_rep {
-            let rep = dfa.representative(state, REST_SHORT_BYTES)?;
-            short_rest(vocab, dfa, rep, &mut stack, out, sub.as_deref_mut())?;
         }
         if !rest_only {
             let mut others = in_rest;
@@ -686,54 +657,6 @@ fn long_tokens<S: Step>(
     set_duplicates_and_eos(vocab, out, dfa.accepting(state));
     if out.iter().all(|&w| w == 0) {
         return Err(unspellable(state));
-    }
-    Ok(())
-}
-
-/// Sets in `out` the tokens of the short other-token trie (see
-/// [`crate::trie::TokenTrie::rest_short_nodes`]) allowed from `state`, reusing a walk from the
-/// same state kept in `sub`.
-fn short_rest<S: Step>(
-    vocab: &Vocabulary,
-    dfa: &mut S,
-    state: u32,
-    stack: &mut [u32],
-    out: &mut [u32],
-    mut sub: Option<&mut SubtreeCache>,
-) -> Result<()> {
-    if let Some(c) = sub.as_deref_mut() {
-        if let Some(ids) = c.short.get(&state) {
-            set_ids(out, ids);
-            c.hits += 1;
-            return Ok(());
-        }
-    }
-    let (nodes, roots) = vocab.trie().rest_short_nodes();
-    let mut tmp = vec![0u32; out.len()];
-    stack[0] = state;
-    walk_nodes(
-        nodes,
-        roots,
-        &[true; 256],
-        &[0u8; 256],
-        dfa,
-        stack,
-        &mut tmp,
-        &mut None,
-        None,
-        None,
-    )?;
-    let mut ids = Vec::new();
-    for (i, &w) in tmp.iter().enumerate() {
-        let mut w = w;
-        while w != 0 {
-            ids.push(i as u32 * 32 + w.trailing_zeros());
-            w &= w - 1;
-        }
-    }
-    set_ids(out, &ids);
-    if let Some(c) = sub {
-        c.insert_short(state, &ids);
     }
     Ok(())
 }

@@ -36,8 +36,9 @@ pub const ALL_STRING_BODY: u8 = 1;
 /// Cumulative masks of string-body tokens by length are kept for lengths 1 to this.
 pub const BODY_LEN_MASKS: usize = 16;
 
-/// The other tokens (see [`TokenTrie::rest_nodes`]) of at most this many bytes are kept in one
-/// more trie, the longer ones in another (see [`TokenTrie::rest_short_nodes`]).
+/// Tokens longer than this many bytes are kept in a trie of their own (see
+/// [`TokenTrie::long_nodes`]): near a length bound only they are walked, the shorter ones being
+/// allowed as from a representative for tokens of this many bytes.
 pub const REST_SHORT_BYTES: usize = 16;
 
 /// Whether `bytes` is non-empty, complete UTF-8, and free of `"`, `\` and U+0000–U+001F: a
@@ -84,10 +85,6 @@ pub struct TokenTrie {
     /// masks already hold every string-body token up to that length; being small and
     /// contiguous, it stays cheap even when the CPU caches are cold.
     rest: Vec<Node>,
-    /// `rest` split by length: its tokens of at most [`REST_SHORT_BYTES`] bytes, and the
-    /// longer ones.
-    rest_short: Vec<Node>,
-    rest_long: Vec<Node>,
     /// The tokens that are not string-body tokens (`rest` without the long body tokens).
     other: Vec<Node>,
     /// Every token longer than [`REST_SHORT_BYTES`] bytes, as a trie of its own, and their ids
@@ -95,12 +92,9 @@ pub struct TokenTrie {
     long: Vec<Node>,
     long_roots: Vec<(u8, u32)>,
     long_ids: Vec<u32>,
-    /// `(first byte, node index)` of the root's children, in `nodes`, `rest`, `rest_short` and
-    /// `rest_long`.
+    /// `(first byte, node index)` of the root's children, in `nodes` and `rest`.
     roots: Vec<(u8, u32)>,
     rest_roots: Vec<(u8, u32)>,
-    rest_short_roots: Vec<(u8, u32)>,
-    rest_long_roots: Vec<(u8, u32)>,
     other_roots: Vec<(u8, u32)>,
     /// The string-body tokens in the preorder of their nodes, and per node the number of them
     /// ending before it (one more entry at the end): the body tokens of a subtree are one slice
@@ -289,16 +283,12 @@ impl TokenTrie {
             }
         }
         body_before.push(body_ids.len() as u32);
-        let (short, long): (Vec<_>, Vec<_>) =
-            rest.iter().partition(|(_, b)| b.len() <= REST_SHORT_BYTES);
         let others: Vec<(u32, &[u8])> = rest
             .iter()
             .copied()
             .filter(|(_, b)| !is_string_body(b))
             .collect();
         let other = flat_nodes(&others);
-        let rest_short = flat_nodes(&short);
-        let rest_long = flat_nodes(&long);
         let rest = flat_nodes(&rest);
         let long = flat_nodes(&long_toks);
         let roots = root_children(&nodes);
@@ -306,15 +296,11 @@ impl TokenTrie {
         TokenTrie {
             roots,
             rest_roots,
-            rest_short_roots: root_children(&rest_short),
-            rest_long_roots: root_children(&rest_long),
             other_roots: root_children(&other),
             other,
             long_roots: root_children(&long),
             long,
             long_ids,
-            rest_short,
-            rest_long,
             nodes,
             duplicates,
             max_depth,
@@ -358,20 +344,6 @@ impl TokenTrie {
     #[inline]
     pub fn rest_roots(&self) -> &[(u8, u32)] {
         &self.rest_roots
-    }
-
-    /// The tokens of [`TokenTrie::rest_nodes`] of at most [`REST_SHORT_BYTES`] bytes, as a
-    /// trie of their own, and its roots.
-    #[inline]
-    pub fn rest_short_nodes(&self) -> (&[Node], &[(u8, u32)]) {
-        (&self.rest_short, &self.rest_short_roots)
-    }
-
-    /// The tokens of [`TokenTrie::rest_nodes`] longer than [`REST_SHORT_BYTES`] bytes, as a
-    /// trie of their own, and its roots.
-    #[inline]
-    pub fn rest_long_nodes(&self) -> (&[Node], &[(u8, u32)]) {
-        (&self.rest_long, &self.rest_long_roots)
     }
 
     /// The tokens that are not string-body tokens, as a trie of their own, and its roots:
