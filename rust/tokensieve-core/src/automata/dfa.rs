@@ -155,6 +155,15 @@ impl Graph {
         self.root_len as usize + self.extra.len()
     }
 
+    /// The completion lengths of NFA state `s`, when it lies in a sized counted region.
+    #[inline]
+    fn len_set(&self, s: u32) -> Option<&LenSet> {
+        match self.lens.get(s as usize) {
+            Some(&k) if k != NONE => self.len_sets.get(k as usize),
+            _ => None,
+        }
+    }
+
     /// The state after marker `s` (a call's return point).
     fn marker_next(&self, s: u32) -> u32 {
         match self.state(s) {
@@ -1046,12 +1055,7 @@ impl LazyDfa {
             let mut r = c;
             if let Some(Some((min, max))) = t.g.bounds.get(s as usize) {
                 // in a sized region, completions of up to `settle` characters differ by state
-                let k1 = k1
-                    + t.g.lens.get(s as usize).map_or(0, |&l| {
-                        t.g.len_sets
-                            .get(l as usize)
-                            .map_or(0, |x| u64::from(x.settle))
-                    });
+                let k1 = k1 + t.g.len_set(s).map_or(0, |x| u64::from(x.settle));
                 let (c64, min64) = (u64::from(c), u64::from(*min));
                 if c64 + k1 <= min64 {
                     r = (min64 - k1) as u32;
@@ -1555,13 +1559,6 @@ impl LengthSets {
                 "internal: the lengths of a sized counted region do not settle".into(),
             ));
         };
-        if std::env::var("LENDBG").is_ok() {
-            eprintln!(
-                "settle {settle} region {} incrs {} nfa {n}",
-                region.len(),
-                incrs.len()
-            );
-        }
         let mut of = vec![NONE; n];
         let mut sets: Vec<LenSet> = Vec::new();
         let mut ids: FxHashMap<LenSet, u32> = FxHashMap::default();
@@ -1586,11 +1583,8 @@ impl LengthSets {
 /// the region's length bounds (always, outside such regions).
 #[inline]
 fn length_fits(g: &Graph, s: u32, c: u64) -> bool {
-    match g.lens.get(s as usize) {
-        Some(&k) if k != NONE => match g.bounds.get(s as usize) {
-            Some(Some((min, max))) => g.len_sets[k as usize].meets(count(c), *min, *max),
-            _ => true,
-        },
+    match (g.len_set(s), g.bounds.get(s as usize)) {
+        (Some(set), Some(Some((min, max)))) => set.meets(count(c), *min, *max),
         _ => true,
     }
 }
