@@ -661,11 +661,6 @@ fn long_tokens<S: Step>(
     Ok(())
 }
 
-/// Masks made from a representative for short tokens (see [`TokenIndex::mask`]), counted for
-/// the tests.
-#[cfg(test)]
-static SHORT_REPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
 /// Masks made by [`delta_walk`], counted for the tests.
 #[cfg(test)]
 static DELTAS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -830,6 +825,10 @@ pub struct TokenIndex {
     use_last: bool,
     budget_bytes: usize,
     precomputed: std::sync::atomic::AtomicBool,
+    /// Masks this index made from a representative for short tokens (see
+    /// [`TokenIndex::mask`]), counted for the tests.
+    #[cfg(test)]
+    short_reps: std::sync::atomic::AtomicUsize,
 }
 
 /// Sizes of an index, for reports.
@@ -858,6 +857,8 @@ impl TokenIndex {
             use_last: true,
             budget_bytes,
             precomputed: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(test)]
+            short_reps: Default::default(),
         }
     }
 
@@ -897,7 +898,8 @@ impl TokenIndex {
         let short_rep = dfa.representative(state, REST_SHORT_BYTES)?;
         if short_rep != state {
             #[cfg(test)]
-            SHORT_REPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.short_reps
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let m = self.mask(vocab, dfa, short_rep)?;
             let mut buf = m.to_vec();
             let walked = {
@@ -1071,6 +1073,8 @@ impl TokenIndex {
             use_last: true,
             budget_bytes,
             precomputed: std::sync::atomic::AtomicBool::new(true),
+            #[cfg(test)]
+            short_reps: Default::default(),
         }
     }
 
@@ -1239,7 +1243,7 @@ mod tests {
         }
         assert!(checked >= 60, "{checked}");
         assert!(
-            SHORT_REPS.load(std::sync::atomic::Ordering::Relaxed) > 0,
+            idx.short_reps.load(std::sync::atomic::Ordering::Relaxed) > 0,
             "masks near the bound were made from representatives for short tokens"
         );
     }
@@ -1297,9 +1301,12 @@ mod tests {
                     );
                     text.push('a');
                 }
+                assert!(
+                    idx.short_reps.load(std::sync::atomic::Ordering::Relaxed) > 0,
+                    "{schema}: masks near a bound were made from representatives"
+                );
             }
         }
-        assert!(SHORT_REPS.load(std::sync::atomic::Ordering::Relaxed) > 0);
     }
 
     /// Masks made from the previous state's mask (few first bytes differ) equal a brute force

@@ -181,31 +181,38 @@ fn representatives_agree_on_short_tokens() {
     ];
     for (p, alphabet) in cases {
         let d = LazyDfa::new(p, &opts()).unwrap();
-        for k in [1usize, 3, 4] {
-            let tokens = strings(alphabet, k);
-            let mut seed = 0x9E37_79B9u64 ^ k as u64;
-            for _walk in 0..6 {
-                let mut s = d.start();
-                for _step in 0..140 {
-                    let r = d.representative(s, k).unwrap();
-                    assert_eq!(d.is_accepting(s), d.is_accepting(r), "{p}: acceptance");
-                    for t in &tokens {
-                        let (a, b) = (d.walk(s, t).unwrap(), d.walk(r, t).unwrap());
-                        assert_eq!(a == DEAD, b == DEAD, "{p}, k={k}: {t:?}");
-                    }
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
-                    let live: Vec<u8> = alphabet
-                        .iter()
-                        .copied()
-                        .filter(|&b| d.walk(s, &[b]).unwrap() != DEAD)
-                        .collect();
-                    if live.is_empty() {
-                        break;
-                    }
-                    s = d.walk(s, &[live[seed as usize % live.len()]]).unwrap();
+        representatives_agree(&d, p, alphabet, 0x9E37_79B9, 140);
+    }
+}
+
+/// Along six seeded walks of up to `steps` bytes of `alphabet` through `d`, for k = 1, 3 and 4,
+/// each state and its representative for tokens of `k` bytes agree on acceptance and on which
+/// strings of at most `k` bytes stay live (`label` names the automaton in failures).
+fn representatives_agree(d: &LazyDfa, label: &str, alphabet: &[u8], seed: u64, steps: usize) {
+    for k in [1usize, 3, 4] {
+        let tokens = strings(alphabet, k);
+        let mut seed = seed ^ k as u64;
+        for _walk in 0..6 {
+            let mut s = d.start();
+            for _step in 0..steps {
+                let r = d.representative(s, k).unwrap();
+                assert_eq!(d.is_accepting(s), d.is_accepting(r), "{label}: acceptance");
+                for t in &tokens {
+                    let (a, b) = (d.walk(s, t).unwrap(), d.walk(r, t).unwrap());
+                    assert_eq!(a == DEAD, b == DEAD, "{label}, k={k}: {t:?}");
                 }
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let live: Vec<u8> = alphabet
+                    .iter()
+                    .copied()
+                    .filter(|&b| d.walk(s, &[b]).unwrap() != DEAD)
+                    .collect();
+                if live.is_empty() {
+                    break;
+                }
+                s = d.walk(s, &[live[seed as usize % live.len()]]).unwrap();
             }
         }
     }
@@ -388,33 +395,7 @@ fn sized_representatives_agree_on_short_tokens() {
         let v: serde_json::Value = serde_json::from_str(s).unwrap();
         let c = crate::json_schema::compile(&v, &opts).unwrap();
         let d = LazyDfa::from_expr("sized", &c.expr, &opts_big()).unwrap();
-        for k in [1usize, 3, 4] {
-            let tokens = strings(alphabet, k);
-            let mut seed = 0x2545_F491u64 ^ k as u64;
-            for _walk in 0..6 {
-                let mut s_ = d.start();
-                for _step in 0..90 {
-                    let r = d.representative(s_, k).unwrap();
-                    assert_eq!(d.is_accepting(s_), d.is_accepting(r), "{s}: acceptance");
-                    for t in &tokens {
-                        let (a, b) = (d.walk(s_, t).unwrap(), d.walk(r, t).unwrap());
-                        assert_eq!(a == DEAD, b == DEAD, "{s}, k={k}: {t:?}");
-                    }
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
-                    let live: Vec<u8> = alphabet
-                        .iter()
-                        .copied()
-                        .filter(|&b| d.walk(s_, &[b]).unwrap() != DEAD)
-                        .collect();
-                    if live.is_empty() {
-                        break;
-                    }
-                    s_ = d.walk(s_, &[live[seed as usize % live.len()]]).unwrap();
-                }
-            }
-        }
+        representatives_agree(&d, s, alphabet, 0x2545_F491, 90);
     }
 }
 
