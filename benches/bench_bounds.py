@@ -28,10 +28,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import engines as engine_adapters  # noqa: E402
-from bench_first_mask import worker_setup  # noqa: E402
+from bench_first_mask import progress, run_engines, start_workers  # noqa: E402
 from common import RESULTS_DIR, SHARED_TOKENIZERS, machine_info, md_table, num  # noqa: E402
 from engines import LLG, TS, XGR, CompileError  # noqa: E402
-from isolate import Worker  # noqa: E402
 
 URL = "https://example.com/" + "/".join(f"section{i}/item-{i * 7}" for i in range(12)) + "?q=1"
 TEXT = " ".join(["The quick brown fox jumps over the lazy dog."] * 24)
@@ -122,31 +121,16 @@ def main() -> int:
 
     tok = Tokenizer.from_file(str(Path(args.tokenizer) / "tokenizer.json"))
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    workers = {
-        e: Worker(worker_setup, worker_job, (e, args.tokenizer), name=f"{e} worker")
-        for e in engines
-        if engine_adapters.available(e)
-    }
+    workers = start_workers(engines, args.tokenizer, worker_job)
     rows: list[dict[str, Any]] = []
     try:
         for name, schema, value in cases():
             ids = tok.encode(json.dumps(value, ensure_ascii=False), add_special_tokens=False).ids
             row: dict[str, Any] = {"case": name, "schema": schema, "tokens": len(ids)}
-            for e, w in workers.items():
-                job = {"schema": schema, "rounds": args.rounds, "tokens": ids}
-                res = w.run(job, timeout=args.timeout)
-                if res.get("timeout") or res.get("died"):
-                    res = {"ok": False, "error": res.get("error", "timeout")}
-                row[e] = res
+            job = {"schema": schema, "rounds": args.rounds, "tokens": ids}
+            row.update(run_engines(workers, job, args.timeout))
             rows.append(row)
-            print(
-                f"{name}: "
-                + " ".join(
-                    f"{e}={num(row[e]['ttfm_ms']) + ' ms' if row[e]['ok'] else 'error'}"
-                    for e in workers
-                ),
-                flush=True,
-            )
+            progress(name, row, workers)
     finally:
         for w in workers.values():
             w.stop()

@@ -71,6 +71,33 @@ def worker_job(eng: Any, job: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "ttfm_ms": (time.perf_counter_ns() - t0) / 1e6}
 
 
+def start_workers(engines: list[str], tokenizer: str, job: Any) -> dict[str, Worker]:
+    """One persistent worker per installed engine, set up by :func:`worker_setup`, running
+    ``job``."""
+    return {
+        e: Worker(worker_setup, job, (e, tokenizer), name=f"{e} worker")
+        for e in engines
+        if engine_adapters.available(e)
+    }
+
+
+def run_engines(workers: dict[str, Worker], job: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """``job`` in every worker; a timeout or a dead worker counts as a failure."""
+    out: dict[str, Any] = {}
+    for e, w in workers.items():
+        res = w.run(job, timeout=timeout)
+        if res.get("timeout") or res.get("died"):
+            res = {"ok": False, "error": res.get("error", "timeout")}
+        out[e] = res
+    return out
+
+
+def progress(label: str, row: dict[str, Any], workers: dict[str, Worker]) -> None:
+    """One line per row: each engine's time to first mask, or ``error``."""
+    cells = (f"{e}={num(row[e]['ttfm_ms']) + ' ms' if row[e]['ok'] else 'error'}" for e in workers)
+    print(f"{label}: " + " ".join(cells), flush=True)
+
+
 def summary(times: list[float]) -> dict[str, Any]:
     return {
         "n": len(times),
@@ -106,31 +133,16 @@ def main() -> int:
     else:
         schemas = select(args.tokenizer, args.count)
     print(f"{len(schemas)} schemas selected")
-    workers = {
-        e: Worker(worker_setup, worker_job, (e, args.tokenizer), name=f"{e} worker")
-        for e in engines
-        if engine_adapters.available(e)
-    }
+    workers = start_workers(engines, args.tokenizer, worker_job)
     rows: list[dict[str, Any]] = []
     infos: dict[str, Any] = {}
     try:
         for i, (sid, schema) in enumerate(schemas, 1):
             row: dict[str, Any] = {"id": sid, "chars": len(json.dumps(schema))}
-            for e, w in workers.items():
-                res = w.run({"schema": schema}, timeout=args.timeout)
-                if res.get("timeout") or res.get("died"):
-                    res = {"ok": False, "error": res.get("error", "timeout")}
-                row[e] = res
-                infos[e] = w.ready_info
+            row.update(run_engines(workers, {"schema": schema}, args.timeout))
+            infos.update({e: w.ready_info for e, w in workers.items()})
             rows.append(row)
-            print(
-                f"[{i}/{len(schemas)}] {sid}: "
-                + " ".join(
-                    f"{e}={num(row[e]['ttfm_ms']) + ' ms' if row[e]['ok'] else 'error'}"
-                    for e in workers
-                ),
-                flush=True,
-            )
+            progress(f"[{i}/{len(schemas)}] {sid}", row, workers)
     finally:
         for w in workers.values():
             w.stop()
