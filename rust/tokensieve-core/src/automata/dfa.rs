@@ -46,7 +46,7 @@ use regex_syntax::hir::Hir;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::depth::{Depths, MAX_FRAMES, NONE};
-use super::expr::Expr;
+use super::expr::{Expr, LenSet};
 use super::nfa::{Count, MARKER};
 use crate::error::{Error, Result};
 
@@ -1393,34 +1393,6 @@ fn complete_without_nfa() -> Error {
          requested state; the file is inconsistent"
             .into(),
     )
-}
-
-/// The numbers of characters after which a `sized` counted region can still be left, from one of
-/// its states: each number below `settle` by its bit, every number from `settle` on when `tail`.
-#[derive(Clone, PartialEq, Eq, Hash)]
-struct LenSet {
-    bits: Box<[u64]>,
-    settle: u32,
-    tail: bool,
-}
-
-impl LenSet {
-    /// Whether some `x` of the set has `min <= count + x <= max`.
-    fn meets(&self, count: u32, min: u32, max: Option<u32>) -> bool {
-        let lo = u64::from(min.saturating_sub(count));
-        let hi = match max {
-            Some(m) if count > m => return false,
-            Some(m) => u64::from(m - count),
-            None => u64::MAX,
-        };
-        let settle = u64::from(self.settle);
-        if self.tail && hi >= lo.max(settle) {
-            return true;
-        }
-        let top = hi.min(settle.saturating_sub(1));
-        (settle > 0 && lo <= top)
-            && (lo..=top).any(|x| self.bits[(x / 64) as usize] >> (x % 64) & 1 == 1)
-    }
 }
 
 /// Liveness inside the `sized` counted regions of an NFA (a character automaton under length

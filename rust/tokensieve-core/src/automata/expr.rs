@@ -490,7 +490,7 @@ pub(crate) fn counted_char_dfa(d: &CharDfa, min: u32, max: Option<u32>) -> Optio
         return Some(None);
     }
     let lens = completion_lengths(&d.accept, &d.edges, d.start)?;
-    if !lens.meets(min, max) {
+    if !lens.meets(0, min, max) {
         return Some(None);
     }
     let Some(Expr::CharDfa(c)) = char_dfa(d) else {
@@ -502,20 +502,33 @@ pub(crate) fn counted_char_dfa(d: &CharDfa, min: u32, max: Option<u32>) -> Optio
     Some(Some(Expr::CharDfa(Arc::new(c))))
 }
 
-/// The numbers of further characters after which a string can end, from one state: those below
-/// `settle` one by one, and whether every number from `settle` on is one too (`tail`).
-pub(crate) struct Lengths {
-    pub below: Vec<bool>,
+/// The numbers of further characters after which a string can end, from one state: each
+/// number below `settle` by its bit, every number from `settle` on when `tail`. Built for a
+/// character DFA's start by [`completion_lengths`] and for each NFA state of a sized region by
+/// the lazy DFA (`dfa::LengthSets`).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub(crate) struct LenSet {
+    pub bits: Box<[u64]>,
+    pub settle: u32,
     pub tail: bool,
 }
 
-impl Lengths {
-    /// Whether some `x` of the set has `min <= count + x <= max` (here `count` = 0).
-    fn meets(&self, min: u32, max: Option<u32>) -> bool {
-        let settle = self.below.len() as u64;
-        let (lo, hi) = (u64::from(min), max.map_or(u64::MAX, u64::from));
-        (self.tail && hi >= lo.max(settle))
-            || (lo..=hi.min(settle.saturating_sub(1))).any(|x| x < settle && self.below[x as usize])
+impl LenSet {
+    /// Whether some `x` of the set has `min <= count + x <= max`.
+    pub(crate) fn meets(&self, count: u32, min: u32, max: Option<u32>) -> bool {
+        let lo = u64::from(min.saturating_sub(count));
+        let hi = match max {
+            Some(m) if count > m => return false,
+            Some(m) => u64::from(m - count),
+            None => u64::MAX,
+        };
+        let settle = u64::from(self.settle);
+        if self.tail && hi >= lo.max(settle) {
+            return true;
+        }
+        let top = hi.min(settle.saturating_sub(1));
+        (settle > 0 && lo <= top)
+            && (lo..=top).any(|x| self.bits[(x / 64) as usize] >> (x % 64) & 1 == 1)
     }
 }
 
@@ -528,19 +541,24 @@ pub(crate) fn completion_lengths(
     accept: &[bool],
     edges: &[Vec<(u32, u32, usize)>],
     start: usize,
-) -> Option<Lengths> {
+) -> Option<LenSet> {
     let n = accept.len();
     let mut h: Vec<bool> = accept.to_vec();
-    let mut below = Vec::new();
-    for _ in 0..=SETTLE_MAX {
-        below.push(h[start]);
+    let mut bits = vec![0u64; SETTLE_MAX.div_ceil(64) + 1];
+    for l in 0..=SETTLE_MAX {
         let next: Vec<bool> = (0..n)
             .map(|s| edges[s].iter().any(|&(_, _, t)| t < n && h[t]))
             .collect();
         if next == h {
-            let tail = h[start];
-            below.pop();
-            return Some(Lengths { below, tail });
+            bits.truncate(l.div_ceil(64));
+            return Some(LenSet {
+                bits: bits.into(),
+                settle: l as u32,
+                tail: h[start],
+            });
+        }
+        if h[start] {
+            bits[l / 64] |= 1 << (l % 64);
         }
         h = next;
     }
