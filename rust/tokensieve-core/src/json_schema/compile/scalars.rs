@@ -483,35 +483,39 @@ impl<'a> Compiler<'a> {
                     ));
                 }
             }
-            if fast.is_none() {
-                fast = counted_lengths(&pos, &neg, &names, min, max);
-            }
             match fast {
                 Some(c) => c,
                 None => {
-                    // the general case: intersect and subtract the decoded languages (a
-                    // length bound is a factor of the product automaton here)
-                    self.big("minLength", ptr, min)?;
-                    if let Some(mx) = max {
-                        self.big("maxLength", ptr, mx)?;
-                    }
+                    // the decoded languages that must and must not hold, excluded names as
+                    // literals taken away
                     let mut p: Vec<Hir> = pos.into_iter().map(|(h, _)| h).collect();
-                    if min > 0 || max.is_some() {
-                        p.push(hirs::rep(dot_all(), min as u32, max.map(|x| x as u32)));
-                    }
                     for n in &names {
                         neg.push(Hir::literal(n.iter().collect::<String>().into_bytes()));
                     }
-                    let kw = if m.contains_key("pattern") {
-                        "pattern"
-                    } else {
-                        "format"
-                    };
-                    match spelled_combination(&p, &neg) {
-                        Ok(c) => c,
-                        Err(e) => {
-                            self.unsupported(kw, ptr, &e)?;
-                            Some(hirs::star(any_char()).into())
+                    match counted_lengths(&p, &neg, min, max) {
+                        Some(c) => c,
+                        None => {
+                            // the general case: intersect and subtract the decoded languages
+                            // (a length bound is a factor of the product automaton here)
+                            self.big("minLength", ptr, min)?;
+                            if let Some(mx) = max {
+                                self.big("maxLength", ptr, mx)?;
+                            }
+                            if min > 0 || max.is_some() {
+                                p.push(hirs::rep(dot_all(), min as u32, max.map(|x| x as u32)));
+                            }
+                            let kw = if m.contains_key("pattern") {
+                                "pattern"
+                            } else {
+                                "format"
+                            };
+                            match spelled_combination(&p, &neg) {
+                                Ok(c) => c,
+                                Err(e) => {
+                                    self.unsupported(kw, ptr, &e)?;
+                                    Some(hirs::star(any_char()).into())
+                                }
+                            }
                         }
                     }
                 }
@@ -521,27 +525,16 @@ impl<'a> Compiler<'a> {
     }
 }
 
-/// Length bounds past [`hirs::COUNT_FROM`] beside other string constraints (a format, a
-/// pattern, excluded names): the character automaton of the other constraints with a counter of
+/// Length bounds past [`hirs::COUNT_FROM`] beside other string constraints (`pos` must hold,
+/// `neg` must not: formats, patterns, excluded names): their character automaton with a counter of
 /// characters beside it (`expr::counted_char_dfa`), instead of a product automaton with a state
 /// per state and length. `None` when that automaton cannot be built so (the product is tried
 /// then, and reports what fails); `Some(None)` when no string is allowed.
-fn counted_lengths(
-    pos: &[(Hir, &str)],
-    neg: &[Hir],
-    names: &[Vec<char>],
-    min: u64,
-    max: Option<u64>,
-) -> Option<Option<Expr>> {
+fn counted_lengths(pos: &[Hir], neg: &[Hir], min: u64, max: Option<u64>) -> Option<Option<Expr>> {
     if !hirs::counting() || max.unwrap_or(min) <= u64::from(hirs::COUNT_FROM) {
         return None;
     }
-    let p: Vec<Hir> = pos.iter().map(|(h, _)| h.clone()).collect();
-    let mut n: Vec<Hir> = neg.to_vec();
-    for name in names {
-        n.push(Hir::literal(name.iter().collect::<String>().into_bytes()));
-    }
-    match crate::automata::strlang::combined_dfa(&p, &n) {
+    match crate::automata::strlang::combined_dfa(pos, neg) {
         Ok(None) => Some(None),
         Ok(Some(d)) => {
             crate::automata::expr::counted_char_dfa(&d, clamp_count(min), max.map(clamp_count))
