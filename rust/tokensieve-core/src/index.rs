@@ -30,7 +30,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::automata::dfa::{DfaView, LazyDfa, DEAD};
 use crate::error::{Error, Result};
-use crate::trie::{ALL_STRING_BODY, BODY_LEN_MASKS, NO_TOKEN, REST_SHORT_BYTES};
+use crate::trie::{ALL_STRING_BODY, BODY_LEN_MASKS, NO_TOKEN, SHORT_TOKEN_BYTES};
 use crate::vocab::Vocabulary;
 
 const UNKNOWN: u32 = u32::MAX;
@@ -627,7 +627,7 @@ fn lazy_walk<S: Step>(
 }
 
 /// Replaces in `out` (the mask of a state that agrees with `state` on every token of at most
-/// [`REST_SHORT_BYTES`] bytes) the tokens longer than that by those allowed from `state`; EOS
+/// [`SHORT_TOKEN_BYTES`] bytes) the tokens longer than that by those allowed from `state`; EOS
 /// and duplicates are set for `state`.
 fn long_tokens<S: Step>(
     vocab: &Vocabulary,
@@ -893,9 +893,9 @@ impl TokenIndex {
             return Ok(self.insert(&mut c, state, m.to_vec()));
         }
         // Counts near a bound but more than one short token's length from it: the tokens of up
-        // to `REST_SHORT_BYTES` bytes are allowed as from the representative for that length
+        // to `SHORT_TOKEN_BYTES` bytes are allowed as from the representative for that length
         // (whose mask is usually known already), only the long tokens are walked from here.
-        let short_rep = dfa.representative(state, REST_SHORT_BYTES)?;
+        let short_rep = dfa.representative(state, SHORT_TOKEN_BYTES)?;
         if short_rep != state {
             #[cfg(test)]
             self.short_reps

@@ -39,7 +39,7 @@ pub const BODY_LEN_MASKS: usize = 16;
 /// Tokens longer than this many bytes are kept in a trie of their own (see
 /// [`TokenTrie::long_nodes`]): near a length bound only they are walked, the shorter ones being
 /// allowed as from a representative for tokens of this many bytes.
-pub const REST_SHORT_BYTES: usize = 16;
+pub const SHORT_TOKEN_BYTES: usize = 16;
 
 /// Whether `bytes` is non-empty, complete UTF-8, and free of `"`, `\` and U+0000–U+001F: a
 /// token that can stand anywhere inside a JSON string without an escape.
@@ -87,7 +87,7 @@ pub struct TokenTrie {
     rest: Vec<Node>,
     /// The tokens that are not string-body tokens (`rest` without the long body tokens).
     other: Vec<Node>,
-    /// Every token longer than [`REST_SHORT_BYTES`] bytes, as a trie of its own, and their ids
+    /// Every token longer than [`SHORT_TOKEN_BYTES`] bytes, as a trie of its own, and their ids
     /// (duplicates included).
     long: Vec<Node>,
     long_roots: Vec<(u8, u32)>,
@@ -190,7 +190,7 @@ impl TokenTrie {
                 // Same bytes as the previous token.
                 let primary = nodes[path[common]].token;
                 duplicates.push((primary, id));
-                if bytes.len() > REST_SHORT_BYTES {
+                if bytes.len() > SHORT_TOKEN_BYTES {
                     long_ids.push(id);
                 }
                 continue;
@@ -226,7 +226,7 @@ impl TokenTrie {
                 other[last] = true;
                 rest.push((id, bytes));
             }
-            if bytes.len() > REST_SHORT_BYTES {
+            if bytes.len() > SHORT_TOKEN_BYTES {
                 long_toks.push((id, bytes));
                 long_ids.push(id);
             }
@@ -353,13 +353,13 @@ impl TokenTrie {
         (&self.other, &self.other_roots)
     }
 
-    /// Every token longer than [`REST_SHORT_BYTES`] bytes, as a trie of its own, and its roots.
+    /// Every token longer than [`SHORT_TOKEN_BYTES`] bytes, as a trie of its own, and its roots.
     #[inline]
     pub fn long_nodes(&self) -> (&[Node], &[(u8, u32)]) {
         (&self.long, &self.long_roots)
     }
 
-    /// The ids of the tokens longer than [`REST_SHORT_BYTES`] bytes, duplicates included.
+    /// The ids of the tokens longer than [`SHORT_TOKEN_BYTES`] bytes, duplicates included.
     #[inline]
     pub fn long_ids(&self) -> &[u32] {
         &self.long_ids
