@@ -316,14 +316,19 @@ impl<'a> Compiler<'a> {
                         if n.is_empty() {
                             continue;
                         }
-                        let mut p = Map::new();
+                        // The other declared names stay declared (any value), in their
+                        // order: a value in schema order keeps its order in this term (they
+                        // would otherwise be additional properties, which come last).
+                        let mut p: Map<String, Value> = props
+                            .keys()
+                            .map(|k| (k.clone(), Value::Bool(true)))
+                            .collect();
                         let mut sx = Extra::default();
                         match Sub::from_terms(n) {
                             Sub::Json(v) => {
                                 p.insert(name.clone(), v);
                             }
                             sub => {
-                                p.insert(name.clone(), Value::Bool(true));
                                 sx.properties.push((name.clone(), sub));
                             }
                         }

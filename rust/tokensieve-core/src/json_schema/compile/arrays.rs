@@ -7,7 +7,7 @@ use super::{child, json_eq, literal_values, schema_error, Compiler};
 use crate::automata::expr::{alt, alt_opt, concat, opt, rep, star, Expr};
 use crate::error::Result;
 use crate::json_schema::extra::{Extra, Sub};
-use crate::json_schema::keywords::{T_BOOL, T_NULL};
+use crate::json_schema::keywords::{applies_to, T_ARRAY, T_BOOL, T_NULL};
 
 impl<'a> Compiler<'a> {
     pub(super) fn array(
@@ -43,7 +43,7 @@ impl<'a> Compiler<'a> {
             .map(|i| x.prefix_item(i).filter(|_| prefix_kw == "prefixItems"))
             .collect();
         if m.get("uniqueItems") == Some(&Value::Bool(true)) {
-            match self.unique_array(prefix, &typed_items, rest, (min, max), ptr)? {
+            match self.unique_array(m, x, prefix, &typed_items, rest, (min, max), ptr)? {
                 Some(h) => return Ok(h),
                 None => self.unsupported(
                     "uniqueItems",
@@ -167,8 +167,14 @@ impl<'a> Compiler<'a> {
     }
 
     /// `uniqueItems: true` over finite item domains: every array of distinct values, listed.
+    /// Each listed array is then checked against every array keyword of the map `m` (with its
+    /// typed constraints `x`): `contains`, `minContains`/`maxContains`, a negated `contains`
+    /// and whatever else applies to arrays hold exactly, not only the ones the listing reads.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn unique_array(
         &mut self,
+        m: &Map<String, Value>,
+        x: &Extra,
         prefix: &[Value],
         typed_items: &[Option<&Sub>],
         rest: Option<&Value>,
@@ -202,16 +208,14 @@ impl<'a> Compiler<'a> {
         if rest_dom.is_none() && cap > prefix.len() as u64 {
             return Ok(None);
         }
-        let mut out: Vec<Expr> = Vec::new();
+        let mut out: Vec<Value> = Vec::new();
         let mut seq: Vec<Value> = Vec::new();
-        #[allow(clippy::too_many_arguments)]
         fn go(
-            c: &Compiler<'_>,
             doms: &[Vec<Value>],
             rest: &Option<Vec<Value>>,
             len: (u64, u64),
             seq: &mut Vec<Value>,
-            out: &mut Vec<Expr>,
+            out: &mut Vec<Value>,
             limit: usize,
         ) -> bool {
             let i = seq.len();
@@ -219,7 +223,7 @@ impl<'a> Compiler<'a> {
                 if out.len() >= limit {
                     return false;
                 }
-                out.push(c.literal(&Value::Array(seq.clone())));
+                out.push(Value::Array(seq.clone()));
             }
             if i as u64 >= len.1 {
                 return true;
@@ -236,7 +240,7 @@ impl<'a> Compiler<'a> {
                     continue;
                 }
                 seq.push(v.clone());
-                let ok = go(c, doms, rest, len, seq, out, limit);
+                let ok = go(doms, rest, len, seq, out, limit);
                 seq.pop();
                 if !ok {
                     return false;
@@ -245,7 +249,6 @@ impl<'a> Compiler<'a> {
             true
         }
         if !go(
-            self,
             &doms,
             &rest_dom,
             (len.0, cap),
@@ -255,7 +258,23 @@ impl<'a> Compiler<'a> {
         ) {
             return Ok(None);
         }
-        Ok(Some(if out.is_empty() { None } else { Some(alt(out)) }))
+        // every array keyword, checked on each listed array
+        let arrays: Map<String, Value> = m
+            .iter()
+            .filter(|(k, _)| applies_to(k) == T_ARRAY)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut kept = Vec::new();
+        for a in out {
+            if self.validates_map(&a, &arrays, x, ptr, 0)? {
+                kept.push(self.literal(&a));
+            }
+        }
+        Ok(Some(if kept.is_empty() {
+            None
+        } else {
+            Some(alt(kept))
+        }))
     }
 
     /// Arrays with a `contains` count: every item is either a match (item schema ∧ contains)

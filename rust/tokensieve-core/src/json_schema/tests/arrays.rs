@@ -67,3 +67,44 @@ fn unique_items_over_finite_domains() {
     );
     assert_eq!(k, "uniqueItems");
 }
+
+/// `uniqueItems` lists every array of distinct values: the listed arrays must still satisfy
+/// `contains`, its counts, a negated `contains` and negated `items` (they were dropped).
+#[test]
+fn unique_items_keep_contains() {
+    check(
+        json!({"type": "array", "items": {"enum": [1, 2]}, "contains": {"const": 1}, "uniqueItems": true}),
+        &["[1]", "[1, 2]", "[2, 1]"],
+        &["[]", "[2]"],
+    );
+    check(
+        json!({"items": {"type": "boolean"}, "contains": {"const": true}, "uniqueItems": true}),
+        &["[true]", "[false, true]", "{}"],
+        &["[]", "[false]"],
+    );
+    check(
+        json!({"items": {"enum": [1, 2]}, "uniqueItems": true, "not": {"contains": {"const": 1}}}),
+        &["[]", "[2]"],
+        &["[1]", "[2, 1]", "[1, 2]"],
+    );
+    check(
+        json!({"items": {"enum": [1, 2, 3]}, "uniqueItems": true, "contains": {"enum": [1, 2]}, "minContains": 2}),
+        &["[1, 2]", "[3, 2, 1]"],
+        &["[1]", "[1, 3]", "[3]"],
+    );
+    check(
+        json!({"items": {"enum": [1, 2, 3]}, "uniqueItems": true, "contains": {"enum": [1, 2]}, "maxContains": 1}),
+        &["[1]", "[3, 2]"],
+        &["[]", "[3]", "[1, 2]", "[2, 3, 1]"],
+    );
+    check(
+        json!({"prefixItems": [{"enum": [1, 2]}, {"enum": [1, 2, 3]}], "items": false, "uniqueItems": true, "contains": {"const": 3}}),
+        &["[1, 3]", "[2, 3]"],
+        &["[1]", "[1, 2]", "[2, 1]"],
+    );
+    check(
+        json!({"items": {"enum": [1, 2]}, "uniqueItems": true, "not": {"items": {"const": 1}}}),
+        &["[2]", "[1, 2]"],
+        &["[]", "[1]"],
+    );
+}

@@ -292,3 +292,26 @@ fn spelled_not_in_equals_the_encoded_complement() {
         );
     }
 }
+
+/// A negated `properties` keeps the other declared names declared, so a valid object in
+/// schema order is produced whichever declared property makes it valid.
+#[test]
+fn negated_properties_keep_schema_order() {
+    let p = json!({"a": {"type": "null"}, "b": {"type": "integer", "minimum": 7}});
+    check(
+        json!({"not": {"properties": p}}),
+        &[
+            r#"{"a": null, "b": 6}"#,
+            r#"{"a": 1, "b": 7}"#,
+            r#"{"a": 1}"#,
+            r#"{"b": 6}"#,
+        ],
+        &[r#"{"a": null, "b": 7}"#, "{}", r#"{"a": null}"#, "null"],
+    );
+    // the same through an exclusive oneOf (a value in both branches is refused)
+    check(
+        json!({"oneOf": [{"properties": p}, {"required": ["c"]}]}),
+        &[r#"{"a": null, "b": 6, "c": 1}"#, r#"{"a": null, "b": 7}"#],
+        &[r#"{"a": null, "b": 7, "c": 1}"#],
+    );
+}
