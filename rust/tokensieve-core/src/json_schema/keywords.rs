@@ -243,3 +243,74 @@ pub(super) const MAP: &[&str] = &[
 
 /// Keywords whose values are data, never schemas.
 pub(super) const DATA: &[&str] = &["const", "enum", "examples", "default", "example"];
+
+/// What the meta-schema requires of a validity keyword's value, when `v` is not that:
+/// `Some(description)` of the expected value. A keyword with a malformed value is refused
+/// wherever it stands (even where its type does not apply, such as `uniqueItems` on a
+/// string), never ignored.
+pub(super) fn malformed(k: &str, v: &Value) -> Option<&'static str> {
+    let schema = |v: &Value| v.is_object() || v.is_boolean();
+    let strings = |v: &Value| v.as_array().is_some_and(|a| a.iter().all(Value::is_string));
+    let count = |v: &Value| {
+        v.as_u64().is_some()
+            || v.as_number().is_some_and(|n| {
+                let d = Dec::from_json(n);
+                !d.neg && d.frac.is_empty()
+            })
+    };
+    let (ok, what) = match k {
+        "type" => (
+            v.is_string() || strings(v),
+            "a type name or an array of type names",
+        ),
+        "enum" | "prefixItems" | "allOf" | "anyOf" | "oneOf" => (v.is_array(), "an array"),
+        "nullable" | "uniqueItems" => (v.is_boolean(), "a boolean"),
+        "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas" => (
+            v.as_object().is_some_and(|o| o.values().all(schema)),
+            "an object whose values are schemas",
+        ),
+        "dependentRequired" => (
+            v.as_object().is_some_and(|o| o.values().all(strings)),
+            "an object whose values are arrays of strings",
+        ),
+        "dependencies" => (
+            v.as_object()
+                .is_some_and(|o| o.values().all(|d| schema(d) || strings(d))),
+            "an object whose values are schemas or arrays of strings",
+        ),
+        "required" => (strings(v), "an array of strings"),
+        "additionalProperties"
+        | "additionalItems"
+        | "contains"
+        | "propertyNames"
+        | "not"
+        | "if"
+        | "then"
+        | "else"
+        | "unevaluatedProperties"
+        | "unevaluatedItems" => (schema(v), "a schema (an object or a boolean)"),
+        "items" => (
+            schema(v) || v.as_array().is_some_and(|a| a.iter().all(schema)),
+            "a schema or an array of schemas",
+        ),
+        "minLength" | "maxLength" | "minItems" | "maxItems" | "minProperties" | "maxProperties"
+        | "minContains" | "maxContains" => (count(v), "a non-negative integer"),
+        "minimum" | "maximum" => (v.is_number(), "a number"),
+        "exclusiveMinimum" | "exclusiveMaximum" => (
+            v.is_number() || v.is_boolean(),
+            "a number (or, in draft 4, a boolean)",
+        ),
+        "multipleOf" => (
+            v.as_number().is_some_and(|n| {
+                let d = Dec::from_json(n);
+                !d.neg && !d.is_zero()
+            }),
+            "a number greater than 0",
+        ),
+        "pattern" | "format" | "$ref" | "$dynamicRef" | "$recursiveRef" => {
+            (v.is_string(), "a string")
+        }
+        _ => (true, ""),
+    };
+    (!ok).then_some(what)
+}

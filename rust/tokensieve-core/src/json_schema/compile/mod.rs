@@ -461,8 +461,12 @@ impl<'a> Compiler<'a> {
     pub(super) fn check_keywords(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<()> {
         for (k, v) in m {
             let k = k.as_str();
+            if SUPPORTED.contains(&k) || UNSUPPORTED.contains(&k) {
+                if let Some(what) = super::keywords::malformed(k, v) {
+                    return Err(schema_error(k, ptr, format!("{k} must be {what}")));
+                }
+            }
             if SUPPORTED.contains(&k) || ANNOTATIONS.contains(&k) {
-                let _ = v; // uniqueItems: decided where arrays are compiled
                 continue;
             }
             if UNSUPPORTED.contains(&k) {

@@ -395,3 +395,55 @@ fn typed_constraints_in_sub_schemas() {
         ("not", "/contains/allOf/1/not/anyOf/1")
     );
 }
+
+/// A validity keyword whose value is not what the meta-schema allows is a `SchemaError`
+/// naming it, wherever it stands (also where its type does not apply), never ignored.
+#[test]
+fn malformed_keyword_values_are_refused() {
+    let o = JsonSchemaOptions::default();
+    let cases = [
+        ("uniqueItems", json!(5)),
+        ("uniqueItems", json!("yes")),
+        ("minItems", json!(-1)),
+        ("maxLength", json!(1.5)),
+        ("minContains", json!("2")),
+        ("required", json!(true)),
+        ("required", json!([1])),
+        ("type", json!(3)),
+        ("enum", json!("a")),
+        ("properties", json!([])),
+        ("properties", json!({"a": 1})),
+        ("items", json!("x")),
+        ("contains", json!(1)),
+        ("not", json!([])),
+        ("anyOf", json!({})),
+        ("pattern", json!(1)),
+        ("format", json!(false)),
+        ("multipleOf", json!(0)),
+        ("multipleOf", json!(-2)),
+        ("minimum", json!("1")),
+        ("exclusiveMaximum", json!(null)),
+        ("dependentRequired", json!({"a": "b"})),
+        ("dependencies", json!({"a": 1})),
+        ("nullable", json!(1)),
+    ];
+    for (k, v) in cases {
+        // beside a type it does not apply to, inside a property and inside `not`
+        for s in [
+            json!({"type": "string", k: v.clone()}),
+            json!({"properties": {"p": {k: v.clone()}}}),
+            json!({"not": {"type": "null", k: v.clone()}}),
+        ] {
+            let (kw, _) = schema_err(s, &o);
+            assert_eq!(kw, k);
+        }
+    }
+    // the forms the meta-schemas allow still compile
+    for s in [
+        json!({"minItems": 2.0, "uniqueItems": false, "exclusiveMinimum": true, "minimum": 1}),
+        json!({"items": [{"type": "null"}], "additionalItems": false}),
+        json!({"dependencies": {"a": ["b"], "c": {"required": ["d"]}}, "multipleOf": 0.5}),
+    ] {
+        compile(&s, &o).unwrap();
+    }
+}
