@@ -406,6 +406,11 @@ pub(in crate::json_schema) fn normalize(m: &mut Map<String, Value>) {
         m.remove("minContains");
         m.remove("maxContains");
     }
+    // `additionalItems` means something only beside the draft-4 tuple form of `items`: merged
+    // with another schema's tuple it would wrongly apply to that one's tail
+    if !matches!(m.get("items"), Some(Value::Array(_))) {
+        m.remove("additionalItems");
+    }
     for k in ANNOTATIONS {
         m.remove(*k);
     }

@@ -108,3 +108,30 @@ fn unique_items_keep_contains() {
         &["[]", "[1]"],
     );
 }
+
+/// A keyword that means nothing alone in its branch (`additionalItems` without a tuple
+/// `items`, `minContains` without `contains`, a draft-4 `exclusiveMinimum: true` without
+/// `minimum`) keeps meaning nothing when an `allOf` merges the branches.
+#[test]
+fn merged_branches_keep_idle_keywords_idle() {
+    check(
+        json!({"allOf": [{"items": [{"type": "integer"}]}, {"additionalItems": false}]}),
+        &["[1, 2]", "[1]", r#"[1, "a"]"#],
+        &[r#"["a"]"#],
+    );
+    check(
+        json!({"allOf": [{"additionalItems": false}, {"items": [{"type": "integer"}], "additionalItems": {"type": "string"}}]}),
+        &["[1]", r#"[1, "a"]"#],
+        &["[1, 2]"],
+    );
+    check(
+        json!({"allOf": [{"contains": {"const": 1}}, {"minContains": 2}]}),
+        &["[1]", "[2, 1]"],
+        &["[2]", "[]"],
+    );
+    check(
+        json!({"allOf": [{"minimum": 5}, {"exclusiveMinimum": true}]}),
+        &["5", "6"],
+        &["4"],
+    );
+}
