@@ -397,8 +397,9 @@ impl<'a> Compiler<'a> {
                     out.push(b);
                 }
                 "contains" => {
-                    let lo = m.get("minContains").and_then(Value::as_u64).unwrap_or(1);
-                    let hi = m.get("maxContains").and_then(Value::as_u64);
+                    // (as compiled: `2.0` is 2, a malformed count an error)
+                    let lo = self.count(m, "minContains", ptr)?.unwrap_or(1);
+                    let hi = self.count(m, "maxContains", ptr)?;
                     // a placeholder `contains` keeps its schema in `x`
                     let with_contains = |mut b: Built| {
                         b.x.contains = x.contains.clone();

@@ -370,7 +370,12 @@ impl<'a> Compiler<'a> {
         }
     }
 
-    pub(super) fn count(&self, m: &Map<String, Value>, k: &str, ptr: &str) -> Result<Option<u64>> {
+    pub(in crate::json_schema) fn count(
+        &self,
+        m: &Map<String, Value>,
+        k: &str,
+        ptr: &str,
+    ) -> Result<Option<u64>> {
         match m.get(k) {
             None => Ok(None),
             Some(v) => match v.as_u64().or_else(|| {

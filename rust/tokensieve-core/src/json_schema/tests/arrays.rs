@@ -135,3 +135,18 @@ fn merged_branches_keep_idle_keywords_idle() {
         &["4"],
     );
 }
+
+/// Counts written as integral decimals (`2.0`) are counts everywhere, also inside `not`.
+#[test]
+fn integral_decimal_counts_inside_not() {
+    check(
+        json!({"not": {"contains": {"const": 1}, "minContains": 2.0}}),
+        &["[1]", "[]", "[2, 1]"],
+        &["[1, 1]", "[1, 2, 1]"],
+    );
+    check(
+        json!({"not": {"contains": {"const": 1}, "maxContains": 1.0}}),
+        &["[]", "[1, 1]"],
+        &["[1]", "[2, 1]"],
+    );
+}
