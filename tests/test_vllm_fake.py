@@ -514,7 +514,7 @@ def test_guided_json_options_and_schema_errors() -> None:
     bad_keyword = {"type": "array", "uniqueItems": True}
     with pytest.raises(ValueError, match="uniqueItems"):
         GuidedLogitsProcessorV1.validate_params(SamplingParams({"guided_json": bad_keyword}))
-    with pytest.raises(ValueError, match="guided_json"):
+    with pytest.raises(ValueError, match="guided_whitespace must be a string, got 12"):
         GuidedLogitsProcessorV1.validate_params(
             SamplingParams({"guided_json": schema, "guided_whitespace": 12})
         )
@@ -1168,3 +1168,432 @@ def test_cache_key_keeps_property_order() -> None:
     a = Constraint.make("json_schema", {"type": "object", "properties": {"a": {}, "b": {}}})
     b = Constraint.make("json_schema", {"type": "object", "properties": {"b": {}, "a": {}}})
     assert a.key != b.key
+
+
+# --- hostile request values: refused at admission, failed alone in the engine -----------------
+
+from tokensieve.constraints import ENGINE_OPTIONS, SCHEMA_OPTIONS  # noqa: E402
+from tokensieve.vllm import constraints as vllm_constraints  # noqa: E402
+from tokensieve.vllm import request_args  # noqa: E402
+
+DEEP = "[" * 1000 + "]" * 1000  # 2 KB of JSON text any HTTP client can send in vllm_xargs
+HEALTHY = {"guided_regex": "(ab|c){1,4}0"}
+BASE = {"guided_json": '{"type": "string", "maxLength": 4}'}  # every option applies to it
+
+
+class Hostile:
+    """A value whose every conversion raises (what an in-process caller could pass)."""
+
+    def _raise(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("hostile value touched")
+
+    __repr__ = __str__ = __format__ = __bool__ = __len__ = __iter__ = _raise
+    __int__ = __index__ = __float__ = __eq__ = __lt__ = __gt__ = __getattr__ = _raise
+    model_json_schema = _raise
+    __hash__ = object.__hash__
+
+
+def every_guided_key() -> list[str]:
+    """Every key the processors read: the constraint kinds, every option, the other keys."""
+    options = ["guided_" + o for o in (*ENGINE_OPTIONS, *SCHEMA_OPTIONS)]
+    return [*vllm_constraints.EXTRA_ARGS_KINDS, *options, *vllm_constraints._NOT_OPTIONS]
+
+
+def with_key(key: str, value: Any) -> dict[str, Any]:
+    """A request carrying ``value`` in ``key`` (with a constraint beside an option)."""
+    if key in vllm_constraints.EXTRA_ARGS_KINDS:
+        return {key: value}
+    return {**BASE, key: value}
+
+
+def admission_error(extra_args: Any) -> str | None:
+    """What admission says about a request, through both processor classes: None when it is
+    accepted, the message of its ValueError; any other exception propagates."""
+    messages = []
+    for cls in (GuidedLogitsProcessorV1, GuidedLogitsProcessor):
+        try:
+            cls.validate_params(SamplingParams(extra_args))
+            messages.append(None)
+        except ValueError as e:
+            messages.append(str(e))
+    assert messages[0] == messages[1], messages
+    return messages[0]
+
+
+def check_fails_alone(extra_args: Any) -> None:
+    """An engine that skips admission: the request is failed (EOS only), its neighbours in the
+    batch keep masks equal to the reference, through both runner interfaces."""
+    proc = v1_processor()
+    eng = FakeEngine(proc, VOCAB, seed=11, width=WIDTH, max_batch=4)
+    healthy = [eng.new_request(HEALTHY, max_tokens=30) for _ in range(2)]
+    free = eng.new_request(None, max_tokens=30)
+    hostile = eng.new_request(extra_args, max_tokens=30, forced_eos=True)
+    eng.step([healthy[0], hostile, free, healthy[1]], churn=0)  # checks every row's mask
+    guide = proc.guide(eng.slots.index(hostile))
+    assert guide is not None and guide.failed, extra_args
+    for _ in range(3):
+        eng.step([], churn=0)
+    assert hostile.output[-1] == EOS
+    # the V2 interface: add_request, then one step over the three slots
+    batch = V2Batch(GuidedLogitsProcessor, VOCAB)
+    assert batch.add(0, SamplingParams(HEALTHY), [7])
+    assert batch.add(1, SamplingParams(extra_args), [7])
+    assert not batch.add(2, SamplingParams(None), [7])
+    masks = batch.apply([0, 1, 2], {0: [7], 1: [7], 2: [7]}, {})
+    assert masks == [reference_allowed(healthy[0].grammar, []), {EOS}, set(range(WIDTH))]
+
+
+def test_deeply_nested_fit_max_tokens_is_refused_and_fails_alone() -> None:
+    # the report: it passed admission, then update_state raised RecursionError for the batch
+    extra = {**HEALTHY, "guided_fit_max_tokens": DEEP}
+    message = admission_error(extra)
+    assert message is not None and "guided_fit_max_tokens must be true or false" in message
+    check_fails_alone(extra)
+
+
+def test_deeply_nested_text_in_every_guided_key() -> None:
+    wrong: list[str] = []
+    for key in every_guided_key():
+        extra = with_key(key, DEEP)
+        message = admission_error(extra)
+        if message is None:
+            wrong.append(f"{key}: accepted")
+            continue
+        if key.removeprefix("guided_") not in message:  # the core names options unprefixed
+            wrong.append(f"{key}: {message[:200]}")
+        check_fails_alone(extra)
+    assert not wrong, wrong
+
+
+def test_a_value_whose_repr_and_str_raise_in_every_guided_key() -> None:
+    wrong: list[str] = []
+    places: list[tuple[str, Any, str]] = [(key, Hostile(), "Hostile") for key in every_guided_key()]
+    places += [
+        ("guided_json", {"type": "object", "properties": {"a": Hostile()}}, "Hostile"),
+        ("guided_json", {"enum": [1, [Hostile()]]}, "Hostile"),
+        ("guided_choice", ["a", Hostile()], "Hostile"),
+        ("guided_registry", {"urn:x": Hostile()}, "Hostile"),
+        ("guided_request_id", [Hostile()], "list"),
+    ]
+    for key, value, type_name in places:
+        extra = with_key(key, value)
+        message = admission_error(extra)
+        if message is None or key not in message or type_name not in message:
+            wrong.append(f"{key}: {message}")
+        check_fails_alone(extra)
+    # a key that is not a string is not ours
+    extra = {**HEALTHY, Hostile(): 1}
+    assert admission_error(extra) is None
+    assert not wrong, wrong
+
+
+def self_nested(depth: int) -> Any:
+    value: Any = {}
+    for _ in range(depth):
+        value = {"not": value}
+    return value
+
+
+def exponential_dag(levels: int) -> Any:
+    value: Any = ["a"]
+    for _ in range(levels):
+        value = [value, value]  # 2^levels values, seen once each by a walk
+    return value
+
+
+cyclic: dict[str, Any] = {"type": "object"}
+cyclic["properties"] = {"self": cyclic}
+
+# (extra_args, what the admission message says)
+MALFORMED_VALUES: list[tuple[Any, str]] = [
+    (["guided_regex", "a"], "extra_args must be a mapping"),
+    ({"guided_json": 12}, "guided_json must be a JSON Schema (an object or a boolean), got int"),
+    ({"guided_json": "x" * ((64 << 20) + 1)}, "at most 67,108,864 are accepted"),
+    ({"guided_json": self_nested(200)}, "guided_json nests more than 128 levels"),
+    ({"guided_json": cyclic}, "guided_json nests more than 128 levels"),
+    ({"guided_json": {"enum": [0] * (1 << 20)}}, "guided_json holds more than 1,048,576 values"),
+    ({"guided_json": {1: {}}}, "guided_json has a key that is not a string: 1"),
+    ({"guided_json": {"const": b"ab"}}, "holds a value of type bytes, which is not a JSON"),
+    ({"guided_json": b"\xff{}"}, "guided_json is not UTF-8 text"),
+    ({"guided_json": {"maximum": float("inf")}}, "guided_json holds inf, which is not JSON"),
+    ({"guided_regex": ["a"]}, "guided_regex must be a string, got a value of type list"),
+    ({"guided_regex": "a" * ((64 << 20) + 1)}, "at most 67,108,864 are accepted"),
+    ({"guided_choice": [["a"]]}, "guided_choice nests more than 1 level"),
+    ({"guided_choice": '[["a"]]'}, "guided_choice nests more than 1 level"),
+    ({"guided_choice": ["a", 10**5000]}, "guided_choice must hold strings only, got an integer"),
+    ({"guided_choice": {"a": 1}}, "guided_choice must be a non-empty list"),
+    ({"guided_json_object": "maybe"}, "guided_json_object must be true or false, got 'maybe'"),
+    ({"guided_json_object": 2}, "guided_json_object must be true or false, got 2"),
+    ({**BASE, "guided_max_states": "1e3"}, "guided_max_states must be a non-negative integer"),
+    ({**BASE, "guided_max_states": 1.5}, "guided_max_states must be a non-negative integer"),
+    ({**BASE, "guided_max_states": True}, "guided_max_states must be a non-negative integer"),
+    ({**BASE, "guided_max_states": -1}, "guided_max_states must be a non-negative integer"),
+    ({**BASE, "guided_max_states": [100]}, "guided_max_states must be a non-negative integer"),
+    ({**BASE, "guided_max_states": 2**70}, "guided_max_states must be a non-negative integer"),
+    ({**BASE, "guided_max_states": "9" * 5000}, "guided_max_states must be a non-negative"),
+    ({**BASE, "guided_max_nfa_bytes": "-5"}, "guided_max_nfa_bytes must be a non-negative"),
+    ({**BASE, "guided_mask_cache_bytes": {}}, "guided_mask_cache_bytes must be a non-negative"),
+    ({**BASE, "guided_max_compile_seconds": 0}, "guided_max_compile_seconds must be a positive"),
+    ({**BASE, "guided_max_compile_seconds": "-Infinity"}, "must be a positive number"),
+    ({**BASE, "guided_max_compile_seconds": float("nan")}, "must be a positive number"),
+    ({**BASE, "guided_max_compile_seconds": "1e400"}, "must be a positive number"),
+    ({**BASE, "guided_max_compile_seconds": 10**400}, "must be a positive number"),
+    ({**BASE, "guided_max_compile_seconds": True}, "must be a positive number"),
+    ({**BASE, "guided_additional_properties": 1}, "guided_additional_properties must be a string"),
+    ({**BASE, "guided_formats": ["assert"]}, "guided_formats must be a string"),
+    ({**BASE, "guided_one_of": "x" * 5000}, "guided_one_of has 5,000 bytes; at most 4,096"),
+    ({**BASE, "guided_whitespace": 12}, "guided_whitespace must be a string, got 12"),
+    ({**BASE, "guided_recursion": "sideways"}, "recursion"),  # the core's word check
+    ({**BASE, "guided_literal_spelling": 3.5}, "guided_literal_spelling must be a string"),
+    ({**BASE, "guided_max_whitespace": 2**40}, "guided_max_whitespace must be a non-negative"),
+    ({**BASE, "guided_max_recursion_depth": "3.5"}, "guided_max_recursion_depth must be a"),
+    ({**BASE, "guided_max_stack_depth": -3}, "guided_max_stack_depth must be a non-negative"),
+    ({**BASE, "guided_max_nesting_depth": [8]}, "guided_max_nesting_depth must be a non-negative"),
+    ({**BASE, "guided_truncate_recursion": "maybe"}, "guided_truncate_recursion must be true"),
+    ({**BASE, "guided_lenient": 2}, "guided_lenient must be true or false"),
+    ({**BASE, "guided_registry": 5}, "guided_registry must be a JSON object mapping URIs"),
+    ({**BASE, "guided_registry": "[1]"}, "guided_registry must be a JSON object"),
+    ({**BASE, "guided_registry": "{nope"}, "guided_registry is not valid JSON"),
+    ({**BASE, "guided_registry": {"urn:x": self_nested(200)}}, "guided_registry nests more"),
+    ({**BASE, "guided_no_such_option" + "x" * 5000: 1}, "unsupported option(s) 'guided_no_such"),
+    ({**BASE, "guided_fit_max_tokens": "maybe"}, "guided_fit_max_tokens must be true or false"),
+    ({**BASE, "guided_thinking_budget": 2**40}, "guided_thinking_budget must be a non-negative"),
+    ({**BASE, "guided_thinking_budget": 1.5}, "guided_thinking_budget must be a non-negative"),
+    ({**BASE, "guided_reasoning_end": "-" * 300}, "guided_reasoning_end has 300 bytes"),
+    ({**BASE, "guided_reasoning_end": ["--"]}, "guided_reasoning_end must be a string"),
+    ({**BASE, "guided_request_id": "x" * 300}, "guided_request_id has 300 bytes"),
+    ({**BASE, "guided_request_id": 3.5}, "guided_request_id must be a string, got 3.5"),
+    ({**BASE, "guided_request_id": {"a": 1}}, "guided_request_id must be a string"),
+]
+
+
+def test_malformed_values_of_every_option_are_refused_and_fail_alone() -> None:
+    covered = {k for extra, _ in MALFORMED_VALUES if isinstance(extra, dict) for k in extra}
+    assert set(every_guided_key()) <= covered  # a case for every key
+    wrong: list[str] = []
+    for extra, expected in MALFORMED_VALUES:
+        message = admission_error(extra)
+        if message is None or expected not in message:
+            wrong.append(f"{request_args.shown(list(extra)[-1])}: {message!r}")
+    assert not wrong, wrong
+    for extra, _ in MALFORMED_VALUES:
+        check_fails_alone(extra)
+
+
+def test_objects_shared_many_times_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 2^40 values as JSON text, 41 lists in memory: refused after MAX_JSON_VALUES (made small
+    # here: the walk takes about 3 us per list)
+    monkeypatch.setattr(request_args, "MAX_JSON_VALUES", 1000)
+    extra = {"guided_json": {"enum": exponential_dag(40)}}
+    message = admission_error(extra)
+    assert message is not None and "guided_json holds more than 1,000 values" in message
+    check_fails_alone(extra)
+
+
+def test_well_formed_values_are_read_as_their_types() -> None:
+    args = vllm_constraints.read_extra_args(
+        {
+            **BASE,
+            "guided_max_states": " 500 ",
+            "guided_max_compile_seconds": "2.5",
+            "guided_lenient": "True",
+            "guided_truncate_recursion": 0,
+            "guided_max_whitespace": "null",  # unset
+            "guided_whitespace": "compact",
+            "guided_registry": '{"urn:a": {"const": "ab"}}',
+            "guided_request_id": "line\nbreak",
+            "guided_fit_max_tokens": "1",
+        }
+    )
+    assert args.constraint is not None
+    assert dict(args.constraint.options) == {
+        "max_states": 500,
+        "max_compile_seconds": 2.5,
+        "lenient": True,
+        "truncate_recursion": False,
+        "whitespace": "compact",
+        "registry": {"urn:a": {"const": "ab"}},
+    }
+    assert args.request_id == "line\\nbreak" and args.fit_max_tokens
+    # subclasses of the plain types are read through the plain types' methods
+    word = type("Word", (str,), {"__str__": Hostile._raise})("compact")
+    count = type("Count", (int,), {"__int__": Hostile._raise, "__repr__": Hostile._raise})(7)
+    args = vllm_constraints.read_extra_args(
+        {**BASE, "guided_whitespace": word, "guided_max_whitespace": count}
+    )
+    assert args.constraint is not None
+    assert dict(args.constraint.options) == {"whitespace": "compact", "max_whitespace": 7}
+    assert all(type(v) in (str, int) for _, v in args.constraint.options)
+    # a schema given as a Python object keeps its property order, as plain types
+    schema = {"type": "object", "properties": {"z": {}, "a": {"enum": (1, 2.5, None)}}}
+    c = vllm_constraints.constraint_from_extra_args({"guided_json": schema})
+    assert c is not None and list(c.value["properties"]) == ["z", "a"]
+    assert c.value["properties"]["a"]["enum"] == [1, 2.5, None]
+
+
+def test_every_core_option_has_a_type() -> None:
+    assert set(vllm_constraints.OPTION_TYPES) == {*ENGINE_OPTIONS, *SCHEMA_OPTIONS}
+
+
+def reference_nesting(text: str) -> tuple[int, bool]:
+    """The nesting a JSON lexer sees, one character at a time, up to the first backslash
+    outside a string (where a decoder stops); and whether the text has none."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == "\\":
+            return deepest, False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest, True
+
+
+def random_json(rng: random.Random, depth: int) -> Any:
+    pick = rng.randrange(6 if depth < 12 else 3)
+    if pick == 0:
+        return "".join(rng.choice('[]{}"\\a\n\x01é') for _ in range(rng.randrange(6)))
+    if pick == 1:
+        return rng.choice([1, -2.5, True, None])
+    if pick == 2:
+        return []
+    if pick in (3, 4):
+        return [random_json(rng, depth + 1) for _ in range(rng.randrange(1, 4))]
+    keys = ["a", '"]', "\\", "{["]
+    return {rng.choice(keys): random_json(rng, depth + 1) for _ in range(rng.randrange(1, 4))}
+
+
+def nesting_of(value: Any) -> int:
+    if isinstance(value, list):
+        return 1 + max((nesting_of(v) for v in value), default=0)
+    if isinstance(value, dict):
+        return 1 + max((nesting_of(v) for v in value.values()), default=0)
+    return 0
+
+
+def test_json_nesting_scan_matches_a_lexer() -> None:
+    rng = random.Random(5)
+    # valid JSON: exactly its nesting (strings holding brackets, quotes and escapes included)
+    for _ in range(500):
+        doc = random_json(rng, 0)
+        text = json.dumps(doc, ensure_ascii=rng.random() < 0.5)
+        for chunk in (1, 3, 7, 1 << 20):
+            assert request_args.json_nesting(text.encode(), 10**6, chunk) == nesting_of(doc)
+    # any text: at least what a decoder would reach before its first error
+    alphabet = ['"', "\\", "[", "]", "{", "}", "a", ",", ":", "é"]
+    for _ in range(2000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 60)))
+        lexed, clean = reference_nesting(text)
+        for chunk in (1, 3, 7, 1 << 20):
+            got = request_args.json_nesting(text.encode(), 10**6, chunk)
+            assert got == lexed if clean else got >= lexed, (text, chunk)
+    # the scan stops past its limit, and a deep text is refused before any decoder sees it
+    assert request_args.json_nesting(DEEP.encode(), 128) > 128
+    with pytest.raises(ValueError, match="nests more than 128 levels"):
+        request_args.decode_json_text(DEEP, "x")
+
+
+def test_huge_max_tokens_with_fit_is_no_budget() -> None:
+    # vLLM bounds max_tokens itself; an engine that does not must not fail the batch: the core
+    # counts tokens in 32 bits, and a budget past that is no budget
+    args = {"guided_regex": "(ab|c)+0", "guided_fit_max_tokens": True}
+    cache = GatedCache()  # the compile ends inside apply
+    v1 = type("Gated", (GuidedLogitsProcessorV1.with_vocabulary(VOCAB),), {"cache": cache})
+    proc = v1(None, "cpu", False)
+    out: list[int] = []
+    params = SamplingParams(args, max_tokens=10**30)
+    proc.update_state(
+        BatchUpdate(2, [], [(0, params, None, out), (1, SamplingParams(HEALTHY), None, [])], [])
+    )
+    cache.gate.set()
+    rows = proc.apply(torch.zeros(2, WIDTH))
+    grammar = GRAMMAR_CACHE.get(vllm_constraints.Constraint.make("regex", "(ab|c)+0"), VOCAB)
+    healthy = GRAMMAR_CACHE.get(
+        vllm_constraints.Constraint.make("regex", HEALTHY["guided_regex"]), VOCAB
+    )
+    assert finite(rows[0]) == reference_allowed(grammar, [])
+    assert finite(rows[1]) == reference_allowed(healthy, [])
+    guide = proc.guide(0)
+    assert guide is not None and guide.matcher is not None
+    assert guide.matcher.max_tokens == 2**32 - 1
+
+
+class BrokenGrammar:
+    """A compile result whose matcher cannot be made (what a bug would look like)."""
+
+    vocab = VOCAB
+
+    def matcher(self, **kwargs: Any) -> Any:
+        raise RecursionError("maximum recursion depth exceeded")
+
+
+class BrokenCache(GrammarCache):
+    def get_pending(self, constraint: Any, vocab: Any) -> Any:
+        if constraint.value != "zz":
+            return GrammarCache.get_pending(GRAMMAR_CACHE, constraint, vocab)
+
+        class Pending:
+            done_calls = 0
+
+            def done(self) -> bool:
+                Pending.done_calls += 1
+                return Pending.done_calls > 1  # not ready while the request joins
+
+            def result(self) -> Any:
+                return BrokenGrammar()
+
+        return Pending()
+
+
+def test_a_guide_that_fails_inside_apply_fails_alone(caplog: pytest.LogCaptureFixture) -> None:
+    v1 = type("Broken", (GuidedLogitsProcessorV1.with_vocabulary(VOCAB),), {"cache": BrokenCache()})
+    proc = v1(None, "cpu", False)
+    added = [
+        (0, SamplingParams(HEALTHY), None, []),
+        (1, SamplingParams({"guided_regex": "zz"}), None, []),
+        (2, SamplingParams(None), None, []),
+    ]
+    proc.update_state(BatchUpdate(3, [], added, []))
+    logits = torch.randn(3, WIDTH)
+    before = logits.clone()
+    with caplog.at_level(logging.WARNING, logger="tokensieve"):
+        rows = proc.apply(logits)
+    healthy = GRAMMAR_CACHE.get(
+        vllm_constraints.Constraint.make("regex", HEALTHY["guided_regex"]), VOCAB
+    )
+    assert finite(rows[0]) == reference_allowed(healthy, [])
+    assert finite(rows[1]) == {EOS}
+    assert torch.equal(rows[2], before[2])
+    assert any("RecursionError" in r.getMessage() for r in caplog.records)
+
+
+def test_unexpected_errors_at_admission_are_client_errors(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Exploding(GrammarCache):
+        def get_pending(self, constraint: Any, vocab: Any) -> Any:
+            raise MemoryError("out of memory while compiling")
+
+    cls = type("Exploding", (GuidedLogitsProcessorV1,), {"cache": Exploding()})
+    with caplog.at_level(logging.WARNING, logger="tokensieve"):
+        with pytest.raises(ValueError, match="invalid guided_\\* request: MemoryError: out of"):
+            cls.validate_params(SamplingParams(HEALTHY))
+    assert any(r.exc_info for r in caplog.records), "logged with its traceback"
+    # in the engine the request is failed alone, logged too
+    proc = cls.with_vocabulary(VOCAB)(None, "cpu", False)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tokensieve"):
+        proc.update_state(BatchUpdate(1, [], [(0, SamplingParams(HEALTHY), None, [])], []))
+    assert finite(proc.apply(torch.zeros(1, WIDTH))[0]) == {EOS}
+    assert any("MemoryError" in r.getMessage() and r.exc_info for r in caplog.records)

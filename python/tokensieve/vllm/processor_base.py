@@ -42,14 +42,15 @@ from tokensieve.vllm.constraints import (
     CLIENT_LIMITS,
     EXTRA_ARGS_KINDS,
     GRAMMAR_CACHE,
-    REQUEST_ID_KEY,
     Constraint,
     GrammarCache,
-    constraint_from_extra_args,
     describe_error,
-    fit_max_tokens,
+    fit_budget,
     over_client_limits,
+    read_extra_args,
+    reasoning_of,
     reasoning_settings,
+    request_id_of,
     validation_vocabulary,
 )
 
@@ -167,16 +168,29 @@ def _request_label(where: str, extra_args: Any) -> str:
     """How log lines name a request. vLLM hands logits processors no request id (a V1
     ``BatchUpdate.added`` entry is ``(index, SamplingParams, prompt ids, output ids)`` and
     ``SamplingParams`` holds none), so the line names the batch position, the constraint kind
-    and, when the client sent one, ``guided_request_id``."""
+    and, when the client sent one, ``guided_request_id``. Reads nothing but those keys, and
+    those only when well-formed: the label of a malformed request is built the same way."""
     label = where
+    rid = request_id_of(extra_args)
+    if rid is not None:
+        label = f"{rid} ({where})"
     if isinstance(extra_args, dict):
-        rid = extra_args.get(REQUEST_ID_KEY)
-        if rid is not None:
-            label = f"{rid} ({where})"
-        kinds = [k for k in EXTRA_ARGS_KINDS if extra_args.get(k) is not None]
+        kinds = [k for k in EXTRA_ARGS_KINDS if dict.get(extra_args, k) is not None]
         if kinds:
             label += f", {kinds[0]}"
     return label
+
+
+def error_text(error: BaseException, limit: int = 300) -> str:
+    """``Type: message`` of an exception for a log line or a client message, cut to ``limit``
+    characters (a message that cannot be made into text is left out)."""
+    try:
+        message = str(error)
+    except Exception:
+        message = ""
+    if len(message) > limit:
+        message = message[:limit] + "..."
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
 def adopt_vllm_logging() -> None:
@@ -305,8 +319,28 @@ class GuidedProcessorBase:
 
     @classmethod
     def validate_params(cls, sampling_params: Any) -> None:
-        """Reject a malformed or unsupported constraint with a ``ValueError`` the client sees."""
-        constraint = constraint_from_extra_args(getattr(sampling_params, "extra_args", None))
+        """Reject a malformed or unsupported constraint with a ``ValueError`` the client sees.
+
+        Every ``guided_*`` value is checked here (:func:`~tokensieve.vllm.constraints.
+        read_extra_args`); whatever else a request makes fail is a ``ValueError`` too (logged
+        with its traceback when it is not one already), so a client error is never a server
+        error."""
+        try:
+            cls._admit(sampling_params)
+        except ValueError:
+            raise
+        except Exception as e:  # RecursionError, MemoryError, TypeError, ...: still the request's
+            logger.warning(
+                "tokensieve: a request was refused at admission by an unexpected %s",
+                type(e).__name__,
+                exc_info=True,
+            )
+            raise ValueError(f"invalid guided_* request: {error_text(e)}") from None
+
+    @classmethod
+    def _admit(cls, sampling_params: Any) -> None:
+        args = read_extra_args(getattr(sampling_params, "extra_args", None))
+        constraint = args.constraint
         if constraint is None:
             return
         problem = _unsupported_sampling(sampling_params, constraint) or over_client_limits(
@@ -314,7 +348,7 @@ class GuidedProcessorBase:
         )
         if problem is not None:
             raise ValueError(problem)
-        end, budget = reasoning_settings(sampling_params, cls.reasoning_end, cls.thinking_budget)
+        end, budget = reasoning_of(args, sampling_params, cls.reasoning_end, cls.thinking_budget)
         vocab = cls.admission_vocabulary()
         grammar = cls.cache.get(constraint, vocab)
         # The first mask (memoized in the grammar): a start the vocabulary cannot spell, or an
@@ -342,15 +376,33 @@ class GuidedProcessorBase:
         """The guide for a request entering the batch, or None when it is unconstrained.
 
         Never raises: a request whose constraint cannot be compiled (it skipped validation, or
-        only this vocabulary cannot spell it) gets a failed guide, which allows only EOS.
+        only this vocabulary cannot spell it) gets a failed guide, which allows only EOS; so
+        does a request that makes anything else fail here (logged with its traceback).
         """
-        label = _request_label(where, getattr(params, "extra_args", None))
+        extra_args = getattr(params, "extra_args", None)
         try:
-            constraint: Constraint | None = constraint_from_extra_args(
-                getattr(params, "extra_args", None)
+            label = _request_label(where, extra_args)
+        except Exception:
+            label = where
+        try:
+            return self._guide_for(params, extra_args, tokens, label)
+        except Exception as e:  # one request never takes the batch down
+            logger.warning(
+                "tokensieve: request %s could not be set up (%s)",
+                label,
+                error_text(e),
+                exc_info=True,
             )
+            return RequestGuide(None, error=error_text(e), label=label, tokens=tokens)
+
+    def _guide_for(
+        self, params: Any, extra_args: Any, tokens: Sequence[int] | None, label: str
+    ) -> RequestGuide | None:
+        try:
+            args = read_extra_args(extra_args)
         except ValueError as e:
             return RequestGuide(None, error=str(e), label=label, tokens=tokens)
+        constraint: Constraint | None = args.constraint
         if constraint is None:
             return None
         problem = _unsupported_sampling(params, constraint) or over_client_limits(
@@ -359,7 +411,7 @@ class GuidedProcessorBase:
         if problem is not None:  # admission rejects it; an engine without admission gets here
             return RequestGuide(None, error=problem, label=label, tokens=tokens)
         try:
-            end, budget = reasoning_settings(params, self.reasoning_end, self.thinking_budget)
+            end, budget = reasoning_of(args, params, self.reasoning_end, self.thinking_budget)
         except ValueError as e:
             return RequestGuide(None, error=str(e), label=label, tokens=tokens)
         guide = RequestGuide(
@@ -367,7 +419,7 @@ class GuidedProcessorBase:
             pending=self.cache.get_pending(constraint, self.vocab),
             label=label,
             tokens=tokens,
-            max_tokens=fit_max_tokens(params),
+            max_tokens=fit_budget(args, params),
             reasoning_end=end,
             thinking_budget=budget,
         )

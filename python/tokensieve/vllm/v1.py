@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tokensieve.guides import MaskBuffer, RequestGuide
-from tokensieve.vllm.processor_base import GuidedProcessorBase
+from tokensieve.vllm.processor_base import GuidedProcessorBase, error_text
 
 if TYPE_CHECKING:  # typed the same with or without vLLM installed
     _V1Base = object
@@ -111,5 +111,8 @@ class GuidedLogitsProcessorV1(GuidedProcessorBase, _V1Base):
             return logits
         guides = [self._guides[i] for i in indices]
         for g in guides:
-            g.sync()
+            try:
+                g.sync()
+            except Exception as e:  # never let one request take the batch down
+                g.fail(error_text(e))
         return self._masks.mask_logits(logits, guides, indices)

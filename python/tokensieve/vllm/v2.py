@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tokensieve.guides import MaskBuffer, RequestGuide
-from tokensieve.vllm.processor_base import GuidedProcessorBase
+from tokensieve.vllm.processor_base import GuidedProcessorBase, error_text
 from tokensieve.vllm.v1 import GuidedLogitsProcessorV1
 
 if TYPE_CHECKING:  # typed the same with or without vLLM installed
@@ -163,7 +163,7 @@ class GuidedLogitsProcessor(GuidedProcessorBase, _Bases):
                     functools.partial(self._fetch, slot, prompt_len),
                 )
             except Exception as e:  # never let one request take the engine down
-                guide.fail(f"{type(e).__name__}: {e}")
+                guide.fail(error_text(e))
             main_guides.append(guide)
             main_rows.append(first)
             if len(rows) > 1:
@@ -195,7 +195,7 @@ class GuidedLogitsProcessor(GuidedProcessorBase, _Bases):
                 if not alive:
                     bitmask[row] = self._masks.eos_row
         except Exception as e:
-            guide.fail(f"{type(e).__name__}: {e}")
+            guide.fail(error_text(e))
             for row in rows:
                 bitmask[row] = self._masks.eos_row
         finally:
@@ -203,4 +203,4 @@ class GuidedLogitsProcessor(GuidedProcessorBase, _Bases):
                 try:
                     m.rollback(accepted)
                 except Exception as e:  # more drafts than the kept history
-                    guide.fail(f"{type(e).__name__}: {e}")
+                    guide.fail(error_text(e))
