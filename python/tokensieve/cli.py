@@ -4,21 +4,33 @@
     tokensieve compile --json-schema schemas/ --tokenizer path/to/tokenizer -o out_dir/
     tokensieve inspect digits.tsidx
 
-Exit codes: 0 success, 1 compile error (the message names the problem), 2 usage error.
+``--json-schema`` takes a schema file, a folder (its ``*.json`` files), or a JSONL file: one
+schema per line, as a JSON object or boolean, or ``{"id": NAME, "schema": SCHEMA}`` (NAME names
+the output file). A schema is always JSON: a file or line holding a JSON string is an error, not
+schema text read a second time.
+
+Exit codes: 0 success, 1 compile error (the message names the problem), 2 usage error (a bad
+argument, an unreadable tokenizer or input). A folder or JSONL file is compiled schema by
+schema: one that cannot be read, parsed or compiled is reported on stderr with its path (and
+line) and the reason, the others are still compiled, and the exit code is 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import stat
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tokensieve import _core
 from tokensieve._core import TokensieveError, read_index_header
 from tokensieve.constraints import ENGINE_OPTIONS, SCHEMA_OPTIONS, compile_constraint
 from tokensieve.vocabulary import Vocabulary
@@ -34,9 +46,42 @@ AOT_MAX_COMPILE_SECONDS = 600.0
 
 EXIT_OK, EXIT_COMPILE, EXIT_USAGE = 0, 1, 2
 
+# The core's limits on what the flags below set (docs/limits.md).
+MAX_VOCAB_SIZE: int = getattr(_core, "MAX_VOCAB_SIZE", 1 << 24)
+USIZE_MAX = (1 << 64) - 1
+U32_MAX = (1 << 32) - 1
+# A schema's text (a file, a JSONL line, the registry): the core's limit on schema text.
+MAX_SCHEMA_BYTES = 64 << 20
+
 
 class UsageError(Exception):
     """Bad command-line input (exit code 2)."""
+
+
+def _integer(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer from ``low`` to ``high`` (a usage error otherwise)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip(), 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text[:40]!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high:,}, got {text[:40]}")
+        return value
+
+    return parse
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a positive finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text[:40]!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text[:40]}")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,34 +93,49 @@ def _parser() -> argparse.ArgumentParser:
     src.add_argument(
         "--json-schema",
         metavar="PATH",
-        help="a JSON Schema file, a folder of *.json schemas, or a JSONL file of schemas "
-        '(one per line; an object with a "schema" key, or the schema itself)',
+        help="a JSON Schema file, a folder of *.json schemas, or a JSONL file of schemas (one per "
+        'line: a schema object or boolean, or {"id": NAME, "schema": SCHEMA}); a schema is '
+        "JSON, never a JSON string holding schema text",
     )
     src.add_argument("--choice", nargs="+", metavar="TEXT", help="one of these strings")
     src.add_argument("--json-object", action="store_true", help="any JSON object")
     c.add_argument("--tokenizer", required=True, help="tokenizer.json or a folder holding one")
-    c.add_argument("--vocab-size", type=int, help="the model's logits width")
-    c.add_argument("--eos-token-id", type=int, action="append", help="EOS id (repeatable)")
+    c.add_argument(
+        "--vocab-size",
+        type=_integer(1, MAX_VOCAB_SIZE),
+        help=f"the model's logits width (at most {MAX_VOCAB_SIZE:,})",
+    )
+    c.add_argument(
+        "--eos-token-id",
+        type=_integer(0, MAX_VOCAB_SIZE - 1),
+        action="append",
+        help="EOS id (repeatable)",
+    )
     c.add_argument("-o", "--output", required=True, help="output file (a folder for several)")
-    c.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel schemas")
+    c.add_argument(
+        "--jobs",
+        type=_integer(1, 4096),
+        default=os.cpu_count() or 1,
+        help="schemas compiled in parallel (1 to 4,096)",
+    )
     c.add_argument(
         "--max-states",
-        type=int,
+        type=_integer(0, USIZE_MAX),
         dest="max_states",
         help=f"DFA state budget (default {AOT_MAX_STATES:,} here: an index holds the complete "
         "automaton, which for large schemas needs more than a lazy grammar's 100,000)",
     )
     c.add_argument(
         "--max-nfa-bytes",
-        type=int,
+        type=_integer(0, USIZE_MAX),
         dest="max_nfa_bytes",
         help=f"automaton memory budget while building (default {AOT_MAX_NFA_BYTES >> 20} MiB "
         "here; 64 MiB for a lazy grammar)",
     )
-    c.add_argument("--mask-cache-bytes", type=int, dest="mask_cache_bytes")
+    c.add_argument("--mask-cache-bytes", type=_integer(0, USIZE_MAX), dest="mask_cache_bytes")
     c.add_argument(
         "--max-compile-seconds",
-        type=float,
+        type=_seconds,
         dest="max_compile_seconds",
         help=f"wall-clock budget of the build (default {AOT_MAX_COMPILE_SECONDS:g} s here; "
         "10 s for a grammar compiled at run time)",
@@ -83,18 +143,18 @@ def _parser() -> argparse.ArgumentParser:
     g = c.add_argument_group("JSON options (see the README's options table)")
     g.add_argument("--additional-properties", choices=["allow", "forbid"])
     g.add_argument("--formats", choices=["assert", "annotate"])
-    g.add_argument("--one-of", dest="one_of")
+    g.add_argument("--one-of", dest="one_of", choices=["error", "any_of"])
     g.add_argument("--whitespace")
-    g.add_argument("--max-whitespace", type=int)
-    g.add_argument("--max-recursion-depth", type=int)
+    g.add_argument("--max-whitespace", type=_integer(0, U32_MAX))
+    g.add_argument("--max-recursion-depth", type=_integer(0, U32_MAX))
     g.add_argument(
         "--recursion",
         choices=["stack", "unroll"],
         help="recursive $refs as calls on a stack (default) or unrolled; precomputing a schema "
         "that recurses through several places needs unroll or a small --max-stack-depth",
     )
-    g.add_argument("--max-stack-depth", type=int)
-    g.add_argument("--max-nesting-depth", type=int)
+    g.add_argument("--max-stack-depth", type=_integer(1, U32_MAX))
+    g.add_argument("--max-nesting-depth", type=_integer(0, U32_MAX))
     g.add_argument("--truncate-recursion", action="store_true", default=None)
     g.add_argument("--lenient", action="store_true", default=None)
     g.add_argument("--literal-spelling", choices=["as_written", "any"])
@@ -114,44 +174,182 @@ def _parser() -> argparse.ArgumentParser:
 OPTION_NAMES = tuple(o for o in ENGINE_OPTIONS + SCHEMA_OPTIONS if o != "registry")
 
 
-def _jobs(args: argparse.Namespace) -> list[tuple[str, str, Any]]:
-    """(name, kind, value) for every constraint the arguments name."""
+@dataclass
+class Job:
+    """One constraint to compile: ``label`` names it in messages (the file, and line), ``stem``
+    its output file when there are several; ``error`` says why it could not be read."""
+
+    label: str
+    stem: str
+    kind: str
+    value: Any = None
+    error: str | None = None
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    return f"{type(e).__name__}: {e}" if not isinstance(e, ValueError) else str(e)
+
+
+def _open_regular(path: Path) -> Any:
+    """``path`` opened for reading in binary if it is a regular file; ``ValueError`` naming
+    what it is otherwise (a folder, a device or FIFO, a symlink loop, missing). Opened without
+    blocking, so a FIFO is refused rather than waited on."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        raise ValueError(_reason(e)) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ValueError(
+                "is a folder, not a file"
+                if stat.S_ISDIR(mode)
+                else "is not a regular file (a device, FIFO or socket)"
+            )
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _read_file(path: Path, limit: int = MAX_SCHEMA_BYTES) -> str:
+    """A regular file's UTF-8 text, at most ``limit`` bytes; ``ValueError`` naming what is
+    wrong (not a regular file, too large, not UTF-8)."""
+    with _open_regular(path) as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"more than {limit:,} bytes; at most {limit:,} are read")
+    try:
+        return str(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ValueError(f"not UTF-8 text ({e})") from None
+
+
+def _schema_text(text: str) -> str:
+    """Schema text checked to be JSON holding an object or a boolean (a JSON string is not a
+    schema); the text itself is what the compiler reads, so numbers stay exact."""
+    doc = _parse_json(text)
+    if not isinstance(doc, (dict, bool)):
+        raise ValueError(f"a schema must be a JSON object or boolean, got a JSON {_json_type(doc)}")
+    return text
+
+
+def _parse_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("not JSON: nested too deeply") from None
+    except ValueError as e:
+        raise ValueError(f"not JSON: {e}") from None
+
+
+def _json_type(doc: Any) -> str:
+    names = {str: "string", int: "number", float: "number", list: "array", type(None): "null"}
+    return names.get(type(doc), type(doc).__name__)
+
+
+def _jsonl_jobs(path: Path) -> list[Job]:
+    """One job per non-blank line of a JSONL file; a line that is not a schema is a failed job."""
+    jobs: list[Job] = []
+    try:
+        f = _open_regular(path)
+    except ValueError as e:
+        raise UsageError(f"{path}: {e}") from None
+    with f:
+        n = 0
+        while True:
+            raw = f.readline(MAX_SCHEMA_BYTES + 1)
+            if not raw:
+                break
+            n += 1
+            label = f"{path}:{n}"
+            if len(raw) > MAX_SCHEMA_BYTES and not raw.endswith(b"\n"):
+                jobs.append(
+                    Job(
+                        label,
+                        str(n),
+                        "json_schema",
+                        error=f"line longer than {MAX_SCHEMA_BYTES:,} bytes",
+                    )
+                )
+                while raw and not raw.endswith(b"\n"):  # skip the rest of that line
+                    raw = f.readline(MAX_SCHEMA_BYTES + 1)
+                continue
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                jobs.append(Job(label, str(n), "json_schema", error=f"not UTF-8 text ({e})"))
+                continue
+            if not line.strip():
+                continue
+            jobs.append(_jsonl_job(line, label, n))
+    if not jobs:
+        raise UsageError(f"{path} holds no schemas")
+    return jobs
+
+
+def _jsonl_job(line: str, label: str, n: int) -> Job:
+    try:
+        doc = _parse_json(line)
+        if isinstance(doc, dict) and "schema" in doc:
+            stem = str(doc["id"]) if "id" in doc else str(n)
+            schema = doc["schema"]
+            if not isinstance(schema, (dict, bool)):
+                raise ValueError(
+                    f'"schema" must be a JSON object or boolean, got a JSON {_json_type(schema)}'
+                )
+            return Job(label, stem, "json_schema", schema)
+        return Job(label, str(n), "json_schema", _schema_text(line))
+    except ValueError as e:
+        return Job(label, str(n), "json_schema", error=str(e))
+
+
+def _jobs(args: argparse.Namespace) -> list[Job]:
+    """Every constraint the arguments name."""
     if args.regex is not None:
-        return [("regex", "regex", args.regex)]
+        return [Job("regex", "regex", "regex", args.regex)]
     if args.choice is not None:
-        return [("choice", "choice", args.choice)]
+        return [Job("choice", "choice", "choice", args.choice)]
     if args.json_object:
-        return [("json_object", "json_object", None)]
+        return [Job("json_object", "json_object", "json_object")]
     path = Path(args.json_schema)
-    if path.is_dir():
+    try:
+        info = path.stat()
+    except OSError as e:
+        reason = "no such file or folder" if isinstance(e, FileNotFoundError) else _reason(e)
+        raise UsageError(f"{path}: {reason}") from None
+    if stat.S_ISDIR(info.st_mode):
         files = sorted(path.glob("*.json"))
         if not files:
             raise UsageError(f"{path} holds no *.json files")
-        return [(f.stem, "json_schema", _read_json(f)) for f in files]
-    if not path.is_file():
-        raise UsageError(f"{path}: no such file or folder")
-    if path.suffix == ".jsonl":
-        out = []
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if not line.strip():
-                continue
+        jobs = []
+        for f in files:
             try:
-                doc = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise UsageError(f"{path}:{n}: not JSON: {e}") from e
-            if isinstance(doc, dict) and "schema" in doc:
-                out.append((str(doc.get("id", n)), "json_schema", doc["schema"]))
-            else:
-                out.append((str(n), "json_schema", doc))
-        return out
-    return [(path.stem, "json_schema", _read_json(path))]
-
-
-def _read_json(path: Path) -> Any:
+                jobs.append(Job(str(f), f.stem, "json_schema", _schema_text(_read_file(f))))
+            except ValueError as e:
+                jobs.append(Job(str(f), f.stem, "json_schema", error=str(e)))
+        return jobs
+    if path.suffix == ".jsonl":
+        return _jsonl_jobs(path)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise UsageError(f"{path}: not JSON: {e}") from e
+        return [Job(str(path), path.stem, "json_schema", _schema_text(_read_file(path)))]
+    except ValueError as e:
+        raise UsageError(f"{path}: {e}") from None
+
+
+def _name_outputs(jobs: list[Job]) -> None:
+    """Fail the jobs whose output file name another job already has (JSONL ids that repeat,
+    or that differ only in characters a file name cannot hold)."""
+    seen: dict[str, str] = {}
+    for job in jobs:
+        if job.error is not None:
+            continue
+        name = _safe_name(job.stem)
+        other = seen.setdefault(name, job.label)
+        if other != job.label:
+            job.error = f"its output file {name}.tsidx is also {other}'s (give each a distinct id)"
 
 
 def _safe_name(name: str) -> str:
@@ -159,45 +357,72 @@ def _safe_name(name: str) -> str:
     return keep[:100] or "schema"
 
 
+def _vocabulary(args: argparse.Namespace) -> Vocabulary:
+    """The vocabulary of ``--tokenizer``; a usage error naming the path when it cannot be
+    read, is not a tokenizer, or does not fit ``--vocab-size`` / ``--eos-token-id``."""
+    path = args.tokenizer
+    try:
+        return Vocabulary.from_pretrained(
+            path, vocab_size=args.vocab_size, eos_token_ids=args.eos_token_id
+        )
+    except FileNotFoundError as e:
+        raise UsageError(f"--tokenizer: {e}") from None
+    except TokensieveError as e:  # the core read it: its message says what does not fit
+        raise UsageError(f"--tokenizer {path}: {e}") from None
+    except Exception as e:
+        raise UsageError(
+            f"--tokenizer {path}: not a readable tokenizer ({type(e).__name__}: {e})"
+        ) from None
+
+
+def _registry(path: str) -> dict[str, Any]:
+    try:
+        registry = _parse_json(_read_file(Path(path)))
+    except ValueError as e:
+        raise UsageError(f"--registry {path}: {e}") from None
+    if not isinstance(registry, dict):
+        raise UsageError(f"--registry {path}: not a JSON object")
+    return registry
+
+
 def _compile(args: argparse.Namespace) -> int:
     jobs = _jobs(args)
-    try:
-        vocab = Vocabulary.from_pretrained(
-            args.tokenizer, vocab_size=args.vocab_size, eos_token_ids=args.eos_token_id
-        )
-    except (OSError, TypeError) as e:
-        raise UsageError(f"--tokenizer: {e}") from e
+    vocab = _vocabulary(args)
     options = {k: getattr(args, k) for k in OPTION_NAMES if getattr(args, k, None) is not None}
     options.setdefault("max_states", AOT_MAX_STATES)
     options.setdefault("max_nfa_bytes", AOT_MAX_NFA_BYTES)
     options.setdefault("max_compile_seconds", AOT_MAX_COMPILE_SECONDS)
     if getattr(args, "registry", None):
-        try:
-            registry = json.loads(Path(args.registry).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise UsageError(f"--registry {args.registry}: {e}") from None
-        if not isinstance(registry, dict):
-            raise UsageError(f"--registry {args.registry}: not a JSON object")
-        options["registry"] = registry
+        options["registry"] = _registry(args.registry)
     out = Path(args.output)
     several = len(jobs) > 1
+    try:
+        if several:
+            if out.exists() and not out.is_dir():
+                raise UsageError(f"-o {out}: not a folder (several schemas are written into one)")
+            out.mkdir(parents=True, exist_ok=True)
+        elif out.is_dir():
+            raise UsageError(f"-o {out}: a folder (one constraint is written to a file)")
+    except OSError as e:
+        raise UsageError(f"-o {out}: {_reason(e)}") from None
     if several:
-        out.mkdir(parents=True, exist_ok=True)
+        _name_outputs(jobs)
     tty = sys.stderr.isatty()
     done = 0
     failures = 0
 
-    def run(job: tuple[str, str, Any]) -> tuple[str, dict[str, Any] | str]:
-        name, kind, value = job
+    def run(job: Job) -> tuple[str, dict[str, Any] | str]:
+        if job.error is not None:
+            return job.label, job.error
         t = time.perf_counter()
         try:
-            grammar = compile_constraint(kind, value, vocab, **options)
+            grammar = compile_constraint(job.kind, job.value, vocab, **options)
             stats = grammar.precompute()
-            target = out / f"{_safe_name(name)}.tsidx" if several else out
+            target = out / f"{_safe_name(job.stem)}.tsidx" if several else out
             grammar.save(target)
-        except (TokensieveError, ValueError, OSError) as e:
-            return name, f"{type(e).__name__}: {e}"
-        return name, {
+        except Exception as e:  # one schema's failure is reported, the others go on
+            return job.label, f"{type(e).__name__}: {e}"
+        return job.label, {
             **stats,
             "file": str(target),
             "file_bytes": target.stat().st_size,
@@ -225,6 +450,8 @@ def _compile(args: argparse.Namespace) -> int:
                 )
     if tty:
         sys.stderr.write("\n")
+    if failures and len(jobs) > 1:
+        print(f"tokensieve: {failures} of {len(jobs)} failed", file=sys.stderr)
     return EXIT_COMPILE if failures else EXIT_OK
 
 
