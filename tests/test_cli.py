@@ -270,10 +270,14 @@ BAD_VALUES = ["", "-1", "0", "nan", "x" * 5000, "9" * 5000, "1e999", "\x00", "/d
 
 
 def test_no_flag_value_gives_a_traceback(
-    tokenizer_json: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tokenizer_json: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Every flag of `compile` with values of every wrong kind: an error message and exit code
     1 or 2 (or success), never an exception out of main."""
+    monkeypatch.chdir(tmp_path)  # `-o 0` and the like write where they are
     schemas = tmp_path / "schemas"
     schemas.mkdir()
     for name in ("a", "b"):
