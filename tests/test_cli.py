@@ -101,9 +101,9 @@ def test_an_unreadable_tokenizer_is_named(
     code, _, err = run_main(capsys, *base, "--tokenizer", garbage)
     assert code == 2
     assert f"--tokenizer {garbage}: not a readable tokenizer" in err, err
-    # ids that do not fit the tokenizer: a usage error naming it, with the core's reason
+    # read, and refused by the core (ids that do not fit it): exit 1, naming it, with the reason
     code, _, err = run_main(capsys, *base, "--tokenizer", tokenizer_json, "--eos-token-id", "500")
-    assert code == 2 and f"--tokenizer {tokenizer_json}" in err and "EOS id 500" in err, err
+    assert code == 1 and f"--tokenizer {tokenizer_json}: " in err and "EOS id 500" in err, err
 
 
 def test_a_folder_with_broken_entries_compiles_the_rest(

@@ -9,8 +9,8 @@ schema per line, as a JSON object or boolean, or ``{"id": NAME, "schema": SCHEMA
 the output file). A schema is always JSON: a file or line holding a JSON string is an error, not
 schema text read a second time.
 
-Exit codes: 0 success, 1 compile error (the message names the problem), 2 usage error (a bad
-argument, an unreadable tokenizer or input). A folder or JSONL file is compiled schema by
+Exit codes: 0 success, 1 compile error (the message names the problem; a tokenizer the core
+refuses included), 2 usage error (a bad argument, a tokenizer or input that cannot be read). A folder or JSONL file is compiled schema by
 schema: one that cannot be read, parsed or compiled is reported on stderr with its path (and
 line) and the reason, the others are still compiled, and the exit code is 1.
 """
@@ -358,8 +358,10 @@ def _safe_name(name: str) -> str:
 
 
 def _vocabulary(args: argparse.Namespace) -> Vocabulary:
-    """The vocabulary of ``--tokenizer``; a usage error naming the path when it cannot be
-    read, is not a tokenizer, or does not fit ``--vocab-size`` / ``--eos-token-id``."""
+    """The vocabulary of ``--tokenizer``. A usage error naming the path when it cannot be read
+    or is not a tokenizer at all; a ``ValueError`` naming it (exit 1, like a compile error)
+    when the core read it and refuses it, or ``--vocab-size`` / ``--eos-token-id`` do not fit
+    it."""
     path = args.tokenizer
     try:
         return Vocabulary.from_pretrained(
@@ -368,7 +370,7 @@ def _vocabulary(args: argparse.Namespace) -> Vocabulary:
     except FileNotFoundError as e:
         raise UsageError(f"--tokenizer: {e}") from None
     except TokensieveError as e:  # the core read it: its message says what does not fit
-        raise UsageError(f"--tokenizer {path}: {e}") from None
+        raise ValueError(f"--tokenizer {path}: {e}") from None
     except Exception as e:
         raise UsageError(
             f"--tokenizer {path}: not a readable tokenizer ({type(e).__name__}: {e})"
