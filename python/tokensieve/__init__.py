@@ -14,6 +14,7 @@ may come next::
 from tokensieve._core import (
     BudgetError,
     Grammar,
+    InternalError,
     Matcher,
     RegexError,
     SchemaError,
@@ -29,6 +30,7 @@ from tokensieve.vocabulary import Vocabulary
 __all__ = [
     "BudgetError",
     "Grammar",
+    "InternalError",
     "Matcher",
     "RegexError",
     "SchemaError",

@@ -8,6 +8,8 @@ __version__: str
 GRAMMAR_OPTIONS: list[str]
 GRAMMAR_OPTION_DEFAULTS: dict[str, float]
 SCHEMA_OPTIONS: list[str]
+MAX_VOCAB_SIZE: int
+MAX_TOKEN_BYTES: int
 __all__ = [
     "Vocabulary",
     "_PreparedVocabulary",
@@ -23,6 +25,9 @@ __all__ = [
     "VocabularyError",
     "UnspellableError",
     "SchemaError",
+    "InternalError",
+    "MAX_VOCAB_SIZE",
+    "MAX_TOKEN_BYTES",
     "__version__",
     "GRAMMAR_OPTIONS",
     "GRAMMAR_OPTION_DEFAULTS",
@@ -38,6 +43,7 @@ class RegexError(TokensieveError):
 class BudgetError(TokensieveError): ...
 class VocabularyError(TokensieveError): ...
 class UnspellableError(TokensieveError): ...
+class InternalError(TokensieveError): ...
 
 class SchemaError(TokensieveError):
     keyword: str
@@ -52,7 +58,7 @@ class Vocabulary:
         cls,
         tokens: Sequence[bytes] | _PreparedVocabulary,
         eos_token_ids: Sequence[int],
-        special_token_ids: Sequence[int] = ...,
+        special_token_ids: Sequence[int] | None = None,
         vocab_size: int | None = None,
     ) -> Self: ...
     @classmethod
@@ -160,9 +166,13 @@ class Grammar:
     def save(self, path: str | PathLike[str]) -> None: ...
     def to_bytes(self) -> bytes: ...
     @staticmethod
-    def load(path: str | PathLike[str], vocab: Vocabulary) -> Grammar: ...
+    def load(
+        path: str | PathLike[str], vocab: Vocabulary, *, mask_cache_bytes: int | None = None
+    ) -> Grammar: ...
     @staticmethod
-    def from_bytes(data: bytes, vocab: Vocabulary) -> Grammar: ...
+    def from_bytes(
+        data: bytes, vocab: Vocabulary, *, mask_cache_bytes: int | None = None
+    ) -> Grammar: ...
     def stats(self) -> dict[str, int | bool]: ...
     def matcher(
         self,

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tokensieve._core import fill_next_token_bitmask
+from tokensieve._core import MAX_VOCAB_SIZE, fill_next_token_bitmask
 
 __all__ = ["allocate_token_bitmask", "fill_next_token_bitmask", "bitmask_words"]
 
@@ -28,8 +28,11 @@ def _torch() -> Any:
 
 def bitmask_words(vocab_size: int) -> int:
     """Number of int32 words in one bitmask row for ``vocab_size`` tokens."""
-    if vocab_size <= 0:
-        raise ValueError(f"vocab_size must be positive, got {vocab_size}")
+    if not 0 < vocab_size <= MAX_VOCAB_SIZE:
+        raise ValueError(
+            f"vocab_size must be from 1 to {MAX_VOCAB_SIZE} (the largest vocabulary), "
+            f"got {vocab_size}"
+        )
     return (vocab_size + 31) // 32
 
 

@@ -14,6 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from tokensieve._core import MAX_VOCAB_SIZE, VocabularyError
+
 __all__ = ["tokenizer_json_source", "tiktoken_source", "tekken_source", "default_tekken_path"]
 
 
@@ -85,7 +87,16 @@ def tiktoken_source(path: str | os.PathLike[str]) -> list[bytes]:
             parts = line.split()
             if len(parts) != 2:
                 raise ValueError(f"{path}:{n}: expected 'base64-token rank'")
-            tokens[int(parts[1])] = base64.b64decode(parts[0])
+            rank = int(parts[1])
+            if rank < 0:
+                raise ValueError(f"{path}:{n}: rank {rank} is negative")
+            # checked before the table below is sized by it
+            if rank >= MAX_VOCAB_SIZE:
+                raise VocabularyError(
+                    f"{path}:{n}: rank {rank} is past the supported {MAX_VOCAB_SIZE} (2^24) "
+                    "token ids"
+                )
+            tokens[rank] = base64.b64decode(parts[0])
     if not tokens:
         raise ValueError(f"{path}: no tokens")
     out = [b""] * (max(tokens) + 1)
@@ -123,6 +134,12 @@ def tekken_source(
     cfg = doc["config"]
     n_special = int(cfg.get("default_num_special_tokens", 1000))
     vocab_size = int(cfg.get("default_vocab_size", n_special + len(doc["vocab"])))
+    # checked before the token list below is sized by them
+    for name, v in [("default_num_special_tokens", n_special), ("default_vocab_size", vocab_size)]:
+        if not 0 <= v <= MAX_VOCAB_SIZE:
+            raise VocabularyError(
+                f"{p}: {name} is {v}; it must be from 0 to {MAX_VOCAB_SIZE} (2^24 token ids)"
+            )
     specials = doc.get("special_tokens") or []
     names = {int(s["rank"]): s["token_str"] for s in specials}
     eos = [r for r, s in names.items() if s == "</s>"] or [2]

@@ -94,9 +94,7 @@ impl GrammarOptions {
     /// `max_compile_seconds` (a positive number).
     pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
         let int = |v: &str| -> Result<usize> {
-            v.parse::<usize>().map_err(|_| {
-                Error::InvalidArgument(format!("{name} must be a non-negative integer, got {v:?}"))
-            })
+            Ok(crate::error::uint_option(name, v, usize::MAX as u64)? as usize)
         };
         match name {
             "max_states" => self.regex.max_states = int(value)?,
@@ -258,7 +256,7 @@ impl Grammar {
         opts: &GrammarOptions,
     ) -> Result<Grammar> {
         opts.compiling(|| {
-            let hir = crate::regex::parse(pattern, opts.regex.nest_limit)?;
+            let hir = crate::regex::parse_full_match(pattern, opts.regex.nest_limit)?;
             Grammar::from_hir(pattern, &hir, vocab, opts)
         })
     }
@@ -723,7 +721,7 @@ impl Matcher {
                 Step::Partial(p) => {
                     self.think = Some(Think {
                         matched: p,
-                        tokens: think.tokens + 1,
+                        tokens: think.tokens.saturating_add(1),
                     });
                 }
                 Step::Complete(s) => {
@@ -770,7 +768,7 @@ impl Matcher {
             self.state = s;
             self.finished = f;
             self.think = t;
-            self.consumed -= 1;
+            self.consumed = self.consumed.saturating_sub(1);
         }
         Ok(())
     }

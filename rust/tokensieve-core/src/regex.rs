@@ -35,7 +35,123 @@ fn regex_error(offset: usize, message: impl Into<String>) -> Error {
 }
 
 /// Parse a pattern into HIR, turning every unsupported construct into an error with its offset.
+/// Anchors may stand anywhere (a JSON Schema `pattern` is searched, and its anchors are read
+/// by the schema compiler); a regex grammar takes [`parse_full_match`].
 pub fn parse(pattern: &str, nest_limit: u32) -> Result<Hir> {
+    parse_ast(pattern, nest_limit).map(|(_, hir)| hir)
+}
+
+/// [`parse`] for a regex grammar (full-match semantics): also refuses an anchor inside the
+/// pattern (`a$b`, `(a$|b)c`, `x^y`) with its offset. `^`/`\A` are accepted only where
+/// nothing can have been read before them and `$`/`\z` only where nothing can follow them
+/// (`^abc$`, `(?:^a|^b)$`, `(^a)?b`); an anchor inside a repetition that may run more than
+/// once is inside the pattern.
+pub fn parse_full_match(pattern: &str, nest_limit: u32) -> Result<Hir> {
+    let (ast, hir) = parse_ast(pattern, nest_limit)?;
+    let mut anchors = Anchors {
+        zero: Default::default(),
+    };
+    if let Some(a) = anchors.misplaced(&ast, true, true) {
+        let (start, end) = (a.span.start.offset, a.span.end.offset);
+        let text = pattern.get(start..end).unwrap_or("an anchor");
+        let (kind, side) = match a.kind {
+            ast::AssertionKind::StartLine | ast::AssertionKind::StartText => ("start", "before it"),
+            _ => ("end", "after it"),
+        };
+        return Err(regex_error(
+            start,
+            format!(
+                "the {kind} anchor {text} stands inside the pattern (something can come {side}): \
+                 ^, \\A, $ and \\z are supported only at the ends of the whole text"
+            ),
+        ));
+    }
+    Ok(hir)
+}
+
+/// Where anchors may stand in a pattern's AST: [`Anchors::misplaced`] walks it top down,
+/// asking of the items of each concatenation whether they are zero width (match only the empty
+/// string); the answers are kept per node, so that the walk stays linear in the pattern.
+struct Anchors {
+    zero: rustc_hash::FxHashMap<*const ast::Ast, bool>,
+}
+
+impl Anchors {
+    /// Whether `a` matches only the empty string at any position: empty, flags, anchors, and
+    /// groups, alternations, concatenations and repetitions of those.
+    fn zero_width(&mut self, a: &ast::Ast) -> bool {
+        use ast::AssertionKind::*;
+        if let Some(&z) = self.zero.get(&(a as *const ast::Ast)) {
+            return z;
+        }
+        let z = match a {
+            ast::Ast::Empty(_) | ast::Ast::Flags(_) => true,
+            ast::Ast::Assertion(x) => matches!(x.kind, StartLine | StartText | EndLine | EndText),
+            ast::Ast::Group(g) => self.zero_width(&g.ast),
+            ast::Ast::Repetition(r) => self.zero_width(&r.ast),
+            ast::Ast::Concat(c) => c.asts.iter().all(|x| self.zero_width(x)),
+            ast::Ast::Alternation(x) => x.asts.iter().all(|x| self.zero_width(x)),
+            _ => false,
+        };
+        self.zero.insert(a as *const ast::Ast, z);
+        z
+    }
+
+    /// The first start anchor (`^`, `\A`) in `a` that text may precede, or end anchor (`$`,
+    /// `\z`) that text may follow. `at_start`: nothing can be read before `a`; `at_end`:
+    /// nothing after. Multi-line anchors are refused before this (by [`parse`]), so `^`/`$`
+    /// here are `\A`/`\z`.
+    fn misplaced<'a>(
+        &mut self,
+        a: &'a ast::Ast,
+        at_start: bool,
+        at_end: bool,
+    ) -> Option<&'a ast::Assertion> {
+        use ast::AssertionKind::*;
+        match a {
+            ast::Ast::Assertion(x) => match x.kind {
+                StartLine | StartText if !at_start => Some(x),
+                EndLine | EndText if !at_end => Some(x),
+                _ => None,
+            },
+            ast::Ast::Group(g) => self.misplaced(&g.ast, at_start, at_end),
+            ast::Ast::Alternation(x) => x
+                .asts
+                .iter()
+                .find_map(|b| self.misplaced(b, at_start, at_end)),
+            ast::Ast::Concat(c) => {
+                // the items before the first one that reads text, and after the last one
+                let zero: Vec<bool> = c.asts.iter().map(|x| self.zero_width(x)).collect();
+                let first = zero.iter().position(|z| !z).unwrap_or(zero.len());
+                let last = zero.iter().rposition(|z| !z);
+                c.asts.iter().enumerate().find_map(|(i, x)| {
+                    let start = at_start && i <= first;
+                    let end = at_end && last.is_none_or(|l| i >= l);
+                    self.misplaced(x, start, end)
+                })
+            }
+            ast::Ast::Repetition(r) => {
+                use ast::{RepetitionKind as K, RepetitionRange as R};
+                let at_most_once = match &r.op.kind {
+                    K::ZeroOrOne => true,
+                    K::Range(R::Exactly(n)) => *n <= 1,
+                    K::Range(R::Bounded(_, n)) => *n <= 1,
+                    K::ZeroOrMore | K::OneOrMore | K::Range(R::AtLeast(_)) => false,
+                };
+                // a later round follows an earlier one, which reads text unless the body cannot
+                if at_most_once || self.zero_width(&r.ast) {
+                    self.misplaced(&r.ast, at_start, at_end)
+                } else {
+                    self.misplaced(&r.ast, false, false)
+                }
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The AST and HIR of a pattern, with every unsupported construct refused (see [`parse`]).
+fn parse_ast(pattern: &str, nest_limit: u32) -> Result<(ast::Ast, Hir)> {
     let ast = ast::parse::ParserBuilder::new()
         .nest_limit(nest_limit)
         .build()
@@ -73,7 +189,7 @@ pub fn parse(pattern: &str, nest_limit: u32) -> Result<Hir> {
             ),
         ));
     }
-    Ok(hir)
+    Ok((ast, hir))
 }
 
 fn look_name(look: hir::Look) -> &'static str {
@@ -139,7 +255,7 @@ fn find_assertion_offset(ast: &ast::Ast, look: hir::Look) -> Option<usize> {
 impl LazyDfa {
     /// Compile `pattern` (full-match semantics) into a lazy DFA.
     pub fn new(pattern: &str, opts: &RegexOptions) -> Result<LazyDfa> {
-        let hir = parse(pattern, opts.nest_limit)?;
+        let hir = parse_full_match(pattern, opts.nest_limit)?;
         Self::from_hir(pattern, &hir, opts)
     }
 }
@@ -163,10 +279,52 @@ mod tests {
         assert!(full("a|bc", "bc"));
         assert!(full("", ""));
         assert!(full("^ab$", "ab"));
-        assert!(!full("a$b", "ab"));
-        assert!(!full("a^b", "ab"));
-        assert!(full("(?:a^)?b", "b"));
         assert!(full("x*", ""));
+    }
+
+    #[test]
+    fn anchors_only_at_the_ends() {
+        for (pattern, offset) in [
+            ("a$b", 1),
+            ("a^b", 1),
+            ("(?:a^)?b", 4),
+            ("(a$|b)c", 2),
+            ("a\\Ab", 1),
+            ("a\\zb", 1),
+            ("(?:^a)+", 3),
+            ("(?:a$){2}", 4),
+            ("a?^b", 2),
+            ("x|a$b", 3),
+            ("(?i)a^", 5),
+            ("$^a", 0),
+        ] {
+            let e = LazyDfa::new(pattern, &RegexOptions::default()).unwrap_err();
+            assert!(
+                matches!(&e, Error::Regex { offset: o, message } if *o == offset
+                    && message.contains("inside the pattern")),
+                "{pattern}: {e}"
+            );
+        }
+        for (pattern, yes, no) in [
+            ("^ab$", &["ab"][..], &["a", "abab"][..]),
+            ("\\Aa+\\z", &["a", "aa"], &[""]),
+            ("(?:^a|^b)$", &["a", "b"], &["ab"]),
+            ("(^a)?b$", &["ab", "b"], &["a"]),
+            ("a|^b$", &["a", "b"], &["ab"]),
+            ("^^a$$", &["a"], &["aa"]),
+            ("(?:^)*a(?:$){2,}", &["a"], &["aa"]),
+            ("(?i)^a(?-i)$", &["A"], &["b"]),
+            ("$^", &[""], &["a"]),
+        ] {
+            for s in yes {
+                assert!(full(pattern, s), "{pattern} {s:?}");
+            }
+            for s in no {
+                assert!(!full(pattern, s), "{pattern} {s:?}");
+            }
+        }
+        // a JSON Schema pattern is searched: its anchors may stand anywhere
+        assert!(parse("(?:^|,)a$", 250).is_ok());
     }
 
     #[test]
@@ -184,7 +342,8 @@ mod tests {
 
     #[test]
     fn dead_states_are_pruned() {
-        let d = LazyDfa::new("a$b|c", &RegexOptions::default()).unwrap();
+        let hir = parse("a$b|c", 250).unwrap();
+        let d = LazyDfa::from_hir("a$b|c", &hir, &RegexOptions::default()).unwrap();
         assert_eq!(d.walk(d.start(), b"a").unwrap(), DEAD);
     }
 

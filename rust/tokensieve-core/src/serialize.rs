@@ -198,8 +198,13 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Read only the header of an index file (for `tokensieve inspect`).
-pub fn read_header(bytes: &[u8]) -> Result<(u32, IndexHeader)> {
+/// Length of the prefix [`check_prefix`] reads: the magic bytes and the format version.
+pub const PREFIX_LEN: usize = 12;
+
+/// Check the first bytes of an index file (at least [`PREFIX_LEN`] of them, or the whole file
+/// when it is shorter): the magic bytes and a format version this build reads. Returns the
+/// version. A reader of files checks this before reading the rest.
+pub fn check_prefix(bytes: &[u8]) -> Result<u32> {
     let mut r = Reader { buf: bytes, pos: 0 };
     if r.take(8).map(|m| m != MAGIC).unwrap_or(true) {
         return Err(corrupt("not a tokensieve index file (bad magic bytes)"));
@@ -214,6 +219,17 @@ pub fn read_header(bytes: &[u8]) -> Result<(u32, IndexHeader)> {
     if version == 0 {
         return Err(corrupt("format version 0 does not exist"));
     }
+    Ok(version)
+}
+
+/// Read only the header of an index file (for `tokensieve inspect`): the bytes up to the end of
+/// the `HEAD` section are enough.
+pub fn read_header(bytes: &[u8]) -> Result<(u32, IndexHeader)> {
+    let version = check_prefix(bytes)?;
+    let mut r = Reader {
+        buf: bytes,
+        pos: PREFIX_LEN,
+    };
     let head = r.section(b"HEAD")?;
     let header: IndexHeader =
         serde_json::from_slice(head).map_err(|e| corrupt(format!("bad header: {e}")))?;
@@ -221,7 +237,20 @@ pub fn read_header(bytes: &[u8]) -> Result<(u32, IndexHeader)> {
 }
 
 /// Load an index file for `vocab`. Fails unless the file was built for exactly this vocabulary.
+/// Its masks must fit the default mask cache budget ([`load_within`]).
 pub fn load(bytes: &[u8], vocab: Arc<Vocabulary>) -> Result<Grammar> {
+    load_within(bytes, vocab, GrammarOptions::default().mask_cache_bytes)
+}
+
+/// [`load`] with the masks' memory bounded by `mask_cache_bytes` (the budget of
+/// [`Grammar::precompute`], which bounded them when the file was written): a file whose header
+/// declares more distinct masks than fit is refused with [`Error::Budget`] before any is
+/// decoded (a mask of a few bytes in the file takes `mask_words × 4` bytes in memory).
+pub fn load_within(
+    bytes: &[u8],
+    vocab: Arc<Vocabulary>,
+    mask_cache_bytes: usize,
+) -> Result<Grammar> {
     let (_, header) = read_header(bytes)?;
     let fp = format!("{:016x}", vocab.fingerprint());
     if header.vocab_fingerprint != fp || header.vocab_size != vocab.vocab_size() {
@@ -233,8 +262,20 @@ pub fn load(bytes: &[u8], vocab: Arc<Vocabulary>) -> Result<Grammar> {
             vocab.vocab_size()
         )));
     }
+    let mask_bytes = header
+        .distinct_masks
+        .checked_mul(vocab.mask_words())
+        .and_then(|w| w.checked_mul(4));
+    if mask_bytes.is_none_or(|b| b > mask_cache_bytes) {
+        return Err(Error::Budget(format!(
+            "the index holds {} distinct masks of {} bytes, more than the mask cache budget \
+             ({mask_cache_bytes} bytes); load it with a larger mask_cache_bytes",
+            header.distinct_masks,
+            vocab.mask_words() * 4
+        )));
+    }
     let mut r = Reader { buf: bytes, pos: 0 };
-    r.take(12)?;
+    r.take(PREFIX_LEN)?;
     r.section(b"HEAD")?;
     let clss = r.section(b"CLSS")?;
     let classes: [u8; 256] = clss
@@ -251,7 +292,7 @@ pub fn load(bytes: &[u8], vocab: Arc<Vocabulary>) -> Result<Grammar> {
     let count = n
         .checked_mul(stride)
         .ok_or_else(|| corrupt("TRNS too large"))?;
-    if trns.len() != 12 + count * 4 {
+    if count.checked_mul(4).and_then(|b| b.checked_add(12)) != Some(trns.len()) {
         return Err(corrupt("TRNS length does not match its dimensions"));
     }
     let trans: Vec<u32> = (0..count).map(|_| t.u32()).collect::<Result<_>>()?;
@@ -272,7 +313,7 @@ pub fn load(bytes: &[u8], vocab: Arc<Vocabulary>) -> Result<Grammar> {
     )
     .map_err(|e| corrupt(e.to_string()))?;
     let smsk = r.section(b"SMSK")?;
-    if smsk.len() != n * 4 {
+    if n.checked_mul(4) != Some(smsk.len()) {
         return Err(corrupt("SMSK must hold one u32 per state"));
     }
     let mut s = Reader { buf: smsk, pos: 0 };
@@ -345,7 +386,7 @@ pub fn load(bytes: &[u8], vocab: Arc<Vocabulary>) -> Result<Grammar> {
     if !end.is_empty() || !r.done() {
         return Err(corrupt("trailing bytes after END_"));
     }
-    let index = TokenIndex::from_parts(by_state, masks, GrammarOptions::default().mask_cache_bytes);
+    let index = TokenIndex::from_parts(by_state, masks, mask_cache_bytes);
     let source = ConstraintSource {
         kind: header.constraint_kind,
         text: header.constraint,
@@ -387,6 +428,43 @@ mod tests {
             assert_eq!(x, y);
             assert_eq!(a.is_accepting(), b.is_accepting());
         }
+    }
+
+    #[test]
+    fn masks_are_bounded_by_the_budget_before_they_are_decoded() {
+        let (v, g) = setup();
+        let bytes = save(&g).unwrap();
+        let h = read_header(&bytes).unwrap().1;
+        let need = h.distinct_masks * v.mask_words() * 4;
+        assert!(load_within(&bytes, v.clone(), need).is_ok());
+        let e = load_within(&bytes, v.clone(), need - 1).unwrap_err();
+        assert!(matches!(e, Error::Budget(_)), "{e}");
+        // a header declaring more masks than memory can hold is refused, not allocated
+        let mut forged = h.clone();
+        forged.distinct_masks = usize::MAX / 2;
+        let mut out = bytes[..PREFIX_LEN].to_vec();
+        section(&mut out, b"HEAD", &serde_json::to_vec(&forged).unwrap());
+        let e = load(&out, v).unwrap_err();
+        assert!(matches!(e, Error::Budget(_)), "{e}");
+    }
+
+    #[test]
+    fn prefix_check_reads_only_the_first_bytes() {
+        assert_eq!(
+            check_prefix(&[MAGIC.as_slice(), &1u32.to_le_bytes()].concat()),
+            Ok(1)
+        );
+        for bad in [&b""[..], b"TKSIEVE", b"garbage garbage"] {
+            assert!(check_prefix(bad)
+                .unwrap_err()
+                .to_string()
+                .contains("not a tokensieve index"));
+        }
+        let newer = [MAGIC.as_slice(), &99u32.to_le_bytes()].concat();
+        assert!(check_prefix(&newer)
+            .unwrap_err()
+            .to_string()
+            .contains("newer"));
     }
 
     #[test]

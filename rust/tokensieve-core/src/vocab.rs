@@ -132,6 +132,31 @@ fn fnv1a(h: &mut u64, bytes: &[u8]) {
 /// the largest vocabularies in use. Larger sizes are refused before anything is allocated.
 pub const MAX_VOCAB_SIZE: usize = 1 << 24;
 
+/// Longest token that spells text: 65,535 bytes (the token trie keeps a node's depth in 16
+/// bits). Real vocabularies' tokens have at most a few hundred bytes; a longer one is refused
+/// when the vocabulary is built. Special, EOS and padding ids spell nothing and are not limited.
+pub const MAX_TOKEN_BYTES: usize = u16::MAX as usize;
+
+/// The error for a `vocab_size` outside `1..=MAX_VOCAB_SIZE`, given as the text of an integer
+/// (the bindings report Python integers of any size with it).
+pub fn vocab_size_error(value: &str) -> Error {
+    if value == "0" || value.starts_with('-') {
+        Error::Vocabulary(format!("vocab_size must be positive, got {value}"))
+    } else {
+        Error::Vocabulary(format!(
+            "vocab_size {value} is larger than the supported {MAX_VOCAB_SIZE} (2^24) token ids"
+        ))
+    }
+}
+
+/// The error for a token id at or past [`MAX_VOCAB_SIZE`], raised before any table is sized by
+/// it.
+fn id_too_large(what: &str, id: u64) -> Error {
+    Error::Vocabulary(format!(
+        "{what} has id {id}, past the supported {MAX_VOCAB_SIZE} (2^24) token ids"
+    ))
+}
+
 impl Vocabulary {
     /// Build from token byte strings indexed by id.
     ///
@@ -156,10 +181,10 @@ impl Vocabulary {
     ) -> Result<Vocabulary> {
         let tokenizer_size = tokens.len();
         let vocab_size = vocab_size.unwrap_or(tokenizer_size);
-        if vocab_size == 0 {
-            return Err(Error::Vocabulary("vocab_size must be positive".into()));
+        if vocab_size == 0 || vocab_size > MAX_VOCAB_SIZE {
+            return Err(vocab_size_error(&vocab_size.to_string()));
         }
-        if vocab_size > MAX_VOCAB_SIZE || tokenizer_size > MAX_VOCAB_SIZE {
+        if tokenizer_size > MAX_VOCAB_SIZE {
             return Err(Error::Vocabulary(format!(
                 "vocab_size {} is larger than the supported {MAX_VOCAB_SIZE} (2^24) token ids",
                 vocab_size.max(tokenizer_size)
@@ -202,6 +227,13 @@ impl Vocabulary {
         for id in 0..vocab_size {
             let tok = tokens.get(id).map(|t| t.as_slice()).unwrap_or(&[]);
             if !is_special[id] && !tok.is_empty() {
+                if tok.len() > MAX_TOKEN_BYTES {
+                    return Err(Error::Vocabulary(format!(
+                        "token {id} is {} bytes long; tokens that spell text may have at most \
+                         {MAX_TOKEN_BYTES} bytes",
+                        tok.len()
+                    )));
+                }
                 regular[id] = true;
                 bytes.extend_from_slice(tok);
             }
@@ -275,7 +307,9 @@ impl Vocabulary {
             .ok_or_else(|| Error::Vocabulary("tokenizer.json has no \"model\"".into()))?;
         let mtype = model.get("type").and_then(Value::as_str).unwrap_or("BPE");
         let mut strings: Vec<Option<String>> = Vec::new();
+        // Every id is checked against the size limit before the table grows to it.
         let put = |strings: &mut Vec<Option<String>>, id: usize, s: String| {
+            debug_assert!(id < MAX_VOCAB_SIZE);
             if strings.len() <= id {
                 strings.resize(id + 1, None);
             }
@@ -286,11 +320,21 @@ impl Vocabulary {
                 for (s, id) in map {
                     let id = id.as_u64().ok_or_else(|| {
                         Error::Vocabulary(format!("token {s:?} has a non-integer id"))
-                    })? as usize;
-                    put(&mut strings, id, s.clone());
+                    })?;
+                    if id >= MAX_VOCAB_SIZE as u64 {
+                        return Err(id_too_large(&format!("token {s:?}"), id));
+                    }
+                    put(&mut strings, id as usize, s.clone());
                 }
             }
             ("Unigram", Some(Value::Array(list))) => {
+                if list.len() > MAX_VOCAB_SIZE {
+                    return Err(Error::Vocabulary(format!(
+                        "the tokenizer has {} tokens, more than the supported {MAX_VOCAB_SIZE} \
+                         (2^24) token ids",
+                        list.len()
+                    )));
+                }
                 for (id, e) in list.iter().enumerate() {
                     let s = e.get(0).and_then(Value::as_str).ok_or_else(|| {
                         Error::Vocabulary(format!("unigram entry {id} has no token string"))
@@ -315,15 +359,19 @@ impl Vocabulary {
         let mut added_text: Vec<(usize, String)> = Vec::new();
         if let Some(Value::Array(added)) = doc.get("added_tokens") {
             for a in added {
-                let id =
-                    a.get("id").and_then(Value::as_u64).ok_or_else(|| {
-                        Error::Vocabulary("an added token has no integer id".into())
-                    })? as usize;
+                let id = a
+                    .get("id")
+                    .and_then(Value::as_u64)
+                    .ok_or_else(|| Error::Vocabulary("an added token has no integer id".into()))?;
                 let content = a
                     .get("content")
                     .and_then(Value::as_str)
                     .unwrap_or("")
                     .to_string();
+                if id >= MAX_VOCAB_SIZE as u64 {
+                    return Err(id_too_large(&format!("added token {content:?}"), id));
+                }
+                let id = id as usize;
                 let special = a.get("special").and_then(Value::as_bool).unwrap_or(false);
                 put(&mut strings, id, content.clone());
                 if special || CONTROL_NAMES.contains(&content.as_str()) {
@@ -630,6 +678,78 @@ mod tests {
         assert_eq!(v.token_bytes(3), None);
         assert_eq!(v.token_bytes(4), Some(&b"[PAD]"[..]));
         assert_eq!(v.eos_ids(), &[3]);
+    }
+
+    #[test]
+    fn tokens_that_spell_text_are_at_most_65535_bytes() {
+        let ok = Vocabulary::new(
+            vec![vec![b'a'; MAX_TOKEN_BYTES], b"a".to_vec(), b"<e>".to_vec()],
+            vec![2],
+            vec![],
+            None,
+        )
+        .unwrap();
+        assert_eq!(ok.trie().max_depth(), MAX_TOKEN_BYTES);
+        let e = Vocabulary::new(
+            vec![
+                b"a".to_vec(),
+                vec![b'a'; MAX_TOKEN_BYTES + 1],
+                b"<e>".to_vec(),
+            ],
+            vec![2],
+            vec![],
+            None,
+        )
+        .unwrap_err();
+        assert!(matches!(e, Error::Vocabulary(_)), "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("token 1 ") && msg.contains("65536 bytes") && msg.contains("65535"),
+            "{msg}"
+        );
+        // a special token spells nothing: not limited
+        Vocabulary::new(
+            vec![
+                b"a".to_vec(),
+                vec![b'a'; MAX_TOKEN_BYTES + 1],
+                b"<e>".to_vec(),
+            ],
+            vec![2],
+            vec![1],
+            None,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn tokenizer_json_ids_past_the_limit_are_refused_before_allocation() {
+        for id in [1u64 << 24, 1 << 26, 1 << 31, 1 << 60, u64::MAX] {
+            let vocab = format!(
+                r#"{{"model":{{"type":"BPE","vocab":{{"a":0,"b":{id}}}}},
+                    "added_tokens":[{{"id":1,"content":"</s>","special":true}}]}}"#
+            );
+            let added = format!(
+                r#"{{"model":{{"type":"BPE","vocab":{{"a":0}}}},
+                    "added_tokens":[{{"id":{id},"content":"</s>","special":true}}]}}"#
+            );
+            for (json, what) in [(vocab, "token \"b\""), (added, "added token \"</s>\"")] {
+                let e = Vocabulary::from_tokenizer_json(&json, None, None, &[]).unwrap_err();
+                assert!(matches!(e, Error::Vocabulary(_)), "{e}");
+                let msg = e.to_string();
+                assert!(
+                    msg.contains(what) && msg.contains(&id.to_string()) && msg.contains("2^24"),
+                    "{msg}"
+                );
+            }
+        }
+        // the largest id that fits is still a vocabulary
+        let json = format!(
+            r#"{{"model":{{"type":"BPE","vocab":{{"a":0,"b":{}}}}},
+                "added_tokens":[{{"id":1,"content":"</s>","special":true}}]}}"#,
+            MAX_VOCAB_SIZE - 1
+        );
+        let v = Vocabulary::from_tokenizer_json(&json, None, None, &[]).unwrap();
+        assert_eq!(v.vocab_size(), MAX_VOCAB_SIZE);
     }
 
     #[test]

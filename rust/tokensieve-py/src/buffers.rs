@@ -13,7 +13,8 @@ use pyo3::types::{PyDict, PyType};
 
 use tokensieve_core as core;
 
-use crate::errors::IntoPyResult;
+use crate::args::fitting;
+use crate::errors::{guard, IntoPyResult};
 use crate::matcher::PyMatcher;
 
 /// A validated bitmask: a writable, C-contiguous int32 buffer of `rows × row_words` elements.
@@ -177,6 +178,18 @@ fn shape_text(shape: &[usize]) -> String {
     }
 }
 
+/// A row index of a bitmask with `rows` rows: a `ValueError` naming the range otherwise.
+pub(crate) fn row_index(i: &Bound<'_, PyAny>, rows: usize) -> PyResult<usize> {
+    match fitting::<usize>(i)? {
+        Some(i) if i < rows => Ok(i),
+        _ => value_error(format!(
+            "index {} is out of range: the bitmask has {rows} rows (index 0 to {})",
+            i.str()?,
+            rows - 1
+        )),
+    }
+}
+
 /// Fill rows `indices[k]` of `bitmask` for `reqs[k]`, GIL released. Indices must be in range.
 pub(crate) fn fill_rows(
     py: Python<'_>,
@@ -229,53 +242,50 @@ pub(crate) fn fill_next_token_bitmask(
     py: Python<'_>,
     matchers: Vec<PyRef<'_, PyMatcher>>,
     bitmask: &Bound<'_, PyAny>,
-    indices: Option<Vec<i64>>,
+    indices: Option<Vec<Bound<'_, PyAny>>>,
 ) -> PyResult<()> {
-    let buf = bitmask_of(bitmask)?;
-    let rows = buf.rows;
-    let idx: Vec<usize> = match indices {
-        None => {
-            if matchers.len() > rows {
-                return value_error(format!(
-                    "{} matchers but the bitmask has only {rows} rows",
-                    matchers.len()
-                ));
-            }
-            (0..matchers.len()).collect()
-        }
-        Some(indices) => {
-            if indices.len() != matchers.len() {
-                return value_error(format!(
-                    "{} matchers but {} indices",
-                    matchers.len(),
-                    indices.len()
-                ));
-            }
-            let mut seen = std::collections::HashSet::new();
-            let mut out = Vec::with_capacity(indices.len());
-            for &i in &indices {
-                if i < 0 || i as u64 >= rows as u64 {
+    guard(py, || {
+        let buf = bitmask_of(bitmask)?;
+        let rows = buf.rows;
+        let idx: Vec<usize> = match indices {
+            None => {
+                if matchers.len() > rows {
                     return value_error(format!(
-                        "index {i} is out of range for a bitmask with {rows} rows"
+                        "{} matchers but the bitmask has only {rows} rows",
+                        matchers.len()
                     ));
                 }
-                out.push(i as usize);
+                (0..matchers.len()).collect()
             }
-            for &i in &out {
-                if !seen.insert(i) {
-                    return value_error("indices contain duplicates".into());
+            Some(indices) => {
+                if indices.len() != matchers.len() {
+                    return value_error(format!(
+                        "{} matchers but {} indices",
+                        matchers.len(),
+                        indices.len()
+                    ));
                 }
+                let mut seen = std::collections::HashSet::new();
+                let mut out = Vec::with_capacity(indices.len());
+                for i in &indices {
+                    out.push(row_index(i, rows)?);
+                }
+                for &i in &out {
+                    if !seen.insert(i) {
+                        return value_error("indices contain duplicates".into());
+                    }
+                }
+                out
             }
-            out
+        };
+        if matchers.is_empty() {
+            return Ok(());
         }
-    };
-    if matchers.is_empty() {
-        return Ok(());
-    }
-    let reqs: Vec<core::MaskRequest> = matchers
-        .iter()
-        .map(|m| core::MaskRequest::from(&m.inner))
-        .collect();
-    drop(matchers);
-    fill_rows(py, &reqs, &idx, &buf)
+        let reqs: Vec<core::MaskRequest> = matchers
+            .iter()
+            .map(|m| core::MaskRequest::from(&m.inner))
+            .collect();
+        drop(matchers);
+        fill_rows(py, &reqs, &idx, &buf)
+    })
 }

@@ -38,6 +38,12 @@ create_exception!(
 );
 create_exception!(
     _core,
+    InternalError,
+    TokensieveError,
+    "A bug in tokensieve (a Rust panic, caught): the message says where; please report it."
+);
+create_exception!(
+    _core,
     UnspellableError,
     TokensieveError,
     "The grammar needs bytes no token can produce."
@@ -63,7 +69,17 @@ pub(crate) fn to_py(py: Python<'_>, e: core::Error) -> PyErr {
             err
         }
         core::Error::InvalidArgument(_) => PyValueError::new_err(msg),
+        core::Error::Internal(_) => InternalError::new_err(msg),
     }
+}
+
+/// Run the body of one entry point, turning a Rust panic in it (a bug; on this thread, or on a
+/// rayon worker or the core's own threads it waited for) into `InternalError`, an `Exception`,
+/// instead of PyO3's `PanicException`, which derives from `BaseException` and passes a
+/// server's `except Exception`. The panic's message is kept; the default hook still prints it
+/// with its location on stderr.
+pub(crate) fn guard<T>(py: Python<'_>, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    core::error::catch_panic(f).unwrap_or_else(|e| Err(to_py(py, e)))
 }
 
 pub(crate) trait IntoPyResult<T> {

@@ -9,7 +9,8 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString};
 
 use tokensieve_core as core;
 
-use crate::errors::IntoPyResult;
+use crate::args::opt_uint;
+use crate::errors::{guard, IntoPyResult};
 use crate::matcher::PyMatcher;
 use crate::vocabulary::PyVocabulary;
 
@@ -20,12 +21,13 @@ pub(crate) struct PyGrammar {
     pub(crate) vocab: Py<PyVocabulary>,
 }
 
-/// The engine budgets given as keyword arguments of `from_regex` / `from_choice`.
+/// The engine budgets given as keyword arguments of `from_regex` / `from_choice`: integers
+/// of any size (the core names the range of one out of it), or None.
 fn budgets(
     py: Python<'_>,
-    max_states: Option<usize>,
-    max_nfa_bytes: Option<usize>,
-    mask_cache_bytes: Option<usize>,
+    max_states: Option<&Bound<'_, PyAny>>,
+    max_nfa_bytes: Option<&Bound<'_, PyAny>>,
+    mask_cache_bytes: Option<&Bound<'_, PyAny>>,
     max_compile_seconds: Option<f64>,
 ) -> PyResult<core::GrammarOptions> {
     let mut o = core::GrammarOptions::default();
@@ -35,12 +37,18 @@ fn budgets(
         ("mask_cache_bytes", mask_cache_bytes),
     ];
     for (name, v) in ints {
-        if let Some(v) = v {
-            o.set(name, &v.to_string()).py(py)?;
+        if let Some(v) = v.filter(|v| !v.is_none()) {
+            if !v.is_instance_of::<PyInt>() {
+                return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                    "{name} must be an integer or None, got {}",
+                    v.get_type().name()?
+                )));
+            }
+            o.set(name, &v.str()?.to_string()).py(py)?;
         }
     }
     if let Some(s) = max_compile_seconds {
-        o.set("max_compile_seconds", &s.to_string()).py(py)?;
+        o.set("max_compile_seconds", &format!("{s:?}")).py(py)?;
     }
     Ok(o)
 }
@@ -133,7 +141,7 @@ impl PyGrammar {
         make: impl FnOnce(Arc<core::Vocabulary>) -> core::Result<core::Grammar> + Send,
     ) -> PyResult<Self> {
         let v = vocab.get().inner.clone();
-        let g = py.detach(|| make(v)).py(py)?;
+        let g = guard(py, || py.detach(|| make(v)).py(py))?;
         Ok(PyGrammar {
             inner: Arc::new(g),
             vocab,
@@ -142,7 +150,56 @@ impl PyGrammar {
 
     fn to_bytes_inner(&self, py: Python<'_>) -> PyResult<Vec<u8>> {
         let g = self.inner.clone();
-        py.detach(|| core::serialize::save(&g)).py(py)
+        guard(py, || py.detach(|| core::serialize::save(&g)).py(py))
+    }
+}
+
+impl PyGrammar {
+    /// The body of `compile_pending` (run under `guard`).
+    fn start_pending(
+        py: Python<'_>,
+        kind: &str,
+        source: &Bound<'_, PyAny>,
+        vocab: Py<PyVocabulary>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyPendingGrammar> {
+        let o = compile_options(py, options)?;
+        let v = vocab.get().inner.clone();
+        let make: Box<dyn FnOnce() -> core::Result<core::Grammar> + Send> = match kind {
+            "regex" => {
+                let pattern: String = source.extract()?;
+                Box::new(move || core::Grammar::from_regex(&pattern, v, &o.grammar))
+            }
+            "json_schema" => {
+                let text = schema_text(py, source)?;
+                let schema = core::json_schema::parse_text("the schema", &text).py(py)?;
+                Box::new(move || core::Grammar::from_json_schema(&schema, v, &o.schema, &o.grammar))
+            }
+            "choice" => {
+                let choices: Vec<String> = source.extract()?;
+                Box::new(move || core::Grammar::from_choice(&choices, v, &o.grammar))
+            }
+            "json_object" => {
+                Box::new(move || core::Grammar::from_json_object(v, &o.schema, &o.grammar))
+            }
+            _ => {
+                return Err(PyValueError::new_err(format!(
+                "unknown constraint kind {kind:?}; use regex, json_schema, choice or json_object"
+            )))
+            }
+        };
+        let handle = std::thread::Builder::new()
+            .name("tokensieve-compile".into())
+            .spawn(move || core::error::catch_panic(make).and_then(|r| r))
+            .map_err(|e| {
+                pyo3::exceptions::PyRuntimeError::new_err(format!(
+                    "cannot start a compile thread: {e}"
+                ))
+            })?;
+        Ok(PyPendingGrammar {
+            state: Mutex::new(Pending::Running(handle)),
+            vocab,
+        })
     }
 }
 
@@ -180,8 +237,10 @@ impl PyPendingGrammar {
             let joined = py.detach(|| h.join());
             *st = Pending::Done(match joined {
                 Ok(r) => r.map(Arc::new).py(py),
-                Err(_) => Err(pyo3::exceptions::PyRuntimeError::new_err(
-                    "the compile thread panicked",
+                // the thread catches its panics (see compile_pending); this is a last resort
+                Err(payload) => Err(crate::errors::to_py(
+                    py,
+                    core::Error::Internal(core::error::panic_message(payload.as_ref())),
                 )),
             });
         }
@@ -212,43 +271,7 @@ impl PyGrammar {
         vocab: Py<PyVocabulary>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyPendingGrammar> {
-        let o = compile_options(py, options)?;
-        let v = vocab.get().inner.clone();
-        let make: Box<dyn FnOnce() -> core::Result<core::Grammar> + Send> = match kind {
-            "regex" => {
-                let pattern: String = source.extract()?;
-                Box::new(move || core::Grammar::from_regex(&pattern, v, &o.grammar))
-            }
-            "json_schema" => {
-                let text = schema_text(py, source)?;
-                let schema = core::json_schema::parse_text("the schema", &text).py(py)?;
-                Box::new(move || core::Grammar::from_json_schema(&schema, v, &o.schema, &o.grammar))
-            }
-            "choice" => {
-                let choices: Vec<String> = source.extract()?;
-                Box::new(move || core::Grammar::from_choice(&choices, v, &o.grammar))
-            }
-            "json_object" => {
-                Box::new(move || core::Grammar::from_json_object(v, &o.schema, &o.grammar))
-            }
-            _ => {
-                return Err(PyValueError::new_err(format!(
-                "unknown constraint kind {kind:?}; use regex, json_schema, choice or json_object"
-            )))
-            }
-        };
-        let handle = std::thread::Builder::new()
-            .name("tokensieve-compile".into())
-            .spawn(make)
-            .map_err(|e| {
-                pyo3::exceptions::PyRuntimeError::new_err(format!(
-                    "cannot start a compile thread: {e}"
-                ))
-            })?;
-        Ok(PyPendingGrammar {
-            state: Mutex::new(Pending::Running(handle)),
-            vocab,
-        })
+        guard(py, || Self::start_pending(py, kind, source, vocab, options))
     }
 
     /// Compile a regex (full-match semantics) for `vocab`.
@@ -258,19 +281,21 @@ impl PyGrammar {
         py: Python<'_>,
         pattern: String,
         vocab: Py<PyVocabulary>,
-        max_states: Option<usize>,
-        max_nfa_bytes: Option<usize>,
-        mask_cache_bytes: Option<usize>,
+        max_states: Option<&Bound<'_, PyAny>>,
+        max_nfa_bytes: Option<&Bound<'_, PyAny>>,
+        mask_cache_bytes: Option<&Bound<'_, PyAny>>,
         max_compile_seconds: Option<f64>,
     ) -> PyResult<Self> {
-        let opts = budgets(
-            py,
-            max_states,
-            max_nfa_bytes,
-            mask_cache_bytes,
-            max_compile_seconds,
-        )?;
-        Self::build(py, vocab, |v| core::Grammar::from_regex(&pattern, v, &opts))
+        guard(py, || {
+            let opts = budgets(
+                py,
+                max_states,
+                max_nfa_bytes,
+                mask_cache_bytes,
+                max_compile_seconds,
+            )?;
+            Self::build(py, vocab, |v| core::Grammar::from_regex(&pattern, v, &opts))
+        })
     }
 
     /// Compile a JSON Schema: a dict, JSON text, or a pydantic model class. Keyword arguments
@@ -283,14 +308,16 @@ impl PyGrammar {
         vocab: Py<PyVocabulary>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let core::CompileOptions {
-            schema: so,
-            grammar: opts,
-        } = compile_options(py, options)?;
-        let text = schema_text(py, schema)?;
-        let schema = core::json_schema::parse_text("the schema", &text).py(py)?;
-        Self::build(py, vocab, |v| {
-            core::Grammar::from_json_schema(&schema, v, &so, &opts)
+        guard(py, || {
+            let core::CompileOptions {
+                schema: so,
+                grammar: opts,
+            } = compile_options(py, options)?;
+            let text = schema_text(py, schema)?;
+            let schema = core::json_schema::parse_text("the schema", &text).py(py)?;
+            Self::build(py, vocab, |v| {
+                core::Grammar::from_json_schema(&schema, v, &so, &opts)
+            })
         })
     }
 
@@ -302,9 +329,11 @@ impl PyGrammar {
         vocab: Py<PyVocabulary>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let o = compile_options(py, options)?;
-        Self::build(py, vocab, |v| {
-            core::Grammar::from_json_object(v, &o.schema, &o.grammar)
+        guard(py, || {
+            let o = compile_options(py, options)?;
+            Self::build(py, vocab, |v| {
+                core::Grammar::from_json_object(v, &o.schema, &o.grammar)
+            })
         })
     }
 
@@ -315,20 +344,22 @@ impl PyGrammar {
         py: Python<'_>,
         choices: Vec<String>,
         vocab: Py<PyVocabulary>,
-        max_states: Option<usize>,
-        max_nfa_bytes: Option<usize>,
-        mask_cache_bytes: Option<usize>,
+        max_states: Option<&Bound<'_, PyAny>>,
+        max_nfa_bytes: Option<&Bound<'_, PyAny>>,
+        mask_cache_bytes: Option<&Bound<'_, PyAny>>,
         max_compile_seconds: Option<f64>,
     ) -> PyResult<Self> {
-        let opts = budgets(
-            py,
-            max_states,
-            max_nfa_bytes,
-            mask_cache_bytes,
-            max_compile_seconds,
-        )?;
-        Self::build(py, vocab, |v| {
-            core::Grammar::from_choice(&choices, v, &opts)
+        guard(py, || {
+            let opts = budgets(
+                py,
+                max_states,
+                max_nfa_bytes,
+                mask_cache_bytes,
+                max_compile_seconds,
+            )?;
+            Self::build(py, vocab, |v| {
+                core::Grammar::from_choice(&choices, v, &opts)
+            })
         })
     }
 
@@ -353,13 +384,13 @@ impl PyGrammar {
     /// Compute the mask of every state reachable by tokens (eager mode, parallel). Returns stats.
     fn precompute<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let g = self.inner.clone();
-        py.detach(|| g.precompute()).py(py)?;
+        guard(py, || py.detach(|| g.precompute()).py(py))?;
         self.stats(py)
     }
 
     /// Sizes of the index so far: states, distinct_masks, mask_bytes, dfa_states, precomputed.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self.inner.stats();
+        let s = guard(py, || Ok(self.inner.stats()))?;
         let d = PyDict::new(py);
         d.set_item("states", s.states)?;
         d.set_item("distinct_masks", s.distinct_masks)?;
@@ -383,18 +414,40 @@ impl PyGrammar {
     }
 
     /// Load an index file written by `save` for exactly this vocabulary (no recompilation).
+    /// Its masks must fit `mask_cache_bytes` (default as for `precompute`).
     #[staticmethod]
-    fn load(py: Python<'_>, path: std::path::PathBuf, vocab: Py<PyVocabulary>) -> PyResult<Self> {
-        let bytes = std::fs::read(&path).map_err(|e| {
-            pyo3::exceptions::PyOSError::new_err(format!("{}: {e}", path.display()))
-        })?;
-        Self::from_bytes(py, bytes, vocab)
+    #[pyo3(signature = (path, vocab, *, mask_cache_bytes=None))]
+    fn load(
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        vocab: Py<PyVocabulary>,
+        mask_cache_bytes: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        guard(py, || {
+            let budget = mask_budget(mask_cache_bytes)?;
+            let bytes = index_file::read_all(py, &path)?;
+            Self::build(py, vocab, |v| {
+                core::serialize::load_within(&bytes, v, budget)
+                    .map_err(|e| index_file::at(&path, e))
+            })
+        })
     }
 
     /// Load an index from bytes (see `load`).
     #[staticmethod]
-    fn from_bytes(py: Python<'_>, data: Vec<u8>, vocab: Py<PyVocabulary>) -> PyResult<Self> {
-        Self::build(py, vocab, |v| core::serialize::load(&data, v))
+    #[pyo3(signature = (data, vocab, *, mask_cache_bytes=None))]
+    fn from_bytes(
+        py: Python<'_>,
+        data: Vec<u8>,
+        vocab: Py<PyVocabulary>,
+        mask_cache_bytes: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        guard(py, || {
+            let budget = mask_budget(mask_cache_bytes)?;
+            Self::build(py, vocab, |v| {
+                core::serialize::load_within(&data, v, budget)
+            })
+        })
     }
 
     /// What the grammar was compiled from: "regex", "json_schema", "choice" or "json_object".
@@ -422,22 +475,27 @@ impl PyGrammar {
     #[pyo3(signature = (max_rollback=None, max_tokens=None, reasoning_end=None, thinking_budget=None))]
     fn matcher(
         slf: Bound<'_, Self>,
-        max_rollback: Option<usize>,
-        max_tokens: Option<u32>,
+        max_rollback: Option<&Bound<'_, PyAny>>,
+        max_tokens: Option<&Bound<'_, PyAny>>,
         reasoning_end: Option<&str>,
-        thinking_budget: Option<u32>,
+        thinking_budget: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyMatcher> {
         let py = slf.py();
-        let g = slf.get();
-        let mut inner = core::Matcher::new(g.inner.clone(), max_rollback);
-        inner.set_max_tokens(max_tokens).py(py)?;
-        let marker = reasoning_end.map(str::as_bytes);
-        // the first use of a marker scans the vocabulary: without the GIL
-        py.detach(|| inner.set_reasoning(marker, thinking_budget))
-            .py(py)?;
-        Ok(PyMatcher {
-            inner,
-            grammar: slf.clone().unbind(),
+        guard(py, || {
+            let max_rollback = opt_uint::<usize>("max_rollback", max_rollback, usize::MAX)?;
+            let max_tokens = opt_uint::<u32>("max_tokens", max_tokens, u32::MAX)?;
+            let thinking_budget = opt_uint::<u32>("thinking_budget", thinking_budget, u32::MAX)?;
+            let g = slf.get();
+            let mut inner = core::Matcher::new(g.inner.clone(), max_rollback);
+            inner.set_max_tokens(max_tokens).py(py)?;
+            let marker = reasoning_end.map(str::as_bytes);
+            // the first use of a marker scans the vocabulary: without the GIL
+            py.detach(|| inner.set_reasoning(marker, thinking_budget))
+                .py(py)?;
+            Ok(PyMatcher {
+                inner,
+                grammar: slf.clone().unbind(),
+            })
         })
     }
 
@@ -475,6 +533,15 @@ pub(crate) fn constraint_hash(
     value: Option<&Bound<'_, PyAny>>,
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
+    guard(py, || constraint_hash_of(py, kind, value, options))
+}
+
+fn constraint_hash_of(
+    py: Python<'_>,
+    kind: &str,
+    value: Option<&Bound<'_, PyAny>>,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<String> {
     let so = compile_options(py, options)?.schema;
     let need = |what: &str| PyValueError::new_err(format!("a {kind} constraint needs {what}"));
     let src = match kind {
@@ -503,15 +570,28 @@ pub(crate) fn constraint_hash(
     Ok(format!("{:016x}", src.hash()))
 }
 
-/// The header of an index file, as a dict (format_version plus the `HEAD` fields).
+/// The header of an index file, as a dict (format_version plus the `HEAD` fields). Reads only
+/// the file's first bytes and its header section.
 #[pyfunction]
 pub(crate) fn read_index_header<'py>(
     py: Python<'py>,
     path: std::path::PathBuf,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let bytes = std::fs::read(&path)
-        .map_err(|e| pyo3::exceptions::PyOSError::new_err(format!("{}: {e}", path.display())))?;
-    let (version, h) = core::serialize::read_header(&bytes).py(py)?;
+    guard(py, || {
+        let (head, file_bytes) = index_file::read_head(py, &path)?;
+        let (version, h) = core::serialize::read_header(&head)
+            .map_err(|e| index_file::at(&path, e))
+            .py(py)?;
+        header_dict(py, version, h, file_bytes)
+    })
+}
+
+fn header_dict<'py>(
+    py: Python<'py>,
+    version: u32,
+    h: core::serialize::IndexHeader,
+    file_bytes: u64,
+) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("format_version", version)?;
     d.set_item("tokensieve_version", h.tokensieve_version)?;
@@ -526,6 +606,142 @@ pub(crate) fn read_index_header<'py>(
     d.set_item("masked_states", h.masked_states)?;
     d.set_item("distinct_masks", h.distinct_masks)?;
     d.set_item("mask_words", h.mask_words)?;
-    d.set_item("file_bytes", bytes.len())?;
+    d.set_item("file_bytes", file_bytes)?;
     Ok(d)
+}
+
+/// The `mask_cache_bytes` of a load: the default budget unless given.
+fn mask_budget(v: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
+    Ok(opt_uint::<usize>("mask_cache_bytes", v, usize::MAX)?
+        .unwrap_or(core::GrammarOptions::default().mask_cache_bytes))
+}
+
+/// Reading index files from paths: only regular files (a device such as `/dev/zero` never
+/// ends, a FIFO blocks), opened without blocking, their magic bytes and version checked on the
+/// first bytes before the rest is read, and no more read than the size the file had when it
+/// was opened. Errors name the path: `ValueError` (`InvalidArgument`) for a file that is not
+/// an index file, `OSError` for one that cannot be opened or read.
+mod index_file {
+    use std::fs::File;
+    use std::io::Read;
+    use std::path::Path;
+
+    use pyo3::{PyResult, Python};
+    use tokensieve_core as core;
+
+    use crate::errors::to_py;
+    use tokensieve_core::serialize::PREFIX_LEN;
+
+    /// `e` with the path in front of its message (for the errors of a file's contents).
+    pub(super) fn at(path: &Path, e: core::Error) -> core::Error {
+        match e {
+            core::Error::InvalidArgument(m) => {
+                core::Error::InvalidArgument(format!("{}: {m}", path.display()))
+            }
+            core::Error::Budget(m) => core::Error::Budget(format!("{}: {m}", path.display())),
+            other => other,
+        }
+    }
+
+    fn os_error(path: &Path, e: std::io::Error) -> pyo3::PyErr {
+        pyo3::exceptions::PyOSError::new_err(format!("{}: {e}", path.display()))
+    }
+
+    /// What a file that is not a regular file is, for the message.
+    fn what(t: std::fs::FileType) -> &'static str {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::FileTypeExt;
+            if t.is_fifo() {
+                return "a FIFO";
+            }
+            if t.is_char_device() {
+                return "a character device";
+            }
+            if t.is_block_device() {
+                return "a block device";
+            }
+            if t.is_socket() {
+                return "a socket";
+            }
+        }
+        if t.is_dir() {
+            "a folder"
+        } else {
+            "not a file"
+        }
+    }
+
+    fn not_regular(path: &Path, t: std::fs::FileType) -> core::Error {
+        core::Error::InvalidArgument(format!(
+            "{}: not a regular file ({}); an index file is a regular file",
+            path.display(),
+            what(t)
+        ))
+    }
+
+    /// Open `path` (a regular file) and check its first bytes; the file, positioned after
+    /// them, its size, and those bytes.
+    fn open(py: Python<'_>, path: &Path) -> PyResult<(File, u64, Vec<u8>)> {
+        // stat first: it neither opens nor blocks
+        let meta = std::fs::metadata(path).map_err(|e| os_error(path, e))?;
+        if !meta.is_file() {
+            return Err(to_py(py, not_regular(path, meta.file_type())));
+        }
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true);
+        #[cfg(unix)]
+        {
+            // should the path have become a FIFO since, opening it must not wait for a writer
+            use std::os::unix::fs::OpenOptionsExt;
+            options.custom_flags(libc::O_NONBLOCK);
+        }
+        let mut file = options.open(path).map_err(|e| os_error(path, e))?;
+        let meta = file.metadata().map_err(|e| os_error(path, e))?;
+        if !meta.is_file() {
+            return Err(to_py(py, not_regular(path, meta.file_type())));
+        }
+        let size = meta.len();
+        let mut prefix = Vec::with_capacity(PREFIX_LEN);
+        (&mut file)
+            .take(PREFIX_LEN as u64)
+            .read_to_end(&mut prefix)
+            .map_err(|e| os_error(path, e))?;
+        core::serialize::check_prefix(&prefix).map_err(|e| to_py(py, at(path, e)))?;
+        Ok((file, size, prefix))
+    }
+
+    /// Append at most `n` more bytes of `file` to `out`.
+    fn read_more(path: &Path, file: &mut File, n: u64, out: &mut Vec<u8>) -> PyResult<()> {
+        out.try_reserve(usize::try_from(n).unwrap_or(usize::MAX))
+            .map_err(|e| {
+                pyo3::exceptions::PyMemoryError::new_err(format!("{}: {e}", path.display()))
+            })?;
+        file.take(n)
+            .read_to_end(out)
+            .map_err(|e| os_error(path, e))?;
+        Ok(())
+    }
+
+    /// The whole index file (at most the size it had when opened).
+    pub(super) fn read_all(py: Python<'_>, path: &Path) -> PyResult<Vec<u8>> {
+        let (mut file, size, mut bytes) = open(py, path)?;
+        let rest = size.saturating_sub(bytes.len() as u64);
+        py.detach(|| read_more(path, &mut file, rest, &mut bytes))?;
+        Ok(bytes)
+    }
+
+    /// The bytes of an index file up to the end of its `HEAD` section (or fewer when the file
+    /// is shorter), and the file's size.
+    pub(super) fn read_head(py: Python<'_>, path: &Path) -> PyResult<(Vec<u8>, u64)> {
+        let (mut file, size, mut bytes) = open(py, path)?;
+        // tag (4 bytes) and payload length (u64), then the payload and its CRC-32
+        read_more(path, &mut file, 12, &mut bytes)?;
+        if let Some(len) = bytes.get(PREFIX_LEN + 4..PREFIX_LEN + 12) {
+            let len = u64::from_le_bytes(len.try_into().expect("8 bytes"));
+            let left = size.saturating_sub(bytes.len() as u64);
+            read_more(path, &mut file, len.saturating_add(4).min(left), &mut bytes)?;
+        }
+        Ok((bytes, size))
+    }
 }

@@ -94,31 +94,16 @@ fn _apply_token_bitmask_cpu(
     let bitmask: &[i32] =
         unsafe { std::slice::from_raw_parts(bitmask_address as *const i32, mask_len) };
     let idx = indices.as_deref();
-    let result = if dtype_code == DTYPE_F32 {
-        // SAFETY: the Python layer checked that `logits_address` is a writable CPU float32 tensor
-        // whose rows are `row_stride` elements apart with unit column stride, so the span of
-        // `logits_len` elements lies inside its storage; it does not overlap the bitmask (checked
-        // above) and is alive for this call. Gaps between rows are never written.
-        let logits: &mut [f32] =
-            unsafe { std::slice::from_raw_parts_mut(logits_address as *mut f32, logits_len) };
-        py.detach(|| {
-            kernel::apply_token_bitmask_f32(
-                logits,
-                layout,
-                bitmask,
-                bitmask_rows,
-                bitmask_words,
-                idx,
-                vocab_size,
-            )
-        })
-    } else {
-        // SAFETY: as above, for a float16 / bfloat16 tensor viewed as its u16 bit patterns.
-        let logits: &mut [u16] =
-            unsafe { std::slice::from_raw_parts_mut(logits_address as *mut u16, logits_len) };
-        py.detach(|| {
-            if dtype_code == DTYPE_F16 {
-                kernel::apply_token_bitmask_f16(
+    crate::errors::guard(py, || {
+        let result = if dtype_code == DTYPE_F32 {
+            // SAFETY: the Python layer checked that `logits_address` is a writable CPU float32 tensor
+            // whose rows are `row_stride` elements apart with unit column stride, so the span of
+            // `logits_len` elements lies inside its storage; it does not overlap the bitmask (checked
+            // above) and is alive for this call. Gaps between rows are never written.
+            let logits: &mut [f32] =
+                unsafe { std::slice::from_raw_parts_mut(logits_address as *mut f32, logits_len) };
+            py.detach(|| {
+                kernel::apply_token_bitmask_f32(
                     logits,
                     layout,
                     bitmask,
@@ -127,20 +112,37 @@ fn _apply_token_bitmask_cpu(
                     idx,
                     vocab_size,
                 )
-            } else {
-                kernel::apply_token_bitmask_bf16(
-                    logits,
-                    layout,
-                    bitmask,
-                    bitmask_rows,
-                    bitmask_words,
-                    idx,
-                    vocab_size,
-                )
-            }
-        })
-    };
-    result.map_err(|e| err(e.to_string()))
+            })
+        } else {
+            // SAFETY: as above, for a float16 / bfloat16 tensor viewed as its u16 bit patterns.
+            let logits: &mut [u16] =
+                unsafe { std::slice::from_raw_parts_mut(logits_address as *mut u16, logits_len) };
+            py.detach(|| {
+                if dtype_code == DTYPE_F16 {
+                    kernel::apply_token_bitmask_f16(
+                        logits,
+                        layout,
+                        bitmask,
+                        bitmask_rows,
+                        bitmask_words,
+                        idx,
+                        vocab_size,
+                    )
+                } else {
+                    kernel::apply_token_bitmask_bf16(
+                        logits,
+                        layout,
+                        bitmask,
+                        bitmask_rows,
+                        bitmask_words,
+                        idx,
+                        vocab_size,
+                    )
+                }
+            })
+        };
+        result.map_err(|e| err(e.to_string()))
+    })
 }
 
 /// Add the kernel functions to the `_core` module.

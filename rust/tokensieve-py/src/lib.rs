@@ -1,7 +1,8 @@
 //! Python bindings for tokensieve (`tokensieve._core`).
 //!
-//! Thin wrappers over `tokensieve-core`: every method converts arguments, releases the GIL for
-//! anything that walks the vocabulary, and maps core errors to Python exceptions. Bitmask
+//! Thin wrappers over `tokensieve-core`: every method converts arguments (integers of any size,
+//! [`args`]), releases the GIL for anything that walks the vocabulary, maps core errors to
+//! Python exceptions, and turns a Rust panic (a bug) into `InternalError` ([`errors::guard`]). Bitmask
 //! buffers are validated here ([`buffers`]: dtype, shape, contiguity, device, row width);
 //! logits buffers arrive as raw addresses that `tokensieve.kernels` has validated, and this
 //! crate re-checks what it can (row widths, row indices). Nothing is written outside
@@ -21,12 +22,14 @@ use tokensieve_core as core;
 
 use crate::buffers::fill_next_token_bitmask;
 use crate::errors::{
-    BudgetError, RegexError, SchemaError, TokensieveError, UnspellableError, VocabularyError,
+    BudgetError, InternalError, RegexError, SchemaError, TokensieveError, UnspellableError,
+    VocabularyError,
 };
 use crate::grammar::{constraint_hash, read_index_header, PyGrammar};
 use crate::matcher::PyMatcher;
 use crate::vocabulary::{PreparedVocabulary, PyVocabulary};
 
+mod args;
 mod buffers;
 mod errors;
 mod grammar;
@@ -51,6 +54,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VocabularyError", py.get_type::<VocabularyError>())?;
     m.add("UnspellableError", py.get_type::<UnspellableError>())?;
     m.add("SchemaError", py.get_type::<SchemaError>())?;
+    m.add("InternalError", py.get_type::<InternalError>())?;
+    m.add("MAX_VOCAB_SIZE", core::vocab::MAX_VOCAB_SIZE)?;
+    m.add("MAX_TOKEN_BYTES", core::vocab::MAX_TOKEN_BYTES)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     // option names, read from the core (the one place they are defined)
     m.add("GRAMMAR_OPTIONS", core::GrammarOptions::NAMES.to_vec())?;

@@ -5,8 +5,9 @@ use pyo3::prelude::*;
 
 use tokensieve_core as core;
 
-use crate::buffers::{bitmask_of, fill_rows};
-use crate::errors::IntoPyResult;
+use crate::args::{fitting, opt_uint};
+use crate::buffers::{bitmask_of, fill_rows, row_index};
+use crate::errors::{guard, IntoPyResult};
 use crate::grammar::PyGrammar;
 
 /// One sequence's position in a grammar.
@@ -16,14 +17,6 @@ pub(crate) struct PyMatcher {
     pub(crate) grammar: Py<PyGrammar>,
 }
 
-pub(crate) fn check_token(id: i64) -> Option<u32> {
-    if (0..=u32::MAX as i64).contains(&id) {
-        Some(id as u32)
-    } else {
-        None
-    }
-}
-
 #[pymethods]
 impl PyMatcher {
     #[getter]
@@ -31,31 +24,45 @@ impl PyMatcher {
         self.grammar.clone_ref(py)
     }
 
-    /// Consume a token; False (and no change) if it is not allowed.
-    fn accept_token(&mut self, py: Python<'_>, token_id: i64) -> PyResult<bool> {
-        match check_token(token_id) {
+    /// Consume a token; False (and no change) if it is not allowed (any integer that is not a
+    /// token id of the vocabulary included).
+    fn accept_token(&mut self, py: Python<'_>, token_id: &Bound<'_, PyAny>) -> PyResult<bool> {
+        guard(py, || match fitting::<u32>(token_id)? {
             Some(t) => self.inner.accept_token(t).py(py),
             None => Ok(false),
-        }
+        })
     }
 
     /// Consume tokens until one is refused; returns how many were accepted.
-    fn accept_tokens(&mut self, py: Python<'_>, token_ids: Vec<i64>) -> PyResult<usize> {
-        for (i, &t) in token_ids.iter().enumerate() {
-            let ok = match check_token(t) {
-                Some(t) => self.inner.accept_token(t).py(py)?,
-                None => false,
-            };
-            if !ok {
-                return Ok(i);
+    fn accept_tokens(&mut self, py: Python<'_>, token_ids: &Bound<'_, PyAny>) -> PyResult<usize> {
+        guard(py, || {
+            let items: Vec<Bound<'_, PyAny>> = token_ids.extract()?;
+            for (i, t) in items.iter().enumerate() {
+                let ok = match fitting::<u32>(t)? {
+                    Some(t) => self.inner.accept_token(t).py(py)?,
+                    None => false,
+                };
+                if !ok {
+                    return Ok(i);
+                }
             }
-        }
-        Ok(token_ids.len())
+            Ok(items.len())
+        })
     }
 
     /// Undo the last n accepted tokens (EOS included).
-    fn rollback(&mut self, py: Python<'_>, n: usize) -> PyResult<()> {
-        self.inner.rollback(n).py(py)
+    fn rollback(&mut self, py: Python<'_>, n: &Bound<'_, PyAny>) -> PyResult<()> {
+        guard(py, || {
+            let Some(n) = fitting::<usize>(n)? else {
+                return Err(PyValueError::new_err(format!(
+                    "rollback: n must be an integer from 0 to {} (the tokens in the history), \
+                     got {}",
+                    self.inner.history_len(),
+                    n.str()?
+                )));
+            };
+            self.inner.rollback(n).py(py)
+        })
     }
 
     /// Back to the start with an empty history.
@@ -86,8 +93,15 @@ impl PyMatcher {
     }
 
     #[setter]
-    fn set_max_tokens(&mut self, py: Python<'_>, max_tokens: Option<u32>) -> PyResult<()> {
-        self.inner.set_max_tokens(max_tokens).py(py)
+    fn set_max_tokens(
+        &mut self,
+        py: Python<'_>,
+        max_tokens: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        guard(py, || {
+            let max_tokens = opt_uint::<u32>("max_tokens", max_tokens, u32::MAX)?;
+            self.inner.set_max_tokens(max_tokens).py(py)
+        })
     }
 
     /// The reasoning end marker the output starts with free text up to (None: no reasoning
@@ -136,21 +150,21 @@ impl PyMatcher {
 
     /// Overwrite row `index` of `bitmask` (int32 `[batch, ceil(vocab_size/32)]`, numpy or torch
     /// on the CPU, or one 1-D row) with the tokens allowed next.
-    #[pyo3(signature = (bitmask, index=0))]
+    #[pyo3(signature = (bitmask, index=None), text_signature = "(self, bitmask, index=0)")]
     fn fill_next_token_bitmask(
         &self,
         py: Python<'_>,
         bitmask: &Bound<'_, PyAny>,
-        index: usize,
+        index: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let buf = bitmask_of(bitmask)?;
-        if index >= buf.rows {
-            return Err(PyValueError::new_err(format!(
-                "index {index} is out of range for a bitmask with {} rows",
-                buf.rows
-            )));
-        }
-        fill_rows(py, &[core::MaskRequest::from(&self.inner)], &[index], &buf)
+        guard(py, || {
+            let buf = bitmask_of(bitmask)?;
+            let index = match index {
+                Some(i) => row_index(i, buf.rows)?,
+                None => 0,
+            };
+            fill_rows(py, &[core::MaskRequest::from(&self.inner)], &[index], &buf)
+        })
     }
 
     fn __repr__(&self) -> String {

@@ -11,7 +11,8 @@ use pyo3::types::{PyBytes, PyType};
 
 use tokensieve_core as core;
 
-use crate::errors::IntoPyResult;
+use crate::args::{fitting, token_ids};
+use crate::errors::{guard, IntoPyResult};
 
 /// Token id → bytes for a model's whole logits width, with EOS and special ids.
 #[pyclass(module = "tokensieve._core", name = "Vocabulary", frozen, subclass)]
@@ -29,29 +30,42 @@ pub(crate) struct PreparedVocabulary {
 #[pymethods]
 impl PyVocabulary {
     #[new]
-    #[pyo3(signature = (tokens, eos_token_ids, special_token_ids=Vec::new(), vocab_size=None))]
+    #[pyo3(signature = (tokens, eos_token_ids, special_token_ids=None, vocab_size=None))]
     fn new(
         py: Python<'_>,
         tokens: &Bound<'_, PyAny>,
-        eos_token_ids: Vec<u32>,
-        special_token_ids: Vec<u32>,
-        vocab_size: Option<usize>,
+        eos_token_ids: &Bound<'_, PyAny>,
+        special_token_ids: Option<&Bound<'_, PyAny>>,
+        vocab_size: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        if let Ok(ready) = tokens.downcast::<PreparedVocabulary>() {
-            if !eos_token_ids.is_empty() || !special_token_ids.is_empty() || vocab_size.is_some() {
-                return Err(PyValueError::new_err(
-                    "a prepared vocabulary takes no other arguments",
-                ));
+        guard(py, || {
+            let eos_token_ids = token_ids("eos_token_ids", eos_token_ids)?;
+            let special_token_ids = match special_token_ids {
+                Some(s) if !s.is_none() => token_ids("special_token_ids", s)?,
+                _ => Vec::new(),
+            };
+            let vocab_size = vocab_size_arg(py, vocab_size)?;
+            if let Ok(ready) = tokens.downcast::<PreparedVocabulary>() {
+                if !eos_token_ids.is_empty()
+                    || !special_token_ids.is_empty()
+                    || vocab_size.is_some()
+                {
+                    return Err(PyValueError::new_err(
+                        "a prepared vocabulary takes no other arguments",
+                    ));
+                }
+                return Ok(PyVocabulary {
+                    inner: ready.get().inner.clone(),
+                });
             }
-            return Ok(PyVocabulary {
-                inner: ready.get().inner.clone(),
-            });
-        }
-        let tokens: Vec<Vec<u8>> = tokens.extract()?;
-        let v = py
-            .detach(|| core::Vocabulary::new(tokens, eos_token_ids, special_token_ids, vocab_size))
-            .py(py)?;
-        Ok(PyVocabulary { inner: Arc::new(v) })
+            let tokens: Vec<Vec<u8>> = tokens.extract()?;
+            let v = py
+                .detach(|| {
+                    core::Vocabulary::new(tokens, eos_token_ids, special_token_ids, vocab_size)
+                })
+                .py(py)?;
+            Ok(PyVocabulary { inner: Arc::new(v) })
+        })
     }
 
     /// Build from the text of a Hugging Face `tokenizer.json`. EOS ids: `eos_token_ids` if
@@ -61,23 +75,30 @@ impl PyVocabulary {
     fn from_tokenizer_json<'py>(
         cls: &Bound<'py, PyType>,
         json: String,
-        vocab_size: Option<usize>,
-        eos_token_ids: Option<Vec<u32>>,
+        vocab_size: Option<&Bound<'py, PyAny>>,
+        eos_token_ids: Option<&Bound<'py, PyAny>>,
         eos_token_names: Vec<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = cls.py();
-        let v = py
-            .detach(|| {
-                core::Vocabulary::from_tokenizer_json(
-                    &json,
-                    vocab_size,
-                    eos_token_ids,
-                    &eos_token_names,
-                )
-            })
-            .py(py)?;
-        let ready = PreparedVocabulary { inner: Arc::new(v) };
-        cls.call1((ready, Vec::<u32>::new()))
+        guard(py, || {
+            let vocab_size = vocab_size_arg(py, vocab_size)?;
+            let eos_token_ids = match eos_token_ids {
+                Some(e) if !e.is_none() => Some(token_ids("eos_token_ids", e)?),
+                _ => None,
+            };
+            let v = py
+                .detach(|| {
+                    core::Vocabulary::from_tokenizer_json(
+                        &json,
+                        vocab_size,
+                        eos_token_ids,
+                        &eos_token_names,
+                    )
+                })
+                .py(py)?;
+            let ready = PreparedVocabulary { inner: Arc::new(v) };
+            cls.call1((ready, Vec::<u32>::new()))
+        })
     }
 
     /// The model's logits width; bitmask rows have ceil(vocab_size / 32) words.
@@ -115,13 +136,16 @@ impl PyVocabulary {
     }
 
     /// The bytes a regular token emits; None for special, padding and out-of-range ids.
-    fn token_bytes<'py>(&self, py: Python<'py>, token_id: i64) -> Option<Bound<'py, PyBytes>> {
-        if token_id < 0 || token_id > u32::MAX as i64 {
-            return None;
-        }
-        self.inner
-            .token_bytes(token_id as u32)
-            .map(|b| PyBytes::new(py, b))
+    fn token_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        token_id: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        guard(py, || {
+            Ok(fitting::<u32>(token_id)?
+                .and_then(|t| self.inner.token_bytes(t))
+                .map(|b| PyBytes::new(py, b)))
+        })
     }
 
     fn __len__(&self) -> usize {
@@ -135,5 +159,17 @@ impl PyVocabulary {
             self.inner.kind().name(),
             self.inner.eos_ids()
         )
+    }
+}
+
+/// The `vocab_size` argument: an integer that does not fit `usize` is outside the supported
+/// sizes, with the core's error for them.
+fn vocab_size_arg(py: Python<'_>, v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<usize>> {
+    match v {
+        Some(v) if !v.is_none() => match fitting::<usize>(v)? {
+            Some(n) => Ok(Some(n)),
+            None => Err(core::vocab::vocab_size_error(&v.str()?.to_string())).py(py),
+        },
+        _ => Ok(None),
     }
 }

@@ -473,14 +473,14 @@ impl RuleSet {
             }
             slots[r] = Slot::Building(std::process::id());
         }
-        let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            Segment::build(&self.exprs[r], self.max_nfa_bytes)
-        }))
-        .unwrap_or_else(|_| {
-            Err(Error::InvalidArgument(format!(
-                "internal: compiling rule {r} panicked"
-            )))
-        });
+        // a panic (a bug) is handed to the mask that enters the rule, as an internal error
+        let built =
+            crate::error::catch_panic(|| Segment::build(&self.exprs[r], self.max_nfa_bytes))
+                .and_then(|built| built)
+                .map_err(|e| match e {
+                    Error::Internal(m) => Error::Internal(format!("compiling rule {r}: {m}")),
+                    other => other,
+                });
         self.slots()[r] = Slot::Done(Box::new(built));
         self.ready.notify_all();
     }

@@ -126,9 +126,7 @@ impl JsonSchemaOptions {
     /// Set an option from its name and string value (the form shared by all front ends).
     pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
         let int = |v: &str| -> Result<u32> {
-            v.parse::<u32>().map_err(|_| {
-                Error::InvalidArgument(format!("{name} must be a non-negative integer, got {v:?}"))
-            })
+            Ok(crate::error::uint_option(name, v, u32::MAX as u64)? as u32)
         };
         let boolean = |v: &str| -> Result<bool> {
             match v {
@@ -195,11 +193,19 @@ impl JsonSchemaOptions {
                 }
             }
             "registry" => {
-                let v: serde_json::Value = serde_json::from_str(value).map_err(|e| {
-                    Error::InvalidArgument(format!(
-                        "registry must be a JSON object mapping URIs to schemas: {e}"
-                    ))
-                })?;
+                // the documents nest one level inside the registry's object
+                let depth = super::MAX_TEXT_DEPTH;
+                let v = super::parse_json_within(value, depth + 1)
+                    .ok_or_else(|| Error::Schema {
+                        keyword: String::new(),
+                        pointer: String::new(),
+                        message: format!("a registry document nests more than {depth} levels deep"),
+                    })?
+                    .map_err(|e| {
+                        Error::InvalidArgument(format!(
+                            "registry must be a JSON object mapping URIs to schemas: {e}"
+                        ))
+                    })?;
                 let serde_json::Value::Object(m) = v else {
                     return Err(Error::InvalidArgument(
                         "registry must be a JSON object mapping URIs to schemas".into(),
@@ -278,7 +284,10 @@ impl JsonSchemaOptions {
         if !self.registry.is_empty() {
             let mut reg = serde_json::Map::new();
             for (uri, text) in &self.registry {
-                let v = serde_json::from_str(text).unwrap_or(serde_json::Value::Null);
+                // read by `set` within these limits, so never Null
+                let v = super::parse_json_within(text, super::MAX_TEXT_DEPTH)
+                    .and_then(|parsed| parsed.ok())
+                    .unwrap_or(serde_json::Value::Null);
                 reg.insert(uri.clone(), v);
             }
             map.insert("registry".into(), serde_json::Value::Object(reg));
