@@ -95,10 +95,11 @@ impl<'a> Compiler<'a> {
                 .as_object()
                 .ok_or_else(|| schema_error(kw, ptr, format!("{kw} must be an object")))?;
             for (name, dep) in d {
-                let has = vec![vec![part(
-                    required(vec![Value::from(name.as_str())]),
-                    false,
-                )]];
+                // an object holding the trigger (`required` alone also holds for non-objects,
+                // which satisfy every dependency)
+                let mut trigger = required(vec![Value::from(name.as_str())]);
+                trigger.insert("type".into(), Value::from("object"));
+                let has = vec![vec![part(trigger, false)]];
                 match dep {
                     Value::Array(list) => {
                         for b in list.iter().filter_map(Value::as_str) {

@@ -44,9 +44,13 @@ impl<'a> Compiler<'a> {
             None => {}
             Some(Value::Array(r)) => {
                 for x in r {
-                    required.push(x.as_str().ok_or_else(|| {
+                    let name = x.as_str().ok_or_else(|| {
                         schema_error("required", ptr, "required must be a list of strings")
-                    })?);
+                    })?;
+                    // a name listed twice is required once (a dependency may list its trigger)
+                    if !required.contains(&name) {
+                        required.push(name);
+                    }
                 }
             }
             Some(_) => return Err(schema_error("required", ptr, "required must be an array")),

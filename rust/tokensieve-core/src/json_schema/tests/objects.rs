@@ -315,3 +315,35 @@ fn negated_properties_keep_schema_order() {
         &[r#"{"a": null, "b": 7, "c": 1}"#],
     );
 }
+
+/// A name required twice (a dependency listing its own trigger, or `required` repeating a
+/// name) is one required property; a negated dependency holds only for objects.
+#[test]
+fn dependencies_listing_their_trigger_and_negated_dependencies() {
+    check(
+        json!({"dependentRequired": {"b": ["b"]}}),
+        &[r#"{"b": ""}"#, r#"{"b": 0}"#, "{}", "1"],
+        &[r#"{"b": 0, "b": 1}"#],
+    );
+    check(
+        json!({"required": ["a", "a"]}),
+        &[r#"{"a": 1}"#],
+        &["{}", r#"{"a": 1, "a": 2}"#],
+    );
+    check(
+        json!({"not": {"dependentRequired": {"e": [""]}}}),
+        &[r#"{"e": 1}"#],
+        &["0", r#""""#, "[]", "null", "{}", r#"{"e": 1, "": 2}"#],
+    );
+    // (the dependency's schema applies to the whole object, which is never null)
+    check(
+        json!({"not": {"dependentSchemas": {"a": {"type": "null"}}}}),
+        &[r#"{"a": 1}"#, r#"{"a": null}"#],
+        &["false", "0", "{}", r#"{"b": 1}"#],
+    );
+    check(
+        json!({"oneOf": [{"dependentSchemas": {"a": {"type": "null"}}}, {}]}),
+        &[r#"{"a": 1}"#],
+        &["false", "{}"],
+    );
+}
