@@ -193,6 +193,58 @@ def test_schema_text_size_is_bounded(vocab: ts.Vocabulary) -> None:
         ts.Grammar.from_json_schema(text, vocab)
 
 
+def nested_schema(levels: int) -> dict[str, Any]:
+    """``{"items": {"items": ... {"const": ["]"]}}}``: ``levels`` levels of arrays and objects,
+    with a bracket inside a string at the bottom."""
+    schema: dict[str, Any] = {"const": ["]"]}
+    for _ in range(levels - 2):
+        schema = {"items": schema}
+    return schema
+
+
+@pytest.mark.parametrize("levels", [127, 128, 129])
+def test_schema_nesting_is_128_levels_exactly(levels: int) -> None:
+    """128 levels are read, 129 refused, whichever way the schema comes: the message says "more
+    than 128 levels", and the core refused 128 while saying so."""
+    from tokensieve._bounded_json import json_nesting
+    from tokensieve.constraints import compile_constraint
+    from tokensieve.vllm.constraints import read_extra_args
+
+    vocab = ts.Vocabulary([bytes([i]) for i in range(256)] + [b"<e>"], eos_token_ids=[256])
+    schema = nested_schema(levels)
+    text = json.dumps(schema)
+    assert json_nesting(text.encode(), 10**6) == levels
+    ref = {"$ref": "urn:a"}
+    attempts = [
+        lambda: ts.Grammar.from_json_schema(schema, vocab),
+        lambda: ts.Grammar.from_json_schema(text, vocab),
+        lambda: ts.Grammar.from_json_schema(ref, vocab, registry={"urn:a": schema}),
+        lambda: ts.Grammar.from_json_schema(ref, vocab, registry={"urn:a": text}),
+        lambda: ts.Grammar.from_json_schema(ref, vocab, registry='{"urn:a": ' + text + "}"),
+        lambda: compile_constraint("json_schema", schema, vocab),
+        lambda: compile_constraint("json_schema", text, vocab),
+        lambda: compile_constraint("json_schema", ref, vocab, registry={"urn:a": schema}),
+        lambda: compile_constraint("json_schema", ref, vocab, registry='{"urn:a": ' + text + "}"),
+    ]
+    for k, attempt in enumerate(attempts):
+        if levels <= 128:
+            g = attempt()
+            bottom = "[" * (levels - 2) + '["]"]' + "]" * (levels - 2)
+            assert g.matcher().accept_tokens(list(bottom.encode())) == len(bottom), k
+        else:
+            with pytest.raises(ts.SchemaError, match="more than 128 levels"):
+                attempt()
+    # a vLLM request: admitted (and compiled) at 128 levels, refused past them
+    for value in (schema, text):
+        if levels <= 128:
+            constraint = read_extra_args({"guided_json": value}).constraint
+            assert constraint is not None
+            constraint.compile(vocab)
+        else:
+            with pytest.raises(ValueError, match="guided_json nests more than 128 levels"):
+                read_extra_args({"guided_json": value})
+
+
 @pytest.mark.parametrize("depth", [200, 5000, 100_000])
 def test_deeply_nested_schemas_are_a_schema_error(vocab: ts.Vocabulary, depth: int) -> None:
     schema: dict[str, Any] = {}

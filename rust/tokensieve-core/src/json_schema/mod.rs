@@ -52,17 +52,63 @@ pub fn parse_text(what: &str, text: &str) -> Result<Value> {
             MAX_SCHEMA_BYTES >> 20
         )));
     }
-    serde_json::from_str(text).map_err(|e| {
-        if e.to_string().starts_with("recursion limit exceeded") {
-            too_deep()
-        } else {
+    match parse_json_within(text, MAX_TEXT_DEPTH) {
+        None => Err(too_deep()),
+        Some(parsed) => parsed.map_err(|e| {
             crate::error::Error::InvalidArgument(format!("{what} is not valid JSON: {e}"))
-        }
-    })
+        }),
+    }
 }
 
-/// Deepest nesting of a schema document read from JSON text (the parser's own limit).
+/// Deepest nesting of a schema document read from JSON text: `{}` is one level, `{"not": {}}`
+/// two; 128 levels are read, 129 refused.
 pub const MAX_TEXT_DEPTH: usize = 128;
+
+/// Parse JSON text that nests at most `max_depth` levels of arrays and objects; `None` when it
+/// nests deeper (found by a linear scan before parsing, so the parser, which recurses once per
+/// level, never goes deeper). Numbers keep their decimal text.
+///
+/// serde_json's own recursion limit is not used: it refuses the 128th level.
+pub(crate) fn parse_json_within(text: &str, max_depth: usize) -> Option<serde_json::Result<Value>> {
+    use serde::Deserialize;
+    if nests_deeper(text.as_bytes(), max_depth) {
+        return None;
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.disable_recursion_limit();
+    Some(Value::deserialize(&mut de).and_then(|v| de.end().map(|()| v)))
+}
+
+/// Whether `[`/`{` outside JSON strings nest deeper than `max_depth` levels in `text`. Exact
+/// for valid JSON; for invalid JSON at least as deep as a parser gets before its first error
+/// (up to there both see the same strings).
+fn nests_deeper(text: &[u8], max_depth: usize) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in text {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max_depth {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
 
 /// The error for a schema nested past [`MAX_TEXT_DEPTH`] levels.
 pub fn too_deep() -> crate::error::Error {

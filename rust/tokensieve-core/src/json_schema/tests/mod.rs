@@ -447,3 +447,76 @@ fn malformed_keyword_values_are_refused() {
         compile(&s, &o).unwrap();
     }
 }
+
+/// `levels` of nesting: arrays inside an object's `const`, with brackets inside strings too.
+fn nested_text(levels: usize) -> String {
+    let inner = levels - 1; // the outer object is one level
+    format!(
+        r#"{{"description": "[[{{\"]", "const": {}"x]}}\\"{}}}"#,
+        "[".repeat(inner),
+        "]".repeat(inner)
+    )
+}
+
+#[test]
+fn schema_text_nests_at_most_128_levels() {
+    assert_eq!(MAX_TEXT_DEPTH, 128);
+    for levels in [1, 2, 127, 128] {
+        let v = parse_text("the schema", &nested_text(levels)).unwrap();
+        let mut depth = 0;
+        let mut node = &v;
+        while let Some(next) = node
+            .as_object()
+            .map(|o| &o["const"])
+            .or(node.as_array().map(|a| &a[0]))
+        {
+            depth += 1;
+            node = next;
+        }
+        assert_eq!(depth, levels, "{levels}");
+    }
+    for text in [nested_text(129), nested_text(100_000), "[".repeat(129)] {
+        match parse_text("the schema", &text) {
+            Err(Error::Schema { message, .. }) => {
+                assert!(message.contains("more than 128 levels"), "{message}")
+            }
+            other => panic!("expected a schema error, got {other:?}"),
+        }
+    }
+    // invalid JSON within the depth is still invalid JSON, and never deeper than the scan saw
+    for text in [
+        "[".repeat(128),
+        "[1]]".to_string() + &"[".repeat(200),
+        r#"{"a": "\"}"#.into(),
+    ] {
+        assert!(matches!(
+            parse_text("the schema", &text),
+            Err(Error::InvalidArgument(_)) | Err(Error::Schema { .. })
+        ));
+    }
+    let exact = parse_text("s", r#"{"minimum": 1.00000000000000000001}"#).unwrap();
+    assert_eq!(exact["minimum"].to_string(), "1.00000000000000000001");
+}
+
+#[test]
+fn registry_documents_nest_at_most_128_levels() {
+    for levels in [127, 128] {
+        let mut o = JsonSchemaOptions::default();
+        let doc = nested_text(levels);
+        o.set("registry", &format!(r#"{{"urn:a": {doc}}}"#))
+            .unwrap();
+        assert_eq!(o.registry.len(), 1);
+        // the canonical form (the cache key's) holds the document, not null
+        assert!(o.canonical().contains("description"), "{levels}");
+        // the document as stored reads back as it was written (compile_here reads it so)
+        let stored = parse_text("registry document urn:a", &o.registry[0].1).unwrap();
+        assert_eq!(stored, parse_text("the schema", &doc).unwrap());
+    }
+    let mut o = JsonSchemaOptions::default();
+    match o.set("registry", &format!(r#"{{"urn:a": {}}}"#, nested_text(129))) {
+        Err(Error::Schema { message, .. }) => {
+            assert!(message.contains("more than 128 levels"), "{message}")
+        }
+        other => panic!("expected a schema error, got {other:?}"),
+    }
+}
