@@ -6,6 +6,7 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -169,3 +170,198 @@ def test_pending_compiles_run_without_the_gil() -> None:
         cache.get_pending(bad, vocab).result()
     with pytest.raises(ValueError, match="max_nfa_bytes"):
         cache.get(bad, vocab)
+
+
+# --- hostile values through the public entry points (issue #32) -----------------------------
+
+
+class _Raises:
+    """An object whose every special method a careless reader might call raises."""
+
+    def _raise(self, *args: object) -> Any:
+        raise RuntimeError("hostile method called")
+
+    __repr__ = __str__ = __eq__ = __iter__ = __len__ = __bool__ = __format__ = _raise
+    __hash__ = object.__hash__  # hashable by identity (a dict key), the rest raises
+
+
+class _RaisingStr(str):
+    """A string whose own methods raise (its hash works, so it can be a dict key)."""
+
+    def _raise(self, *args: object) -> Any:
+        raise RuntimeError("hostile method called")
+
+    __repr__ = __str__ = __eq__ = __format__ = _raise
+    __hash__ = str.__hash__
+
+
+class _RaisingDict(dict):  # type: ignore[type-arg]
+    """A dict whose own methods raise; its entries are plain."""
+
+    def _raise(self, *args: object) -> Any:
+        raise RuntimeError("hostile method called")
+
+    items = keys = values = __iter__ = __getitem__ = __repr__ = _raise
+
+
+class _LyingClass:
+    """Reports ``dict`` as its ``__class__`` (``isinstance(x, dict)`` is True)."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return dict
+
+
+def _cycle() -> dict[str, Any]:
+    d: dict[str, Any] = {}
+    d["not"] = d
+    return d
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    """``{"items": {"items": ... {}}}``: ``depth`` levels of a valid schema."""
+    schema: dict[str, Any] = {}
+    for _ in range(depth - 1):
+        schema = {"items": schema}
+    return schema
+
+
+def _nested_text(depth: int) -> str:
+    return '{"items": ' * (depth - 1) + "{}" + "}" * (depth - 1)
+
+
+HOSTILE: list[tuple[str, Any, dict[str, Any]]] = [
+    # JSON text nested past any recursion limit
+    ("choice", "[" * 1000 + "]" * 1000, {}),
+    ("choice", "[" * 100_000 + "]" * 100_000, {}),
+    ("choice", b"[" * 1000 + b"]" * 1000, {}),
+    ("json_schema", "[" * 100_000 + "]" * 100_000, {}),
+    ("json_schema", '{"a": ' * 100_000 + "1" + "}" * 100_000, {}),
+    ("json_schema", b"\xff{}", {}),
+    # objects: deep, cyclic, of no JSON type, with raising methods, lying about their class
+    ("json_schema", _nested(5000), {}),
+    ("json_schema", _cycle(), {}),
+    ("json_schema", {"enum": [{1, 2}]}, {}),
+    ("json_schema", {"const": _Raises()}, {}),
+    ("json_schema", {"const": _LyingClass()}, {}),
+    ("json_schema", {1: "string"}, {}),
+    ("json_schema", {"enum": [float("nan")]}, {}),
+    ("json_schema", _Raises(), {}),
+    ("choice", [_Raises()], {}),
+    ("choice", [_LyingClass()], {}),
+    ("choice", [["a"]], {}),
+    ("choice", _Raises(), {}),
+    ("choice", {"a": 1}, {}),
+    ("choice", [], {}),
+    ("regex", _Raises(), {}),
+    ("regex", 5, {}),
+    # options: not a mapping, raising values, registries that are deep, cyclic or not JSON
+    ("regex", "a", {"max_states": _Raises()}),
+    ("regex", "a", {"max_states": [1]}),
+    ("regex", "a", {"max_states": _LyingClass()}),
+    ("json_schema", {}, {"whitespace": _Raises()}),
+    ("json_schema", {}, {"registry": {"urn:a": {"const": _Raises()}}}),
+    ("json_schema", {}, {"registry": {"urn:a": _cycle()}}),
+    ("json_schema", {}, {"registry": {"urn:a": _nested(5000)}}),
+    ("json_schema", {}, {"registry": '{"urn:a": ' + "[" * 100_000 + "]" * 100_000 + "}"}),
+    ("json_schema", {}, {"registry": {_Raises(): {}}}),
+    ("json_schema", {}, {"registry": {1: {}}}),
+    ("json_schema", {}, {"registry": _Raises()}),
+    ("json_schema", {}, {"registry": [1]}),
+]
+
+
+@pytest.mark.parametrize(("kind", "value", "options"), HOSTILE)
+def test_hostile_values_are_typed_errors(kind: str, value: Any, options: dict[str, Any]) -> None:
+    """Every public entry point: a ValueError or a TokensieveError, never a RecursionError, a
+    TypeError or whatever a hostile object's method raises."""
+    vocab = byte_vocab()
+    with pytest.raises((ValueError, ts.TokensieveError)):
+        compile_constraint(kind, value, vocab, **options)
+    with pytest.raises((ValueError, ts.TokensieveError)):
+        c = Constraint.make(kind, value, options, label="guided_x")
+        c.key  # noqa: B018
+        c.compile(vocab)
+    cache = GrammarCache()
+    for _ in range(2):
+        with pytest.raises((ValueError, ts.TokensieveError)):
+            cache.get(Constraint.make(kind, value, options), vocab)
+
+
+@pytest.mark.parametrize("kind", [_RaisingStr("nope"), _Raises(), ["regex"], None, _LyingClass()])
+def test_hostile_kinds_are_value_errors(kind: Any) -> None:
+    with pytest.raises(ValueError, match="unknown constraint kind"):
+        compile_constraint(kind, "a", byte_vocab())
+
+
+@pytest.mark.parametrize("options", [5, _Raises(), _LyingClass(), [("max_states", 1)]])
+def test_options_that_are_no_mapping_are_value_errors(options: Any) -> None:
+    with pytest.raises(ValueError, match="options of regex"):
+        Constraint.make("regex", "a", options)
+
+
+def test_schemas_nested_past_128_levels_are_schema_errors_at_every_entry_point() -> None:
+    vocab = byte_vocab()
+    for value in (_nested(129), _nested_text(129), _nested(10_000), _nested_text(10_000), _cycle()):
+        with pytest.raises(ts.SchemaError, match="nests more than 128 levels"):
+            compile_constraint("json_schema", value, vocab)
+        with pytest.raises(ts.SchemaError, match="nests more than 128 levels"):
+            compile_constraint("json_schema", {"$ref": "urn:a"}, vocab, registry={"urn:a": value})
+    with pytest.raises(ts.SchemaError) as e:
+        Constraint.make("json_schema", _nested(129))
+    assert e.value.keyword == "" and e.value.pointer == ""  # type: ignore[attr-defined]
+
+
+def test_values_are_copied_in_plain_types() -> None:
+    """A subclass is read through its base type's methods; what the core gets is plain."""
+    schema = _RaisingDict(type="string", maxLength=2)
+    dict.__setitem__(schema, _RaisingStr("minLength"), 1)
+    c = Constraint.make("json_schema", schema)
+    assert type(c.value) is dict and c.value == {"type": "string", "maxLength": 2, "minLength": 1}
+    assert all(type(k) is str for k in c.value)
+    m = c.compile(byte_vocab()).matcher()
+    assert m.accept_tokens(list(b'"ab"')) == 4 and m.is_accepting()
+    # kinds, option names and values, keys and strings: their plain text
+    c = Constraint.make(
+        _RaisingStr("json_schema"),
+        {_RaisingStr("const"): _RaisingStr("x"), "enum": [_RaisingStr("x")]},
+        _RaisingDict({_RaisingStr("max_states"): 1000, "whitespace": _RaisingStr("compact")}),
+    )
+    assert c.kind == "json_schema" and type(c.kind) is str
+    assert c.value == {"const": "x", "enum": ["x"]}
+    assert dict(c.options) == {"max_states": 1000, "whitespace": "compact"}
+    assert all(type(k) is str and type(v) in (int, str) for k, v in c.options)
+    m = c.compile(byte_vocab()).matcher()
+    assert m.accept_tokens(list(b'"x"')) == 3 and m.is_accepting()
+    c = Constraint.make("choice", (_RaisingStr("yes"), "no"))
+    assert c.value == ("yes", "no") and all(type(x) is str for x in c.value)
+    assert Constraint.make("choice", b'["a"]').value == ("a",)
+
+
+def test_a_constraint_built_by_hand_fails_as_a_value_error_and_is_not_cached() -> None:
+    vocab = byte_vocab()
+    c = Constraint("json_schema", {"enum": [{1, 2}]})  # not through make(): not checked
+    with pytest.raises(ValueError, match="invalid json_schema: TypeError"):
+        c.key  # noqa: B018
+    cache = GrammarCache()
+    for _ in range(2):
+        with pytest.raises(ValueError, match="invalid json_schema: TypeError"):
+            cache.get(c, vocab)
+    assert len(cache) == 0
+    with pytest.raises(ValueError, match="invalid regex"):
+        Constraint("regex", 5).compile(vocab)
+    with pytest.raises(TypeError, match="vocab must be a tokensieve.Vocabulary"):
+        Constraint.make("regex", "a").compile("vocab")  # type: ignore[arg-type]
+
+
+def test_registry_documents_keep_their_numbers_exact() -> None:
+    """A registry document given as JSON text reaches the compiler as that text (it went
+    through Python floats before: 1.00000000000000000001 was read as 1.0)."""
+    vocab = byte_vocab()
+    doc = '{"type": "number", "exclusiveMinimum": 1.00000000000000000001}'
+    for registry in ({"urn:a": doc}, '{"urn:a": ' + doc + "}"):
+        g = compile_constraint("json_schema", {"$ref": "urn:a"}, vocab, registry=registry)
+        m = g.matcher()
+        assert m.accept_tokens(list(b"1.00000000000000000001")) == 22 and not m.is_accepting()
+        m = g.matcher()
+        assert m.accept_tokens(list(b"1.000000000000000000011")) == 23 and m.is_accepting()

@@ -1172,6 +1172,7 @@ def test_cache_key_keeps_property_order() -> None:
 
 # --- hostile request values: refused at admission, failed alone in the engine -----------------
 
+from tokensieve import _bounded_json  # noqa: E402
 from tokensieve.constraints import ENGINE_OPTIONS, SCHEMA_OPTIONS  # noqa: E402
 from tokensieve.vllm import constraints as vllm_constraints  # noqa: E402
 from tokensieve.vllm import request_args  # noqa: E402
@@ -1383,7 +1384,7 @@ def test_malformed_values_of_every_option_are_refused_and_fail_alone() -> None:
 def test_objects_shared_many_times_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     # 2^40 values as JSON text, 41 lists in memory: refused after MAX_JSON_VALUES (made small
     # here: the walk takes about 3 us per list)
-    monkeypatch.setattr(request_args, "MAX_JSON_VALUES", 1000)
+    monkeypatch.setattr(_bounded_json, "MAX_JSON_VALUES", 1000)  # read by request_args too
     extra = {"guided_json": {"enum": exponential_dag(40)}}
     message = admission_error(extra)
     assert message is not None and "guided_json holds more than 1,000 values" in message
@@ -1412,7 +1413,8 @@ def test_well_formed_values_are_read_as_their_types() -> None:
         "lenient": True,
         "truncate_recursion": False,
         "whitespace": "compact",
-        "registry": {"urn:a": {"const": "ab"}},
+        # JSON text stays text: the core reads its numbers exactly
+        "registry": '{"urn:a": {"const": "ab"}}',
     }
     assert args.request_id == "line\\nbreak" and args.fit_max_tokens
     # subclasses of the plain types are read through the plain types' methods

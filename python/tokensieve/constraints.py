@@ -19,10 +19,17 @@ constructor. :attr:`Constraint.key` is the core's source hash (the hash a compil
 an index file carry) plus the engine options; :class:`GrammarCache` memoizes compiled grammars
 (and compile errors) by that key and the vocabulary fingerprint, least recently used first out,
 and loads precompiled index files when :func:`set_index_directory` names a folder of them.
+
+Every value a caller hands in is read by :mod:`tokensieve._bounded_json` (bounded, without
+recursion, without calling the value's own methods): a malformed or hostile value (the wrong
+type, JSON text or an object nested past 128 levels, a cycle, an object whose ``__repr__``,
+``__eq__`` or ``__hash__`` raises) is a ``ValueError`` naming the constraint, and a schema nested
+past 128 levels a ``SchemaError``, as ``Grammar.from_json_schema`` gives it (``docs/limits.md``).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import threading
@@ -32,7 +39,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokensieve import _core
-from tokensieve._core import Grammar, TokensieveError, Vocabulary, constraint_hash
+from tokensieve._bounded_json import (
+    MAX_JSON_NESTING,
+    MAX_TEXT_BYTES,
+    NestingError,
+    checked_json_text,
+    decode_json_text,
+    exact_str,
+    has_type,
+    plain_json,
+    shown,
+)
+from tokensieve._core import Grammar, SchemaError, TokensieveError, Vocabulary, constraint_hash
 from tokensieve.index_files import IndexDirectory
 
 __all__ = [
@@ -79,13 +97,19 @@ class Constraint:
         *,
         label: str = "",
     ) -> Constraint:
-        """Validate and normalize; raises ``ValueError`` with a message naming ``label``."""
-        if kind not in KINDS:
+        """Validate and normalize; raises ``ValueError`` with a message naming ``label`` (a
+        ``SchemaError`` for a schema nested past 128 levels).
+
+        The value and the options are copied in plain types (``str``, ``dict``, ``list``, ...;
+        a schema or registry given as JSON text stays that text), so nothing later calls a
+        method of the caller's objects."""
+        if not has_type(kind, str) or exact_str(kind) not in KINDS:
             raise ValueError(
-                f"unknown constraint kind {kind!r}; expected one of {', '.join(KINDS)}"
+                f"unknown constraint kind {shown(kind)}; expected one of {', '.join(KINDS)}"
             )
+        kind = exact_str(kind)
         name = label or kind
-        opts = dict(options or {})
+        opts = _options(options, name)
         unknown = sorted(k for k in opts if k not in ENGINE_OPTIONS and k not in SCHEMA_OPTIONS)
         if unknown:
             raise ValueError(
@@ -93,8 +117,9 @@ class Constraint:
                 f"{', '.join(ENGINE_OPTIONS + SCHEMA_OPTIONS)}"
             )
         if kind == "regex":
-            if not isinstance(value, str):
+            if not has_type(value, str):
                 raise ValueError(f"{name} must be a string, got {type(value).__name__}")
+            value = exact_str(value)
             schema_only = sorted(k for k in opts if k in SCHEMA_OPTIONS)
             if schema_only:
                 raise ValueError(
@@ -116,12 +141,20 @@ class Constraint:
     @property
     def key(self) -> str:
         """The core's source hash of kind, value and language options (property order kept),
-        followed by the engine options, which decide whether a compile fits its budgets."""
-        value = list(self.value) if self.kind == "choice" else self.value
-        engine = {k: v for k, v in self.options if k in ENGINE_OPTIONS}
-        schema = {k: v for k, v in self.options if k in SCHEMA_OPTIONS}
-        h = constraint_hash(self.kind, value, **schema)
-        return f"{h}:{json.dumps(engine, sort_keys=True, default=repr)}"
+        followed by the engine options, which decide whether a compile fits its budgets.
+
+        ``ValueError`` or a ``TokensieveError`` when the constraint is invalid (anything else,
+        possible only for a ``Constraint`` built without :meth:`make`, is a ``ValueError``)."""
+        try:
+            value = list(self.value) if self.kind == "choice" else self.value
+            engine = {k: v for k, v in self.options if k in ENGINE_OPTIONS}
+            schema = {k: v for k, v in self.options if k in SCHEMA_OPTIONS}
+            h = constraint_hash(self.kind, value, **schema)
+            return f"{h}:{json.dumps(engine, sort_keys=True)}"
+        except (ValueError, TokensieveError):
+            raise
+        except Exception as e:
+            raise _Unexpected(f"invalid {self.name}: {error_text(e)}") from e
 
     def compile(self, vocab: Vocabulary) -> Grammar:
         """The grammar for ``vocab``; ``ValueError`` or a ``TokensieveError`` when it fails."""
@@ -129,49 +162,196 @@ class Constraint:
 
     def compile_pending(self, vocab: Vocabulary) -> _core.PendingGrammar:
         """Start compiling on a thread of its own (no GIL needed, so it overlaps whatever
-        the caller does next); ``.result()`` waits. Input errors are raised here."""
-        value = list(self.value) if self.kind == "choice" else self.value
-        return Grammar.compile_pending(self.kind, value, vocab, **dict(self.options))
+        the caller does next); ``.result()`` waits. Input errors are raised here: a
+        ``ValueError`` or a ``TokensieveError`` (a ``TypeError`` only for a ``vocab`` that is
+        not a ``Vocabulary``)."""
+        if not isinstance(vocab, Vocabulary):
+            raise TypeError(f"vocab must be a tokensieve.Vocabulary, got {type(vocab).__name__}")
+        try:
+            value = list(self.value) if self.kind == "choice" else self.value
+            return Grammar.compile_pending(self.kind, value, vocab, **dict(self.options))
+        except (ValueError, TokensieveError):
+            raise
+        except Exception as e:
+            raise _Unexpected(f"invalid {self.name}: {error_text(e)}") from e
+
+
+class _Unexpected(ValueError):
+    """A constraint that failed in a way no input check foresaw (a ``RecursionError``, a
+    ``MemoryError``, a ``TypeError`` from a ``Constraint`` built by hand): a ``ValueError`` for
+    the caller, but not cached (it may not happen again)."""
+
+
+def _message(error: BaseException) -> str:
+    """``str(error)``, or ``""`` when it cannot be made into text."""
+    try:
+        return str(error)
+    except Exception:
+        return ""
+
+
+def error_text(error: BaseException, limit: int | None = 300) -> str:
+    """``Type: message`` of an exception for a log line or a client message, cut to ``limit``
+    characters (a message that cannot be made into text is left out)."""
+    message = _message(error)
+    if limit is not None and len(message) > limit:
+        message = message[:limit] + "..."
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+def _schema_error(e: NestingError) -> SchemaError:
+    """A schema nested too deeply: the ``SchemaError`` the core gives for it (no keyword,
+    at the root)."""
+    error = SchemaError(str(e))
+    error.keyword = ""
+    error.pointer = ""
+    return error
+
+
+def _options(options: Any, name: str) -> dict[str, Any]:
+    """The options as a plain ``dict``: names are strings, values plain scalars (the registry
+    JSON text); ``None`` values are left out (the option's default)."""
+    if options is None:
+        return {}
+    if has_type(options, dict):
+        entries = list(dict.items(options))
+    else:
+        try:
+            if not isinstance(options, Mapping):
+                raise ValueError(f"options of {name} must be a mapping, got {shown(options)}")
+            entries = [(k, v) for k, v in options.items()]
+        except ValueError:
+            raise
+        except Exception as e:
+            raise ValueError(f"options of {name} cannot be read: {error_text(e)}") from None
+    opts: dict[str, Any] = {}
+    for k, v in entries:
+        if not has_type(k, str):
+            raise ValueError(f"option names must be strings, got {shown(k)}")
+        k = exact_str(k)
+        if v is None:
+            continue
+        opts[k] = _registry_value(v, name) if k == "registry" else _option_value(k, v)
+    return opts
+
+
+def _option_value(option: str, value: Any) -> bool | int | float | str:
+    """An option's value as a plain ``bool``, ``int``, ``float`` or ``str`` (the core reads it
+    and checks its range or words)."""
+    if type(value) is bool:
+        return bool(value)
+    if has_type(value, int):
+        return int.__int__(value)
+    if has_type(value, float):
+        return float.__float__(value)
+    if has_type(value, str):
+        return exact_str(value)
+    raise ValueError(
+        f"option {option}: expected a string, a number or a bool, got {type(value).__name__}"
+    )
+
+
+def _registry_value(value: Any, name: str) -> str:
+    """The ``registry`` option as JSON text, which the core reads with its numbers exact: JSON
+    text of an object mapping URIs to schemas, or a ``dict`` mapping URI strings to schemas
+    (each a ``dict``/``bool``, its JSON text, or a pydantic model class). Each document nests at
+    most 128 levels; the text is at most 64 MiB."""
+    what = f"registry of {name}"
+    if has_type(value, (str, bytes, bytearray)):
+        try:  # one level more: the documents are inside the registry's object
+            text = checked_json_text(value, what, max_nesting=MAX_JSON_NESTING + 1)
+        except NestingError:
+            raise _schema_error(
+                NestingError(f"{what} nests more than {MAX_JSON_NESTING} levels in a document")
+            ) from None
+        try:
+            registry = json.loads(text)
+        except (ValueError, RecursionError) as e:
+            raise ValueError(f"{what} is not valid JSON: {e}") from None
+        if type(registry) is not dict:
+            raise ValueError(f"{what} must be a JSON object mapping URIs to schemas")
+        return text
+    if not has_type(value, dict):
+        raise ValueError(f"{what} must be a mapping of URIs to schemas, got {shown(value)}")
+    parts = []
+    size = 2
+    for uri, doc in list(dict.items(value)):
+        if not has_type(uri, str):
+            raise ValueError(f"{what}: keys must be URI strings, got {shown(uri)}")
+        uri = exact_str(uri)
+        doc = _schema_value(doc, f"{what}, document {shown(uri)}")
+        doc_text = doc if type(doc) is str else json.dumps(doc, allow_nan=False)
+        part = f"{json.dumps(uri)}: {doc_text}"
+        size += len(part) + 2
+        if size > MAX_TEXT_BYTES:
+            raise ValueError(f"{what} holds more than {MAX_TEXT_BYTES:,} characters of JSON")
+        parts.append(part)
+    return "{" + ", ".join(parts) + "}"
+
+
+def _schema_checked(read: Any, value: Any, what: str, max_nesting: int = MAX_JSON_NESTING) -> Any:
+    """``read(value, what, max_nesting=...)`` (a reader of :mod:`tokensieve._bounded_json`),
+    with nesting past the limit a ``SchemaError``."""
+    try:
+        return read(value, what, max_nesting=max_nesting)
+    except NestingError as e:
+        raise _schema_error(e) from None
 
 
 def _schema_value(value: Any, name: str) -> Any:
-    if hasattr(value, "model_json_schema"):  # a pydantic model class
-        value = value.model_json_schema()
-    if isinstance(value, (bytes, bytearray)):
-        value = value.decode("utf-8")
-    if isinstance(value, str):
+    """A schema as JSON text (checked, kept as text), or as a plain ``dict``/``bool`` copy of a
+    JSON-like object or of a pydantic model's schema."""
+    if has_type(value, (str, bytes, bytearray)):
         # Checked here, but the text itself goes to the compiler: Python would read its numbers
         # as floats (0.1000000000000000000001 as 0.1, 1e400 as inf), the compiler reads them
         # exactly.
+        text = _schema_checked(checked_json_text, value, name)
         try:
-            parsed = json.loads(value)
-        except (json.JSONDecodeError, RecursionError) as e:
-            raise ValueError(f"{name} is not valid JSON: {e}") from e
+            parsed = json.loads(text)
+        except (ValueError, RecursionError) as e:
+            raise ValueError(f"{name} is not valid JSON: {e}") from None
         _check_schema_type(parsed, name)
-        return value
+        return text
+    if not has_type(value, (dict, list, tuple, bool, int, float)) and value is not None:
+        value = _model_schema(value, name)
+    value = _schema_checked(plain_json, value, name)
     _check_schema_type(value, name)
     return value
 
 
+def _model_schema(value: Any, name: str) -> Any:
+    """The JSON Schema of a pydantic model class (or instance); ``value`` itself when it is
+    not one (the caller refuses it)."""
+    cls = value if has_type(value, type) else type(value)
+    try:
+        if inspect.getattr_static(cls, "model_json_schema", None) is None:
+            return value
+        return cls.model_json_schema()
+    except Exception as e:
+        raise ValueError(f"{name}: model_json_schema() failed: {error_text(e)}") from None
+
+
 def _check_schema_type(value: Any, name: str) -> None:
-    if not isinstance(value, (dict, bool)):
+    if type(value) is not dict and type(value) is not bool:
         raise ValueError(
             f"{name} must be a JSON Schema (an object or a boolean), got {type(value).__name__}"
         )
 
 
 def _choice_value(value: Any, name: str) -> tuple[str, ...]:
-    if isinstance(value, str):
+    if has_type(value, (str, bytes, bytearray)):
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{name} must be a list of strings (or its JSON text): {e}") from e
-    if not isinstance(value, (list, tuple)) or not value:
+            choices = decode_json_text(value, name, max_nesting=1)
+        except ValueError as e:
+            raise ValueError(f"{name} must be a list of strings (or its JSON text): {e}") from None
+    else:
+        choices = plain_json(value, name, max_nesting=1)
+    if type(choices) is not list or not choices:
         raise ValueError(f"{name} must be a non-empty list of strings")
-    for c in value:
-        if not isinstance(c, str):
-            raise ValueError(f"{name} must hold strings only, got {c!r}")
-    return tuple(value)
+    for c in choices:
+        if type(c) is not str:
+            raise ValueError(f"{name} must hold strings only, got {shown(c)}")
+    return tuple(choices)
 
 
 def compile_constraint(kind: str, value: Any, vocab: Vocabulary, **options: Any) -> Grammar:
@@ -183,9 +363,9 @@ def compile_constraint(kind: str, value: Any, vocab: Vocabulary, **options: Any)
 def describe_error(constraint: Constraint, error: BaseException) -> str:
     """A client-readable message for a constraint that failed to compile."""
     name = constraint.name
-    if isinstance(error, TokensieveError):
-        return f"invalid {name}: {type(error).__name__}: {error}"
-    message = str(error)
+    if isinstance(error, TokensieveError) or not isinstance(error, ValueError):
+        return f"invalid {name}: {error_text(error, limit=None)}"
+    message = _message(error) or type(error).__name__
     return message if name in message else f"invalid {name}: {message}"
 
 
@@ -218,11 +398,21 @@ class GrammarCache:
 
     def lookup(self, constraint: Constraint, vocab: Vocabulary) -> Grammar | str | None:
         """The cached grammar, the cached error message, or ``None`` when this constraint has
-        not been compiled for ``vocab`` yet (nothing is compiled here)."""
+        not been compiled for ``vocab`` yet (nothing is compiled here). A constraint whose key
+        cannot be computed (:attr:`Constraint.key` raises) gets its error message."""
+        key = self._key(constraint, vocab)
+        return key if isinstance(key, str) else self._get(key)
+
+    @staticmethod
+    def _key(constraint: Constraint, vocab: Vocabulary) -> tuple[str, str] | str:
+        """The cache key, or the error message of a constraint that has none."""
+        fingerprint = vocab.fingerprint
         try:
-            key = (constraint.key, vocab.fingerprint)
+            return (constraint.key, fingerprint)
         except (ValueError, TokensieveError) as e:
             return describe_error(constraint, e)
+
+    def _get(self, key: tuple[str, str]) -> Grammar | str | None:
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
@@ -272,16 +462,23 @@ class PendingCompile:
     def __init__(self, cache: GrammarCache, constraint: Constraint, vocab: Vocabulary) -> None:
         self._cache = cache
         self._constraint = constraint
-        self._entry: Grammar | str | None = cache.lookup(constraint, vocab)
         self._pending: _core.PendingGrammar | None = None
         self._key: tuple[str, str] | None = None
+        key = cache._key(constraint, vocab)
+        if isinstance(key, str):  # no key: nothing to cache
+            self._entry: Grammar | str | None = key
+            return
+        self._entry = cache._get(key)
         if self._entry is not None:
             return
-        self._key = (constraint.key, vocab.fingerprint)
+        self._key = key
         try:
             self._entry = _precompiled(constraint, vocab)
             if self._entry is None:
                 self._pending = constraint.compile_pending(vocab)
+        except _Unexpected as e:
+            self._entry = describe_error(constraint, e)
+            return  # not cached: it may not happen again
         except (ValueError, TokensieveError) as e:
             self._entry = describe_error(constraint, e)
         if self._entry is not None:
@@ -298,6 +495,9 @@ class PendingCompile:
                 self._entry = pending.result()
             except (ValueError, TokensieveError) as e:
                 self._entry = describe_error(self._constraint, e)
+            except Exception as e:  # not cached: it may not happen again
+                self._entry = describe_error(self._constraint, e)
+                raise ValueError(self._entry) from e
             assert self._key is not None
             self._cache._store(self._key, self._entry)
         if isinstance(self._entry, str):
@@ -309,13 +509,13 @@ class PendingCompile:
 def _precompiled(constraint: Constraint, vocab: Vocabulary) -> Grammar | None:
     if _INDEX_DIR is None:
         return None
-    key = (_INDEX_DIR, vocab.fingerprint)
-    with _INDEX_DIRS_LOCK:
-        d = _INDEX_DIRS.get(key)
-        if d is None:
-            d = _INDEX_DIRS[key] = IndexDirectory(_INDEX_DIR, vocab)
-    value = list(constraint.value) if constraint.kind == "choice" else constraint.value
     try:
+        key = (_INDEX_DIR, vocab.fingerprint)
+        with _INDEX_DIRS_LOCK:
+            d = _INDEX_DIRS.get(key)
+            if d is None:
+                d = _INDEX_DIRS[key] = IndexDirectory(_INDEX_DIR, vocab)
+        value = list(constraint.value) if constraint.kind == "choice" else constraint.value
         return d.find(constraint.kind, value, **dict(constraint.options))
-    except (ValueError, TokensieveError, OSError):
+    except Exception:
         return None  # compile it instead; the compile reports any real problem

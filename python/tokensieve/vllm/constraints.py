@@ -153,17 +153,16 @@ def _option_value(name: str, value: Any) -> Any:
     if kind == "text":
         return request_args.read_text(value, what)
     if kind == "registry":
+        # JSON text stays text (checked): the core reads its numbers exactly
+        limit = request_args.MAX_JSON_NESTING + 1
         if isinstance(value, (str, bytes, bytearray)):
-            registry = request_args.decode_json_text(
-                value, what, max_nesting=request_args.MAX_JSON_NESTING + 1
-            )
+            text = request_args.checked_json_text(value, what, max_nesting=limit)
+            registry = request_args.decode_json_text(text, what, max_nesting=limit)
         else:
-            registry = request_args.plain_json(
-                value, what, max_nesting=request_args.MAX_JSON_NESTING + 1
-            )
+            registry = text = request_args.plain_json(value, what, max_nesting=limit)
         if not isinstance(registry, dict):
             raise ValueError(f"{what} must be a JSON object mapping URIs to schemas")
-        return registry
+        return text
     # an option of the core this table does not know yet: a plain scalar
     if isinstance(value, bool):
         return value

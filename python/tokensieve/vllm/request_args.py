@@ -2,7 +2,7 @@
 
 A request's ``extra_args`` (``vllm_xargs`` over HTTP) is the client's: any JSON value, and for an
 in-process caller any Python object. Nothing here recurses on such a value, calls its own
-methods (``__repr__``, ``__str__``, ``__iter__``, ...) or builds anything larger than the limits
+methods (``__repr__``, ``__str__``, ``__iter__``, ``__class__``, ...) or builds anything larger than the limits
 below, and every refusal is a ``ValueError`` that names the key and the value's type (never its
 ``repr``):
 
@@ -18,27 +18,42 @@ below, and every refusal is a ``ValueError`` that names the key and the value's 
   :data:`MAX_OPTION_BYTES` (:func:`read_text`); text spelling a number or a boolean (as
   ``vllm_xargs`` sends them) is read as one, without a JSON decoder.
 
-The limits are listed in ``docs/limits.md``.
+The JSON readers live in :mod:`tokensieve._bounded_json`, shared with the Python API
+(:mod:`tokensieve.constraints`), and are re-exported here. The limits are listed in ``docs/limits.md``.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import Any
 
-import numpy as np
+from tokensieve._bounded_json import (
+    MAX_JSON_NESTING,
+    MAX_JSON_VALUES,
+    MAX_TEXT_BYTES,
+    NestingError,
+    _utf8_len,
+    checked_json_text,
+    decode_json_text,
+    exact_str,
+    has_type,
+    json_nesting,
+    plain_json,
+    shown,
+)
 
 __all__ = [
     "MAX_JSON_NESTING",
     "MAX_JSON_VALUES",
     "MAX_OPTION_BYTES",
     "MAX_TEXT_BYTES",
+    "NestingError",
     "U32_MAX",
     "checked_json_text",
     "decode_json_text",
     "exact_str",
+    "has_type",
     "is_null",
     "json_nesting",
     "plain_json",
@@ -49,13 +64,6 @@ __all__ = [
     "shown",
 ]
 
-# Constraint text (a schema, a regex, a choice list or a registry as JSON text): the core's own
-# limit on schema text.
-MAX_TEXT_BYTES = 64 << 20
-# Nesting of JSON text or of a JSON-like Python object (the core refuses schemas nested deeper).
-MAX_JSON_NESTING = 128
-# Values (containers and scalars) of a JSON-like Python object.
-MAX_JSON_VALUES = 1 << 20
 # Any other string value (option names such as "compact", a whitespace regex, ...).
 MAX_OPTION_BYTES = 4096
 U32_MAX = (1 << 32) - 1
@@ -63,202 +71,12 @@ U32_MAX = (1 << 32) - 1
 _INT_TEXT = re.compile(r"[+-]?[0-9]{1,40}")
 _NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,6})?")
 _NULL_TEXT = ("null", "none")
-_CHUNK = 1 << 20
-
-
-def shown(value: Any) -> str:
-    """How a message shows a client's value: short literals as themselves (cut to 40
-    characters), anything else by its type's name (a hostile object's ``repr`` may raise)."""
-    if value is None or isinstance(value, bool):
-        return repr(value)
-    if isinstance(value, int):
-        v = int.__int__(value)
-        return str(v) if v.bit_length() <= 64 else f"an integer of {v.bit_length()} bits"
-    if isinstance(value, float):
-        return repr(float.__float__(value))
-    if isinstance(value, str):
-        text = str.__str__(value)
-        return repr(text) if len(text) <= 40 else f"{text[:40]!r}... ({len(text):,} characters)"
-    return f"a value of type {type(value).__name__}"
-
-
-def exact_str(value: str) -> str:
-    """``value`` as a plain ``str`` (a subclass's own methods are not called)."""
-    return str.__str__(value)
-
-
-def _utf8_len(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
-def json_nesting(data: bytes, stop: int = MAX_JSON_NESTING, chunk: int = _CHUNK) -> int:
-    """The deepest nesting of ``[``/``{`` outside JSON strings in ``data``, or a value above
-    ``stop`` as soon as the scan passes ``stop``.
-
-    Exact for valid JSON; for invalid JSON exact up to the first error, which is as deep as a
-    decoder goes. Linear, in numpy over chunks of ``chunk`` bytes: a quote toggles the string
-    state unless an odd run of backslashes precedes it, and brackets count outside strings.
-    """
-    depth = 0
-    deepest = 0
-    in_string = 0
-    backslashes = 0  # the run of backslashes that ends the previous chunk
-    for start in range(0, len(data), chunk):
-        b = np.frombuffer(data, np.uint8, count=min(chunk, len(data) - start), offset=start)
-        idx = np.arange(len(b), dtype=np.int64)
-        is_bs = b == 0x5C
-        last_other = np.maximum.accumulate(np.where(is_bs, -1, idx))
-        run = idx - last_other  # backslashes ending at each byte (0 on other bytes)
-        run[last_other < 0] += backslashes
-        escaped = np.empty(len(b), dtype=bool)
-        escaped[0] = backslashes % 2 == 1
-        escaped[1:] = run[:-1] % 2 == 1
-        quote = ((b == 0x22) & ~escaped).astype(np.int64)
-        quotes = np.cumsum(quote)
-        inside = (quotes - quote + in_string) % 2 == 1  # in a string before this byte
-        step = ((b == 0x5B) | (b == 0x7B)).astype(np.int64) - ((b == 0x5D) | (b == 0x7D))
-        step[inside] = 0
-        levels = np.cumsum(step) + depth
-        deepest = max(deepest, int(levels.max()))
-        if deepest > stop:
-            return deepest
-        depth = int(levels[-1])
-        in_string = int((in_string + quotes[-1]) % 2)
-        backslashes = int(run[-1])
-    return deepest
-
-
-def checked_json_text(
-    value: Any,
-    what: str,
-    *,
-    max_nesting: int = MAX_JSON_NESTING,
-    max_bytes: int = MAX_TEXT_BYTES,
-) -> str:
-    """JSON text (``str``, or UTF-8 ``bytes``) checked for size and nesting before anything
-    decodes it; returned as a plain ``str`` (not decoded: the core reads numbers exactly)."""
-    if isinstance(value, (bytes, bytearray)):
-        if len(value) > max_bytes:
-            raise ValueError(f"{what} has {len(value):,} bytes; at most {max_bytes:,} are accepted")
-        try:
-            value = bytes(value).decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise ValueError(f"{what} is not UTF-8 text: {e}") from None
-    if not isinstance(value, str):
-        raise ValueError(f"{what} must be JSON text, got {shown(value)}")
-    text = exact_str(value)
-    if len(text) > max_bytes or (len(text) * 4 > max_bytes and _utf8_len(text) > max_bytes):
-        raise ValueError(
-            f"{what} has {_utf8_len(text):,} bytes of text; at most {max_bytes:,} are accepted"
-        )
-    if json_nesting(text.encode("utf-8", "surrogatepass"), max_nesting) > max_nesting:
-        levels = "level" if max_nesting == 1 else "levels"
-        raise ValueError(f"{what} nests more than {max_nesting} {levels}")
-    return text
-
-
-def decode_json_text(
-    value: Any,
-    what: str,
-    *,
-    max_nesting: int = MAX_JSON_NESTING,
-    max_bytes: int = MAX_TEXT_BYTES,
-) -> Any:
-    """Decode JSON text after :func:`checked_json_text`; ``ValueError`` when it is not JSON."""
-    text = checked_json_text(value, what, max_nesting=max_nesting, max_bytes=max_bytes)
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError) as e:
-        raise ValueError(f"{what} is not valid JSON: {e}") from None
-
-
-def plain_json(
-    value: Any,
-    what: str,
-    *,
-    max_nesting: int = MAX_JSON_NESTING,
-    max_values: int | None = None,
-    max_bytes: int = MAX_TEXT_BYTES,
-) -> Any:
-    """A copy of a JSON-like Python value in plain types, built without recursion.
-
-    Objects are ``dict`` (string keys, order kept), arrays ``list`` or ``tuple``; subclasses are
-    read through the base type's own methods. Refused with a ``ValueError``: other types,
-    non-finite floats, nesting past ``max_nesting``, more than ``max_values`` values, strings
-    totalling more than ``max_bytes`` characters (a cycle is refused as too deep; an object
-    shared by several containers counts once per place, as its JSON text would hold it).
-    ``max_values`` defaults to :data:`MAX_JSON_VALUES`.
-    """
-    if max_values is None:
-        max_values = MAX_JSON_VALUES
-    values = 1
-    chars = 0
-    stack: list[tuple[Any, Any, int]] = []  # (a container, its copy to fill, its level)
-
-    def visit(v: Any, level: int) -> Any:
-        """The plain copy of a scalar, or the empty copy of a container (filled later)."""
-        nonlocal chars
-        t = type(v)
-        if t is str:
-            chars += len(v)
-            return v
-        if v is None or t is bool or t is int:
-            return v
-        if t is float or isinstance(v, float):
-            f = float.__float__(v)
-            if not math.isfinite(f):
-                raise ValueError(f"{what} holds {f!r}, which is not JSON")
-            return f
-        if isinstance(v, (dict, list, tuple)):
-            if level > max_nesting:
-                raise ValueError(f"{what} nests more than {max_nesting} levels")
-            copy: Any = {} if isinstance(v, dict) else []
-            stack.append((v, copy, level))
-            return copy
-        if isinstance(v, int):  # a subclass (bool cannot be subclassed)
-            return int.__int__(v)
-        if isinstance(v, str):
-            text = exact_str(v)
-            chars += len(text)
-            return text
-        raise ValueError(f"{what} holds {shown(v)}, which is not a JSON value")
-
-    result = visit(value, 1)
-    while stack:
-        source, copy, level = stack.pop()
-        if isinstance(copy, dict):
-            entries = list(dict.items(source))
-            values += len(entries)
-            if values > max_values:
-                raise ValueError(f"{what} holds more than {max_values:,} values")
-            for k, child in entries:  # in order: the copy keeps the order of the keys
-                if type(k) is not str:
-                    if not isinstance(k, str):
-                        raise ValueError(f"{what} has a key that is not a string: {shown(k)}")
-                    k = exact_str(k)
-                chars += len(k)
-                copy[k] = visit(child, level + 1)
-        else:
-            items = (
-                list.copy(source)
-                if isinstance(source, list)
-                else list(tuple.__getitem__(source, slice(None)))
-            )
-            values += len(items)
-            if values > max_values:
-                raise ValueError(f"{what} holds more than {max_values:,} values")
-            copy.extend([visit(child, level + 1) for child in items])
-        if chars > max_bytes:
-            raise ValueError(f"{what} holds more than {max_bytes:,} characters of text")
-    if chars > max_bytes:
-        raise ValueError(f"{what} holds more than {max_bytes:,} characters of text")
-    return result
 
 
 def is_null(value: Any) -> bool:
     """``None``, or the text ``null``/``none`` (any case): the key is treated as absent."""
     return value is None or (
-        isinstance(value, str) and exact_str(value).strip().lower() in _NULL_TEXT
+        has_type(value, str) and exact_str(value).strip().lower() in _NULL_TEXT
     )
 
 
@@ -267,11 +85,11 @@ def read_bool(value: Any, what: str) -> bool:
     ``""`` ...); ``None``/``"null"`` is False."""
     if is_null(value):
         return False
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and not isinstance(value, bool) and int.__int__(value) in (0, 1):
+    if has_type(value, bool):
+        return value is True
+    if has_type(value, int) and not has_type(value, bool) and int.__int__(value) in (0, 1):
         return int.__int__(value) == 1
-    if isinstance(value, str):
+    if has_type(value, str):
         text = exact_str(value).strip().lower()
         if text in ("true", "1"):
             return True
@@ -283,9 +101,9 @@ def read_bool(value: Any, what: str) -> bool:
 def read_int(value: Any, what: str, low: int = 0, high: int = U32_MAX) -> int:
     """An integer in ``low ..= high``: an ``int`` (not a bool) or its decimal text."""
     number: int | None = None
-    if isinstance(value, int) and not isinstance(value, bool):
+    if has_type(value, int) and not has_type(value, bool):
         number = int.__int__(value)
-    elif isinstance(value, str):
+    elif has_type(value, str):
         text = exact_str(value).strip()
         if _INT_TEXT.fullmatch(text):
             number = int(text)
@@ -298,12 +116,12 @@ def read_int(value: Any, what: str, low: int = 0, high: int = U32_MAX) -> int:
 def read_seconds(value: Any, what: str) -> float:
     """A positive finite number: an ``int`` or ``float`` (not a bool) or its decimal text."""
     number: float | None = None
-    if isinstance(value, int) and not isinstance(value, bool):
+    if has_type(value, int) and not has_type(value, bool):
         v = int.__int__(value)
         number = float(v) if v.bit_length() <= 1000 else math.inf
-    elif isinstance(value, float):
+    elif has_type(value, float):
         number = float.__float__(value)
-    elif isinstance(value, str):
+    elif has_type(value, str):
         text = exact_str(value).strip()
         if len(text) <= 64 and _NUMBER_TEXT.fullmatch(text):
             number = float(text)
@@ -314,7 +132,7 @@ def read_seconds(value: Any, what: str) -> float:
 
 def read_text(value: Any, what: str, max_bytes: int = MAX_OPTION_BYTES) -> str:
     """A string of at most ``max_bytes`` UTF-8 bytes."""
-    if not isinstance(value, str):
+    if not has_type(value, str):
         raise ValueError(f"{what} must be a string, got {shown(value)}")
     text = exact_str(value)
     if len(text) > max_bytes or _utf8_len(text) > max_bytes:
