@@ -306,6 +306,119 @@ def test_grammar_list_must_fit_rows() -> None:
         TransformersLogitsProcessor([g, other])
 
 
+# --- one row's failure fails that row alone (issue #32) ---------------------------------------
+
+
+class _BrokenGrammar:
+    """Stands for a grammar whose matcher cannot be made (``error`` is raised)."""
+
+    def __init__(self, grammar: ts.Grammar, error: BaseException) -> None:
+        self.vocab = grammar.vocab
+        self.error = error
+
+    def matcher(self, **kwargs: Any) -> Any:
+        raise self.error
+
+
+class _BrokenMatcher:
+    """Stands for a matcher every method of which raises ``error``."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def __getattr__(self, name: str) -> Any:
+        def broken(*args: Any, **kwargs: Any) -> Any:
+            raise self.error
+
+        return broken
+
+
+@pytest.mark.parametrize(
+    "error", [RecursionError("deep"), MemoryError(), RuntimeError("boom"), TypeError("bad")]
+)
+def test_a_matcher_that_cannot_be_made_fails_its_row_alone(
+    error: BaseException, caplog: pytest.LogCaptureFixture
+) -> None:
+    v = _small()
+    grammars = [ts.Grammar.from_regex(p, v) for p in ("ab?", "b", "a")]
+    proc = TransformersLogitsProcessor(grammars)
+    proc._grammars[1] = _BrokenGrammar(grammars[1], error)  # type: ignore[assignment]
+    prompt = torch.tensor([[9], [9], [9]])
+    with caplog.at_level("WARNING", logger="tokensieve"):
+        out = proc(prompt, torch.zeros(3, 6))
+    assert _allowed(out[0]) == {0, 2} and _allowed(out[2]) == {0}
+    assert _allowed(out[1]) == {3}  # EOS only
+    assert [g.failed for g in proc.guides] == [False, True, False]
+    assert type(error).__name__ in (proc.guides[1].error or "")
+    logged = [r for r in caplog.records if "row 1" in r.getMessage()]
+    assert len(logged) == 1 and logged[0].exc_info is not None  # with its traceback
+    # the healthy rows go on; the failed one stays failed
+    out = proc(torch.cat([prompt, torch.tensor([[0], [3], [0]])], dim=1), torch.zeros(3, 6))
+    assert _allowed(out[0]) == {1, 3} and _allowed(out[1]) == {3} and _allowed(out[2]) == {3}
+
+
+@pytest.mark.parametrize("error", [RecursionError("deep"), MemoryError(), RuntimeError("boom")])
+def test_a_matcher_that_fails_mid_generation_fails_its_row_alone(error: BaseException) -> None:
+    v = _small()
+    proc = TransformersLogitsProcessor(ts.Grammar.from_regex("(ab)+", v))
+    prompt = torch.tensor([[9], [9], [9]])
+    proc(prompt, torch.zeros(3, 6))
+    proc.guides[1].matcher = _BrokenMatcher(error)  # type: ignore[assignment]
+    step = torch.cat([prompt, torch.tensor([[0], [0], [0]])], dim=1)
+    out = proc(step, torch.zeros(3, 6))  # row 1 fails in feed()
+    assert _allowed(out[0]) == {1} and _allowed(out[2]) == {1} and _allowed(out[1]) == {3}
+    assert [g.failed for g in proc.guides] == [False, True, False]
+    # beam search reorders rows: row 2 now holds another hypothesis (reset and replay)
+    proc.guides[2].matcher = _BrokenMatcher(error)  # type: ignore[assignment]
+    step = torch.cat([prompt, torch.tensor([[0, 1], [3, 3], [2, 2]])], dim=1)
+    out = proc(step, torch.zeros(3, 6))
+    assert _allowed(out[0]) == {0, 2, 3} and _allowed(out[1]) == {3} and _allowed(out[2]) == {3}
+    assert [g.failed for g in proc.guides] == [False, True, True]
+
+
+def test_fill_guides_fails_a_broken_pending_compile_alone() -> None:
+    """A compile that finishes into a grammar whose matcher cannot be made, waited for inside
+    fill_guides, fails that guide alone; so does a compile that raises anything."""
+    from tokensieve.guides import RequestGuide, eos_only_row, fill_guides
+
+    v = _small()
+    good = ts.Grammar.from_regex("ab", v)
+
+    class Done:
+        def __init__(self, result: Any) -> None:
+            self.value = result
+
+        def done(self) -> bool:
+            return False  # waited for in fill_guides, not at construction
+
+        def result(self) -> Any:
+            if isinstance(self.value, BaseException):
+                raise self.value
+            return self.value
+
+    guides = [
+        RequestGuide(None, pending=Done(good), label="a"),
+        RequestGuide(None, pending=Done(_BrokenGrammar(good, MemoryError())), label="b"),
+        RequestGuide(None, pending=Done(RecursionError("deep")), label="c"),
+        RequestGuide(good, thinking_budget="x", label="d"),  # type: ignore[arg-type]
+        RequestGuide(None, pending=Done(good), label="e"),
+    ]
+    bitmask = ts.allocate_token_bitmask(5, v.vocab_size)
+    fill_guides(guides, range(5), bitmask, eos_only_row(v))
+    assert [g.error is not None for g in guides] == [False, True, True, True, False]
+    # "a" and "ab" for the healthy guides, EOS only for the failed ones
+    assert [int(bitmask[r, 0]) & 0b1111 for r in range(5)] == [
+        0b0101,
+        0b1000,
+        0b1000,
+        0b1000,
+        0b0101,
+    ]
+    assert "MemoryError" in (guides[1].error or "") and "RecursionError" in (guides[2].error or "")
+    guides[1].reset()  # a failed compile stays failed
+    assert guides[1].failed
+
+
 # --- JSON Schemas -----------------------------------------------------------------------------
 
 

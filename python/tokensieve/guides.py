@@ -5,7 +5,10 @@ consumed, so an adapter only has to tell it what the request's output is now (a 
 count plus the newest token). A request whose constraint failed to compile, whose matcher hit a
 budget, or whose output left the grammar (a token the mask did not allow) is *failed*: from then
 on its row allows only EOS, the failure is logged once, and no exception leaves the adapter, so
-one bad request never takes a batch (or an engine) down.
+one bad request never takes a batch (or an engine) down. That holds for any ``Exception`` one
+request's compile, matcher or mask raises (a ``RecursionError`` or ``MemoryError`` included,
+logged with its traceback): every method of :class:`RequestGuide` and :func:`fill_guides` fail
+that request alone, and the other rows keep their masks.
 
 :class:`MaskBuffer` is the one step every adapter runs on its logits: grow the host bitmask,
 fill the guides' rows, copy it to the logits' device, apply it.
@@ -21,8 +24,17 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import tokensieve as ts
+from tokensieve.constraints import error_text
 
-__all__ = ["MaskBuffer", "Pending", "RequestGuide", "apply_bitmask", "eos_only_row", "fill_guides"]
+__all__ = [
+    "MaskBuffer",
+    "Pending",
+    "RequestGuide",
+    "apply_bitmask",
+    "eos_only_row",
+    "error_text",
+    "fill_guides",
+]
 
 logger = logging.getLogger("tokensieve.guides")
 
@@ -118,15 +130,14 @@ class RequestGuide:
         try:
             grammar = pending.result()
         except Exception as e:  # the cache's client-readable ValueError, or anything else
-            message = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
-            self.compile_error = message
-            self.fail(message)
+            self._fail_compile(e, _message(e, (ValueError,)))
             return
         self._start(grammar)
 
     def _start(self, grammar: ts.Grammar) -> None:
         """The matcher at the start of the output; a setting it refuses (a reasoning marker
-        the vocabulary cannot spell) fails the guide like a compile error."""
+        the vocabulary cannot spell), or anything else that fails here, fails the guide like a
+        compile error."""
         self.grammar = grammar
         try:
             self.matcher = grammar.matcher(
@@ -135,38 +146,62 @@ class RequestGuide:
                 reasoning_end=self.reasoning_end,
                 thinking_budget=self.thinking_budget,
             )
-        except (ValueError, ts.TokensieveError) as e:
-            self.compile_error = str(e)
-            self.fail(str(e))
+        except Exception as e:
+            self.matcher = None
+            self._fail_compile(e, _message(e, (ValueError, ts.TokensieveError)))
 
-    def fail(self, message: str) -> None:
-        """Allow only EOS from now on; logged once per request."""
+    def _fail_compile(self, error: Exception, message: str) -> None:
+        """Failed for good (a reset keeps it): the grammar or its matcher could not be made."""
+        self.compile_error = message
+        self.fail(message, error)
+
+    def fail(self, message: str, error: BaseException | None = None) -> None:
+        """Allow only EOS from now on; logged once per request (with the traceback of
+        ``error`` when it is not an input error: a ``ValueError`` or a ``TokensieveError``)."""
         if self.error is None:
             self.error = message
-            logger.warning("request %s is forced to end (EOS only): %s", self.label or "?", message)
+            unexpected = error is not None and not isinstance(
+                error, (ValueError, ts.TokensieveError)
+            )
+            logger.warning(
+                "request %s is forced to end (EOS only): %s",
+                self.label or "?",
+                message,
+                exc_info=error if unexpected else None,
+            )
+
+    def _fail_unexpected(self, error: Exception) -> None:
+        """Failed by an exception raised while following the output (logged with it)."""
+        self.fail(error_text(error, limit=None), error)
 
     def reset(self) -> None:
         """Back to the start of the output (a compile failure stays)."""
         self.ready()
-        if self.matcher is not None:
-            self.matcher.reset()
         self.consumed = 0
         self.error = self.compile_error
+        if self.matcher is not None:
+            try:
+                self.matcher.reset()
+            except Exception as e:
+                self._fail_unexpected(e)
 
     def feed(self, token: int) -> None:
         """Advance by one output token (counted even when ignored)."""
         self.ready()
         self.consumed += 1
         m = self.matcher
-        if m is None or self.error is not None or m.is_finished():
-            return  # failed: EOS only; finished: tokens after EOS are not ours to judge
+        if m is None or self.error is not None:
+            return  # failed: EOS only
         try:
-            ok = m.accept_token(int(token))
-        except Exception as e:  # a budget hit while advancing the automaton
-            self.fail(f"{type(e).__name__}: {e}")
+            if m.is_finished():
+                return  # finished: tokens after EOS are not ours to judge
+            token = int(token)
+            ok = m.accept_token(token)
+        except Exception as e:  # a budget hit while advancing the automaton, or anything else
+            self._fail_unexpected(e)
             return
         if not ok:
-            self.fail(f"output token {int(token)} at position {self.consumed - 1} is not allowed")
+            self.fail(f"output token {token} at position {self.consumed - 1} is not allowed")
 
     def sync(self, tokens: Sequence[int] | None = None) -> None:
         """Catch up with the output list (default: the live ``tokens`` list).
@@ -218,16 +253,37 @@ class RequestGuide:
         back = self.consumed - n
         m = self.matcher
         # Every consumed token was accepted (no failure, not finished), so the history has them.
-        if m is not None and self.error is None and not m.is_finished() and back <= m.history_len:
-            m.rollback(back)
-            self.consumed = n
-            return
+        try:
+            if (
+                m is not None
+                and self.error is None
+                and not m.is_finished()
+                and back <= m.history_len
+            ):
+                m.rollback(back)
+                self.consumed = n
+                return
+        except Exception:
+            pass  # replayed from the start below
         self.reset()
         if seq is not None:
             return  # sync() replays from the list
         if fetch is not None and n > 0:
             for tok in fetch(0, n):
                 self.feed(int(tok))
+
+
+def _message(error: BaseException, plain: tuple[type[BaseException], ...]) -> str:
+    """How a failure is reported: the message alone for the ``plain`` types (a client-readable
+    ``ValueError``), ``Type: message`` for anything else."""
+    if isinstance(error, plain):
+        try:
+            text = str(error)
+        except Exception:
+            text = ""
+        if text:
+            return text
+    return error_text(error, limit=None)
 
 
 def eos_only_row(vocab: ts._core.Vocabulary) -> Any:
@@ -249,10 +305,15 @@ def fill_guides(
     """Fill ``bitmask[rows[k]]`` for ``guides[k]``: one parallel call for the healthy ones.
 
     A guide whose fill raises is failed (and gets the EOS-only row) without affecting others.
-    A guide still compiling is waited for first.
+    A guide still compiling is waited for first; one whose compile or matcher fails is failed
+    alone, whatever it raised.
     """
     for g in guides:
-        g.ready()
+        try:
+            g.ready()
+        except Exception as e:  # ready() fails the guide itself; this is the last resort
+            g.pending = None
+            g._fail_unexpected(e)
     live = [(g, r) for g, r in zip(guides, rows) if g.error is None and g.matcher is not None]
     if live:
         try:
@@ -267,7 +328,7 @@ def fill_guides(
                     assert g.matcher is not None
                     g.matcher.fill_next_token_bitmask(bitmask, r)
                 except Exception as e:
-                    g.fail(f"{type(e).__name__}: {e}")
+                    g._fail_unexpected(e)
     for g, r in zip(guides, rows):
         if g.error is not None:
             bitmask[r] = eos_row

@@ -22,7 +22,9 @@ extends the previous call's prompt and output exactly).
 The logits may be wider than the vocabulary (models pad their embedding matrix): ids at or past
 ``vocab.vocab_size`` are always masked. A finished row (EOS consumed) allows only EOS; a row
 whose output left the grammar (an earlier processor or a forced token) allows only EOS, with a
-warning. Pass ``pad_token_id`` = an EOS id so finished rows stay consistent.
+warning; so does a row whose matcher fails in any way (a budget hit, or any other exception,
+logged with its traceback): one row's failure never fails the others or the ``generate()``
+call. Pass ``pad_token_id`` = an EOS id so finished rows stay consistent.
 
 The scores are masked in place (``-inf``) and returned.
 """
@@ -36,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import tokensieve as ts
 from tokensieve.constraints import compile_constraint
-from tokensieve.guides import MaskBuffer, RequestGuide
+from tokensieve.guides import MaskBuffer, RequestGuide, error_text
 
 if TYPE_CHECKING:  # typed the same with or without transformers installed
     _HFLogitsProcessor = object
@@ -177,12 +179,15 @@ class TransformersLogitsProcessor(_HFLogitsProcessor):
         else:  # shorter than last time (a new call with the same prompt, rejected drafts)
             same = [False] * rows
         for r, guide in enumerate(gen.guides):
-            if same[r]:
-                for token in generated[r, old:].tolist():
-                    guide.feed(token)
-            else:  # beam search moved another hypothesis here: replay this row's tokens
-                guide.reset()
-                guide.sync(generated[r].tolist())
+            try:
+                if same[r]:
+                    for token in generated[r, old:].tolist():
+                        guide.feed(token)
+                else:  # beam search moved another hypothesis here: replay this row's tokens
+                    guide.reset()
+                    guide.sync(generated[r].tolist())
+            except Exception as e:  # the guide fails itself; this is the last resort
+                guide.fail(error_text(e, limit=None), e)
         gen.generated = generated
         gen.length = length
         return gen
