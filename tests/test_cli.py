@@ -227,6 +227,70 @@ def test_schema_files_reach_the_compiler_as_text(
     assert code == 0 and "0.100000000000000000001" in json.loads(stdout)["constraint"]
 
 
+EXACT_SCHEMAS = [
+    '{"type": "number", "exclusiveMinimum": 1.00000000000000000001}',
+    '{"type": "number", "multipleOf": 0.00000000000000000001, "maximum": 1}',
+    '{"type": "number", "maximum": 1e400}',
+    '{"const": [12345678901234567890123, -0.0, 1E+2]}',
+]
+
+
+def test_jsonl_schema_members_reach_the_compiler_as_text(
+    tokenizer_json: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``{"id": ..., "schema": {...}}`` lines: the schema's own text is compiled, so its numbers
+    are exact (they went through Python floats: 1.00000000000000000001 became 1.0, 1e400 inf),
+    and the index is the one the same text compiles to directly."""
+    import tokensieve as ts
+
+    wrapped = [f'{{"id": "s{k}", "schema": {text}}}' for k, text in enumerate(EXACT_SCHEMAS)]
+    # odd spacing, a repeated member (the last one counts, as for json.loads), a string holding
+    # braces and quotes before it
+    wrapped.append(
+        ' { "note" : "}{\\"\\\\" , "schema":{"const":1} ,"id":"s9",'
+        '"schema" :\t' + EXACT_SCHEMAS[0] + " } "
+    )
+    jl = tmp_path / "s.jsonl"
+    jl.write_text("\n".join(wrapped) + "\n")
+    out = tmp_path / "out"
+    code, _, err = run_main(
+        capsys, "compile", "--json-schema", jl, "--tokenizer", tokenizer_json, "-o", out
+    )
+    assert code == 0, err
+    vocab = ts.Vocabulary.from_pretrained(tokenizer_json)
+    for stem, text in [
+        *((f"s{k}", t) for k, t in enumerate(EXACT_SCHEMAS)),
+        ("s9", EXACT_SCHEMAS[0]),
+    ]:
+        code, stdout, _ = run_main(capsys, "inspect", out / f"{stem}.tsidx", "--json")
+        header = json.loads(stdout)
+        direct = ts.Grammar.from_json_schema(text, vocab)
+        assert header["source_hash"] == direct.source_hash, (stem, header["constraint"])
+    code, stdout, _ = run_main(capsys, "inspect", out / "s0.tsidx", "--json")
+    assert "1.00000000000000000001" in json.loads(stdout)["constraint"]
+
+
+def test_registry_files_reach_the_compiler_as_text(
+    tokenizer_json: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import tokensieve as ts
+
+    registry = tmp_path / "registry.json"
+    registry.write_text('{"urn:a": ' + EXACT_SCHEMAS[0] + "}")
+    schema = tmp_path / "s.json"
+    schema.write_text('{"$ref": "urn:a"}')
+    out = tmp_path / "s.tsidx"
+    code, _, err = run_main(
+        capsys, "compile", "--json-schema", schema, "--tokenizer", tokenizer_json, "-o", out,
+        "--registry", registry,
+    )  # fmt: skip
+    assert code == 0, err
+    code, stdout, _ = run_main(capsys, "inspect", out, "--json")
+    vocab = ts.Vocabulary.from_pretrained(tokenizer_json)
+    direct = ts.Grammar.from_json_schema('{"$ref": "urn:a"}', vocab, registry=registry.read_text())
+    assert json.loads(stdout)["source_hash"] == direct.source_hash
+
+
 def test_output_paths_of_the_wrong_kind_are_usage_errors(
     tokenizer_json: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -7,7 +7,9 @@
 ``--json-schema`` takes a schema file, a folder (its ``*.json`` files), or a JSONL file: one
 schema per line, as a JSON object or boolean, or ``{"id": NAME, "schema": SCHEMA}`` (NAME names
 the output file). A schema is always JSON: a file or line holding a JSON string is an error, not
-schema text read a second time.
+schema text read a second time. The compiler reads a schema's own text (a file's, a line's, the
+``"schema"`` member's text cut out of its line, the ``--registry`` file's), so its numbers stay
+exact: nothing goes through a Python float.
 
 Exit codes: 0 success, 1 compile error (the message names the problem; a tokenizer the core
 refuses included), 2 usage error (a bad argument, a tokenizer or input that cannot be read). A folder or JSONL file is compiled schema by
@@ -21,6 +23,7 @@ import argparse
 import json
 import math
 import os
+import re
 import stat
 import sys
 import time
@@ -245,6 +248,37 @@ def _parse_json(text: str) -> Any:
         raise ValueError(f"not JSON: {e}") from None
 
 
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+
+
+def _member_text(text: str, name: str) -> str | None:
+    """The JSON text of member ``name`` of the object ``text`` holds (the last one when the
+    name repeats, as ``json.loads`` keeps it), exactly as written; ``None`` when there is none.
+    ``text`` is valid JSON (:func:`_parse_json` read it), so no step here can fail or recurse
+    deeper than that did."""
+
+    def skip(i: int) -> int:
+        match = _WHITESPACE.match(text, i)
+        return match.end() if match is not None else i
+
+    i = skip(0)
+    if text[i] != "{":
+        return None
+    i = skip(i + 1)
+    found = None
+    while text[i] != "}":
+        key, i = json.decoder.scanstring(text, i + 1)  # type: ignore[attr-defined]
+        i = skip(skip(i) + 1)  # past the colon
+        _, end = _DECODER.raw_decode(text, i)
+        if key == name:
+            found = text[i:end]
+        i = skip(end)
+        if text[i] == ",":
+            i = skip(i + 1)
+    return found
+
+
 def _json_type(doc: Any) -> str:
     names = {str: "string", int: "number", float: "number", list: "array", type(None): "null"}
     return names.get(type(doc), type(doc).__name__)
@@ -300,7 +334,8 @@ def _jsonl_job(line: str, label: str, n: int) -> Job:
                 raise ValueError(
                     f'"schema" must be a JSON object or boolean, got a JSON {_json_type(schema)}'
                 )
-            return Job(label, stem, "json_schema", schema)
+            # its own text, not the parsed object: Python would round its numbers to floats
+            return Job(label, stem, "json_schema", _member_text(line, "schema"))
         return Job(label, str(n), "json_schema", _schema_text(line))
     except ValueError as e:
         return Job(label, str(n), "json_schema", error=str(e))
@@ -377,14 +412,17 @@ def _vocabulary(args: argparse.Namespace) -> Vocabulary:
         ) from None
 
 
-def _registry(path: str) -> dict[str, Any]:
+def _registry(path: str) -> str:
+    """The registry file's text, checked to hold a JSON object (the compiler reads the text, so
+    its numbers stay exact)."""
     try:
-        registry = _parse_json(_read_file(Path(path)))
+        text = _read_file(Path(path))
+        registry = _parse_json(text)
     except ValueError as e:
         raise UsageError(f"--registry {path}: {e}") from None
     if not isinstance(registry, dict):
         raise UsageError(f"--registry {path}: not a JSON object")
-    return registry
+    return text
 
 
 def _compile(args: argparse.Namespace) -> int:
