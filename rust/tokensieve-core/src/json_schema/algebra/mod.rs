@@ -204,24 +204,24 @@ impl<'a> Compiler<'a> {
             if seen > 256 {
                 return Ok(true);
             }
-            let v = match v.get("$ref").and_then(Value::as_str) {
-                Some(r) => match self.resolve(r, ptr) {
-                    Ok((t, _)) => t,
-                    Err(_) => continue,
-                },
-                None => v,
-            };
-            if let Value::Object(b) = v {
-                if ALGEBRA.iter().any(|k| b.contains_key(*k)) {
-                    return Ok(true);
+            let Value::Object(b) = v else { continue };
+            // the branch's own keywords first (beside a `$ref`, `unevaluated*` sees only the
+            // branch's annotations, not those of what the branch is merged with), then its
+            // `$ref` target's
+            if ALGEBRA.iter().any(|k| b.contains_key(*k)) {
+                return Ok(true);
+            }
+            if merged && (b.contains_key("anyOf") || b.contains_key("oneOf")) {
+                return Ok(true);
+            }
+            for kw in ["allOf", "anyOf", "oneOf"] {
+                if let Some(Value::Array(list)) = b.get(kw) {
+                    todo.extend(list.iter().map(|x| (x, merged || kw == "allOf")));
                 }
-                if merged && (b.contains_key("anyOf") || b.contains_key("oneOf")) {
-                    return Ok(true);
-                }
-                for kw in ["allOf", "anyOf", "oneOf"] {
-                    if let Some(Value::Array(list)) = b.get(kw) {
-                        todo.extend(list.iter().map(|x| (x, merged || kw == "allOf")));
-                    }
+            }
+            if let Some(r) = b.get("$ref").and_then(Value::as_str) {
+                if let Ok((t, _)) = self.resolve(r, ptr) {
+                    todo.push((t, merged || b.len() > 1));
                 }
             }
         }

@@ -582,6 +582,52 @@ pub(super) fn merge(out: Built, b: Built, ptr: &str) -> Result<Built> {
             ));
         }
     }
+    // `contains` on both sides (one schema: different ones are refused below): both sides'
+    // counts hold, a side without `minContains` counting at least 1
+    if out.contains_key("contains") && b.contains_key("contains") {
+        let one = Value::from(1u64);
+        let lo_a = out.get("minContains").cloned().unwrap_or(one.clone());
+        let lo_b = b.remove("minContains").unwrap_or(one);
+        let lo = match (dec_of(&lo_a), dec_of(&lo_b)) {
+            (Some(x), Some(y)) => {
+                if y > x {
+                    lo_b
+                } else {
+                    lo_a
+                }
+            }
+            _ => {
+                return Err(schema_error(
+                    "minContains",
+                    ptr,
+                    "minContains must be a number",
+                ))
+            }
+        };
+        out.insert("minContains".into(), lo);
+        if let Some(hb) = b.remove("maxContains") {
+            let hi = match out.get("maxContains").cloned() {
+                None => hb,
+                Some(ha) => match (dec_of(&ha), dec_of(&hb)) {
+                    (Some(x), Some(y)) => {
+                        if y < x {
+                            hb
+                        } else {
+                            ha
+                        }
+                    }
+                    _ => {
+                        return Err(schema_error(
+                            "maxContains",
+                            ptr,
+                            "maxContains must be a number",
+                        ))
+                    }
+                },
+            };
+            out.insert("maxContains".into(), hi);
+        }
+    }
     for (k, vb) in b {
         let Some(va) = out.get(&k).cloned() else {
             out.insert(k, vb);

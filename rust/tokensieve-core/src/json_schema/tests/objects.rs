@@ -347,3 +347,53 @@ fn dependencies_listing_their_trigger_and_negated_dependencies() {
         &["false", "{}"],
     );
 }
+
+/// `unevaluatedProperties` beside a `$ref` in a branch sees only that branch's annotations,
+/// not those of the schema the branch is merged with (found by the schema fuzzer).
+#[test]
+fn unevaluated_beside_a_ref_in_a_branch() {
+    check(
+        json!({"anyOf": [{"additionalProperties": {}, "oneOf": [{"$ref": "#/$defs/d1", "unevaluatedProperties": false}]}], "$defs": {"d1": {}}}),
+        &["{}", "1"],
+        &[r#"{"ab": {}}"#],
+    );
+    check(
+        json!({"properties": {"a": {}}, "allOf": [{"$ref": "#/$defs/d1", "unevaluatedProperties": false}], "$defs": {"d1": {"properties": {"b": {}}}}}),
+        &["{}", r#"{"b": 1}"#],
+        &[r#"{"a": 1}"#, r#"{"a": 1, "b": 1}"#],
+    );
+}
+
+/// Two conjuncts with the same `contains` keep both their counts: an explicit
+/// `minContains: 0` on one side does not lift the other side's implicit minimum of 1 (found by
+/// the schema fuzzer through a recursive schema negated inside `oneOf`).
+#[test]
+fn merged_contains_keep_both_counts() {
+    check(
+        json!({"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 1}, "minContains": 0, "maxContains": 2}]}),
+        &["[1]", "[1, 1]", "[2, 1]"],
+        &["[]", "[2]", "[1, 1, 1]"],
+    );
+    check(
+        json!({"allOf": [{"contains": {"const": 1}, "maxContains": 3}, {"contains": {"const": 1}, "minContains": 2, "maxContains": 2}]}),
+        &["[1, 1]"],
+        &["[1]", "[1, 1, 1]"],
+    );
+    let d = |prefix: Value| json!({"$defs": {"d0": {"prefixItems": [prefix], "contains": {"anyOf": [{"$ref": "#/$defs/d0"}]}}}, "$ref": "#/$defs/d0"});
+    // d0([]) fails (nothing is contained), d0 of a non-array holds
+    check(
+        d(json!({"not": {"$ref": "#/$defs/d0"}})),
+        &["[[], 1]"],
+        &["[[]]", "[[[]]]", "[1]", "[]"],
+    );
+    check(
+        d(json!({"oneOf": [{"$ref": "#/$defs/d0"}, {}]})),
+        &["[[], 1]"],
+        &["[[]]", "[[[]]]", "[1]", "[]"],
+    );
+    check(
+        d(json!({"$ref": "#/$defs/d0"})),
+        &["[1]", "[[1]]"],
+        &["[[]]", "[[], 1]", "[]"],
+    );
+}
