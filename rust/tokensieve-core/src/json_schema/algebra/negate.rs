@@ -299,7 +299,17 @@ impl<'a> Compiler<'a> {
                         let r = r.as_str().ok_or_else(|| {
                             schema_error("required", ptr, "required must be a list of strings")
                         })?;
-                        let mut o = absent(r);
+                        // the declared names stay declared (any value), in their order,
+                        // as in a negated `properties` below; `r` is absent
+                        let mut props: Map<String, Value> = match m.get("properties") {
+                            Some(Value::Object(p)) => {
+                                p.keys().map(|k| (k.clone(), Value::Bool(true))).collect()
+                            }
+                            _ => Map::new(),
+                        };
+                        props.insert(r.to_string(), Value::Bool(false));
+                        let mut o = Map::new();
+                        o.insert("properties".into(), Value::Object(props));
                         o.insert("type".into(), Value::from("object"));
                         out.push(built(o));
                     }

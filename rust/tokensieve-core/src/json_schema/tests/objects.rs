@@ -397,3 +397,19 @@ fn merged_contains_keep_both_counts() {
         &["[[]]", "[[], 1]", "[]"],
     );
 }
+
+/// A negated `required` keeps the negated map's declared names declared too, so a valid
+/// object in schema order is produced (found by the schema fuzzer).
+#[test]
+fn negated_required_keeps_schema_order() {
+    check(
+        json!({"not": {"properties": {"b": {}}, "required": ["a"]}, "required": ["d"]}),
+        &[r#"{"b": "", "d": ""}"#, r#"{"d": ""}"#],
+        &[r#"{"a": 1, "d": ""}"#, r#"{"b": ""}"#],
+    );
+    check(
+        json!({"if": {"allOf": [{"properties": {"b": {}}, "required": ["a"]}]}, "else": {"required": ["d"]}}),
+        &[r#"{"b": "", "d": ""}"#, r#"{"a": 1}"#],
+        &[r#"{"b": ""}"#],
+    );
+}
