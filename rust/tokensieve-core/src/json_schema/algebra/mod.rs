@@ -236,6 +236,8 @@ impl<'a> Compiler<'a> {
         let mut out = Vec::with_capacity(a.len() * b.len());
         for x in &a {
             for y in &b {
+                // a term can hold large sub-schemas: the clock is read per copy
+                crate::budget::check("expanding schema combinators")?;
                 let mut t = x.clone();
                 t.extend(y.iter().cloned());
                 out.push(t);
@@ -257,6 +259,7 @@ impl<'a> Compiler<'a> {
         let mut seen: Vec<Option<Built>> = Vec::new();
         let mut alts = Vec::new();
         for t in terms {
+            crate::budget::check("compiling the terms of schema combinators")?;
             // refs active for this term: each target as often as the deepest part needs it
             let mut refs: Vec<String> = Vec::new();
             for p in &t {

@@ -19,6 +19,7 @@ impl<'a> Compiler<'a> {
     /// The complement of `v` (among all JSON values) as a union of terms. No part of it
     /// produces annotations.
     pub(super) fn negate(&mut self, v: &Value, ptr: &str, depth: u32) -> Result<Vec<Term>> {
+        crate::budget::check("expanding schema combinators")?;
         check_depth("not", ptr, depth)?;
         let m = match v {
             Value::Bool(true) => return Ok(vec![]),
