@@ -302,12 +302,7 @@ impl<'a> Compiler<'a> {
                         })?;
                         // the declared names stay declared (any value), in their order,
                         // as in a negated `properties` below; `r` is absent
-                        let mut props: Map<String, Value> = match m.get("properties") {
-                            Some(Value::Object(p)) => {
-                                p.keys().map(|k| (k.clone(), Value::Bool(true))).collect()
-                            }
-                            _ => Map::new(),
-                        };
+                        let mut props = declared_any(m.get("properties"));
                         props.insert(r.to_string(), Value::Bool(false));
                         let mut o = Map::new();
                         o.insert("properties".into(), Value::Object(props));
@@ -331,10 +326,7 @@ impl<'a> Compiler<'a> {
                         // The other declared names stay declared (any value), in their
                         // order: a value in schema order keeps its order in this term (they
                         // would otherwise be additional properties, which come last).
-                        let mut p: Map<String, Value> = props
-                            .keys()
-                            .map(|k| (k.clone(), Value::Bool(true)))
-                            .collect();
+                        let mut p = declared_any(Some(v));
                         let mut sx = Extra::default();
                         match Sub::from_terms(n) {
                             Sub::Json(v) => {
@@ -501,5 +493,14 @@ impl<'a> Compiler<'a> {
             }
         }
         Ok(out)
+    }
+}
+
+/// The names a `properties` value declares, in order, each allowing any value (the terms of
+/// a negation keep them declared, so a value keeps its schema order).
+fn declared_any(properties: Option<&Value>) -> Map<String, Value> {
+    match properties {
+        Some(Value::Object(p)) => p.keys().map(|k| (k.clone(), Value::Bool(true))).collect(),
+        _ => Map::new(),
     }
 }

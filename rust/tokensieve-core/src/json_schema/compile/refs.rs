@@ -588,42 +588,12 @@ pub(super) fn merge(out: Built, b: Built, ptr: &str) -> Result<Built> {
         let one = Value::from(1u64);
         let lo_a = out.get("minContains").cloned().unwrap_or(one.clone());
         let lo_b = b.remove("minContains").unwrap_or(one);
-        let lo = match (dec_of(&lo_a), dec_of(&lo_b)) {
-            (Some(x), Some(y)) => {
-                if y > x {
-                    lo_b
-                } else {
-                    lo_a
-                }
-            }
-            _ => {
-                return Err(schema_error(
-                    "minContains",
-                    ptr,
-                    "minContains must be a number",
-                ))
-            }
-        };
+        let lo = tighter("minContains", lo_a, lo_b, true, ptr)?;
         out.insert("minContains".into(), lo);
         if let Some(hb) = b.remove("maxContains") {
             let hi = match out.get("maxContains").cloned() {
                 None => hb,
-                Some(ha) => match (dec_of(&ha), dec_of(&hb)) {
-                    (Some(x), Some(y)) => {
-                        if y < x {
-                            hb
-                        } else {
-                            ha
-                        }
-                    }
-                    _ => {
-                        return Err(schema_error(
-                            "maxContains",
-                            ptr,
-                            "maxContains must be a number",
-                        ))
-                    }
-                },
+                Some(ha) => tighter("maxContains", ha, hb, false, ptr)?,
             };
             out.insert("maxContains".into(), hi);
         }
@@ -679,28 +649,10 @@ pub(super) fn merge(out: Built, b: Built, ptr: &str) -> Result<Built> {
                     Value::Array(r)
                 }
                 "minimum" | "exclusiveMinimum" | "minLength" | "minItems" | "minProperties" => {
-                    match (dec_of(&va), dec_of(&vb)) {
-                        (Some(x), Some(y)) => {
-                            if y > x {
-                                vb
-                            } else {
-                                va
-                            }
-                        }
-                        _ => return Err(schema_error(&k, ptr, format!("{k} must be a number"))),
-                    }
+                    tighter(&k, va, vb, true, ptr)?
                 }
                 "maximum" | "exclusiveMaximum" | "maxLength" | "maxItems" | "maxProperties" => {
-                    match (dec_of(&va), dec_of(&vb)) {
-                        (Some(x), Some(y)) => {
-                            if y < x {
-                                vb
-                            } else {
-                                va
-                            }
-                        }
-                        _ => return Err(schema_error(&k, ptr, format!("{k} must be a number"))),
-                    }
+                    tighter(&k, va, vb, false, ptr)?
                 }
                 "enum" => {
                     let ea = va.as_array().cloned().unwrap_or_default();
@@ -867,6 +819,18 @@ pub(super) fn merge(out: Built, b: Built, ptr: &str) -> Result<Built> {
     ox.prefix_items = items_x;
     ox.contains = contains_x;
     Ok(Built { map: out, x: ox })
+}
+
+/// The tighter of two bounds `k` (the larger lower bound, or the smaller upper bound).
+fn tighter(k: &str, a: Value, b: Value, lower: bool, ptr: &str) -> Result<Value> {
+    match (dec_of(&a), dec_of(&b)) {
+        (Some(x), Some(y)) => Ok(if (lower && y > x) || (!lower && y < x) {
+            b
+        } else {
+            a
+        }),
+        _ => Err(schema_error(k, ptr, format!("{k} must be a number"))),
+    }
 }
 
 fn cannot_merge(k: &str, ptr: &str) -> crate::error::Error {
