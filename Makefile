@@ -15,7 +15,7 @@ export PIP_RESUME_RETRIES ?= 10
 # $(call retry,command): run a command up to three times, 20 s apart (network installs)
 retry = for i in 1 2 3; do $(1) && break; [ $$i = 3 ] && exit 1; echo "network install failed; retrying in 20 s" >&2; sleep 20; done
 
-.PHONY: help venv build demo test test-rust test-python test-wheel test-vllm lint fmt bench clean
+.PHONY: help venv build demo test test-rust test-python test-wheel test-vllm test-sglang lint fmt bench clean
 
 help:
 	@echo "make demo   - set up, compile a constraint for a real tokenizer, show constrained output"
@@ -53,6 +53,12 @@ test-wheel: build
 # tokensieve.vllm in a real vLLM 0.32.0 CPU engine and server, in .venv-vllm (first run ~8 min and 6.5 GB, then ~3 min)
 test-vllm:
 	bash tests/vllm/run.sh
+
+# tokensieve.sglang against SGLang 0.5.23's own grammar-backend classes, in SGLANG_VENV (default
+# .venv-sglang): SGLang's sources and a few modules (--no-deps, pinned), layered over $(VENV)
+SGLANG_VENV ?= .venv-sglang
+test-sglang: build
+	VENV=$(VENV) SGLANG_VENV=$(SGLANG_VENV) bash tests/sglang/run.sh
 
 lint: build
 	cargo fmt --all -- --check
