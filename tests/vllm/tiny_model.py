@@ -13,16 +13,27 @@ LLAMA_CHAT = (
 
 
 def build_tiny_llama(
-    out: Path, tokenizer_dir: Path, hidden_size: int = 128, layers: int = 2, seed: int = 0
+    out: Path,
+    tokenizer_dir: Path,
+    hidden_size: int = 128,
+    layers: int = 2,
+    seed: int = 0,
+    vocab_size: int = 128256,
+    added_tokens: tuple[str, ...] = (),
 ) -> Path:
     """Save a random Llama (Llama 3 vocabulary, head size 64: the CPU attention kernels need
-    a supported one) with the tokenizer of `tokenizer_dir` and a chat template into `out`."""
+    a supported one) with the tokenizer of `tokenizer_dir` and a chat template into `out`.
+
+    `added_tokens` are appended to the tokenizer as special tokens (ids from the tokenizer's
+    size up); `vocab_size` (the logits' width) may exceed the tokenizer, as padded models do."""
+    import json
+
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     out.mkdir(parents=True, exist_ok=True)
     cfg = LlamaConfig(
-        vocab_size=128256,
+        vocab_size=vocab_size,
         hidden_size=hidden_size,
         intermediate_size=2 * hidden_size,
         num_hidden_layers=layers,
@@ -37,6 +48,26 @@ def build_tiny_llama(
     LlamaForCausalLM(cfg).save_pretrained(out)
     for f in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(tokenizer_dir / f, out / f)
+    if added_tokens:
+        tok = json.loads((out / "tokenizer.json").read_text())
+        next_id = 1 + max(
+            [int(i) for i in tok["model"]["vocab"].values()]
+            + [int(t["id"]) for t in tok.get("added_tokens", [])]
+        )
+        for k, content in enumerate(added_tokens):
+            tok["added_tokens"].append(
+                {
+                    "id": next_id + k,
+                    "content": content,
+                    "single_word": False,
+                    "lstrip": False,
+                    "rstrip": False,
+                    "normalized": False,
+                    "special": True,
+                }
+            )
+        assert next_id + len(added_tokens) <= vocab_size
+        (out / "tokenizer.json").write_text(json.dumps(tok))
     (out / "chat_template.jinja").write_text(LLAMA_CHAT)
     return out
 

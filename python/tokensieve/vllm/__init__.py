@@ -1,4 +1,14 @@
-"""Constrained decoding in vLLM: logits processors for the V2 and V1 model runners.
+"""Constrained decoding in vLLM: tokensieve as vLLM's structured-output backend, and logits
+processors for the V2 and V1 model runners.
+
+The standard way: ``--scheduler-cls tokensieve.vllm.Scheduler`` (``LLM(...,
+scheduler_cls="tokensieve.vllm.Scheduler")``) makes tokensieve compile and mask every request
+that sends ``response_format``, ``structured_outputs`` or forced tool calls
+(:mod:`tokensieve.vllm.backend`; the ``vllm.general_plugins`` entry point,
+:mod:`tokensieve.vllm.plugin`, validates them at the door). ``Scheduler`` imports vLLM when it
+is first looked up here.
+
+The logits-processor way:
 
 vLLM dropped its own ``guided_json`` / ``guided_regex`` request fields; these processors bring
 them back through per-request ``SamplingParams.extra_args`` (``vllm_xargs`` on the OpenAI
@@ -35,12 +45,15 @@ from tokensieve.vllm.v1 import GuidedLogitsProcessorV1
 from tokensieve.vllm.v2 import GuidedLogitsProcessor
 
 __all__ = [
+    "AsyncScheduler",
     "GRAMMAR_CACHE",
     "Constraint",
     "GrammarCache",
     "GuidedLogitsProcessor",
     "GuidedLogitsProcessorV1",
     "RequestGuide",
+    "Scheduler",
+    "TokensieveBackend",
     "compile_constraint",
     "constraint_from_extra_args",
     "default_vocabulary",
@@ -48,3 +61,12 @@ __all__ = [
     "set_index_directory",
     "vocabulary_from_vllm_config",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # vLLM's scheduler classes are imported only when the backend is asked for
+    if name in ("Scheduler", "AsyncScheduler", "TokensieveBackend"):
+        from tokensieve.vllm import backend
+
+        return getattr(backend, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

