@@ -298,3 +298,31 @@ def test_stop_tokens_outside_the_vocabulary_are_ignored() -> None:
     stop = StopTokens(VOCAB, [EOS, 10**9, -1])
     assert stop.stops == [EOS] and stop.missing == [EOT] and stop.extra == []
     assert StopTokens(VOCAB, []).plain and StopTokens(VOCAB, None).plain
+
+
+def test_rows_filled_from_many_threads_equal_serial_fills() -> None:
+    """vLLM's manager fills rows from a thread pool above 128 structured requests."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = random.Random(3)
+    states = []
+    for i in range(160):
+        state = new_state([EOS, ord("z")] if i % 3 == 0 else None)
+        done: list[int] = []
+        for _ in range(rng.randrange(4)):
+            state.fill_bitmask(ts.allocate_token_bitmask(1, VOCAB.vocab_size), 0)
+            options = sorted(brute_row(text_of(done), state.stop.stops) - set(state.stop.stops))
+            if not options:
+                break
+            token = rng.choice(options)
+            assert state.accept_tokens("t", [token])
+            done.append(token)
+        states.append(state)
+    serial = ts.allocate_token_bitmask(len(states), VOCAB.vocab_size)
+    for i, state in enumerate(states):
+        state.fill_bitmask(serial, i)
+    parallel = ts.allocate_token_bitmask(len(states), VOCAB.vocab_size)
+    with ThreadPoolExecutor(8) as pool:
+        batches = [list(range(k, min(k + 16, len(states)))) for k in range(0, len(states), 16)]
+        list(pool.map(lambda rows: [states[i].fill_bitmask(parallel, i) for i in rows], batches))
+    assert (np.asarray(serial) == np.asarray(parallel)).all()

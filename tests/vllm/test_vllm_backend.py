@@ -852,3 +852,28 @@ def test_server_answers_32_concurrent_mixed_requests_and_keeps_serving(
     print(f"32 concurrent: {valid} constrained outputs valid, 2 refused with HTTP 400")
     kind, spec, text, _ = one_request(c, 3)
     check(kind, spec, text)
+
+
+def test_the_scheduler_follows_the_engines_async_setting() -> None:
+    from types import SimpleNamespace
+
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler as VllmAsync
+    from vllm.v1.core.sched.scheduler import Scheduler as VllmScheduler
+
+    from tokensieve.vllm import AsyncScheduler, Scheduler
+    from tokensieve.vllm.plugin import uses_tokensieve
+
+    for flag, cls in ((True, AsyncScheduler), (False, Scheduler), (None, Scheduler)):
+        config = SimpleNamespace(scheduler_config=SimpleNamespace(async_scheduling=flag))
+        made = Scheduler.__new__(Scheduler, vllm_config=config)
+        assert type(made) is cls and isinstance(made, VllmScheduler)
+        assert isinstance(made, VllmAsync) == bool(flag)
+    for name, ours in (
+        ("tokensieve.vllm.Scheduler", True),
+        ("tokensieve.vllm.backend.AsyncScheduler", True),
+        ("vllm.v1.core.sched.scheduler.Scheduler", False),
+        ("no.such.module.Scheduler", False),
+        (None, False),
+    ):
+        config = SimpleNamespace(scheduler_config=SimpleNamespace(scheduler_cls=name))
+        assert uses_tokensieve(config) is ours, name
