@@ -294,6 +294,23 @@ def test_read_request_checks_sampling_and_reasoning() -> None:
         read_request(params)
 
 
+def test_a_server_default_for_fit_max_tokens_yields_to_the_request() -> None:
+    def params(extra: dict[str, Any] | None) -> SimpleNamespace:
+        return SimpleNamespace(
+            structured_outputs=so(json={}), extra_args=extra, min_tokens=0, max_tokens=40
+        )
+
+    assert read_request(params(None)).max_tokens is None
+    assert read_request(params(None), fit_default=True).max_tokens == 40
+    assert (
+        read_request(params({"guided_fit_max_tokens": False}), fit_default=True).max_tokens is None
+    )
+    # not under a reasoning parser, nor beside the request's own reasoning span
+    assert read_request(params(None), fit_default=True, engine_reasoning=True).max_tokens is None
+    spanned = read_request(params({"guided_reasoning_end": "</think>"}), fit_default=True)
+    assert spanned.max_tokens is None and spanned.reasoning_end == "</think>"
+
+
 def test_stop_tokens_outside_the_vocabulary_are_ignored() -> None:
     stop = StopTokens(VOCAB, [EOS, 10**9, -1])
     assert stop.stops == [EOS] and stop.missing == [EOT] and stop.extra == []

@@ -51,6 +51,7 @@ from tokensieve.vllm.structured import (
     GrammarState,
     StopTokens,
     StructuredRequest,
+    engine_reasoning,
     read_request,
 )
 
@@ -68,14 +69,9 @@ logger = logging.getLogger("tokensieve.vllm")
 # One INFO line per compile (request id, kind, cache hit, time) when set: how a deployment (or a
 # test) sees that tokensieve compiled a request. DEBUG otherwise.
 _LOG_COMPILES = os.environ.get("TOKENSIEVE_LOG_COMPILES", "") not in ("", "0")
-
-
-def engine_reasoning(vllm_config: Any) -> bool:
-    """vLLM's ``--reasoning-parser`` gates the constraint (set and not ``enable_in_reasoning``)."""
-    so = getattr(vllm_config, "structured_outputs_config", None)
-    return bool(getattr(so, "reasoning_parser", "")) and not bool(
-        getattr(so, "enable_in_reasoning", False)
-    )
+# Every structured request keeps its output finishable within its max_tokens unless it says
+# otherwise (its guided_fit_max_tokens): a server-wide default, off unless set.
+_FIT_DEFAULT = os.environ.get("TOKENSIEVE_FIT_MAX_TOKENS", "") not in ("", "0")
 
 
 class TokensieveGrammar(GrammarState, StructuredOutputGrammar):  # type: ignore[misc]
@@ -115,7 +111,7 @@ class TokensieveBackend(StructuredOutputBackend):  # type: ignore[misc]
     def compile_request(self, request: Any) -> TokensieveGrammar:
         """Compile a request read from its ``SamplingParams`` (what the manager hook calls)."""
         params = request.sampling_params
-        req = read_request(params, engine_reasoning=self.engine_reasoning)
+        req = read_request(params, engine_reasoning=self.engine_reasoning, fit_default=_FIT_DEFAULT)
         return self._compile(req, params.all_stop_token_ids, str(request.request_id))
 
     def compile_grammar(

@@ -24,7 +24,7 @@ import tokensieve as ts
 from tokensieve.constraints import describe_error
 from tokensieve.vllm.constraints import GRAMMAR_CACHE
 from tokensieve.vllm.processor_base import GuidedProcessorBase, error_text
-from tokensieve.vllm.structured import read_request
+from tokensieve.vllm.structured import engine_reasoning, read_request
 
 __all__ = ["admit", "register", "uses_tokensieve"]
 
@@ -80,8 +80,6 @@ def _validation_error(message: str) -> Exception:
 def admit(params: Any, vllm_config: Any, tokenizer: Any) -> None:
     """Check one request's ``structured_outputs`` the way the engine will compile it; raise
     the client's error (``VLLMValidationError``, a ``ValueError``) when it fails."""
-    from tokensieve.vllm.backend import engine_reasoning
-
     if getattr(getattr(vllm_config, "model_config", None), "is_diffusion", False):
         raise _validation_error(
             "Structured outputs are not supported for diffusion language models"

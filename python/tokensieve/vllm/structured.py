@@ -63,6 +63,7 @@ __all__ = [
     "GrammarState",
     "StopTokens",
     "StructuredRequest",
+    "engine_reasoning",
     "read_request",
     "structured_args",
 ]
@@ -91,9 +92,12 @@ def _knob(so: Any, name: str) -> Any:
     return getattr(so, name, None)
 
 
-def structured_args(structured_outputs: Any, extra_args: Mapping[str, Any] | None) -> GuidedArgs:
+def structured_args(
+    structured_outputs: Any, extra_args: Mapping[str, Any] | None, *, fit_default: bool = False
+) -> GuidedArgs:
     """The checked constraint and settings of a request's ``structured_outputs`` (plus the
-    ``guided_*`` options of its ``extra_args``).
+    ``guided_*`` options of its ``extra_args``). ``fit_default``: ``guided_fit_max_tokens`` for
+    a request that does not say.
 
     Raises ``ValueError`` naming the problem: ``grammar`` or ``structural_tag`` (not supported),
     no constraint or more than one, a constraint also sent as a ``guided_*`` key, conflicting
@@ -126,6 +130,8 @@ def structured_args(structured_outputs: Any, extra_args: Mapping[str, Any] | Non
         raise ValueError(
             "structured_outputs has more than one constraint: " + ", ".join(f for f, _ in given)
         )
+    if fit_default and not merged.get(REASONING_END_KEY):  # a reasoning span excludes it
+        merged.setdefault(FIT_KEY, True)
     field, key = given[0]
     value = _knob(so, field)
     if field == "json_object":
@@ -385,6 +391,14 @@ class GrammarState:
         self.error = None
 
 
+def engine_reasoning(vllm_config: Any) -> bool:
+    """vLLM's ``--reasoning-parser`` gates the constraint (set and not ``enable_in_reasoning``)."""
+    so = getattr(vllm_config, "structured_outputs_config", None)
+    return bool(getattr(so, "reasoning_parser", "")) and not bool(
+        getattr(so, "enable_in_reasoning", False)
+    )
+
+
 class StructuredRequest:
     """What the backend needs of one request: its constraint and the matcher's settings."""
 
@@ -408,6 +422,7 @@ def read_request(
     *,
     engine_reasoning: bool = False,
     limits: Mapping[str, float] = CLIENT_LIMITS,
+    fit_default: bool = False,
 ) -> StructuredRequest:
     """Read and check a request's ``SamplingParams`` (``structured_outputs`` and the
     ``guided_*`` keys of ``extra_args``); ``ValueError`` with the client's message.
@@ -415,10 +430,14 @@ def read_request(
     ``engine_reasoning``: vLLM's ``--reasoning-parser`` gates the constraint (the grammar sees
     only the tokens after the parser's end marker), so tokensieve's own reasoning span
     (``guided_reasoning_end``) and ``guided_fit_max_tokens`` (which counts every output token)
-    are refused.
+    are refused. ``fit_default`` (the server's ``TOKENSIEVE_FIT_MAX_TOKENS``) makes
+    ``guided_fit_max_tokens`` the default of requests that do not say (not under a reasoning
+    parser).
     """
     args = structured_args(
-        getattr(params, "structured_outputs", None), getattr(params, "extra_args", None)
+        getattr(params, "structured_outputs", None),
+        getattr(params, "extra_args", None),
+        fit_default=fit_default and not engine_reasoning,
     )
     constraint = args.constraint
     assert constraint is not None  # structured_args always names one
