@@ -18,9 +18,20 @@ schema outside the sample (first-use costs — vocabularies, tokenizer info — 
    ``generate()``, or an error finish).
 2. Steady step time: 64 constrained requests (8 hand-written bounded schemas, cycled),
    ``max_tokens=48``; the gaps between successive streamed outputs of each request (first one
-   skipped); then 64 unconstrained requests in the same engine as the baseline.
-3. Validity: every constrained output of 1 and 2 that finished with ``stop``, validated with
-   ``jsonschema`` (the schema's ``$schema`` draft, else 2020-12; formats not asserted).
+   skipped); then 64 unconstrained requests in the same engine as the baseline. Twice: with
+   vLLM's default whitespace (in part 1's engine, after it), and compact JSON, like for like:
+   the same requests with ``disable_any_whitespace=True``, in a fresh engine per backend
+   (``--variant compact`` children: warmup and part 2 only). vLLM 0.32.0's xgrammar and guidance
+   backends read only the engine-level ``structured_outputs_config.disable_any_whitespace``, so
+   their compact engines set it; tokensieve reads the request's knob. Per backend and variant
+   also the mean output tokens per request, the ``stop`` finishes and the whitespace outside
+   JSON strings, to show whether outputs progressed through the schema.
+3. Validity: every constrained output of 1 and 2 (both variants) that finished with ``stop``,
+   validated with ``jsonschema`` (the schema's ``$schema`` draft, else 2020-12; formats not
+   asserted).
+
+Rounds: 2 by default (``--rounds``), each a fresh engine per backend and variant, interleaved;
+about 9 to 10 minutes on 2 cores.
 
 Run with the vLLM venv (CPU build)::
 
@@ -67,6 +78,8 @@ TOKENIZER = SHARED_TOKENIZERS / "llama3"
 N_SCHEMAS = 32
 SAMPLE_SEED = 0
 N_STEADY = 64
+ROUNDS = 2
+VARIANTS = ("default", "compact")
 STEADY_TOKENS = 48
 TTFT_MAX_TOKENS = 256
 PROMPT = "Reply with a JSON document:"
@@ -237,21 +250,42 @@ async def batch(engine: Any, tag: str, params: list[Any]) -> tuple[list[dict[str
     return list(recs), time.perf_counter() - t0
 
 
-def so(schema: Any) -> Any:
+def so(schema: Any, compact: bool = False) -> Any:
     from vllm.sampling_params import StructuredOutputsParams
 
+    if compact:
+        return StructuredOutputsParams(json=schema, disable_any_whitespace=True)
     return StructuredOutputsParams(json=schema)
 
 
-def sp(seed: int, max_tokens: int, schema: Any = None) -> Any:
+def sp(seed: int, max_tokens: int, schema: Any = None, compact: bool = False) -> Any:
     from vllm import SamplingParams
 
     return SamplingParams(
         temperature=1.0,
         seed=seed,
         max_tokens=max_tokens,
-        structured_outputs=None if schema is None else so(schema),
+        structured_outputs=None if schema is None else so(schema, compact),
     )
+
+
+def ws_outside_strings(text: str | None) -> int:
+    """Whitespace characters of a JSON text outside its strings (a cut-off string counts as
+    open to the end)."""
+    n, in_str, esc = 0, False, False
+    for ch in text or "":
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in " \t\n\r":
+            n += 1
+    return n
 
 
 def validity(recs: list[dict[str, Any]], schemas: list[Any]) -> dict[str, Any]:
@@ -281,18 +315,85 @@ def validity(recs: list[dict[str, Any]], schemas: list[Any]) -> dict[str, Any]:
     return {"counts": counts, "invalid": bad}
 
 
+async def steady_part(
+    engine: Any, seed0: int, compact: bool, res: dict[str, Any], prefix: str
+) -> None:
+    """Part 2 in this engine: 64 constrained requests, then 64 unconstrained; results under
+    ``res[prefix]``, ``res[prefix + "_validity"]`` …"""
+    cschemas = [STEADY_SCHEMAS[i % len(STEADY_SCHEMAS)] for i in range(N_STEADY)]
+    t0_steady = {"constrained": time.perf_counter()}
+    crecs, cwall = await batch(
+        engine,
+        f"{prefix}-json",
+        [sp(seed0 + i, STEADY_TOKENS, s, compact) for i, s in enumerate(cschemas)],
+    )
+    t0_steady["unconstrained"] = time.perf_counter()
+    frecs, fwall = await batch(
+        engine, f"{prefix}-free", [sp(seed0 + i, STEADY_TOKENS) for i in range(N_STEADY)]
+    )
+    val = validity(crecs, cschemas)
+    res[prefix + "_validity"] = val
+    for i, r in enumerate(crecs):
+        r["schema_index"] = i % len(STEADY_SCHEMAS)
+    res[prefix] = {}
+    for name, rs, w in (("constrained", crecs, cwall), ("unconstrained", frecs, fwall)):
+        gaps = [g for r in rs for g in r["gaps_s"]]
+        # the batch is full from the last request's first token until the first request
+        # ends (outputs of one step: within 10 ms)
+        last_start = t0_steady[name] + max((r["ttft_s"] or 0.0) for r in rs)
+        first_end = min((r["ends"][-1] for r in rs if r["ends"]), default=0.0) + 0.01
+        full = [
+            g
+            for r in rs
+            for g, e in zip(r["gaps_s"], r["ends"])
+            if e - g >= last_start - 0.01 and e <= first_end
+        ]
+        res[prefix][name] = {
+            "wall_s": w,
+            "gaps_raw": gaps,
+            "full_gaps_raw": full,
+            "errors": [r["error"] for r in rs if r["error"]],
+            "requests": len(rs),
+            "tokens": sum(r.get("tokens", 0) for r in rs),
+            "ws_chars": sum(ws_outside_strings(r.get("text")) for r in rs),
+            "chars": sum(len(r.get("text") or "") for r in rs),
+            "finish": {k: sum(r["finish"] == k for r in rs) for k in ("stop", "length")},
+            "gaps": len(gaps),
+            "gap_p50_s": percentile(gaps, 50),
+            "gap_p95_s": percentile(gaps, 95),
+            "ttft_p50_s": percentile([r["ttft_s"] for r in rs if r["ttft_s"]], 50),
+        }
+    res[prefix + "_examples"] = [r.get("text") for r in crecs[:3]]
+    res[prefix + "_invalid_texts"] = [
+        {"schema_index": r["schema_index"], "text": r["text"]} for r in val["invalid"]
+    ]
+
+
 async def child_main(args: argparse.Namespace) -> dict[str, Any]:
+    """``--variant default``: warmup, part 1, part 2 (vLLM's default whitespace). ``--variant
+    compact``: warmup and part 2 only, every constrained request with
+    ``disable_any_whitespace=True`` (and, for xgrammar and guidance, whose vLLM backends read
+    only the engine-level setting, the engine's ``structured_outputs_config`` too)."""
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.v1.engine.async_llm import AsyncLLM
 
     sample = json.loads(Path(args.schemas).read_text())
     seed0 = 1000 * args.round
+    compact = args.variant == "compact"
     kw: dict[str, Any] = {}
     if args.backend == "tokensieve":
         kw["scheduler_cls"] = "tokensieve.vllm.Scheduler"
     else:
         kw["structured_outputs_config"] = {"backend": args.backend}
-    res: dict[str, Any] = {"backend": args.backend, "round": args.round, "phase": "start"}
+        if compact:
+            kw["structured_outputs_config"]["disable_any_whitespace"] = True
+    res: dict[str, Any] = {
+        "backend": args.backend,
+        "variant": args.variant,
+        "round": args.round,
+        "engine_kwargs": kw,
+        "phase": "start",
+    }
     t = time.perf_counter()
     engine = AsyncLLM.from_engine_args(
         AsyncEngineArgs(
@@ -317,72 +418,32 @@ async def child_main(args: argparse.Namespace) -> dict[str, Any]:
         res["phase"] = "warmup"
         t = time.perf_counter()
         warm, _ = await batch(engine, "warm-free", [sp(0, 8)])
-        warm2, _ = await batch(engine, "warm-json", [sp(0, 32, WARMUP_SCHEMA)])
+        warm2, _ = await batch(engine, "warm-json", [sp(0, 32, WARMUP_SCHEMA, compact)])
         res["warmup_s"] = time.perf_counter() - t
         res["warmup_errors"] = [r["error"] for r in warm + warm2 if r["error"]]
         save()
 
-        # 1. TTFT, 32 schemas at once
-        res["phase"] = "ttft"
-        schemas = [s["schema"] for s in sample]
-        recs, wall = await batch(
-            engine, "ttft", [sp(seed0 + i, TTFT_MAX_TOKENS, s) for i, s in enumerate(schemas)]
-        )
-        for r, s in zip(recs, sample):
-            r["id"] = s["id"]
-            r.pop("gaps_s")
-            r.pop("ends")
-        res["ttft"] = {"wall_s": wall, "requests": recs}
-        res["ttft_validity"] = validity(recs, schemas)
-        for r in recs:  # keep the JSON small: texts only where they matter
-            if r.get("check") != "invalid":
-                r.pop("text", None)
-        save()
+        if not compact:
+            # 1. TTFT, 32 schemas at once
+            res["phase"] = "ttft"
+            schemas = [s["schema"] for s in sample]
+            recs, wall = await batch(
+                engine, "ttft", [sp(seed0 + i, TTFT_MAX_TOKENS, s) for i, s in enumerate(schemas)]
+            )
+            for r, s in zip(recs, sample):
+                r["id"] = s["id"]
+                r.pop("gaps_s")
+                r.pop("ends")
+            res["ttft"] = {"wall_s": wall, "requests": recs}
+            res["ttft_validity"] = validity(recs, schemas)
+            for r in recs:  # keep the JSON small: texts only where they matter
+                if r.get("check") != "invalid":
+                    r.pop("text", None)
+            save()
 
         # 2. steady step time: 64 constrained, then 64 unconstrained
         res["phase"] = "steady"
-        cschemas = [STEADY_SCHEMAS[i % len(STEADY_SCHEMAS)] for i in range(N_STEADY)]
-        t0_steady = {"constrained": time.perf_counter()}
-        crecs, cwall = await batch(
-            engine, "steady-json", [sp(seed0 + i, STEADY_TOKENS, s) for i, s in enumerate(cschemas)]
-        )
-        t0_steady["unconstrained"] = time.perf_counter()
-        frecs, fwall = await batch(
-            engine, "steady-free", [sp(seed0 + i, STEADY_TOKENS) for i in range(N_STEADY)]
-        )
-        val = validity(crecs, cschemas)
-        res["steady_validity"] = val
-        for i, r in enumerate(crecs):
-            r["schema_index"] = i % len(STEADY_SCHEMAS)
-        res["steady"] = {}
-        for name, rs, w in (("constrained", crecs, cwall), ("unconstrained", frecs, fwall)):
-            gaps = [g for r in rs for g in r["gaps_s"]]
-            # the batch is full from the last request's first token until the first request
-            # ends (outputs of one step: within 10 ms)
-            last_start = t0_steady[name] + max((r["ttft_s"] or 0.0) for r in rs)
-            first_end = min((r["ends"][-1] for r in rs if r["ends"]), default=0.0) + 0.01
-            full = [
-                g
-                for r in rs
-                for g, e in zip(r["gaps_s"], r["ends"])
-                if e - g >= last_start - 0.01 and e <= first_end
-            ]
-            res["steady"][name] = {
-                "wall_s": w,
-                "gaps_raw": gaps,
-                "full_gaps_raw": full,
-                "errors": [r["error"] for r in rs if r["error"]],
-                "tokens": sum(r.get("tokens", 0) for r in rs),
-                "finish": {k: sum(r["finish"] == k for r in rs) for k in ("stop", "length")},
-                "gaps": len(gaps),
-                "gap_p50_s": percentile(gaps, 50),
-                "gap_p95_s": percentile(gaps, 95),
-                "ttft_p50_s": percentile([r["ttft_s"] for r in rs if r["ttft_s"]], 50),
-            }
-        res["steady_examples"] = [r.get("text") for r in crecs[:3]]
-        res["steady_invalid_texts"] = [
-            {"schema_index": r["schema_index"], "text": r["text"]} for r in val["invalid"]
-        ]
+        await steady_part(engine, seed0, compact, res, "steady")
         res["phase"] = "done"
     except Exception as e:  # the engine died: record and leave
         res["crash"] = f"{type(e).__name__}: {e}"[:1000]
@@ -406,9 +467,11 @@ async def child_main(args: argparse.Namespace) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 
 
-def run_child(backend: str, rnd: int, model: Path, schemas: Path, tmp: Path) -> dict[str, Any]:
-    out = tmp / f"{backend}-{rnd}.json"
-    log = tmp / f"{backend}-{rnd}.log"
+def run_child(
+    backend: str, variant: str, rnd: int, model: Path, schemas: Path, tmp: Path
+) -> dict[str, Any]:
+    out = tmp / f"{backend}-{variant}-{rnd}.json"
+    log = tmp / f"{backend}-{variant}-{rnd}.log"
     env = dict(os.environ)
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
@@ -418,6 +481,8 @@ def run_child(backend: str, rnd: int, model: Path, schemas: Path, tmp: Path) -> 
         "--child",
         "--backend",
         backend,
+        "--variant",
+        variant,
         "--model",
         str(model),
         "--schemas",
@@ -439,7 +504,9 @@ def run_child(backend: str, rnd: int, model: Path, schemas: Path, tmp: Path) -> 
             proc.wait()
             rc = "timeout"
     res: dict[str, Any] = (
-        json.loads(out.read_text()) if out.exists() else {"backend": backend, "round": rnd}
+        json.loads(out.read_text())
+        if out.exists()
+        else {"backend": backend, "variant": variant, "round": rnd}
     )
     res["child_s"] = time.perf_counter() - t
     res["child_rc"] = rc
@@ -460,7 +527,12 @@ def _median(xs: list[Any]) -> Any:
 
 def merge(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """One backend's rounds (fresh engines) pooled: requests and gaps together."""
-    m: dict[str, Any] = {"backend": rounds[0]["backend"], "rounds": len(rounds)}
+    m: dict[str, Any] = {
+        "backend": rounds[0]["backend"],
+        "variant": rounds[0].get("variant"),
+        "rounds": len(rounds),
+        "engine_kwargs": rounds[0].get("engine_kwargs"),
+    }
     crashes = [f"round {r.get('round')}: {r['crash']}" for r in rounds if r.get("crash")]
     if crashes:
         m["crash"] = "; ".join(crashes)
@@ -501,7 +573,10 @@ def merge(rounds: list[dict[str, Any]]) -> dict[str, Any]:
             m["steady"][name] = {
                 "wall_s": [p["wall_s"] for p in parts],
                 "errors": [e for p in parts for e in p["errors"]],
+                "requests": sum(p["requests"] for p in parts),
                 "tokens": sum(p["tokens"] for p in parts),
+                "ws_chars": sum(p["ws_chars"] for p in parts),
+                "chars": sum(p["chars"] for p in parts),
                 "finish": {k: sum(p["finish"][k] for p in parts) for k in ("stop", "length")},
                 "gaps": len(gaps),
                 "gap_p50_s": percentile(gaps, 50),
@@ -536,6 +611,13 @@ def summarize(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
             for k in ("gap_p50_s", "gap_p95_s", "full_batch_gap_p50_s", "full_batch_gap_p95_s"):
                 s[k] = c[k]
                 s["free_" + k] = u[k]
+            n = c["requests"] or 1
+            s["tokens_per_request"] = c["tokens"] / n
+            s["ws_chars_per_request"] = c["ws_chars"] / n
+            s["chars_per_request"] = c["chars"] / n
+            s["finish_stop"] = c["finish"]["stop"]
+            s["finish_length"] = c["finish"]["length"]
+            s["requests"] = c["requests"]
         summary[b] = s
     return summary
 
@@ -555,9 +637,68 @@ def ratio(x: float | None, ref: float | None) -> str:
     return f"{x / ref:.2f}×"
 
 
+def steady_table(results: dict[str, dict[str, Any]], summary: dict[str, Any]) -> str:
+    """Part 2's table for one variant (ratios vs tokensieve of the same variant)."""
+    ts_s = summary.get("tokensieve", {})
+    hdr = [
+        "backend",
+        "gap p50",
+        "gap p95",
+        "free gap p50",
+        "free gap p95",
+        "p50 vs free",
+        "p95 vs free",
+        "p50 vs ts",
+        "p95 vs ts",
+        "full-batch p50 (free)",
+        "finished stop/length",
+        "tokens/request",
+        "ws chars/request",
+        "batch wall s (free)",
+    ]
+    rows = []
+    for b in BACKENDS:
+        s = summary.get(b, {})
+        if "gap_p50_s" not in s:
+            rows.append([b, "crashed", *["–"] * (len(hdr) - 2)])
+            continue
+        st = results[b]["steady"]
+        rows.append(
+            [
+                b,
+                ms(s["gap_p50_s"]),
+                ms(s["gap_p95_s"]),
+                ms(s["free_gap_p50_s"]),
+                ms(s["free_gap_p95_s"]),
+                ratio(s["gap_p50_s"], s["free_gap_p50_s"]),
+                ratio(s["gap_p95_s"], s["free_gap_p95_s"]),
+                ratio(s["gap_p50_s"], ts_s.get("gap_p50_s")),
+                ratio(s["gap_p95_s"], ts_s.get("gap_p95_s")),
+                f"{ms(s['full_batch_gap_p50_s'])} ({ms(s['free_full_batch_gap_p50_s'])})",
+                f"{s['finish_stop']}/{s['finish_length']}",
+                f"{s['tokens_per_request']:.1f}",
+                f"{s['ws_chars_per_request']:.1f} of {s['chars_per_request']:.0f}",
+                f"{num(_median(st['constrained']['wall_s']))} "
+                f"({num(_median(st['unconstrained']['wall_s']))})",
+            ]
+        )
+    return md_table(hdr, rows)
+
+
+def invalid_reason(text: str) -> str:
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as e:
+        at = f" (character {text[e.pos]!r})" if e.pos < len(text) else ""
+        return f"not JSON: {e.msg}{at}"
+    return "fails the schema"
+
+
 def render(
     results: dict[str, dict[str, Any]],
     summary: dict[str, Any],
+    compact: dict[str, dict[str, Any]],
+    csummary: dict[str, Any],
     sample: list[dict[str, Any]],
     info: dict[str, Any],
     command: str,
@@ -589,7 +730,10 @@ def render(
         "`structured_outputs=StructuredOutputsParams(json=schema)`. Before anything is timed, "
         "each engine serves one unconstrained request and one constrained request on a small "
         "schema outside the sample, so first-use costs (tokensieve's vocabulary, xgrammar's "
-        "tokenizer info, llguidance's tokenizer) are paid outside every measurement.",
+        "tokenizer info, llguidance's tokenizer) are paid outside every measurement. "
+        f"{results[next(iter(results))]['rounds'] if results else 0} rounds: each round starts "
+        "one fresh engine per backend and variant (default whitespace: parts 1 and 2; compact: "
+        "part 2 only), interleaved.",
         "",
         "**Caveats.** The model has random weights and runs on the CPU: step time is dominated "
         "by the CPU forward pass and vLLM's own overhead, and the outputs are random walks "
@@ -598,7 +742,12 @@ def render(
         "engine's forward pass, the backend's mask work and the front end share the CPUs.",
         "",
     ]
-    crashed = {b: s["crash"] for b, s in summary.items() if s.get("crash")}
+    crashed = {
+        f"{b} ({v})": s["crash"]
+        for v, sm in (("default ws", summary), ("compact", csummary))
+        for b, s in sm.items()
+        if s.get("crash")
+    }
     if crashed:
         L += ["**Crashes:**", ""]
         L += [f"* {b}: `{c}`" for b, c in crashed.items()]
@@ -690,45 +839,24 @@ def render(
         "output skipped), pooled over all requests and rounds; about one engine step. *Full "
         "batch*: only the gaps that began after the last request's first token and ended by "
         f"the first request's finish (all {N_STEADY} decoding), since a batch that thins out "
-        "steps faster. Times in ms.",
+        "steps faster. *Tokens/request*: mean output tokens of the constrained requests "
+        f"(`max_tokens={STEADY_TOKENS}` unless finished with `stop`); *ws chars/request*: mean "
+        "whitespace characters outside JSON strings, of the mean output characters. *Batch "
+        "wall*: submission to the last request's end (median over the rounds). Two "
+        "variants: vLLM's default whitespace (the engines of part 1, after it), and compact "
+        "JSON for every backend (fresh engines that serve only warmup and part 2). Times in "
+        "ms; ratios vs tokensieve of the same variant.",
         "",
     ]
-    hdr = [
-        "backend",
-        "gap p50",
-        "gap p95",
-        "free gap p50",
-        "free gap p95",
-        "p50 vs free",
-        "p95 vs free",
-        "p50 vs ts",
-        "p95 vs ts",
-        "full-batch p50 (free)",
-        "finished stop/length",
+    L += [
+        "### vLLM's default whitespace",
+        "",
+        "`StructuredOutputsParams(json=schema)`; engines as in part 1 (the same engines, after "
+        "part 1).",
+        "",
+        steady_table(results, summary),
+        "",
     ]
-    rows = []
-    for b in BACKENDS:
-        s = summary.get(b, {})
-        if "gap_p50_s" not in s:
-            rows.append([b, "crashed", *["–"] * 9])
-            continue
-        fin = results[b]["steady"]["constrained"]["finish"]
-        rows.append(
-            [
-                b,
-                ms(s["gap_p50_s"]),
-                ms(s["gap_p95_s"]),
-                ms(s["free_gap_p50_s"]),
-                ms(s["free_gap_p95_s"]),
-                ratio(s["gap_p50_s"], s["free_gap_p50_s"]),
-                ratio(s["gap_p95_s"], s["free_gap_p95_s"]),
-                ratio(s["gap_p50_s"], ts_s.get("gap_p50_s")),
-                ratio(s["gap_p95_s"], ts_s.get("gap_p95_s")),
-                f"{ms(s['full_batch_gap_p50_s'])} ({ms(s['free_full_batch_gap_p50_s'])})",
-                f"{fin['stop']}/{fin['length']}",
-            ]
-        )
-    L += [md_table(hdr, rows), ""]
     L += [
         "Not like for like in the grammar states visited: with vLLM's defaults "
         "(`disable_any_whitespace=False`) xgrammar and llguidance allow unbounded whitespace "
@@ -739,12 +867,39 @@ def render(
         "The constrained gaps below the unconstrained ones are within this machine's noise, or "
         "cheaper per-token work downstream of sampling (e.g. detokenizing whitespace).",
         "",
+        "### Compact JSON, like for like",
+        "",
+        "The same 64 requests (and the same seeds) with "
+        "`StructuredOutputsParams(json=schema, disable_any_whitespace=True)` for every backend, "
+        "warmup request too, each backend in a fresh engine per round. vLLM 0.32.0's xgrammar "
+        "and guidance backends ignore the request's `disable_any_whitespace`: "
+        "`XgrammarBackend` and `GuidanceBackend` read only the engine's "
+        "`structured_outputs_config.disable_any_whitespace` (in `__post_init__`; xgrammar then "
+        'compiles with `any_whitespace=False, separators=(",", ":")`, llguidance with '
+        "`whitespace_flexible=False`), so their engines here run with "
+        '`structured_outputs_config={"backend": …, "disable_any_whitespace": True}`. '
+        'tokensieve reads the request\'s knob (as `whitespace="compact"`); its engine is '
+        "configured as in part 1. vLLM's xgrammar backend notes that xgrammar 0.2.8 may still "
+        "allow a space after `,` (xgrammar issue #945); *ws chars/request* shows what was "
+        "produced.",
+        "",
+        steady_table(compact, csummary),
+        "",
+        "*Full-batch –*: no step had all 64 requests decoding (the last request's first token "
+        "came after the first request's finish). xgrammar's requests start decoding as their "
+        "grammars compile: these 8 schemas (strings of `minLength` n, `maxLength` 2n) take "
+        "xgrammar 0.2.8 about 12 s of CPU in all (measured separately with "
+        "`GrammarCompiler.compile_json_schema`, either whitespace setting), hence its longer "
+        "batch wall. So its gaps include steps that ran while other grammars were compiling "
+        "on the same 2 cores, and steps with part of the batch.",
+        "",
     ]
 
     L += [
         "## 3. Outputs valid",
         "",
-        "Every constrained output of parts 1 and 2 that finished with `stop`, parsed with "
+        "Every constrained output of parts 1 and 2 (both variants of 2) that finished with "
+        "`stop`, parsed with "
         "`json.loads` and validated with `jsonschema` (the draft of the schema's `$schema`, "
         "else 2020-12; `format` not asserted). *Not checkable*: jsonschema cannot handle the "
         "schema itself. *Length*: cut by `max_tokens` (not validated). *Refused*: not accepted. "
@@ -762,8 +917,11 @@ def render(
     ]
     rows = []
     for b in BACKENDS:
-        res = results.get(b, {})
-        for part, key in (("1", "ttft_validity"), ("2", "steady_validity")):
+        for part, res, key in (
+            ("1", results.get(b, {}), "ttft_validity"),
+            ("2 default ws", results.get(b, {}), "steady_validity"),
+            ("2 compact", compact.get(b, {}), "steady_validity"),
+        ):
             if key not in res:
                 rows.append([b, part, "crashed", "–", "–", "–", "–"])
                 continue
@@ -782,14 +940,27 @@ def render(
     L += [md_table(hdr, rows), ""]
     bad = {b: results.get(b, {}).get("ttft_validity", {}).get("invalid_ids", []) for b in BACKENDS}
     bad2 = {b: len(results.get(b, {}).get("steady_invalid_texts", [])) for b in BACKENDS}
-    if any(bad.values()) or any(bad2.values()):
+    bad3 = {b: len(compact.get(b, {}).get("steady_invalid_texts", [])) for b in BACKENDS}
+    if any(bad.values()) or any(bad2.values()) or any(bad3.values()):
         L.append("Invalid outputs (accepted, finished, but failing the schema):")
         L.append("")
         for b in BACKENDS:
             if bad[b]:
                 L.append(f"* {b}, part 1: {', '.join(f'`{i}`' for i in bad[b])}")
-            if bad2[b]:
-                L.append(f"* {b}, part 2: {bad2[b]} outputs (texts in the JSON)")
+            for part, res, n in (
+                ("default ws", results.get(b, {}), bad2[b]),
+                ("compact", compact.get(b, {}), bad3[b]),
+            ):
+                if not n:
+                    continue
+                why: dict[str, int] = {}
+                for t in res["steady_invalid_texts"]:
+                    r = invalid_reason(t["text"])
+                    why[r] = why.get(r, 0) + 1
+                L.append(
+                    f"* {b}, part 2 {part}: {n} outputs (texts in the JSON): "
+                    + "; ".join(f"{r} (×{k})" for r, k in why.items())
+                )
         L.append("")
     else:
         L += ["No accepted request produced an invalid finished output.", ""]
@@ -797,17 +968,21 @@ def render(
         "## Engine start and warmup",
         "",
         md_table(
-            ["backend", "engine start (s)", "warmup (s)", "child total (s)"],
+            ["backend", "variant", "engine start (s)", "warmup (s)", "child total (s)"],
             [
                 [
                     b,
-                    num(results.get(b, {}).get("engine_start_s")),
-                    num(results.get(b, {}).get("warmup_s")),
-                    num(results.get(b, {}).get("child_s")),
+                    v,
+                    num(r.get(b, {}).get("engine_start_s")),
+                    num(r.get(b, {}).get("warmup_s")),
+                    num(r.get(b, {}).get("child_s")),
                 ]
                 for b in BACKENDS
+                for v, r in (("default ws", results), ("compact", compact))
             ],
         ),
+        "",
+        "Medians over the rounds.",
         "",
         "Raw numbers (every request's TTFT, finish reason, error; gap percentiles) in "
         "`vllm_backends.json`.",
@@ -830,8 +1005,12 @@ def main() -> None:
     ap.add_argument("--out", help=argparse.SUPPRESS)
     ap.add_argument("--round", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument(
-        "--rounds", type=int, default=3, help="fresh engines per backend, interleaved (default 3)"
+        "--rounds",
+        type=int,
+        default=ROUNDS,
+        help=f"fresh engines per backend and variant, interleaved (default {ROUNDS})",
     )
+    ap.add_argument("--variant", choices=VARIANTS, default="default", help=argparse.SUPPRESS)
     ap.add_argument("--out-dir", default=str(RESULTS_DIR))
     args = ap.parse_args()
 
@@ -857,12 +1036,14 @@ def main() -> None:
     command = (
         "$HOME/.cache/tokensieve/venv-vllm/bin/python benches/bench_vllm_backends.py"
         + "".join(f" --backend {b}" for b in (args.backend or []))
-        + (f" --rounds {args.rounds}" if args.rounds != 3 else "")
+        + (f" --rounds {args.rounds}" if args.rounds != ROUNDS else "")
     )
     info = machine_info(PACKAGES)
     sample = load_sample()
     t_all = time.perf_counter()
-    rounds: dict[str, list[dict[str, Any]]] = {b: [] for b in backends}
+    rounds: dict[str, dict[str, list[dict[str, Any]]]] = {
+        v: {b: [] for b in backends} for v in VARIANTS
+    }
     with tempfile.TemporaryDirectory(prefix="bench-vllm-backends-") as tmpdir:
         tmp = Path(tmpdir)
         print("building the tiny model …", flush=True)
@@ -870,27 +1051,37 @@ def main() -> None:
         schemas = tmp / "schemas.json"
         schemas.write_text(json.dumps(sample))
         for rnd in range(args.rounds):
-            for b in backends:
-                print(f"[{b}, round {rnd + 1}/{args.rounds}] fresh engine …", flush=True)
-                res = run_child(b, rnd, model, schemas, tmp)
-                rounds[b].append(res)
-                s = summarize({b: merge([res])})[b]
-                print(
-                    f"[{b}] {res['child_s']:.0f} s; accepted {accepted_text(s)}, "
-                    f"TTFT p50 {ms(s.get('ttft_p50_s'))} ms, all first "
-                    f"{ms(s.get('all_first_s'))} ms; gap p50 {ms(s.get('gap_p50_s'))} ms "
-                    f"(free {ms(s.get('free_gap_p50_s'))})"
-                    + (f"; CRASH: {res['crash']}" if res.get("crash") else ""),
-                    flush=True,
-                )
-                if res.get("log_tail"):
-                    print(res["log_tail"][-1500:], flush=True)
-    results = {b: merge(rs) for b, rs in rounds.items()}
+            for v in VARIANTS:
+                for b in backends:
+                    print(f"[{b}, {v}, round {rnd + 1}/{args.rounds}] fresh engine …", flush=True)
+                    res = run_child(b, v, rnd, model, schemas, tmp)
+                    rounds[v][b].append(res)
+                    s = summarize({b: merge([res])})[b]
+                    print(
+                        f"[{b}, {v}] {res['child_s']:.0f} s; "
+                        + (
+                            f"accepted {accepted_text(s)}, TTFT p50 {ms(s.get('ttft_p50_s'))} "
+                            f"ms, all first {ms(s.get('all_first_s'))} ms; "
+                            if v == "default"
+                            else ""
+                        )
+                        + f"gap p50 {ms(s.get('gap_p50_s'))} ms "
+                        f"(free {ms(s.get('free_gap_p50_s'))}); tokens/request "
+                        f"{num(s.get('tokens_per_request'))}, stop {s.get('finish_stop')}, "
+                        f"ws chars/request {num(s.get('ws_chars_per_request'))}"
+                        + (f"; CRASH: {res['crash']}" if res.get("crash") else ""),
+                        flush=True,
+                    )
+                    if res.get("log_tail"):
+                        print(res["log_tail"][-1500:], flush=True)
+    results = {b: merge(rs) for b, rs in rounds["default"].items()}
+    compact = {b: merge(rs) for b, rs in rounds["compact"].items()}
     total_s = time.perf_counter() - t_all
     summary = summarize(results)
+    csummary = summarize(compact)
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    md = render(results, summary, sample, info, command, total_s)
+    md = render(results, summary, compact, csummary, sample, info, command, total_s)
     raw = {
         "machine": info,
         "command": command,
@@ -898,10 +1089,23 @@ def main() -> None:
         "sample": [{"line": s["line"], "id": s["id"]} for s in sample],
         "summary": summary,
         "results": results,
+        "compact_summary": csummary,
+        "compact_results": compact,
     }
     (out_dir / "vllm_backends.md").write_text(md)
     (out_dir / "vllm_backends.json").write_text(json.dumps(raw, indent=1) + "\n")
-    hdr = ["backend", "accepted", "TTFT p50 ms", "all first ms", "gap p50 ms", "free p50 ms"]
+    hdr = [
+        "backend",
+        "accepted",
+        "TTFT p50 ms",
+        "all first ms",
+        "gap p50 ms",
+        "free p50 ms",
+        "compact gap p50 ms",
+        "compact free p50 ms",
+        "tokens/req (compact)",
+        "stop (compact)",
+    ]
     print(
         text_table(
             hdr,
@@ -913,6 +1117,11 @@ def main() -> None:
                     ms(s.get("all_first_s")),
                     ms(s.get("gap_p50_s")),
                     ms(s.get("free_gap_p50_s")),
+                    ms(csummary[b].get("gap_p50_s")),
+                    ms(csummary[b].get("free_gap_p50_s")),
+                    f"{num(s.get('tokens_per_request'))} "
+                    f"({num(csummary[b].get('tokens_per_request'))})",
+                    f"{s.get('finish_stop')} ({csummary[b].get('finish_stop')})",
                 ]
                 for b, s in summary.items()
             ],
