@@ -359,8 +359,9 @@ def test_bad_constraints_are_refused_with_tokensieves_message(engine_run: dict[s
 # --- speculative decoding, driven through vLLM's own StructuredOutputManager --------------------
 #
 # vLLM 0.32.0's CPU build runs n-gram speculative decoding, but with structured outputs it
-# samples outside the mask for every backend ("grammar rejected tokens [0]": 10, 12 and 5 of 12
-# outputs invalid with xgrammar, guidance and tokensieve on one schema), so the drafts are
+# samples outside the mask for every backend ("grammar rejected tokens [...]";
+# benches/probe_vllm_spec_decoding.py shows it: up to 12, 12 and 5 of 12 outputs invalid with
+# xgrammar, guidance and tokensieve on one schema, varying by run), so the drafts are
 # driven here through the manager the scheduler uses: validate_tokens, the draft rows of
 # grammar_bitmask (accept each draft, fill, roll back), then accept_tokens with what a
 # rejection sampler keeps.
