@@ -1,0 +1,372 @@
+//! What the closure needs to know of each state of an NFA, computed once per NFA: whether a
+//! match can still be reached ([`compute_can_match`]), the bounds of the counted repetition a
+//! state is in ([`counted_bounds`]), the completion lengths inside sized counted regions
+//! ([`LengthSets`]) and the return dispatches of recursive expressions ([`find_dispatches`]).
+
+use regex_automata::nfa::thompson::{State, NFA};
+use regex_automata::util::look::Look;
+use regex_automata::util::primitives::StateID;
+use rustc_hash::FxHashMap;
+
+use super::graph::thompson_id;
+use crate::automata::depth::{self, NONE};
+use crate::automata::expr::{LenSet, SETTLE_MAX};
+use crate::automata::nfa::{Count, MARKER};
+use crate::error::{Error, Result};
+
+/// Liveness inside the `sized` counted regions of an NFA (a character automaton under length
+/// bounds, see `crate::automata::nfa`'s `Compiler::char_dfa`): the count alone no longer says whether a
+/// state can finish, since the automaton's states need characters of their own. Per state of
+/// such a region, the numbers of `Incr` markers on its ways to the region's `Leave`: `R(l)`,
+/// the states with a way through exactly `l` of them, is found backwards from the `Incr`
+/// markers into the heads of `H(l - 1)` (a head: the state after an `Incr`; `H(0)`: the heads
+/// that reach a `Leave` through empty steps, `H(l)`: those whose `Take` leads into `R(l)`).
+/// Once `H(l) = H(l - 1)`, every later step repeats; the compiler builds such regions only when
+/// their character automaton settles within `expr::SETTLE_MAX` steps.
+#[derive(Default)]
+pub(super) struct LengthSets {
+    /// Per NFA state, an index into `sets` or [`NONE`] (empty without sized regions).
+    pub(super) of: Vec<u32>,
+    pub(super) sets: Vec<LenSet>,
+}
+
+impl LengthSets {
+    pub(super) fn of(nfa: &NFA, counts: &[Option<Count>]) -> Result<LengthSets> {
+        let takes: Vec<u32> = (0..counts.len() as u32)
+            .filter(|&i| matches!(counts[i as usize], Some(Count::Take { sized: true, .. })))
+            .collect();
+        if takes.is_empty() {
+            return Ok(LengthSets::default());
+        }
+        let n = nfa.states().len();
+        let marker = |s: u32| counts.get(s as usize).copied().flatten();
+        let next_of = |s: u32| match nfa.state(thompson_id(s)) {
+            State::Look { next, .. } => next.as_u32(),
+            _ => NONE,
+        };
+        // the regions' states (from each Take, up to the next counter marker) and, backwards,
+        // which of them lead straight into each
+        let mut index = vec![NONE; n];
+        let mut region: Vec<u32> = Vec::new();
+        let mut incrs: Vec<u32> = Vec::new();
+        let mut rev: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
+        let mut stack: Vec<u32> = takes.iter().map(|&t| next_of(t)).collect();
+        let mut succ = Vec::new();
+        while let Some(s) = stack.pop() {
+            if s == NONE || index[s as usize] != NONE {
+                continue;
+            }
+            match marker(s) {
+                Some(Count::Incr(_)) => {
+                    index[s as usize] = u32::MAX - 1;
+                    incrs.push(s);
+                    continue;
+                }
+                Some(Count::Enter | Count::Take { .. } | Count::Leave(_)) => continue,
+                Some(_) => {
+                    return Err(Error::InvalidArgument(
+                        "internal: a marker other than a counter's inside a sized region".into(),
+                    ))
+                }
+                None => {}
+            }
+            index[s as usize] = region.len() as u32;
+            region.push(s);
+            succ.clear();
+            depth::successors(nfa, s, &mut succ);
+            for &t in &succ {
+                rev.entry(t).or_default().push(s);
+                stack.push(t);
+            }
+        }
+        // each Incr's head: whether it can leave at once, and the Takes it reaches
+        let mut leaves = Vec::with_capacity(incrs.len());
+        let mut head_takes: Vec<Vec<u32>> = Vec::with_capacity(incrs.len());
+        for &i in &incrs {
+            let (mut leave, mut tk) = (false, Vec::new());
+            let mut seen: Vec<u32> = Vec::new();
+            let mut st = vec![next_of(i)];
+            while let Some(s) = st.pop() {
+                if s == NONE || seen.contains(&s) {
+                    continue;
+                }
+                seen.push(s);
+                match marker(s) {
+                    Some(Count::Leave(_)) => leave = true,
+                    Some(Count::Take { sized: true, .. }) => tk.push(next_of(s)),
+                    Some(_) => {}
+                    None => match nfa.state(thompson_id(s)) {
+                        State::Union { .. } | State::BinaryUnion { .. } | State::Capture { .. } => {
+                            depth::successors(nfa, s, &mut st)
+                        }
+                        _ => {}
+                    },
+                }
+            }
+            leaves.push(leave);
+            head_takes.push(tk);
+        }
+        let words = (SETTLE_MAX + 66) / 64;
+        let mut bits = vec![0u64; region.len() * words];
+        let mut heads: Vec<bool> = leaves.clone();
+        let mut inr = vec![false; region.len()];
+        let mut settled = None;
+        for l in 1..=SETTLE_MAX as u32 + 2 {
+            // R(l): backwards from the Incrs into H(l - 1)
+            inr.iter_mut().for_each(|x| *x = false);
+            let mut st: Vec<u32> = incrs
+                .iter()
+                .zip(&heads)
+                .filter(|(_, &h)| h)
+                .flat_map(|(i, _)| rev.get(i).into_iter().flatten().copied())
+                .collect();
+            while let Some(s) = st.pop() {
+                let k = index[s as usize] as usize;
+                if inr[k] {
+                    continue;
+                }
+                inr[k] = true;
+                st.extend(rev.get(&s).into_iter().flatten().copied());
+            }
+            let next: Vec<bool> = head_takes
+                .iter()
+                .map(|tk| {
+                    tk.iter()
+                        .any(|&r| r != NONE && inr[index[r as usize] as usize])
+                })
+                .collect();
+            if next == heads {
+                settled = Some(l);
+                break;
+            }
+            let (w, b) = ((l / 64) as usize, l % 64);
+            for (k, _) in inr.iter().enumerate().filter(|(_, &x)| x) {
+                bits[k * words + w] |= 1 << b;
+            }
+            heads = next;
+        }
+        let Some(settle) = settled else {
+            return Err(Error::InvalidArgument(
+                "internal: the lengths of a sized counted region do not settle".into(),
+            ));
+        };
+        let mut of = vec![NONE; n];
+        let mut sets: Vec<LenSet> = Vec::new();
+        let mut ids: FxHashMap<LenSet, u32> = FxHashMap::default();
+        let used = (settle as usize).div_ceil(64);
+        for (k, &s) in region.iter().enumerate() {
+            let set = LenSet {
+                bits: bits[k * words..k * words + used].into(),
+                settle,
+                tail: inr[k],
+            };
+            let id = *ids.entry(set.clone()).or_insert_with(|| {
+                sets.push(set);
+                sets.len() as u32 - 1
+            });
+            of[s as usize] = id;
+        }
+        Ok(LengthSets { of, sets })
+    }
+}
+
+pub(super) type Dispatch = (u32, FxHashMap<u32, u32>);
+
+/// For every NFA state inside a counted body, the repetition's bounds: the states reached from
+/// its `Take` marker without passing another counter marker (the body's end leads to its `Incr`
+/// marker; bodies hold no other counter, no jump out and no recursive call, see
+/// `crate::automata::expr::counts`; a whole recursive expression inside is entered and left through its
+/// own markers, and its states carry the count too).
+pub(super) fn counted_bounds(
+    nfa: &NFA,
+    counts: &[Option<Count>],
+) -> Vec<Option<(u32, Option<u32>)>> {
+    let n = nfa.states().len();
+    let mut out = vec![None; n];
+    for (i, op) in counts.iter().enumerate() {
+        let Some(Count::Take { min, max, .. }) = *op else {
+            continue;
+        };
+        let State::Look { next, .. } = nfa.state(thompson_id(i as u32)) else {
+            continue;
+        };
+        let mut stack = vec![next.as_u32()];
+        while let Some(s) = stack.pop() {
+            let si = s as usize;
+            let counter = matches!(
+                counts.get(si),
+                Some(Some(
+                    Count::Enter | Count::Take { .. } | Count::Incr(_) | Count::Leave(_)
+                ))
+            );
+            if out[si].is_some() || counter {
+                continue;
+            }
+            out[si] = Some((min, max));
+            depth::successors(nfa, s, &mut stack);
+        }
+    }
+    out
+}
+
+/// For every NFA state: can a match be reached from it, in a position that is not the start of
+/// the input? (`\A` is then never satisfied, `\z` only when nothing but empty steps follow.)
+///
+/// With calls (`Push`/`Pop` markers, `cont` from [`depth::returns`]) the question is
+/// asked of each body separately: a `Pop` marker (a body's end) counts as reached, and a `Push`
+/// marker can match when its callee's body can reach its end and its return point can match
+/// (a path through a body never returns to another site). The lazy DFA makes a call only from
+/// a `Push` marker that can match, so every frame on a stack returns to a point that can.
+pub(super) fn compute_can_match(nfa: &NFA, counts: &[Option<Count>], cont: &[u32]) -> Vec<bool> {
+    let n = nfa.states().len();
+    // Reverse edges as flat adjacency lists (one allocation each instead of one per state),
+    // split into those usable before and after an end assertion.
+    let mut edges: Vec<(u32, u32, bool, bool)> = Vec::with_capacity(n * 2);
+    let mut seeds = Vec::new();
+    // (Push marker, body entry, return point) and the Pop markers
+    let mut calls: Vec<(u32, u32, u32)> = Vec::new();
+    let mut ends: Vec<u32> = Vec::new();
+    for (i, st) in nfa.states().iter().enumerate() {
+        let from = i as u32;
+        let mut add =
+            |next: StateID, eps: bool, any: bool| edges.push((next.as_u32(), from, eps, any));
+        match st {
+            State::ByteRange { trans } => add(trans.next, false, true),
+            State::Sparse(sp) => sp.transitions.iter().for_each(|t| add(t.next, false, true)),
+            State::Dense(d) => {
+                let mut last = None;
+                for &t in d.transitions.iter() {
+                    if last != Some(t) {
+                        add(t, false, true);
+                        last = Some(t);
+                    }
+                }
+            }
+            State::Union { alternates } => alternates.iter().for_each(|&a| add(a, true, true)),
+            State::BinaryUnion { alt1, alt2 } => {
+                add(*alt1, true, true);
+                add(*alt2, true, true);
+            }
+            State::Capture { next, .. } => add(*next, true, true),
+            // A counter's guards never keep a state from the match: a count stays within the
+            // repetition's bounds, so from any count the loop can go on to its minimum and
+            // leave (see `crate::automata::nfa::Count`).
+            State::Look { look: MARKER, next } => match counts.get(i).copied().flatten() {
+                Some(Count::Push { .. }) => calls.push((from, next.as_u32(), cont[i])),
+                Some(Count::Pop { .. } | Count::Return) => ends.push(from),
+                // a rule's language is never empty (see `crate::automata::rules`): the call can finish
+                // when its return point can
+                Some(Count::Call(_)) => add(*next, true, true),
+                _ => add(*next, true, true),
+            },
+            State::Look {
+                look: Look::End,
+                next,
+            } => add(*next, true, false),
+            State::Look { .. } | State::Fail => {}
+            State::Match { .. } => seeds.push(from),
+        }
+    }
+    // Counting sort by target: rev[off[t]..off[t + 1]] are the (source, eps, any) edges into t.
+    let mut off = vec![0u32; n + 1];
+    for e in &edges {
+        off[e.0 as usize + 1] += 1;
+    }
+    for i in 0..n {
+        off[i + 1] += off[i];
+    }
+    let mut fill = off.clone();
+    let mut rev: Vec<(u32, bool, bool)> = vec![(0, false, false); edges.len()];
+    for &(to, from, eps, any) in &edges {
+        let k = &mut fill[to as usize];
+        rev[*k as usize] = (from, eps, any);
+        *k += 1;
+    }
+    let into = |t: u32| &rev[off[t as usize] as usize..off[t as usize + 1] as usize];
+    // eps_end: reaches Match through empty steps, end assertions allowed.
+    let mut eps_end = vec![false; n];
+    let mut stack = seeds.clone();
+    for &s in &seeds {
+        eps_end[s as usize] = true;
+    }
+    while let Some(s) = stack.pop() {
+        for &(p, eps, _) in into(s) {
+            if eps && !eps_end[p as usize] {
+                eps_end[p as usize] = true;
+                stack.push(p);
+            }
+        }
+    }
+    let mut can = eps_end.clone();
+    let mut stack: Vec<u32> = (0..n as u32).filter(|&s| eps_end[s as usize]).collect();
+    for &e in &ends {
+        if !can[e as usize] {
+            can[e as usize] = true;
+            stack.push(e);
+        }
+    }
+    // A call needs both its body's entry and its return point: each waits for the other.
+    // Per state, the calls waiting on it.
+    let mut waiting: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
+    for (k, &(_, entry, ret)) in calls.iter().enumerate() {
+        if ret == NONE {
+            continue;
+        }
+        waiting.entry(entry).or_default().push(k as u32);
+        waiting.entry(ret).or_default().push(k as u32);
+    }
+    while let Some(s) = stack.pop() {
+        for &(p, _, any) in into(s) {
+            if any && !can[p as usize] {
+                can[p as usize] = true;
+                stack.push(p);
+            }
+        }
+        if let Some(ks) = waiting.get(&s) {
+            for &k in ks {
+                let (push, entry, ret) = calls[k as usize];
+                if !can[push as usize] && can[entry as usize] && can[ret as usize] {
+                    can[push as usize] = true;
+                    stack.push(push);
+                }
+            }
+        }
+    }
+    can
+}
+
+/// The return dispatches of `nfa` (unions of at least three `Pop` markers of one recursive
+/// expression, one per call site): see [`super::graph::Graph::dispatch_of`].
+pub(super) fn find_dispatches(nfa: &NFA, counts: &[Option<Count>]) -> (Vec<u32>, Vec<Dispatch>) {
+    let mut of = Vec::new();
+    let mut out: Vec<Dispatch> = Vec::new();
+    if counts.is_empty() {
+        return (of, out);
+    }
+    for (i, st) in nfa.states().iter().enumerate() {
+        let State::Union { alternates } = st else {
+            continue;
+        };
+        let mut rec_of = None;
+        let mut pops = FxHashMap::default();
+        let all_pops =
+            alternates
+                .iter()
+                .all(|a| match counts.get(a.as_usize()).copied().flatten() {
+                    Some(Count::Pop { rec, site }) if rec_of.is_none_or(|r| r == rec) => {
+                        rec_of = Some(rec);
+                        pops.insert(site, a.as_u32());
+                        true
+                    }
+                    _ => false,
+                });
+        if let (true, Some(rec)) = (all_pops && alternates.len() >= 3, rec_of) {
+            if of.is_empty() {
+                of = vec![NONE; nfa.states().len()];
+            }
+            of[i] = out.len() as u32;
+            out.push((rec, pops));
+        }
+    }
+    (of, out)
+}

@@ -1,0 +1,517 @@
+//! Subset construction on demand: the transition table ([`Table`]) with its interned subsets
+//! and stack frames, the epsilon closure (counter and call markers applied to each entry's
+//! registers), the step from a subset over one byte, and the representatives that let counts
+//! far from their bounds share a mask.
+
+use regex_automata::nfa::thompson::State;
+use regex_automata::util::look::Look;
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use super::graph::Graph;
+use super::{LazyDfa, DEAD, UNKNOWN};
+use crate::automata::depth::{Depths, MAX_FRAMES, NONE};
+use crate::automata::nfa::{Count, MARKER};
+use crate::error::{Error, Result};
+
+const ACCEPT_MARK: u32 = u32::MAX;
+/// The `rec` of a frame pushed by a rule call (see [`Count::Call`]); its `site` is the call
+/// marker's state.
+const RULE_CALL: u32 = u32::MAX;
+
+/// One stack frame: the call on top of `parent`.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Frame {
+    parent: u32,
+    /// The recursive expression called (its marker number) and the call site; for a rule
+    /// call, [`RULE_CALL`] and the `Call` marker's state.
+    rec: u32,
+    site: u32,
+    /// Frames on the stack, this one included.
+    depth: u32,
+    /// Frames of `rec` on top of the stack, this one included.
+    run: u32,
+}
+
+pub(super) struct Table {
+    /// The NFA, growing as rules are entered.
+    pub(super) g: Graph,
+    /// `states × stride` transitions; `UNKNOWN` until computed.
+    pub(super) trans: Vec<u32>,
+    pub(super) accepting: Vec<bool>,
+    pub(super) sets: Vec<Box<[u32]>>,
+    pub(super) ids: FxHashMap<Box<[u32]>, u32>,
+    /// Scratch space for closures: (NFA state, count, past the end assertion).
+    pub(super) stack: Vec<(u32, u64, bool)>,
+    pub(super) seen: Vec<u32>,
+    pub(super) seen_gen: u32,
+    /// With registers: the registers `seen` first recorded each entry with, in this closure.
+    pub(super) seen_first: Vec<u64>,
+    /// With registers, the entries seen with other registers than their first (a state may be
+    /// seen with several counts or stacks, rarely).
+    pub(super) seen_registers: FxHashSet<(u32, u64, bool)>,
+    /// The stack frames of recursive expressions and rule calls (see
+    /// [`Count::Push`], [`Count::Call`]), interned; frame 0 is the
+    /// empty stack.
+    pub(super) frames: Vec<Frame>,
+    pub(super) frame_ids: FxHashMap<(u32, u32, u32), u32>,
+}
+
+impl Table {
+    /// An empty table over `g`, with closure scratch space for its NFA states.
+    pub(super) fn new(g: Graph) -> Table {
+        let registers = !g.counts.is_empty();
+        let n = g.len();
+        Table {
+            g,
+            trans: Vec::new(),
+            accepting: Vec::new(),
+            sets: Vec::new(),
+            ids: FxHashMap::default(),
+            stack: Vec::new(),
+            seen: vec![0; n * 2],
+            seen_gen: 0,
+            seen_first: if registers {
+                vec![0; n * 2]
+            } else {
+                Vec::new()
+            },
+            seen_registers: FxHashSet::default(),
+            frames: vec![Frame::default()],
+            frame_ids: FxHashMap::default(),
+        }
+    }
+
+    /// The entry of rule `r` (compiled first when new), with the scratch space grown to match.
+    pub(super) fn enter(&mut self, r: u32) -> Result<u32> {
+        let entry = self.g.enter(r)?;
+        let n = self.g.len() * 2;
+        if self.seen.len() < n {
+            self.seen.resize(n, 0);
+            if !self.seen_first.is_empty() {
+                self.seen_first.resize(n, 0);
+            }
+        }
+        Ok(entry)
+    }
+}
+
+impl LazyDfa {
+    /// [`LazyDfa::representative`] with the table locked.
+    pub(super) fn representative_in(&self, t: &mut Table, state: u32, k: usize) -> Result<u32> {
+        if !self.registers || state == DEAD {
+            return Ok(state);
+        }
+        let k1 = k as u64 + 1;
+        let set = &t.sets[state as usize];
+        let mut pairs: Vec<(u32, u64)> = Vec::with_capacity(set.len() / 3);
+        let mut accepting = false;
+        let mut changed = false;
+        for e in set.chunks_exact(3) {
+            let (s, reg) = (e[0], register(e[1], e[2]));
+            let c = count(reg);
+            if s == ACCEPT_MARK {
+                accepting = true;
+                continue;
+            }
+            let mut r = c;
+            if let Some(Some((min, max))) = t.g.bounds.get(s as usize) {
+                // in a sized region, completions of up to `settle` characters differ by state
+                let k1 = k1 + t.g.len_set(s).map_or(0, |x| u64::from(x.settle));
+                let (c64, min64) = (u64::from(c), u64::from(*min));
+                if c64 + k1 <= min64 {
+                    r = (min64 - k1) as u32;
+                } else if c64 >= min64 && max.is_none_or(|m| c64 + k1 <= u64::from(m)) {
+                    r = *min;
+                }
+            }
+            changed |= r != c;
+            pairs.push((s, with_count(reg, r)));
+        }
+        if !changed {
+            return Ok(state);
+        }
+        pairs.sort_unstable();
+        pairs.dedup();
+        let mut key: Vec<u32> = pairs
+            .iter()
+            .flat_map(|&(s, r)| [s, count(r), frame(r)])
+            .collect();
+        if accepting {
+            key.extend([ACCEPT_MARK, 0, 0]);
+        }
+        self.intern(t, key, accepting)
+    }
+
+    /// Epsilon closure of `seeds` (NFA state, registers: count and stack frame), pruned to states that can still reach a
+    /// match; interned. Counter markers apply their instruction to the count on the way.
+    pub(super) fn closure_intern(
+        &self,
+        t: &mut Table,
+        seeds: &[(u32, u64)],
+        at_start: bool,
+    ) -> Result<u32> {
+        if t.g.root.is_none() {
+            return Err(complete_without_nfa());
+        }
+        let registers = self.registers;
+        if registers && !t.seen_registers.is_empty() {
+            t.seen_registers.clear();
+        }
+        t.seen_gen = t.seen_gen.wrapping_add(1);
+        if t.seen_gen == 0 {
+            t.seen.iter_mut().for_each(|x| *x = 0);
+            t.seen_gen = 1;
+        }
+        let gen = t.seen_gen;
+        let mut set: Vec<(u32, u64)> = Vec::new();
+        let mut accepting = false;
+        t.stack.clear();
+        for &(s, c) in seeds.iter().rev() {
+            t.stack.push((s, c, false));
+        }
+        while let Some((s, c, past_end)) = t.stack.pop() {
+            let key = s as usize * 2 + past_end as usize;
+            if t.seen[key] != gen {
+                t.seen[key] = gen;
+                if registers {
+                    t.seen_first[key] = c;
+                }
+            } else if !registers
+                || t.seen_first[key] == c
+                || !t.seen_registers.insert((s, c, past_end))
+            {
+                continue;
+            }
+            match t.g.state(s) {
+                State::ByteRange { .. } | State::Sparse(_) | State::Dense(_) => {
+                    if !past_end
+                        && t.g.can_match[s as usize]
+                        && self.finishes(t, s, c)
+                        && length_fits(&t.g, s, c)
+                    {
+                        set.push((s, c));
+                    }
+                }
+                State::Match { .. } => accepting = true,
+                State::Fail => {}
+                State::Union { alternates } => match t.g.dispatch_of.get(s as usize) {
+                    // a return dispatch: only the `Pop` of the top frame's site passes
+                    Some(&k) if k != NONE => {
+                        let (rec, pops) = &t.g.dispatches[k as usize];
+                        let top = t.frames[frame(c) as usize];
+                        if frame(c) != 0 && top.rec == *rec {
+                            if let Some(&pop) = pops.get(&top.site) {
+                                t.stack.push((pop, c, past_end));
+                            }
+                        }
+                    }
+                    _ => {
+                        for a in alternates.iter().rev() {
+                            t.stack.push((a.as_u32(), c, past_end));
+                        }
+                    }
+                },
+                State::BinaryUnion { alt1, alt2 } => {
+                    t.stack.push((alt2.as_u32(), c, past_end));
+                    t.stack.push((alt1.as_u32(), c, past_end));
+                }
+                State::Capture { next, .. } => t.stack.push((next.as_u32(), c, past_end)),
+                &State::Look { look, next } => {
+                    let next = next.as_u32();
+                    match look {
+                        Look::Start if at_start => t.stack.push((next, c, past_end)),
+                        Look::End => t.stack.push((next, c, true)),
+                        MARKER if registers => self.apply_marker(t, s, next, c, past_end)?,
+                        // `\A` away from the start is never satisfied. Other assertions are
+                        // rejected by `parse`; an NFA built some other way with them is
+                        // treated as never satisfied, which only ever removes strings.
+                        _ => {}
+                    }
+                }
+            }
+        }
+        set.sort_unstable();
+        set.dedup();
+        if set.is_empty() && !accepting {
+            return Ok(DEAD);
+        }
+        let mut key: Vec<u32> = Vec::with_capacity(set.len() * (1 + 2 * registers as usize) + 3);
+        for (s, c) in set {
+            key.push(s);
+            if registers {
+                key.extend([count(c), frame(c)]);
+            }
+        }
+        if accepting {
+            key.push(ACCEPT_MARK);
+            if registers {
+                key.extend([0, 0]);
+            }
+        }
+        self.intern(t, key, accepting)
+    }
+
+    /// In a closure, marker state `s` (followed by `next`) reached with registers `c`: push
+    /// what it leads to, if anything.
+    fn apply_marker(&self, t: &mut Table, s: u32, next: u32, c: u64, past_end: bool) -> Result<()> {
+        let top = t.frames[frame(c) as usize];
+        match t.g.counts[s as usize] {
+            Some(Count::Enter) => t.stack.push((next, with_count(c, 0), past_end)),
+            Some(Count::Take { max, .. }) if max.is_none_or(|m| count(c) < m) => {
+                t.stack.push((next, c, past_end))
+            }
+            Some(Count::Incr(cap)) => {
+                let n = count(c).saturating_add(1).min(cap);
+                t.stack.push((next, with_count(c, n), past_end))
+            }
+            Some(Count::Leave(min)) if count(c) >= min => {
+                t.stack.push((next, with_count(c, 0), past_end))
+            }
+            Some(Count::Push { rec, site }) if self.may_call(t, s, c) => {
+                let f = push_frame(t, frame(c), rec, site)?;
+                t.stack.push((next, with_frame(c, f), past_end))
+            }
+            Some(Count::Pop { rec, site })
+                if frame(c) != 0 && top.rec == rec && top.site == site =>
+            {
+                t.stack.push((next, with_frame(c, top.parent), past_end))
+            }
+            Some(Count::RunBelow(n)) if top.run < n => t.stack.push((next, c, past_end)),
+            Some(Count::StackBelow(n)) if top.depth < n => t.stack.push((next, c, past_end)),
+            // a rule's language is never empty (see `crate::automata::rules`), so the call can finish
+            // when its return point can (`can_match` of the marker says so)
+            Some(Count::Call(r)) if t.g.can_match[s as usize] && top.depth < MAX_FRAMES => {
+                let entry = t.enter(r)?;
+                let f = push_frame(t, frame(c), RULE_CALL, s)?;
+                t.stack.push((entry, with_frame(c, f), past_end))
+            }
+            Some(Count::Return) if frame(c) != 0 && top.rec == RULE_CALL => {
+                let back = t.g.marker_next(top.site);
+                t.stack.push((back, with_frame(c, top.parent), past_end))
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Whether NFA state `s`, with registers `c`, can still finish its body at its stack depth
+    /// (always, without a stack; see [`crate::automata::depth`]).
+    fn finishes(&self, t: &Table, s: u32, c: u64) -> bool {
+        let Some(d) = &self.depths else {
+            return true;
+        };
+        let depth = i64::from(t.frames[frame(c) as usize].depth);
+        self.within(d, s, c, depth)
+    }
+
+    /// Whether state `s` (its region's count in `c`) can finish at `depth`.
+    fn within(&self, d: &Depths, s: u32, c: u64, depth: i64) -> bool {
+        if depth > d.best[s as usize] {
+            return false;
+        }
+        match d.region[s as usize] {
+            // the repetition is short of its minimum: one more body must fit too
+            Some((take, min)) if u64::from(count(c)) + 1 < u64::from(min) => {
+                depth <= d.best[take as usize]
+            }
+            _ => true,
+        }
+    }
+
+    /// Whether the call at `Push` marker `s` (registers `c`) can be made: the callee can finish
+    /// one level deeper and the caller can finish from the return point.
+    fn may_call(&self, t: &Table, s: u32, c: u64) -> bool {
+        let depth = t.frames[frame(c) as usize].depth;
+        if depth >= MAX_FRAMES {
+            return false;
+        }
+        // the callee's body and the return point can each be finished (the graph's answer,
+        // which treats a body's end as finished: see `super::analysis::compute_can_match`)
+        if !t.g.can_match[s as usize] {
+            return false;
+        }
+        let Some(d) = &self.depths else {
+            return true;
+        };
+        let depth = i64::from(depth);
+        let ret = t.g.cont.get(s as usize).copied().unwrap_or(NONE);
+        depth <= d.best[s as usize] && (ret == NONE || self.within(d, ret, c, depth))
+    }
+
+    /// The id of the subset `key` (with its accepting flag), created when new.
+    fn intern(&self, t: &mut Table, key: Vec<u32>, accepting: bool) -> Result<u32> {
+        if let Some(&id) = t.ids.get(key.as_slice()) {
+            return Ok(id);
+        }
+        if t.sets.len() >= self.max_states {
+            let why = if t
+                .g
+                .counts
+                .iter()
+                .any(|c| matches!(c, Some(Count::Push { .. })))
+            {
+                "; it holds a recursion (a recursive $ref, or a JSON value of any shape \
+                 nesting up to max_nesting_depth levels), whose states multiply with each \
+                 level: lower max_stack_depth or max_nesting_depth, compile recursive $refs \
+                 with recursion=\"unroll\", or raise max_states"
+            } else {
+                ""
+            };
+            return Err(Error::Budget(format!(
+                "the DFA for this constraint needs more than {} states (max_states); simplify \
+                 the pattern or raise the limit{why}",
+                self.max_states
+            )));
+        }
+        crate::budget::check("determinizing the automaton")?;
+        let id = t.sets.len() as u32;
+        let key: Box<[u32]> = key.into_boxed_slice();
+        t.ids.insert(key.clone(), id);
+        t.sets.push(key);
+        t.accepting.push(accepting);
+        t.trans.extend(std::iter::repeat_n(UNKNOWN, self.stride));
+        Ok(id)
+    }
+
+    pub(super) fn compute_next(&self, t: &mut Table, state: u32, class: usize) -> Result<u32> {
+        if t.g.root.is_none() {
+            return Err(complete_without_nfa());
+        }
+        let b = self.reps[class];
+        let width = 1 + 2 * self.registers as usize;
+        let mut seeds: Vec<(u32, u64)> = Vec::new();
+        // with single-byte classes: the bytes around `b` that every state of the subset treats
+        // as it treats `b` (they get the same transition)
+        let (mut lo, mut hi) = (0u8, 255u8);
+        for e in t.sets[state as usize].chunks_exact(width) {
+            let (s, c) = (e[0], if width == 3 { register(e[1], e[2]) } else { 0 });
+            if s == ACCEPT_MARK {
+                continue;
+            }
+            let st = t.g.state(s);
+            if self.split {
+                same_around(st, b, &mut lo, &mut hi);
+            }
+            let next = match st {
+                State::ByteRange { trans } if trans.matches_byte(b) => Some(trans.next),
+                State::Sparse(sp) => sp.matches_byte(b),
+                State::Dense(d) => d.matches_byte(b),
+                _ => None,
+            };
+            if let Some(next) = next {
+                seeds.push((next.as_u32(), c));
+            }
+        }
+        let next = if seeds.is_empty() {
+            DEAD
+        } else {
+            self.closure_intern(t, &seeds, false)?
+        };
+        let row = state as usize * self.stride;
+        if self.split {
+            t.trans[row + lo as usize..=row + hi as usize].fill(next);
+        } else {
+            t.trans[row + class] = next;
+        }
+        Ok(next)
+    }
+}
+
+/// Narrows `lo..=hi` (which holds `b`) to the bytes that NFA state `st` treats as it treats `b`
+/// (the same transition, or none).
+fn same_around(st: &State, b: u8, lo: &mut u8, hi: &mut u8) {
+    let mut range = |start: u8, end: u8| {
+        if b < start {
+            *hi = (*hi).min(start - 1);
+        } else if b > end {
+            *lo = (*lo).max(end + 1);
+        } else {
+            *lo = (*lo).max(start);
+            *hi = (*hi).min(end);
+        }
+    };
+    match st {
+        State::ByteRange { trans } => range(trans.start, trans.end),
+        State::Sparse(sp) => {
+            for t in sp.transitions.iter() {
+                range(t.start, t.end);
+            }
+        }
+        State::Dense(d) => {
+            let at = d.transitions[b as usize];
+            let (mut a, mut z) = (b, b);
+            while a > *lo && d.transitions[a as usize - 1] == at {
+                a -= 1;
+            }
+            while z < *hi && d.transitions[z as usize + 1] == at {
+                z += 1;
+            }
+            *lo = a;
+            *hi = z;
+        }
+        _ => {}
+    }
+}
+
+fn complete_without_nfa() -> Error {
+    Error::InvalidArgument(
+        "this automaton was loaded complete from an index file and has no transition for the \
+         requested state; the file is inconsistent"
+            .into(),
+    )
+}
+
+/// Whether NFA state `s`, with registers `c`, can still leave its sized counted region within
+/// the region's length bounds (always, outside such regions).
+#[inline]
+fn length_fits(g: &Graph, s: u32, c: u64) -> bool {
+    match (g.len_set(s), g.bounds.get(s as usize)) {
+        (Some(set), Some(Some((min, max)))) => set.meets(count(c), *min, *max),
+        _ => true,
+    }
+}
+
+/// A subset entry's registers: the count (low half) and the stack's top frame (high half).
+fn register(count: u32, frame: u32) -> u64 {
+    u64::from(frame) << 32 | u64::from(count)
+}
+
+fn count(r: u64) -> u32 {
+    r as u32
+}
+
+fn frame(r: u64) -> u32 {
+    (r >> 32) as u32
+}
+
+fn with_count(r: u64, c: u32) -> u64 {
+    register(c, frame(r))
+}
+
+fn with_frame(r: u64, f: u32) -> u64 {
+    register(count(r), f)
+}
+
+/// The frame for calling `rec` from `site` on top of `parent`, interned.
+fn push_frame(t: &mut Table, parent: u32, rec: u32, site: u32) -> Result<u32> {
+    if let Some(&f) = t.frame_ids.get(&(parent, rec, site)) {
+        return Ok(f);
+    }
+    let p = t.frames[parent as usize];
+    let run = if parent != 0 && p.rec == rec {
+        p.run + 1
+    } else {
+        1
+    };
+    let f = u32::try_from(t.frames.len())
+        .map_err(|_| Error::Budget("too many distinct recursion stacks".into()))?;
+    t.frames.push(Frame {
+        parent,
+        rec,
+        site,
+        depth: p.depth + 1,
+        run,
+    });
+    t.frame_ids.insert((parent, rec, site), f);
+    Ok(f)
+}

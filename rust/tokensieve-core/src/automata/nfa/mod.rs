@@ -1,0 +1,137 @@
+//! The typed intermediate form ([`super::expr::Expr`]) → Thompson NFA, with one copy of each
+//! part of the constructs a HIR cannot share (separated lists, member sequences, shared tails,
+//! excluded names, character DFAs) and the registry of parts compiled once per process.
+//! Plain expressions keep regex-automata's own compiler (see [`super::dfa::LazyDfa::from_expr`]).
+//!
+//! The submodules: `compiler` — the builder calls and the constructs of HIR and the intermediate
+//! form; `chars` — characters in every JSON string spelling (unconstrained contents, excluded
+//! names, character DFAs); `parts` — the registry of parts compiled once per process, their
+//! recorded builder calls replayed, and shared recursive parts called from each place they
+//! occur. This module holds the entry points ([`build`], [`build_with`]) and the markers
+//! ([`Count`], [`MARKER`]) the lazy DFA reads.
+
+mod chars;
+mod compiler;
+mod parts;
+
+use regex_automata::nfa::thompson::{Builder, State, NFA};
+use regex_automata::util::look::Look;
+use rustc_hash::FxHashMap;
+
+use super::expr::Expr;
+use crate::error::{Error, Result};
+use compiler::{budget, Compiler};
+
+pub(crate) use parts::{share, shared_part, Part};
+
+#[cfg(test)]
+pub(crate) use parts::with_part_copies;
+
+/// A counter instruction. A counted repetition (see [`super::expr::counts`], [`super::hir::counts`]) compiles to one
+/// copy of its body and four marker states carrying these; the lazy DFA keeps a count beside
+/// each NFA state of its subsets and applies them in the epsilon closure
+/// (`super::dfa`). Counted regions never nest, so one count per NFA state is enough. Recursive expressions
+/// compile to one copy of their body entered through `Push` markers and left through `Pop`
+/// markers: the DFA keeps a stack of call sites beside each NFA state of its subsets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Count {
+    /// Entering the repetition: the count starts at zero.
+    Enter,
+    /// The start of the body: another repetition may start only while the count is below
+    /// `max`. Both bounds are kept here for the lazy DFA, which reads the bounds of a counted
+    /// region from the states reached from this marker.
+    Take {
+        min: u32,
+        max: Option<u32>,
+        /// The body is a character automaton under length bounds (see `Compiler::char_dfa`):
+        /// whether a count can still finish depends on the automaton's state, which the lazy
+        /// DFA checks from the completion lengths of each state of the region.
+        sized: bool,
+    },
+    /// One repetition done: the count goes up by one, saturating at this (the largest count
+    /// that matters: the maximum, or the minimum when there is none).
+    Incr(u32),
+    /// Leaving the repetition needs at least this count; the count is dropped (back to zero).
+    Leave(u32),
+    /// A call of recursive expression `rec` (see [`super::expr::Expr::Recursive`]): push a
+    /// frame naming the call site (0: the expression's entry from outside; `i`: its `i`-th
+    /// [`super::expr::Expr::Recur`]).
+    Push { rec: u32, site: u32 },
+    /// The return from `rec` to a call site: allowed only when the top frame names it; pops it.
+    Pop { rec: u32, site: u32 },
+    /// Allowed only while fewer than this many frames of the current recursive expression are
+    /// open on top of the stack (see [`super::expr::Expr::DepthBelow`]).
+    RunBelow(u32),
+    /// Allowed only while the stack holds fewer than this many frames in all.
+    StackBelow(u32),
+    /// A call of rule `r` (see [`super::rules`]): push a frame naming this marker and continue
+    /// at the rule's entry, compiling the rule first when it is entered for the first time.
+    /// The marker's own next state is where the call returns.
+    Call(u32),
+    /// The end of a rule: pop the call frame on top and continue after its `Call` marker.
+    Return,
+}
+
+/// The look-around kind the builder gives marker states. [`crate::regex::parse`] refuses it and
+/// the schema compiler never writes it, so every state of this kind is a marker.
+pub(crate) const MARKER: Look = Look::WordUnicodeNegate;
+
+/// An NFA and the counter instruction of each marker state (indexed by NFA state id).
+pub(crate) struct Built {
+    pub nfa: NFA,
+    pub counts: Vec<Option<Count>>,
+}
+
+/// Compile `x` into an anchored NFA.
+pub(crate) fn build(x: &Expr, max_nfa_bytes: usize) -> Result<Built> {
+    build_with(x, max_nfa_bytes, 0, false).map(|(b, _)| b)
+}
+
+/// Compile `x` into an anchored NFA, numbering its recursive expressions from `first_rec` on;
+/// returns it and the next free number. A `rule` (see [`super::rules`]) ends in a
+/// [`Count::Return`] marker (then the match state, which the lazy DFA never reaches through
+/// it): its end returns to the caller.
+pub(crate) fn build_with(
+    x: &Expr,
+    max_nfa_bytes: usize,
+    first_rec: u32,
+    rule: bool,
+) -> Result<(Built, u32)> {
+    let mut c = Compiler {
+        b: Builder::new(),
+        log: None,
+        tails: Vec::new(),
+        every: Default::default(),
+        marks: Vec::new(),
+        recs: Vec::new(),
+        next_rec: first_rec,
+        last_rec: None,
+        called: FxHashMap::default(),
+        in_counted: 0,
+    };
+    c.b.set_size_limit(Some(max_nfa_bytes)).map_err(budget)?;
+    c.b.start_pattern().map_err(budget)?;
+    let (start, end) = c.e(x)?;
+    let m = c.b.add_match().map_err(budget)?;
+    let end_to = if rule { c.mark(Count::Return, m)? } else { m };
+    c.patch(end, end_to)?;
+    c.b.finish_pattern(start).map_err(budget)?;
+    let nfa = c.b.build(start, start).map_err(budget)?;
+    // The builder keeps every look-around state and their order (it only drops empty states),
+    // so the markers are the states of the marker kind, in creation order.
+    let mut counts = vec![None; nfa.states().len()];
+    let mut marks = c.marks.iter();
+    for (i, st) in nfa.states().iter().enumerate() {
+        if let State::Look { look: MARKER, .. } = st {
+            counts[i] = Some(*marks.next().ok_or_else(lost_marker)?);
+        }
+    }
+    if marks.next().is_some() {
+        return Err(lost_marker());
+    }
+    Ok((Built { nfa, counts }, c.next_rec))
+}
+
+fn lost_marker() -> Error {
+    Error::InvalidArgument("internal: the counter markers of an automaton do not match".into())
+}
