@@ -629,3 +629,15 @@ def test_references_and_registry(vocab: ts.Vocabulary, lookup: Lookup) -> None:
     }
     g = ts.Grammar.from_json_schema(d7, vocab)
     assert accepts(g, "5", lookup)
+
+
+def test_a_number_spelling_over_budget_is_named_as_such() -> None:
+    """Number bounds and multipleOf are spelled by the same character languages as strings:
+    the budget message names both, not only strings."""
+    vocab = ts.Vocabulary([bytes([b]) for b in range(256)] + [b"<eos>"], eos_token_ids=[256])
+    with pytest.raises(ts.SchemaError) as e:
+        ts.Grammar.from_json_schema(
+            {"type": "number", "maximum": 1e300, "multipleOf": 1e-300}, vocab
+        )
+    assert e.value.keyword == "multipleOf"
+    assert "a number's spelling" in str(e.value)

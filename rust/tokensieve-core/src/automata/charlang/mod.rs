@@ -667,7 +667,8 @@ impl Dfa {
 
 fn too_many_states(b: &LangBudget) -> String {
     format!(
-        "the combination of these string constraints needs more than {} automaton states",
+        "the combination of these constraints (on a string's or a number's spelling) needs more \
+         than {} automaton states",
         b.max_states
     )
 }
@@ -675,8 +676,8 @@ fn too_many_states(b: &LangBudget) -> String {
 fn check_cells(n: usize, k: usize) -> Result<(), String> {
     if n.saturating_mul(k) > MAX_CELLS {
         return Err(format!(
-            "the combination of these string constraints distinguishes too many character \
-             classes ({k}) for an automaton of {n} states"
+            "the combination of these constraints (on a string's or a number's spelling) \
+             distinguishes too many character classes ({k}) for an automaton of {n} states"
         ));
     }
     Ok(())

@@ -316,18 +316,20 @@ fn r_to_hir(r: &R) -> Hir {
     }
 }
 
+// The same languages spell strings and numbers (a number's bounds and multipleOf), so the
+// messages name both.
 fn too_big(b: &LangBudget) -> String {
     format!(
-        "the regular expression for the combination of these string constraints would exceed \
-         the size budget (weight {})",
+        "the regular expression for the combination of these constraints (on a string's or a \
+         number's spelling) would exceed the size budget (weight {})",
         b.max_weight
     )
 }
 
 fn too_deep(b: &LangBudget) -> String {
     format!(
-        "the regular expression for the combination of these string constraints would nest \
-         deeper than {} levels",
+        "the regular expression for the combination of these constraints (on a string's or a \
+         number's spelling) would nest deeper than {} levels",
         b.max_depth
     )
 }
