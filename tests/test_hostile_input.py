@@ -257,3 +257,9 @@ def test_deeply_nested_schemas_are_a_schema_error(vocab: ts.Vocabulary, depth: i
     text = '{"not": ' * depth + "{}" + "}" * depth
     with pytest.raises(ts.SchemaError, match="nests more than 128 levels"):
         ts.Grammar.from_json_schema(text, vocab)
+
+
+def test_python_values_json_has_no_form_for_are_a_clear_error(vocab: ts.Vocabulary) -> None:
+    for bad in [{"enum": {1, 2}}, {"const": b"x"}, {"enum": [1, object()]}, {"x": {(1, 2): 3}}]:
+        with pytest.raises(ValueError, match="the schema is not JSON"):
+            ts.Grammar.from_json_schema(bad, vocab)

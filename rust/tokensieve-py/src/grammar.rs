@@ -74,6 +74,14 @@ pub(crate) fn schema_text(py: Python<'_>, schema: &Bound<'_, PyAny>) -> PyResult
         Err(e) if e.is_instance_of::<pyo3::exceptions::PyRecursionError>(py) => {
             Err(core::json_schema::too_deep()).py(py)
         }
+        // a value JSON has no form for (a set, bytes, an object): the schema is not JSON
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyTypeError>(py) => {
+            Err(PyValueError::new_err(format!(
+                "the schema is not JSON: {} (a schema holds dicts with string keys, lists, \
+                 strings, finite numbers, booleans and None)",
+                e.value(py)
+            )))
+        }
         Err(e) => Err(e),
     }
 }
