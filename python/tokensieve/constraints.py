@@ -161,8 +161,8 @@ class Constraint:
         return self.compile_pending(vocab).result()
 
     def compile_pending(self, vocab: Vocabulary) -> _core.PendingGrammar:
-        """Start compiling on a thread of its own (no GIL needed, so it overlaps whatever
-        the caller does next); ``.result()`` waits. Input errors are raised here: a
+        """Start compiling on one of the core's compile threads (no GIL needed, so it overlaps
+        whatever the caller does next); ``.result()`` waits. Input errors are raised here: a
         ``ValueError`` or a ``TokensieveError`` (a ``TypeError`` only for a ``vocab`` that is
         not a ``Vocabulary``)."""
         if not isinstance(vocab, Vocabulary):
@@ -421,7 +421,7 @@ class GrammarCache:
         return entry
 
     def get_pending(self, constraint: Constraint, vocab: Vocabulary) -> PendingCompile:
-        """The grammar, compiling on a thread of its own on a cache miss: ``.result()`` gives
+        """The grammar, compiling on a core compile thread on a cache miss: ``.result()`` gives
         it (and caches it) or raises a ``ValueError`` with the client-readable message (also
         cached)."""
         return PendingCompile(self, constraint, vocab)
@@ -456,7 +456,7 @@ def set_index_directory(path: str | os.PathLike[str] | None) -> None:
 
 class PendingCompile:
     """A grammar on its way (:meth:`GrammarCache.get_pending`): a cache hit or a precompiled
-    file at once, otherwise a compile on its own thread. ``done()`` and ``result()`` as a
+    file at once, otherwise a compile on a core compile thread. ``done()`` and ``result()`` as a
     ``concurrent.futures.Future``'s."""
 
     def __init__(self, cache: GrammarCache, constraint: Constraint, vocab: Vocabulary) -> None:
