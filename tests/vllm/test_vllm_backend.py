@@ -20,11 +20,8 @@ import json
 import os
 import random
 import re
-import signal
-import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -54,6 +51,8 @@ except importlib.metadata.PackageNotFoundError:
 
 jsonschema = pytest.importorskip("jsonschema")
 
+from serving import check, client, running_server, tiny_llama  # noqa: E402
+
 import tokensieve as ts  # noqa: E402
 
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -79,20 +78,6 @@ FIVE = 20  # the Llama 3 token "5"
 CHOICES = ["yes", "no", "maybe later"]
 
 
-def check(kind: str, spec: Any, text: str) -> None:
-    """Independent validation of one finished output."""
-    if kind == "json":
-        jsonschema.validate(json.loads(text), spec)
-    elif kind == "regex":
-        assert re.fullmatch(spec, text), text
-    elif kind == "choice":
-        assert text in spec, text
-    elif kind == "json_object":
-        assert isinstance(json.loads(text), dict), text
-    else:
-        raise AssertionError(kind)
-
-
 def grammar_for(kind: str, spec: Any, vocab: ts.Vocabulary, **options: Any) -> ts.Grammar:
     if kind == "json":
         return ts.Grammar.from_json_schema(spec, vocab, **options)
@@ -112,11 +97,7 @@ def so_params(kind: str, spec: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not (LLAMA3_DIR / "tokenizer.json").exists():
-        pytest.skip(
-            f"{LLAMA3_DIR} not found: the engine tests need the shared data folder (../shared)"
-        )
-    return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama3"), LLAMA3_DIR)
+    return tiny_llama(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -555,82 +536,27 @@ def test_reasoning_parser_gates_the_constraint(reasoning_run: dict[str, Any]) ->
 # --- the OpenAI-compatible server, started the documented way -----------------------------------
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    port = free_port()
+    """The server started the documented way: the scheduler, and a tool parser for forced tool
+    calls."""
     log = tmp_path_factory.mktemp("server") / "server.log"
-    cmd = [
-        sys.executable,
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        str(model_dir),
-        "--served-model-name",
-        "tiny",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--dtype",
-        "float32",
-        "--enforce-eager",
-        "--max-model-len",
-        "512",
-        "--seed",
-        "0",
-        "--chat-template",
-        str(model_dir / "chat_template.jinja"),
+    args = [
         "--scheduler-cls",
         SCHEDULER,
         "--enable-auto-tool-choice",
         "--tool-call-parser",
         "pythonic",
     ]
-    env = dict(os.environ)
-    env["TOKENSIEVE_LOG_COMPILES"] = "1"
-    # every output completable within its max_tokens: the tools' schema vLLM builds allows any
-    # extra property, and a random model writes strings without end there (docs/vllm.md)
-    env["TOKENSIEVE_FIT_MAX_TOKENS"] = "1"
-    with open(log, "wb") as f:
-        proc = subprocess.Popen(
-            cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True, env=env
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"the server exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(base + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"the server did not start in 300 s:\n{log.read_text()[-3000:]}")
-            time.sleep(1)
+    env = {
+        "TOKENSIEVE_LOG_COMPILES": "1",
+        # every output completable within its max_tokens: the tools' schema vLLM builds allows
+        # any extra property, and a random model writes strings without end there
+        # (docs/vllm.md)
+        "TOKENSIEVE_FIT_MAX_TOKENS": "1",
+    }
+    with running_server(model_dir, log, args, env) as base:
         yield base, log
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(30)
-
-
-def client(base: str) -> Any:
-    openai = pytest.importorskip("openai")
-    return openai.OpenAI(base_url=base + "/v1", api_key="none", max_retries=0, timeout=120)
 
 
 def compiled_ids(log: Path) -> set[str]:

