@@ -14,6 +14,7 @@ may come next::
 from tokensieve._core import (
     BudgetError,
     Grammar,
+    GrammarError,
     InternalError,
     Matcher,
     RegexError,
@@ -30,6 +31,7 @@ from tokensieve.vocabulary import Vocabulary
 __all__ = [
     "BudgetError",
     "Grammar",
+    "GrammarError",
     "InternalError",
     "Matcher",
     "RegexError",

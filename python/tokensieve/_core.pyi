@@ -25,6 +25,7 @@ __all__ = [
     "VocabularyError",
     "UnspellableError",
     "SchemaError",
+    "GrammarError",
     "InternalError",
     "MAX_VOCAB_SIZE",
     "MAX_TOKEN_BYTES",
@@ -48,6 +49,10 @@ class InternalError(TokensieveError): ...
 class SchemaError(TokensieveError):
     keyword: str
     pointer: str
+
+class GrammarError(TokensieveError):
+    line: int
+    column: int
 
 @final
 class _PreparedVocabulary: ...
@@ -138,6 +143,18 @@ class Grammar:
         vocab: Vocabulary,
         **options: Any,
     ) -> PendingGrammar: ...
+    @staticmethod
+    def from_ebnf(
+        text: str,
+        vocab: Vocabulary,
+        *,
+        start: str = "root",
+        max_stack_depth: int | None = None,
+        max_states: int | None = None,
+        max_nfa_bytes: int | None = None,
+        mask_cache_bytes: int | None = None,
+        max_compile_seconds: float | None = None,
+    ) -> Grammar: ...
     @staticmethod
     def from_choice(
         choices: Sequence[str],

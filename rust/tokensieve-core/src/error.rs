@@ -37,6 +37,15 @@ pub enum Error {
         pointer: String,
         message: String,
     },
+    /// A grammar (GBNF / EBNF) is malformed or uses a construct that is not supported.
+    #[error("grammar error at line {line}, column {column}: {message}")]
+    Grammar {
+        /// 1-based line of the grammar text where the problem is.
+        line: u32,
+        /// 1-based column (in characters).
+        column: u32,
+        message: String,
+    },
     /// An argument was out of range or inconsistent.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

@@ -17,6 +17,7 @@
 
 pub mod automata;
 pub mod budget;
+pub mod ebnf;
 pub mod error;
 pub mod fit;
 pub mod index;
@@ -29,6 +30,7 @@ pub mod serialize;
 pub mod trie;
 pub mod vocab;
 
+pub use ebnf::EbnfOptions;
 pub use error::{Error, Result};
 pub use index::IndexStats;
 pub use json_schema::JsonSchemaOptions;

@@ -176,7 +176,7 @@ pub struct Grammar {
 /// What a grammar was compiled from, in canonical form (the key of caches and index files).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConstraintSource {
-    /// `"regex"`, `"json_schema"`, `"choice"`, `"json_object"`.
+    /// `"regex"`, `"json_schema"`, `"choice"`, `"json_object"`, `"ebnf"`.
     pub kind: String,
     /// The constraint's text: the pattern, or canonical JSON (property order kept).
     pub text: String,
@@ -219,6 +219,15 @@ impl ConstraintSource {
             kind: "choice".into(),
             text: serde_json::to_string(&list).expect("strings serialize"),
             options: "{}".into(),
+        }
+    }
+
+    /// The source of a GBNF / EBNF grammar constraint.
+    pub fn ebnf(text: &str, opts: &crate::ebnf::EbnfOptions) -> ConstraintSource {
+        ConstraintSource {
+            kind: "ebnf".into(),
+            text: text.to_string(),
+            options: opts.canonical(),
         }
     }
 
@@ -366,6 +375,38 @@ impl Grammar {
                 opts,
             )?;
             g.source = ConstraintSource::json_object(schema_opts);
+            Ok(g)
+        })
+    }
+
+    /// Compile a GBNF / EBNF grammar (see `docs/grammars.md`): the output must match the rule
+    /// `opts.start`, with at most `opts.max_stack_depth` recursive rule calls open. The first
+    /// mask is computed here.
+    pub fn from_ebnf(
+        text: &str,
+        vocab: Arc<Vocabulary>,
+        ebnf_opts: &crate::ebnf::EbnfOptions,
+        opts: &GrammarOptions,
+    ) -> Result<Grammar> {
+        opts.compiling(|| {
+            let c = crate::ebnf::compile(text, ebnf_opts)?;
+            let label = grammar_label(&c.expr);
+            let dfa = LazyDfa::from_owned(&label, c.expr, &opts.regex)?;
+            if dfa.start() == DEAD {
+                return Err(Error::Grammar {
+                    line: 1,
+                    column: 1,
+                    message: format!(
+                        "the rule `{}` matches no string with at most max_stack_depth={} rule \
+                         calls open (a recursion that never ends, or a rule with nothing to \
+                         match?)",
+                        ebnf_opts.start, ebnf_opts.max_stack_depth
+                    ),
+                });
+            }
+            let mut g = Grammar::from_dfa(dfa, vocab, opts)?;
+            g.warnings = c.warnings;
+            g.source = ConstraintSource::ebnf(text, ebnf_opts);
             Ok(g)
         })
     }
@@ -899,6 +940,14 @@ pub fn fill_next_token_bitmask_batch(
 /// regular expression of at most a few thousand nodes; otherwise only its size (writing out a
 /// large automaton costs more than the rest of a compile and helps nobody, and the
 /// intermediate form's shared constructs have no regex text of the same size).
+fn grammar_label(x: &Expr) -> String {
+    let w = x.weight();
+    match x.as_hir() {
+        Some(h) if w <= 4096 => h.to_string(),
+        _ => format!("(a grammar automaton of weight {w}; no regex text)"),
+    }
+}
+
 fn schema_label(x: &Expr) -> String {
     let w = x.weight();
     match x.as_hir() {

@@ -38,6 +38,12 @@ create_exception!(
 );
 create_exception!(
     _core,
+    GrammarError,
+    TokensieveError,
+    "A GBNF / EBNF grammar is malformed or unsupported; `.line` and `.column` say where."
+);
+create_exception!(
+    _core,
     InternalError,
     TokensieveError,
     "A bug in tokensieve (a Rust panic, caught): the message says where; please report it."
@@ -66,6 +72,12 @@ pub(crate) fn to_py(py: Python<'_>, e: core::Error) -> PyErr {
             let err = SchemaError::new_err(msg);
             let _ = err.value(py).setattr("keyword", keyword);
             let _ = err.value(py).setattr("pointer", pointer);
+            err
+        }
+        core::Error::Grammar { line, column, .. } => {
+            let err = GrammarError::new_err(msg);
+            let _ = err.value(py).setattr("line", line);
+            let _ = err.value(py).setattr("column", column);
             err
         }
         core::Error::InvalidArgument(_) => PyValueError::new_err(msg),

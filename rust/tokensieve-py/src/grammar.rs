@@ -140,6 +140,54 @@ pub(crate) fn compile_options(
     Ok(o)
 }
 
+/// Keyword arguments of a GBNF / EBNF grammar → its options: `start`, `max_stack_depth` and
+/// the grammar budgets (`GrammarOptions::NAMES`); any other name is an error naming the valid
+/// ones (a JSON Schema option would change nothing here).
+pub(crate) fn ebnf_options(
+    py: Python<'_>,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<(core::EbnfOptions, core::GrammarOptions)> {
+    let mut e = core::EbnfOptions::default();
+    let mut g = core::GrammarOptions::default();
+    let Some(d) = options else {
+        return Ok((e, g));
+    };
+    for (k, v) in d.iter() {
+        let k: String = k.extract()?;
+        if v.is_none() {
+            continue;
+        }
+        match k.as_str() {
+            "start" => {
+                e.start = v
+                    .extract()
+                    .map_err(|_| PyValueError::new_err("start must be a rule name (a string)"))?;
+            }
+            "max_stack_depth" => {
+                let n: i64 = v
+                    .extract()
+                    .map_err(|_| PyValueError::new_err("max_stack_depth must be an integer"))?;
+                e.max_stack_depth = u32::try_from(n).map_err(|_| {
+                    PyValueError::new_err(format!("max_stack_depth must be positive, got {n}"))
+                })?;
+            }
+            name if core::GrammarOptions::NAMES.contains(&name) => {
+                g.set(name, &option_text(name, &v)?).py(py)?;
+            }
+            other => {
+                let mut names = vec!["start", "max_stack_depth"];
+                names.extend(core::GrammarOptions::NAMES.iter().copied());
+                return Err(PyValueError::new_err(format!(
+                    "unknown option {other:?} for a grammar; options are {}",
+                    names.join(", ")
+                )));
+            }
+        }
+    }
+    e.validate().py(py)?;
+    Ok((e, g))
+}
+
 impl PyGrammar {
     /// Build a grammar for `vocab` with the GIL released and wrap it.
     fn build(
@@ -170,7 +218,11 @@ impl PyGrammar {
         vocab: Py<PyVocabulary>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyPendingGrammar> {
-        let o = compile_options(py, options)?;
+        let o = if kind == "ebnf" {
+            core::CompileOptions::default()
+        } else {
+            compile_options(py, options)?
+        };
         let v = vocab.get().inner.clone();
         let make: Box<dyn FnOnce() -> core::Result<core::Grammar> + Send> = match kind {
             "regex" => {
@@ -189,9 +241,14 @@ impl PyGrammar {
             "json_object" => {
                 Box::new(move || core::Grammar::from_json_object(v, &o.schema, &o.grammar))
             }
+            "ebnf" => {
+                let text: String = source.extract()?;
+                let (e, g) = ebnf_options(py, options)?;
+                Box::new(move || core::Grammar::from_ebnf(&text, v, &e, &g))
+            }
             _ => {
                 return Err(PyValueError::new_err(format!(
-                "unknown constraint kind {kind:?}; use regex, json_schema, choice or json_object"
+                "unknown constraint kind {kind:?}; use regex, json_schema, choice, json_object or ebnf"
             )))
             }
         };
@@ -394,6 +451,23 @@ impl PyGrammar {
             Self::build(py, vocab, |v| {
                 core::Grammar::from_json_object(v, &o.schema, &o.grammar)
             })
+        })
+    }
+
+    /// Compile a GBNF / EBNF grammar (see docs/grammars.md): the output must match the rule
+    /// `start` (default "root"), with at most `max_stack_depth` rule calls open (default
+    /// 1000). Other keyword arguments: the grammar budgets of `from_regex`.
+    #[staticmethod]
+    #[pyo3(signature = (text, vocab, **options))]
+    fn from_ebnf(
+        py: Python<'_>,
+        text: String,
+        vocab: Py<PyVocabulary>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        guard(py, || {
+            let (e, g) = ebnf_options(py, options)?;
+            Self::build(py, vocab, |v| core::Grammar::from_ebnf(&text, v, &e, &g))
         })
     }
 
@@ -602,6 +676,16 @@ fn constraint_hash_of(
     value: Option<&Bound<'_, PyAny>>,
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
+    if kind == "ebnf" {
+        let text: String = value
+            .ok_or_else(|| PyValueError::new_err("an ebnf constraint needs the grammar text"))?
+            .extract()?;
+        let (e, _) = ebnf_options(py, options)?;
+        return Ok(format!(
+            "{:016x}",
+            core::ConstraintSource::ebnf(&text, &e).hash()
+        ));
+    }
     let so = compile_options(py, options)?.schema;
     let need = |what: &str| PyValueError::new_err(format!("a {kind} constraint needs {what}"));
     let src = match kind {
@@ -623,7 +707,7 @@ fn constraint_hash_of(
         "json_object" => core::ConstraintSource::json_object(&so),
         other => {
             return Err(PyValueError::new_err(format!(
-            "unknown constraint kind {other:?}; expected regex, json_schema, choice or json_object"
+            "unknown constraint kind {other:?}; expected regex, json_schema, choice, json_object or ebnf"
         )))
         }
     };

@@ -22,8 +22,8 @@ use tokensieve_core as core;
 
 use crate::buffers::fill_next_token_bitmask;
 use crate::errors::{
-    BudgetError, InternalError, RegexError, SchemaError, TokensieveError, UnspellableError,
-    VocabularyError,
+    BudgetError, GrammarError, InternalError, RegexError, SchemaError, TokensieveError,
+    UnspellableError, VocabularyError,
 };
 use crate::grammar::{constraint_hash, read_index_header, PyGrammar};
 use crate::matcher::PyMatcher;
@@ -54,6 +54,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VocabularyError", py.get_type::<VocabularyError>())?;
     m.add("UnspellableError", py.get_type::<UnspellableError>())?;
     m.add("SchemaError", py.get_type::<SchemaError>())?;
+    m.add("GrammarError", py.get_type::<GrammarError>())?;
     m.add("InternalError", py.get_type::<InternalError>())?;
     m.add("MAX_VOCAB_SIZE", core::vocab::MAX_VOCAB_SIZE)?;
     m.add("MAX_TOKEN_BYTES", core::vocab::MAX_TOKEN_BYTES)?;

@@ -81,6 +81,16 @@ pub(crate) enum Expr {
     /// part of the NFA when first entered (see [`super::rules`]). Only the lazy DFA's rule
     /// table holds these; its language is never empty.
     Rule(u32),
+    /// Mutually recursive definitions (a grammar's rules): the language of `defs[0]`, in which
+    /// every [`Expr::Recur`] leaf `base + i` calls `defs[i]` through the stack and every
+    /// [`Expr::Goto`] leaf `base + i` continues with `defs[i]` in place of what is left of the
+    /// current definition (a tail call: no frame). All definitions share one stack marker
+    /// number and one return dispatch, so a definition entered by a tail call returns to where
+    /// the definition it replaced was called from.
+    Knot { defs: Vec<Expr>, base: u32 },
+    /// A tail call of definition `id` of the innermost enclosing [`Expr::Knot`]: only at the
+    /// end of a definition, never inside a repetition (the fragment never ends normally).
+    Goto(u32),
 }
 
 /// The names of an [`Expr::NamesExcluded`], each ASCII.
@@ -168,6 +178,8 @@ impl Expr {
             | Expr::StackBelow(_)
             | Expr::Rule(_) => {}
             Expr::Recursive { body, .. } => f(body),
+            Expr::Knot { defs, .. } => defs.iter().for_each(f),
+            Expr::Goto(_) => {}
         }
     }
 
@@ -201,6 +213,7 @@ impl Expr {
             }
             Expr::Jump
             | Expr::Recur(_)
+            | Expr::Goto(_)
             | Expr::DepthBelow(_)
             | Expr::StackBelow(_)
             | Expr::Rule(_) => 1,
@@ -227,7 +240,9 @@ impl Expr {
             }
             Expr::Part(p) => p.nonempty(),
             Expr::Recursive { body, .. } => body.surely_nonempty(),
+            Expr::Knot { defs, .. } => defs[0].surely_nonempty(),
             Expr::WithTail { .. }
+            | Expr::Goto(_)
             | Expr::Jump
             | Expr::NamesExcluded(_)
             | Expr::Recur(_)
@@ -245,7 +260,7 @@ impl Expr {
             Expr::Hir(h) => hir::has_counter(h),
             Expr::Repeat { sub, min, max } if counts(sub, *min, *max) => true,
             // a rule is never entered from a counted body (see `super::rules`)
-            Expr::Jump | Expr::Recur(_) | Expr::Rule(_) => true,
+            Expr::Jump | Expr::Recur(_) | Expr::Goto(_) | Expr::Rule(_) => true,
             Expr::Part(p) => p.counted(),
             Expr::CharDfa(d) => d.len.is_some(),
             _ => {
@@ -600,7 +615,12 @@ impl Expr {
             }
             Expr::Part(p) => (Arc::as_ptr(p) as usize).hash(h),
             Expr::Recursive { id, .. } => id.hash(h),
-            Expr::Recur(n) | Expr::DepthBelow(n) | Expr::StackBelow(n) | Expr::Rule(n) => n.hash(h),
+            Expr::Recur(n)
+            | Expr::Goto(n)
+            | Expr::DepthBelow(n)
+            | Expr::StackBelow(n)
+            | Expr::Rule(n) => n.hash(h),
+            Expr::Knot { defs, base } => (defs.len(), base).hash(h),
             Expr::Concat(xs) | Expr::Alt(xs) => xs.len().hash(h),
             Expr::List { .. } | Expr::WithTail { .. } | Expr::Jump => {}
         }
@@ -667,7 +687,11 @@ impl Expr {
             (Expr::Recursive { id, body }, Expr::Recursive { id: i2, body: b2 }) => {
                 id == i2 && body.same_as(b2)
             }
+            (Expr::Knot { defs, base }, Expr::Knot { defs: d2, base: b2 }) => {
+                base == b2 && all(defs, d2)
+            }
             (Expr::Recur(a), Expr::Recur(b))
+            | (Expr::Goto(a), Expr::Goto(b))
             | (Expr::DepthBelow(a), Expr::DepthBelow(b))
             | (Expr::StackBelow(a), Expr::StackBelow(b))
             | (Expr::Rule(a), Expr::Rule(b)) => a == b,

@@ -167,8 +167,11 @@ fn cuttable(x: &Expr) -> bool {
         | Expr::CharDfa(_)
         | Expr::Part(_)
         | Expr::Recur(_)
+        | Expr::Goto(_)
         | Expr::DepthBelow(_)
         | Expr::Rule(_) => true,
+        // a grammar's definitions are called through the stack from anywhere in them
+        Expr::Knot { .. } => false,
         Expr::Concat(xs) | Expr::Alt(xs) => xs.iter().all(cuttable),
         Expr::Repeat { sub, .. } => cuttable(sub),
         Expr::List { item, sep } => cuttable(item) && cuttable(sep),
@@ -357,8 +360,10 @@ impl Cutter {
             Expr::NamesExcluded(n) => Info::leaf(n.weight, true),
             Expr::CharDfa(d) => Info::leaf(d.weight, char_dfa_inhabited(d)),
             Expr::Part(p) => Info::leaf(p.weight(), p.inhabited()),
-            Expr::Recursive { .. } => Info::pinned(x.weight(), false),
-            Expr::Recur(_) | Expr::DepthBelow(_) | Expr::StackBelow(_) => Info::pinned(1, false),
+            Expr::Recursive { .. } | Expr::Knot { .. } => Info::pinned(x.weight(), false),
+            Expr::Recur(_) | Expr::Goto(_) | Expr::DepthBelow(_) | Expr::StackBelow(_) => {
+                Info::pinned(1, false)
+            }
             Expr::Rule(_) => Info::leaf(1, true),
         }
     }

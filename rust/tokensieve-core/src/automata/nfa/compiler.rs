@@ -32,6 +32,8 @@ pub(super) struct Compiler {
     /// The enclosing `Recursive` expressions, innermost last: the expression's id, its marker
     /// number, the body's entry and the return point of each call site built so far.
     pub(super) recs: Vec<(u32, u32, StateID, Vec<StateID>)>,
+    /// The enclosing `Knot` expressions, innermost last (see [`KnotFrame`]).
+    pub(super) knots: Vec<KnotFrame>,
     /// The number the next recursive expression built gets in its markers: every copy of a
     /// recursive expression (a copied shared part included) has its own.
     pub(super) next_rec: u32,
@@ -43,6 +45,22 @@ pub(super) struct Compiler {
     /// How many counted repetition bodies enclose what is being built: a shared part is
     /// copied there, since a count travels through its states (see `crate::automata::dfa`).
     pub(super) in_counted: u32,
+}
+
+/// A `Knot` being built: its ids `base..base + entries.len()`, its marker number, each
+/// definition's entry state and the return point of each call site built so far.
+pub(super) struct KnotFrame {
+    base: u32,
+    rec: u32,
+    entries: Vec<StateID>,
+    rets: Vec<StateID>,
+}
+
+impl KnotFrame {
+    fn entry(&self, id: u32) -> Option<StateID> {
+        let i = id.checked_sub(self.base)? as usize;
+        self.entries.get(i).copied()
+    }
 }
 
 pub(super) fn budget(e: impl std::fmt::Display) -> Error {
@@ -446,6 +464,28 @@ impl Compiler {
                 }
                 Ok((start, exit))
             }
+            Expr::Knot { defs, base } => self.knot(defs, *base),
+            Expr::Goto(id) => {
+                let Some(entry) = self.knots.last().and_then(|k| k.entry(*id)) else {
+                    return Err(Error::InvalidArgument(
+                        "a tail call outside its definitions".into(),
+                    ));
+                };
+                let e = self.empty()?;
+                self.patch(e, entry)?;
+                // the fragment never ends normally: its exit is an unreachable empty state
+                let never = self.empty()?;
+                Ok((e, never))
+            }
+            Expr::Recur(id) if self.knots.last().is_some_and(|k| k.entry(*id).is_some()) => {
+                let k = self.knots.last_mut().expect("checked");
+                let (rec, entry) = (k.rec, k.entry(*id).expect("checked"));
+                let site = k.rets.len() as u32 + 1;
+                let ret = self.empty()?;
+                self.knots.last_mut().expect("checked").rets.push(ret);
+                let call = self.mark(Count::Push { rec, site }, entry)?;
+                Ok((call, ret))
+            }
             Expr::Recur(id) => {
                 let Some(k) = self.recs.iter().rposition(|r| r.0 == *id) else {
                     return Err(Error::InvalidArgument(
@@ -475,5 +515,60 @@ impl Compiler {
                 Ok((call, ret))
             }
         }
+    }
+}
+
+impl Compiler {
+    /// An [`Expr::Knot`]: one entry state per definition, each body built once; every body's
+    /// end leads to one return dispatch (a `Pop` per call site, site 0 leaving the knot), so a
+    /// tail call ([`Expr::Goto`]) is a plain step to the definition's entry.
+    fn knot(&mut self, defs: &[Expr], base: u32) -> Result<Frag> {
+        if defs.is_empty() {
+            return Err(Error::InvalidArgument("a knot without definitions".into()));
+        }
+        let rec = self.fresh_rec();
+        let mut entries = Vec::with_capacity(defs.len());
+        for _ in defs {
+            entries.push(self.empty()?);
+        }
+        // a jump inside a definition cannot leave it (its path would skip the return)
+        let tails = std::mem::take(&mut self.tails);
+        self.knots.push(KnotFrame {
+            base,
+            rec,
+            entries: entries.clone(),
+            rets: Vec::new(),
+        });
+        let mut ends = Vec::with_capacity(defs.len());
+        let mut failed = None;
+        for (d, &entry) in defs.iter().zip(&entries) {
+            match self
+                .e(d)
+                .and_then(|(s, e)| self.patch(entry, s).map(|()| e))
+            {
+                Ok(e) => ends.push(e),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        let frame = self.knots.pop().expect("pushed above");
+        self.tails = tails;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let exit = self.empty()?;
+        let mut outs = vec![self.mark(Count::Pop { rec, site: 0 }, exit)?];
+        for (i, r) in frame.rets.into_iter().enumerate() {
+            let site = i as u32 + 1;
+            outs.push(self.mark(Count::Pop { rec, site }, r)?);
+        }
+        let dispatch = self.union(outs)?;
+        for e in ends {
+            self.patch(e, dispatch)?;
+        }
+        let start = self.mark(Count::Push { rec, site: 0 }, entries[0])?;
+        Ok((start, exit))
     }
 }

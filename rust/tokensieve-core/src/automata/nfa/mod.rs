@@ -104,6 +104,7 @@ pub(crate) fn build_with(
         every: Default::default(),
         marks: Vec::new(),
         recs: Vec::new(),
+        knots: Vec::new(),
         next_rec: first_rec,
         last_rec: None,
         called: FxHashMap::default(),

@@ -76,6 +76,7 @@ pub(crate) fn share(key: &str, e: Expr) -> Result<Expr> {
         every: Default::default(),
         marks: Vec::new(),
         recs: Vec::new(),
+        knots: Vec::new(),
         next_rec: 0,
         last_rec: None,
         called: FxHashMap::default(),

@@ -1,0 +1,504 @@
+//! The GBNF / EBNF text → rules, each body a [`Node`] tree with rule references by name.
+//!
+//! Accepted: llama.cpp's GBNF (`name ::= body`, `"literals"`, `[classes]` with ranges and `^`,
+//! the escapes `\n \r \t \\ \" \' \[ \] \xHH \uHHHH \UHHHHHHHH` and any other ASCII punctuation
+//! escaped as itself, `.`, `( )`, `|`, `*`, `+`, `?`, `{m}`, `{m,}`, `{m,n}`, `{,n}`, `#`
+//! comments, names of letters, digits, `_` and `-`) and the EBNF xgrammar reads (the same,
+//! whitespace and line breaks free between rules). A rule ends where the next `name ::=`
+//! starts. Refused with a position: lookahead assertions `(= ...)`, anything else unknown.
+
+use super::{grammar_error, Pos};
+use crate::error::Result;
+
+/// A grammar expression over Unicode characters.
+#[derive(Clone, Debug)]
+pub(crate) enum Node {
+    /// A literal string (possibly empty).
+    Lit(String),
+    /// One character of the ranges (`negated`: of none of them).
+    Class {
+        ranges: Vec<(char, char)>,
+        negated: bool,
+    },
+    /// Any one character.
+    Any,
+    /// A rule, by name until resolved (`rule` is then its index).
+    Ref {
+        name: String,
+        rule: usize,
+        pos: Pos,
+    },
+    Seq(Vec<Node>),
+    Alt(Vec<Node>),
+    Rep {
+        sub: Box<Node>,
+        min: u32,
+        max: Option<u32>,
+    },
+}
+
+impl Node {
+    /// The empty language (a class of no character).
+    pub(crate) fn fail() -> Node {
+        Node::Class {
+            ranges: Vec::new(),
+            negated: false,
+        }
+    }
+
+    /// Calls `f` on each rule reference, in order.
+    pub(crate) fn refs(&self, f: &mut dyn FnMut(usize, Pos)) {
+        match self {
+            Node::Ref { rule, pos, .. } => f(*rule, *pos),
+            Node::Seq(xs) | Node::Alt(xs) => xs.iter().for_each(|x| x.refs(f)),
+            Node::Rep { sub, max, .. } if *max != Some(0) => sub.refs(f),
+            _ => {}
+        }
+    }
+
+    /// Number of nodes (the size budget of the rewriting of left recursion).
+    pub(crate) fn size(&self) -> usize {
+        match self {
+            Node::Seq(xs) | Node::Alt(xs) => 1 + xs.iter().map(Node::size).sum::<usize>(),
+            Node::Rep { sub, .. } => 1 + sub.size(),
+            _ => 1,
+        }
+    }
+}
+
+/// One rule as written.
+pub(crate) struct RuleText {
+    pub name: String,
+    pub pos: Pos,
+    pub body: Node,
+}
+
+struct Parser<'a> {
+    chars: Vec<char>,
+    i: usize,
+    line: u32,
+    col: u32,
+    _text: &'a str,
+    /// How deep groups nest (bounded: the parser recurses per group).
+    depth: u32,
+}
+
+/// Groups nest at most this deep.
+const MAX_GROUP_DEPTH: u32 = 200;
+
+pub(crate) fn parse(text: &str) -> Result<Vec<RuleText>> {
+    let mut p = Parser {
+        chars: text.chars().collect(),
+        i: 0,
+        line: 1,
+        col: 1,
+        _text: text,
+        depth: 0,
+    };
+    let mut rules = Vec::new();
+    p.skip();
+    while !p.at_end() {
+        let pos = p.pos();
+        let Some(name) = p.name() else {
+            return Err(p.err_here("expected a rule name (letters, digits, `_` or `-`)"));
+        };
+        p.skip();
+        if !p.eat_str("::=") {
+            return Err(p.err_here(&format!("expected `::=` after the rule name `{name}`")));
+        }
+        p.skip();
+        let body = p.alternatives()?;
+        if !p.at_end() && !p.at_rule_start() {
+            let c = p.peek().unwrap_or(' ');
+            let what = match c {
+                ')' => "an unmatched `)`".to_string(),
+                _ => format!("an unexpected {}", describe(c)),
+            };
+            return Err(p.err_here(&format!("{what} in the rule `{name}`")));
+        }
+        rules.push(RuleText { name, pos, body });
+    }
+    if rules.is_empty() {
+        return Err(grammar_error(
+            Pos { line: 1, col: 1 },
+            "the grammar defines no rule",
+        ));
+    }
+    Ok(rules)
+}
+
+fn describe(c: char) -> String {
+    if c.is_control() || c.is_whitespace() {
+        format!("character {:?}", c)
+    } else {
+        format!("`{c}`")
+    }
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '-'
+}
+
+impl Parser<'_> {
+    fn pos(&self) -> Pos {
+        Pos {
+            line: self.line,
+            col: self.col,
+        }
+    }
+
+    fn err_here(&self, msg: &str) -> crate::error::Error {
+        grammar_error(self.pos(), msg)
+    }
+
+    fn at_end(&self) -> bool {
+        self.i >= self.chars.len()
+    }
+
+    fn peek(&self) -> Option<char> {
+        self.chars.get(self.i).copied()
+    }
+
+    fn peek_at(&self, k: usize) -> Option<char> {
+        self.chars.get(self.i + k).copied()
+    }
+
+    fn bump(&mut self) -> Option<char> {
+        let c = self.peek()?;
+        self.i += 1;
+        if c == '\n' {
+            self.line += 1;
+            self.col = 1;
+        } else {
+            self.col += 1;
+        }
+        Some(c)
+    }
+
+    fn eat(&mut self, c: char) -> bool {
+        if self.peek() == Some(c) {
+            self.bump();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn eat_str(&mut self, s: &str) -> bool {
+        let n = s.chars().count();
+        if s.chars()
+            .enumerate()
+            .all(|(k, c)| self.peek_at(k) == Some(c))
+        {
+            for _ in 0..n {
+                self.bump();
+            }
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Skips white space and `#` comments.
+    fn skip(&mut self) {
+        while let Some(c) = self.peek() {
+            if c.is_whitespace() {
+                self.bump();
+            } else if c == '#' {
+                while let Some(c) = self.bump() {
+                    if c == '\n' {
+                        break;
+                    }
+                }
+            } else {
+                break;
+            }
+        }
+    }
+
+    fn name(&mut self) -> Option<String> {
+        let mut out = String::new();
+        while let Some(c) = self.peek().filter(|&c| is_name_char(c)) {
+            out.push(c);
+            self.bump();
+        }
+        (!out.is_empty()).then_some(out)
+    }
+
+    /// Whether a `name ::=` starts here (the end of the rule before it).
+    fn at_rule_start(&self) -> bool {
+        let mut k = self.i;
+        while self.chars.get(k).is_some_and(|&c| is_name_char(c)) {
+            k += 1;
+        }
+        if k == self.i {
+            return false;
+        }
+        while self.chars.get(k).is_some_and(|c| c.is_whitespace()) {
+            k += 1;
+        }
+        self.chars.get(k..k + 3) == Some(&[':', ':', '='])
+    }
+
+    fn alternatives(&mut self) -> Result<Node> {
+        let mut alts = vec![self.sequence()?];
+        while self.eat('|') {
+            self.skip();
+            alts.push(self.sequence()?);
+        }
+        Ok(if alts.len() == 1 {
+            alts.pop().expect("one")
+        } else {
+            Node::Alt(alts)
+        })
+    }
+
+    fn sequence(&mut self) -> Result<Node> {
+        let mut items = Vec::new();
+        loop {
+            self.skip();
+            match self.peek() {
+                None | Some('|') | Some(')') => break,
+                _ if self.at_rule_start() => break,
+                _ => {}
+            }
+            let item = self.primary()?;
+            let item = self.postfix(item)?;
+            items.push(item);
+        }
+        Ok(if items.len() == 1 {
+            items.pop().expect("one")
+        } else {
+            Node::Seq(items)
+        })
+    }
+
+    fn primary(&mut self) -> Result<Node> {
+        let pos = self.pos();
+        match self.peek() {
+            Some('"') => {
+                self.bump();
+                let mut s = String::new();
+                loop {
+                    match self.peek() {
+                        None => return Err(grammar_error(pos, "a string literal is not closed")),
+                        Some('"') => {
+                            self.bump();
+                            break;
+                        }
+                        Some('\\') => s.push(self.escape()?),
+                        Some(c) => {
+                            self.bump();
+                            s.push(c);
+                        }
+                    }
+                }
+                Ok(Node::Lit(s))
+            }
+            Some('[') => {
+                self.bump();
+                let negated = self.eat('^');
+                let mut ranges = Vec::new();
+                let mut first = true;
+                loop {
+                    let c = match self.peek() {
+                        None => return Err(grammar_error(pos, "a character class is not closed")),
+                        Some(']') if !first => {
+                            self.bump();
+                            break;
+                        }
+                        Some('\\') => self.escape()?,
+                        Some(c) => {
+                            self.bump();
+                            c
+                        }
+                    };
+                    first = false;
+                    if self.peek() == Some('-') && self.peek_at(1).is_some_and(|c| c != ']') {
+                        let at = self.pos();
+                        self.bump();
+                        let hi = match self.peek() {
+                            Some('\\') => self.escape()?,
+                            Some(h) => {
+                                self.bump();
+                                h
+                            }
+                            None => {
+                                return Err(grammar_error(pos, "a character class is not closed"))
+                            }
+                        };
+                        if hi < c {
+                            return Err(grammar_error(
+                                at,
+                                &format!(
+                                    "the range {c:?}-{hi:?} is empty (its end is below its start)"
+                                ),
+                            ));
+                        }
+                        ranges.push((c, hi));
+                    } else {
+                        ranges.push((c, c));
+                    }
+                }
+                Ok(Node::Class { ranges, negated })
+            }
+            Some('.') => {
+                self.bump();
+                Ok(Node::Any)
+            }
+            Some('(') => {
+                self.bump();
+                if self.peek() == Some('=') {
+                    return Err(grammar_error(
+                        pos,
+                        "lookahead assertions `(= ...)` are not supported",
+                    ));
+                }
+                self.depth += 1;
+                if self.depth > MAX_GROUP_DEPTH {
+                    return Err(grammar_error(
+                        pos,
+                        &format!("groups nest more than {MAX_GROUP_DEPTH} levels deep"),
+                    ));
+                }
+                self.skip();
+                let inner = self.alternatives()?;
+                self.depth -= 1;
+                self.skip();
+                if !self.eat(')') {
+                    return Err(grammar_error(pos, "a `(` is not closed"));
+                }
+                Ok(inner)
+            }
+            Some(c) if is_name_char(c) => {
+                let name = self.name().expect("a name character");
+                Ok(Node::Ref {
+                    name,
+                    rule: usize::MAX,
+                    pos,
+                })
+            }
+            Some('\'') => Err(self.err_here(
+                "single-quoted strings are not GBNF; write string literals in double quotes",
+            )),
+            Some('/') => Err(self.err_here(
+                "`/regex/` terminals are Lark syntax, which this reader does not accept; \
+                 write the grammar in GBNF",
+            )),
+            Some(c) => Err(self.err_here(&format!("unexpected {}", describe(c)))),
+            None => Err(self.err_here("unexpected end of the grammar")),
+        }
+    }
+
+    fn postfix(&mut self, mut item: Node) -> Result<Node> {
+        loop {
+            let (min, max) = match self.peek() {
+                Some('*') => (0, None),
+                Some('+') => (1, None),
+                Some('?') => (0, Some(1)),
+                Some('{') => {
+                    let pos = self.pos();
+                    self.bump();
+                    let (min, max) = self.bounds(pos)?;
+                    item = Node::Rep {
+                        sub: Box::new(item),
+                        min,
+                        max,
+                    };
+                    continue;
+                }
+                _ => return Ok(item),
+            };
+            self.bump();
+            item = Node::Rep {
+                sub: Box::new(item),
+                min,
+                max,
+            };
+        }
+    }
+
+    /// `m}`, `m,}`, `m,n}`, `,n}` after a `{` at `pos`.
+    fn bounds(&mut self, pos: Pos) -> Result<(u32, Option<u32>)> {
+        self.skip();
+        let min = self.number(pos)?;
+        self.skip();
+        let out = if self.eat(',') {
+            self.skip();
+            let max = self.number(pos)?;
+            (min.unwrap_or(0), max)
+        } else {
+            let Some(m) = min else {
+                return Err(grammar_error(pos, "a repetition `{...}` needs a count"));
+            };
+            (m, Some(m))
+        };
+        self.skip();
+        if !self.eat('}') {
+            return Err(grammar_error(pos, "a repetition `{...}` is not closed"));
+        }
+        if let (min, Some(max)) = out {
+            if max < min {
+                return Err(grammar_error(
+                    pos,
+                    &format!("the repetition {{{min},{max}}} has its maximum below its minimum"),
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    fn number(&mut self, pos: Pos) -> Result<Option<u32>> {
+        let mut s = String::new();
+        while let Some(c) = self.peek().filter(char::is_ascii_digit) {
+            s.push(c);
+            self.bump();
+        }
+        if s.is_empty() {
+            return Ok(None);
+        }
+        s.parse::<u32>()
+            .map(Some)
+            .map_err(|_| grammar_error(pos, &format!("the repetition count {s} is too large")))
+    }
+
+    /// An escape sequence at a `\`.
+    fn escape(&mut self) -> Result<char> {
+        let pos = self.pos();
+        self.bump();
+        let Some(c) = self.bump() else {
+            return Err(grammar_error(
+                pos,
+                "an escape `\\` at the end of the grammar",
+            ));
+        };
+        let digits = match c {
+            'n' => return Ok('\n'),
+            'r' => return Ok('\r'),
+            't' => return Ok('\t'),
+            '0' => return Ok('\0'),
+            'x' => 2,
+            'u' => 4,
+            'U' => 8,
+            c if c.is_ascii_punctuation() || c == ' ' => return Ok(c),
+            c => return Err(grammar_error(pos, &format!("unknown escape `\\{c}`"))),
+        };
+        let mut v: u32 = 0;
+        for _ in 0..digits {
+            let Some(d) = self.peek().and_then(|d| d.to_digit(16)) else {
+                return Err(grammar_error(
+                    pos,
+                    &format!("the escape `\\{c}` needs {digits} hexadecimal digits"),
+                ));
+            };
+            self.bump();
+            v = v * 16 + d;
+        }
+        char::from_u32(v).ok_or_else(|| {
+            grammar_error(
+                pos,
+                &format!("the escape `\\{c}` names U+{v:04X}, which is not a Unicode character"),
+            )
+        })
+    }
+}

@@ -1,0 +1,213 @@
+//! The grammar front end: parsing, errors with positions, left recursion, the stack.
+
+use super::*;
+
+fn lang(text: &str) -> Result<Compiled> {
+    compile(text, &EbnfOptions::default())
+}
+
+#[test]
+fn parses_and_lowers_a_small_grammar() {
+    let c = lang("root ::= \"a\" [b-d]* (\"e\" | x)?\nx ::= \"x\"+ # comment\n").unwrap();
+    assert!(
+        c.expr.is_plain(),
+        "a grammar without recursion is one regular expression"
+    );
+    assert!(c.warnings.is_empty());
+}
+
+#[test]
+fn errors_carry_line_and_column() {
+    let e = lang("root ::= a\n  a ::= \"x\" b\n").err().unwrap();
+    match e {
+        Error::Grammar {
+            line,
+            column,
+            message,
+        } => {
+            assert_eq!((line, column), (2, 13), "{message}");
+            assert!(message.contains("`b`"), "{message}");
+        }
+        e => panic!("{e}"),
+    }
+    let e = lang("root ::= \"x\" (= \"y\")").err().unwrap();
+    assert!(e.to_string().contains("lookahead"), "{e}");
+    let e = lang("r ::= \"x\"").err().unwrap();
+    assert!(e.to_string().contains("no rule `root`"), "{e}");
+    let e = lang("root ::= [z-a]").err().unwrap();
+    assert!(e.to_string().contains("empty"), "{e}");
+    let e = lang("root ::= \"x\" )").err().unwrap();
+    assert!(e.to_string().contains("unmatched"), "{e}");
+}
+
+#[test]
+fn unreachable_rules_warn() {
+    let c = lang("root ::= \"a\"\nunused ::= \"b\"\n").unwrap();
+    assert_eq!(c.warnings.len(), 1);
+    assert!(c.warnings[0].contains("`unused`"));
+}
+
+#[test]
+fn recursion_becomes_a_knot() {
+    let c = lang("root ::= \"(\" root \")\" | \"x\"").unwrap();
+    assert!(matches!(c.expr, Expr::Knot { .. }));
+}
+
+use crate::automata::dfa::{LazyDfa, DEAD};
+use crate::regex::RegexOptions;
+
+/// The grammar's automaton and a test: (whether `s` is a prefix of some string of the
+/// language, whether it is in the language).
+fn automaton(text: &str, depth: u32) -> LazyDfa {
+    let c = compile(
+        text,
+        &EbnfOptions {
+            max_stack_depth: depth,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    LazyDfa::from_owned(
+        "test",
+        c.expr,
+        &RegexOptions {
+            max_states: 2_000_000,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+fn run(d: &LazyDfa, s: &str) -> (bool, bool) {
+    let st = d.walk(d.start(), s.as_bytes()).unwrap();
+    (st != DEAD, st != DEAD && d.is_accepting(st))
+}
+
+fn accepts(d: &LazyDfa, s: &str) -> bool {
+    run(d, s).1
+}
+
+const ARITH_LEFT: &str = r#"
+root ::= expr
+expr ::= expr "+" term | expr "-" term | term
+term ::= term "*" factor | term "/" factor | factor
+factor ::= num | "(" expr ")" | "-" factor
+num ::= [0-9]+
+"#;
+
+#[test]
+fn left_recursive_arithmetic() {
+    let d = automaton(ARITH_LEFT, 1000);
+    for ok in [
+        "1",
+        "1+2",
+        "1+2*3-4/5",
+        "(1+2)*3",
+        "-(1)",
+        "--1",
+        "((1))+((2*3))",
+    ] {
+        assert!(accepts(&d, ok), "{ok}");
+    }
+    for bad in ["", "+", "1+", "(1", "1)", "1++2", "()", "1 + 2"] {
+        assert!(!accepts(&d, bad), "{bad}");
+    }
+    // prefixes stay alive exactly when they can be finished
+    assert_eq!(run(&d, "(1+"), (true, false));
+    assert_eq!(run(&d, "1)"), (false, false));
+    // a long left-recursive chain needs no stack
+    let long = vec!["7"; 3000].join("+");
+    assert!(accepts(&d, &long));
+}
+
+#[test]
+fn indirect_left_recursion_and_nullable_prefixes() {
+    let g = r#"
+root ::= a
+a ::= b "x" | "y"
+b ::= opt a "z" | c
+c ::= a "w"
+opt ::= "" | "o"
+"#;
+    let d = automaton(g, 100);
+    // a = y ((o? a z | a w) x)* flattened: strings built by hand
+    for ok in ["y", "yzx", "ywx", "yzxwx", "oyzx", "oyzxzx"] {
+        assert!(accepts(&d, ok), "{ok}");
+    }
+    for bad in ["", "x", "yz", "yx", "oy", "zx"] {
+        assert!(!accepts(&d, bad), "{bad}");
+    }
+}
+
+#[test]
+fn nested_parentheses_to_the_stack_bound() {
+    let g = "root ::= p\np ::= \"(\" p \")\" | \"x\"";
+    let d = automaton(g, 1000);
+    let nest = |n: usize| format!("{}x{}", "(".repeat(n), ")".repeat(n));
+    assert!(accepts(&d, &nest(50)));
+    assert!(accepts(&d, &nest(500)));
+    // at the bound: the deepest call still allowed, no deeper opening
+    let d = automaton(g, 10);
+    let mut deepest = 0;
+    for n in 0..20 {
+        if accepts(&d, &nest(n)) {
+            deepest = n;
+        }
+    }
+    // the start rule's own call counts as one of the ten
+    assert_eq!(deepest, 9, "deepest {deepest}");
+    let at = "(".repeat(deepest);
+    assert_eq!(run(&d, &at), (true, false));
+    assert!(!run(&d, &format!("{at}(")).0, "no opening past the bound");
+}
+
+#[test]
+fn tail_recursion_uses_no_stack() {
+    let g = "root ::= ws \"!\"\nws ::= \" \" ws | \"\"";
+    let d = automaton(g, 2);
+    assert!(accepts(&d, &format!("{}!", " ".repeat(5000))));
+}
+
+#[test]
+fn unicode_classes_escapes_and_any() {
+    let g = r#"root ::= [α-ω]+ "\u00e9" [^"\\\x00-\x1f] . "\x41" "\U0001F600"{2}"#;
+    let d = automaton(g, 10);
+    assert!(accepts(&d, "αβé#zA😀😀"));
+    assert!(accepts(&d, "ωé€\nA😀😀"));
+    assert!(!accepts(&d, "αé\"zA😀😀"));
+    assert!(!accepts(&d, "aé#zA😀😀"));
+    assert!(!accepts(&d, "αé#zA😀"));
+}
+
+#[test]
+fn repetition_bounds() {
+    let d = automaton(r#"root ::= "a"{2,3} "b"{,2} "c"{2,} "d"{1}"#, 10);
+    for ok in ["aaccd", "aaabbcccd", "aabcccccd"] {
+        assert!(accepts(&d, ok), "{ok}");
+    }
+    for bad in ["acc", "aaaaccd", "aabbbccd", "aacd"] {
+        assert!(!accepts(&d, bad), "{bad}");
+    }
+}
+
+#[test]
+fn a_rule_with_no_way_out_matches_nothing() {
+    let e = compile("root ::= \"x\" | a\na ::= a \"y\"", &EbnfOptions::default()).unwrap();
+    let d = LazyDfa::from_owned("t", e.expr, &RegexOptions::default()).unwrap();
+    assert!(accepts(&d, "x"));
+    assert!(!run(&d, "y").0);
+}
+
+#[test]
+fn shared_heavy_rules_are_called_not_copied() {
+    // each level uses the one below twice: written out, the grammar would double per level
+    let mut g = String::from("root ::= r0\n");
+    for i in 0..40 {
+        g.push_str(&format!("r{i} ::= r{} \"a\" r{} | \"b\"\n", i + 1, i + 1));
+    }
+    g.push_str("r40 ::= [a-z]{1,3}\n");
+    let c = compile(&g, &EbnfOptions::default()).unwrap();
+    assert!(c.expr.weight() < 1_000_000, "weight {}", c.expr.weight());
+    let d = LazyDfa::from_owned("t", c.expr, &RegexOptions::default()).unwrap();
+    assert!(accepts(&d, "b"));
+}
