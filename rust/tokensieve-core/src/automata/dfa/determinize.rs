@@ -169,7 +169,13 @@ impl LazyDfa {
         for &(s, c) in seeds.iter().rev() {
             t.stack.push((s, c, false));
         }
+        // one closure can grow large (a recursion reached along many stacks): keep the
+        // compile deadline within it too
+        let mut every = crate::budget::Every::default();
         while let Some((s, c, past_end)) = t.stack.pop() {
+            if registers {
+                every.tick("determinizing the automaton")?;
+            }
             let key = s as usize * 2 + past_end as usize;
             if t.seen[key] != gen {
                 t.seen[key] = gen;
