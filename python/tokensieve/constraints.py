@@ -9,10 +9,14 @@ kind                  value
 ``json_schema``       a dict or bool, its JSON text, or a pydantic model class
 ``choice``            a non-empty list of strings
 ``json_object``       ignored: any JSON object
+``ebnf``              a grammar's text: GBNF (llama.cpp) or xgrammar's EBNF (``name ::= ...``)
 ====================  ==========================================================
 
 Engine options (all kinds): ``max_states``, ``max_nfa_bytes``, ``mask_cache_bytes``,
-``max_compile_seconds``. JSON Schema options are listed in :data:`SCHEMA_OPTIONS`.
+``max_compile_seconds``. JSON Schema options are listed in :data:`SCHEMA_OPTIONS`; a grammar
+takes :data:`EBNF_OPTIONS` (``start``, the rule it starts from, and ``max_stack_depth``). A Lark
+grammar (no ``name ::= ...`` rule, vLLM's own test: :func:`looks_like_lark`) is refused with a
+``ValueError`` naming Lark: tokensieve does not read Lark yet.
 
 :meth:`Constraint.compile` is the only place a kind is dispatched to a ``Grammar``
 constructor. :attr:`Constraint.key` is the core's source hash (the hash a compiled grammar and
@@ -32,6 +36,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -55,20 +60,32 @@ from tokensieve.index_files import IndexDirectory
 
 __all__ = [
     "KINDS",
+    "EBNF_OPTIONS",
     "ENGINE_OPTIONS",
     "SCHEMA_OPTIONS",
     "Constraint",
     "GrammarCache",
     "compile_constraint",
     "describe_error",
+    "looks_like_lark",
     "set_index_directory",
 ]
 
-KINDS = ("regex", "json_schema", "choice", "json_object")
+KINDS = ("regex", "json_schema", "choice", "json_object", "ebnf")
 # Option names come from the core (``CompileOptions::set`` reads them); the engine budgets apply
-# to every kind, the JSON Schema options to json_schema and json_object.
+# to every kind, the JSON Schema options to json_schema and json_object, the grammar options
+# to ebnf.
 ENGINE_OPTIONS: tuple[str, ...] = tuple(_core.GRAMMAR_OPTIONS)
 SCHEMA_OPTIONS: tuple[str, ...] = tuple(_core.SCHEMA_OPTIONS)
+EBNF_OPTIONS: tuple[str, ...] = ("start", "max_stack_depth")
+# Every option name a constraint of some kind takes.
+ALL_OPTIONS: tuple[str, ...] = ENGINE_OPTIONS + tuple(
+    dict.fromkeys(o for o in SCHEMA_OPTIONS + EBNF_OPTIONS if o not in ENGINE_OPTIONS)
+)
+LARK_UNSUPPORTED = (
+    "looks like a Lark grammar (no rule is written `name ::= ...`): Lark is not supported by "
+    "tokensieve yet; write the grammar in GBNF/EBNF (`root ::= ...`, docs/grammars.md)"
+)
 
 
 @dataclass(frozen=True)
@@ -77,7 +94,7 @@ class Constraint:
 
     ``value`` is a ``str`` pattern (regex), a JSON Schema (``dict`` or ``bool``, or its JSON
     text, kept as text so that its numbers reach the compiler exactly), a tuple of strings
-    (choice) or ``None`` (json_object). ``label`` names the constraint in messages (a request
+    (choice), ``None`` (json_object) or a grammar's ``str`` text (ebnf). ``label`` names the constraint in messages (a request
     key such as ``guided_json``; the kind by default) and is not part of its identity. Two
     constraints with the same language and options have the same :attr:`key` (a schema as text
     and as a dict included).
@@ -110,21 +127,26 @@ class Constraint:
         kind = exact_str(kind)
         name = label or kind
         opts = _options(options, name)
-        unknown = sorted(k for k in opts if k not in ENGINE_OPTIONS and k not in SCHEMA_OPTIONS)
+        unknown = sorted(k for k in opts if k not in ALL_OPTIONS)
         if unknown:
             raise ValueError(
                 f"unsupported option(s) {', '.join(unknown)} for {name}; options are "
-                f"{', '.join(ENGINE_OPTIONS + SCHEMA_OPTIONS)}"
+                f"{', '.join(ALL_OPTIONS)}"
             )
+        ebnf_only = sorted(k for k in opts if k in EBNF_OPTIONS and k not in SCHEMA_OPTIONS)
+        if ebnf_only and kind != "ebnf":
+            raise ValueError(f"option(s) {', '.join(ebnf_only)} apply to grammars (ebnf) only")
+        if kind in ("regex", "ebnf"):
+            own = EBNF_OPTIONS if kind == "ebnf" else ()
+            json_only = sorted(k for k in opts if k in SCHEMA_OPTIONS and k not in own)
+            if json_only:
+                raise ValueError(f"option(s) {', '.join(json_only)} apply to JSON constraints only")
         if kind == "regex":
             if not has_type(value, str):
                 raise ValueError(f"{name} must be a string, got {type(value).__name__}")
             value = exact_str(value)
-            schema_only = sorted(k for k in opts if k in SCHEMA_OPTIONS)
-            if schema_only:
-                raise ValueError(
-                    f"option(s) {', '.join(schema_only)} apply to JSON constraints only"
-                )
+        elif kind == "ebnf":
+            value = _grammar_value(value, name)
         elif kind == "json_schema":
             value = _schema_value(value, name)
         elif kind == "choice":
@@ -132,6 +154,13 @@ class Constraint:
         else:
             value = None
         return cls(kind, value, tuple(sorted(opts.items())), label)
+
+    @property
+    def language_options(self) -> dict[str, Any]:
+        """The options that shape the language (what :attr:`key`'s source hash covers): the
+        JSON Schema options of a JSON constraint, the grammar options of an ``ebnf`` one."""
+        names = EBNF_OPTIONS if self.kind == "ebnf" else SCHEMA_OPTIONS
+        return {k: v for k, v in self.options if k in names}
 
     @property
     def name(self) -> str:
@@ -148,8 +177,7 @@ class Constraint:
         try:
             value = list(self.value) if self.kind == "choice" else self.value
             engine = {k: v for k, v in self.options if k in ENGINE_OPTIONS}
-            schema = {k: v for k, v in self.options if k in SCHEMA_OPTIONS}
-            h = constraint_hash(self.kind, value, **schema)
+            h = constraint_hash(self.kind, value, **self.language_options)
             return f"{h}:{json.dumps(engine, sort_keys=True)}"
         except (ValueError, TokensieveError):
             raise
@@ -338,6 +366,36 @@ def _check_schema_type(value: Any, name: str) -> None:
         )
 
 
+def looks_like_lark(text: str) -> bool:
+    """vLLM's test for a Lark grammar (``grammar_is_likely_lark`` in
+    ``vllm/v1/structured_output/utils.py``, which picks Lark or EBNF for its own backends): no
+    line, comments (``#``, ``//``) cut off, holds ``::=``. Every GBNF/EBNF rule is written
+    ``name ::= ...``, Lark's ``name: ...``."""
+    for line in text.split("\n"):
+        line = _LARK_COMMENT.sub("", line).strip()
+        if line and "::=" in line:
+            return False
+    return bool(text)
+
+
+_LARK_COMMENT = re.compile(r"(#|//).*$")
+
+
+def _grammar_value(value: Any, name: str) -> str:
+    """A grammar's text: a string of at most 64 MiB (UTF-8) holding a ``name ::= ...`` rule
+    (Lark is refused by name)."""
+    if not has_type(value, str):
+        raise ValueError(f"{name} must be a string (the grammar's text), got {shown(value)}")
+    text = exact_str(value)
+    if len(text) > MAX_TEXT_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_TEXT_BYTES:
+        raise ValueError(f"{name} holds more than {MAX_TEXT_BYTES:,} bytes of grammar text")
+    if not text.strip():
+        raise ValueError(f"{name} is empty: a grammar needs a rule (`root ::= ...`)")
+    if looks_like_lark(text):
+        raise ValueError(f"{name} {LARK_UNSUPPORTED}")
+    return text
+
+
 def _choice_value(value: Any, name: str) -> tuple[str, ...]:
     if has_type(value, (str, bytes, bytearray)):
         try:
@@ -516,6 +574,6 @@ def _precompiled(constraint: Constraint, vocab: Vocabulary) -> Grammar | None:
             if d is None:
                 d = _INDEX_DIRS[key] = IndexDirectory(_INDEX_DIR, vocab)
         value = list(constraint.value) if constraint.kind == "choice" else constraint.value
-        return d.find(constraint.kind, value, **dict(constraint.options))
+        return d.find(constraint.kind, value, **constraint.language_options)
     except Exception:
         return None  # compile it instead; the compile reports any real problem
