@@ -135,6 +135,9 @@ CONSTRAINTS: list[dict[str, Any] | None] = [
     {"guided_choice": '["a", "bc", "abc"]'},  # a JSON string, as vllm_xargs may send it
     {"guided_regex": "a+b*", "guided_max_states": "1000"},  # an option given as a string
     {"guided_regex": "(0|1){2,}"},
+    # grammars: a^n c b^n (context-free), and a start rule other than root
+    {"guided_grammar": 'root ::= "a" root "b" | "c"'},
+    {"guided_grammar": 'root ::= "-"\nbits ::= ("0" | "1") bits | "-"', "guided_start": "bits"},
     None,
     {},
     {"unrelated": 1},
@@ -486,6 +489,10 @@ BAD_REQUESTS: list[tuple[dict[str, Any], str]] = [
         "max_compile_seconds",
     ),
     ({"guided_json": '{"not": ' * 300 + "{}" + "}" * 300}, "nests more than 128 levels"),
+    ({"guided_grammar": 'start: "a" | "b"'}, "Lark is not supported by tokensieve yet"),
+    ({"guided_grammar": 'root ::= "a" ('}, "invalid guided_grammar: GrammarError"),
+    ({"guided_grammar": 'root ::= "a"', "guided_start": "nowhere"}, "nowhere"),
+    ({"guided_grammar": 'root ::= "a"', "guided_whitespace": "compact"}, "JSON constraints only"),
 ]
 
 
@@ -1173,7 +1180,7 @@ def test_cache_key_keeps_property_order() -> None:
 # --- hostile request values: refused at admission, failed alone in the engine -----------------
 
 from tokensieve import _bounded_json  # noqa: E402
-from tokensieve.constraints import ENGINE_OPTIONS, SCHEMA_OPTIONS  # noqa: E402
+from tokensieve.constraints import ALL_OPTIONS  # noqa: E402
 from tokensieve.vllm import constraints as vllm_constraints  # noqa: E402
 from tokensieve.vllm import request_args  # noqa: E402
 
@@ -1196,7 +1203,7 @@ class Hostile:
 
 def every_guided_key() -> list[str]:
     """Every key the processors read: the constraint kinds, every option, the other keys."""
-    options = ["guided_" + o for o in (*ENGINE_OPTIONS, *SCHEMA_OPTIONS)]
+    options = ["guided_" + o for o in ALL_OPTIONS]
     return [*vllm_constraints.EXTRA_ARGS_KINDS, *options, *vllm_constraints._NOT_OPTIONS]
 
 
@@ -1323,6 +1330,10 @@ MALFORMED_VALUES: list[tuple[Any, str]] = [
     ({"guided_choice": '[["a"]]'}, "guided_choice nests more than 1 level"),
     ({"guided_choice": ["a", 10**5000]}, "guided_choice must hold strings only, got an integer"),
     ({"guided_choice": {"a": 1}}, "guided_choice must be a non-empty list"),
+    ({"guided_grammar": ["a"]}, "guided_grammar must be a string, got a value of type list"),
+    ({"guided_grammar": "a" * ((64 << 20) + 1)}, "at most 67,108,864 are accepted"),
+    ({"guided_grammar": 'start: "a"'}, "guided_grammar looks like a Lark grammar"),
+    ({"guided_grammar": " \n"}, "guided_grammar is empty"),
     ({"guided_json_object": "maybe"}, "guided_json_object must be true or false, got 'maybe'"),
     ({"guided_json_object": 2}, "guided_json_object must be true or false, got 2"),
     ({**BASE, "guided_max_states": "1e3"}, "guided_max_states must be a non-negative integer"),
@@ -1352,6 +1363,9 @@ MALFORMED_VALUES: list[tuple[Any, str]] = [
     ({**BASE, "guided_max_nesting_depth": [8]}, "guided_max_nesting_depth must be a non-negative"),
     ({**BASE, "guided_truncate_recursion": "maybe"}, "guided_truncate_recursion must be true"),
     ({**BASE, "guided_lenient": 2}, "guided_lenient must be true or false"),
+    ({**BASE, "guided_start": 5}, "guided_start must be a string, got 5"),
+    ({**BASE, "guided_start": "r" * 5000}, "guided_start has 5,000 bytes; at most 4,096"),
+    ({**BASE, "guided_start": "root"}, "option(s) start apply to grammars (ebnf) only"),
     ({**BASE, "guided_registry": 5}, "guided_registry must be a JSON object mapping URIs"),
     ({**BASE, "guided_registry": "[1]"}, "guided_registry must be a JSON object"),
     ({**BASE, "guided_registry": "{nope"}, "guided_registry is not valid JSON"),
@@ -1434,7 +1448,7 @@ def test_well_formed_values_are_read_as_their_types() -> None:
 
 
 def test_every_core_option_has_a_type() -> None:
-    assert set(vllm_constraints.OPTION_TYPES) == {*ENGINE_OPTIONS, *SCHEMA_OPTIONS}
+    assert set(vllm_constraints.OPTION_TYPES) == set(ALL_OPTIONS)
 
 
 def reference_nesting(text: str) -> tuple[int, bool]:

@@ -18,7 +18,6 @@ import pytest
 
 import tokensieve as ts
 from tokensieve.vllm.structured import (
-    GRAMMAR_UNSUPPORTED,
     STRUCTURAL_TAG_UNSUPPORTED,
     DraftStats,
     GrammarState,
@@ -207,6 +206,9 @@ def test_structured_outputs_fields_become_constraints() -> None:
     assert d is not None and (d.kind, d.value) == ("choice", ("x", "y z"))
     e = structured_args(so(json_object=True), None).constraint
     assert e is not None and e.kind == "json_object"
+    f = structured_args(so(grammar='root ::= "a" | "b"'), {"guided_start": "root"}).constraint
+    assert f is not None and (f.kind, f.value) == ("ebnf", 'root ::= "a" | "b"')
+    assert f.name == "structured_outputs.grammar" and dict(f.options) == {"start": "root"}
 
 
 def test_vllm_knobs_and_guided_options_reach_the_compile() -> None:
@@ -238,7 +240,13 @@ def test_vllm_knobs_and_guided_options_reach_the_compile() -> None:
 @pytest.mark.parametrize(
     "fields, extra, message",
     [
-        (dict(grammar='root ::= "a"'), None, GRAMMAR_UNSUPPORTED),
+        (dict(grammar='start: "a" | NUMBER'), None, "structured_outputs.grammar looks like"),
+        (dict(grammar='start: "a"\n// root ::= x'), None, "Lark is not supported"),
+        (dict(grammar='root ::= "a"', json={}), None, "more than one constraint: json, grammar"),
+        (dict(grammar='root ::= "a"'), {"guided_grammar": "x"}, "send the constraint once"),
+        (dict(grammar='root ::= "a"'), {"guided_whitespace": "compact"}, "JSON constraints only"),
+        (dict(regex="a"), {"guided_start": "x"}, "apply to grammars (ebnf) only"),
+        (dict(grammar=7), None, "structured_outputs.grammar must be a string"),
         (dict(structural_tag="{}"), None, STRUCTURAL_TAG_UNSUPPORTED),
         ({}, None, "has no constraint"),
         (dict(json={}, regex="a"), None, "more than one constraint: json, regex"),

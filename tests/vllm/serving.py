@@ -16,8 +16,9 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +42,56 @@ def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama3"), LLAMA3_DIR)
 
 
+@dataclass(frozen=True)
+class GrammarSpec:
+    """A GBNF/EBNF grammar and an independent recognizer of its language (a Python ``re`` for a
+    regular one, a recursive-descent parser for the others)."""
+
+    text: str
+    accepts: Callable[[str], bool]
+
+
+def _nested(text: str) -> bool:
+    """``root ::= "(" root ")" | "[" root "]" | "x"``, by recursive descent."""
+
+    def parse(i: int) -> int:  # the end of one root starting at i, or -1
+        if i < len(text) and text[i] == "x":
+            return i + 1
+        if i < len(text) and text[i] in "([":
+            j = parse(i + 1)
+            close = ")" if text[i] == "(" else "]"
+            if j >= 0 and j < len(text) and text[j] == close:
+                return j + 1
+        return -1
+
+    return parse(0) == len(text)
+
+
+# context-free, not regular: brackets of two kinds, matched around one "x"
+NESTED = GrammarSpec('root ::= "(" root ")" | "[" root "]" | "x"\n', _nested)
+# regular, written with rules, classes and alternatives: checked by a Python regex
+DATE_TIME = GrammarSpec(
+    """# a date and a time
+root  ::= date " " time
+date  ::= year "-" month
+year  ::= ("19" | "20") [0-9] [0-9]
+month ::= "0" [1-9] | "1" [0-2]
+time  ::= [01] [0-9] ":" [0-5] [0-9]
+""",
+    lambda text: (
+        re.fullmatch(r"(19|20)[0-9]{2}-(0[1-9]|1[0-2]) [01][0-9]:[0-5][0-9]", text) is not None
+    ),
+)
+# choices vLLM's own validation would rewrite into a grammar (choice_as_grammar): quotes, a
+# backslash, a newline, a tab, another control character (written \u0007), non-ASCII
+GRAMMAR_CHOICES = ["yes", 'say "hi"', "back\\slash", "two\nlines", "tab\there", "ding\x07", "café"]
+
+
 def check(kind: str, spec: Any, text: str) -> None:
     """Independent validation of one finished output."""
-    if kind == "json":
+    if kind == "grammar":
+        assert spec.accepts(text), text
+    elif kind == "json":
         jsonschema.validate(json.loads(text), spec)
     elif kind == "regex":
         assert re.fullmatch(spec, text), text

@@ -51,7 +51,16 @@ except importlib.metadata.PackageNotFoundError:
 
 jsonschema = pytest.importorskip("jsonschema")
 
-from serving import check, client, running_server, tiny_llama  # noqa: E402
+from serving import (  # noqa: E402
+    DATE_TIME,
+    GRAMMAR_CHOICES,
+    NESTED,
+    GrammarSpec,
+    check,
+    client,
+    running_server,
+    tiny_llama,
+)
 
 import tokensieve as ts  # noqa: E402
 
@@ -85,14 +94,30 @@ def grammar_for(kind: str, spec: Any, vocab: ts.Vocabulary, **options: Any) -> t
         return ts.Grammar.from_regex(spec, vocab)
     if kind == "choice":
         return ts.Grammar.from_choice(spec, vocab)
+    if kind == "grammar":
+        return ts.Grammar.from_ebnf(spec.text, vocab, **options)
     return ts.Grammar.from_json_object(vocab, **options)
 
 
 def so_params(kind: str, spec: Any) -> Any:
     from vllm.sampling_params import StructuredOutputsParams
 
+    if kind == "grammar":
+        return StructuredOutputsParams(grammar=spec.text)
     field = {"json": "json", "regex": "regex", "choice": "choice", "json_object": "json_object"}
     return StructuredOutputsParams(**{field[kind]: True if kind == "json_object" else spec})
+
+
+def choice_grammar() -> Any:
+    """GRAMMAR_CHOICES as vLLM's own validation rewrites a choice (``choice_as_grammar``: what
+    the engine gets when xgrammar validated the request), with its recognizer: one of them."""
+    from vllm.v1.structured_output.utils import choice_as_grammar
+
+    return GrammarSpec(choice_as_grammar(GRAMMAR_CHOICES), lambda text: text in GRAMMAR_CHOICES)
+
+
+# a grammar's nesting bounded, so that a random model's output ends within MAX_TOKENS
+NESTED_ARGS = {"guided_max_stack_depth": 6}
 
 
 @pytest.fixture(scope="module")
@@ -151,6 +176,7 @@ def backend_of(llm: Any) -> Any:
 
 
 def mixed_batch() -> list[tuple[str, Any, dict[str, Any]]]:
+    """(kind, spec, extra_args) of each request."""
     reqs: list[tuple[str, Any, dict[str, Any]]] = []
     for _ in range(3):
         reqs.append(("json", PERSON, {}))
@@ -159,6 +185,9 @@ def mixed_batch() -> list[tuple[str, Any, dict[str, Any]]]:
         reqs.append(("regex", REGEX, {}))
         reqs.append(("choice", CHOICES, {}))
         reqs.append(("json_object", None, {}))
+        reqs.append(("grammar", DATE_TIME, {}))
+        reqs.append(("grammar", NESTED, NESTED_ARGS))
+        reqs.append(("grammar", choice_grammar(), {}))
         reqs.append(("free", None, {}))
     return reqs
 
@@ -179,8 +208,9 @@ def engine_run(model_dir: Path) -> dict[str, Any]:
                 temperature=1.0,
                 seed=i,
                 structured_outputs=None if kind == "free" else so_params(kind, spec),
+                extra_args=extra or None,
             )
-            for i, (kind, spec, _) in enumerate(reqs)
+            for i, (kind, spec, extra) in enumerate(reqs)
         ]
         compiles = backend.compiles
         outs = llm.generate(["The answer:"] * len(reqs), params, use_tqdm=False)
@@ -231,7 +261,8 @@ def engine_run(model_dir: Path) -> dict[str, Any]:
             ({"json": {"type": "array", "uniqueItems": True}}, "uniqueItems"),
             ({"regex": "a(?=b)"}, "look-around"),
             ({"json": '{"type": "number", "maximum": 1e20000}'}, "exponent beyond"),
-            ({"grammar": 'root ::= "a"'}, "not supported by tokensieve yet"),
+            ({"grammar": 'start: "a" | "b"'}, "Lark is not supported by tokensieve yet"),
+            ({"grammar": 'root ::= "a" ('}, "structured_outputs.grammar: GrammarError"),
             ({"structural_tag": '{"type": "structural_tag"}'}, "not supported by tokensieve"),
         ]:
             from vllm.sampling_params import StructuredOutputsParams
@@ -280,8 +311,9 @@ def test_every_structured_output_is_valid_and_replays_through_the_grammar(
         else:  # only an unbounded JSON object may be cut by max_tokens
             assert kind == "json_object" and c.finish_reason == "length", (kind, c.text)
     print("valid / total per kind:", {k: f"{v}/{t}" for k, (v, t) in counts.items()})
-    for kind in ("json", "regex", "choice"):
+    for kind in ("json", "regex", "choice", "grammar"):
         assert counts[kind][0] == counts[kind][1], (kind, counts[kind])
+    assert counts["grammar"][1] == 9
 
 
 def test_vllm_knobs_reach_the_compile(engine_run: dict[str, Any]) -> None:
@@ -596,9 +628,12 @@ WEATHER_TOOLS = [
 ]
 
 
+KINDS = 9  # the kinds of request one_request sends
+
+
 def one_request(c: Any, i: int) -> tuple[str, Any, str, str]:
     """Request i of a mixed set: (kind, spec, text, response id)."""
-    which = i % 8
+    which = i % KINDS
     if which == 0:  # response_format json_schema, chat
         r = c.chat.completions.create(
             model="tiny",
@@ -682,6 +717,15 @@ def one_request(c: Any, i: int) -> tuple[str, Any, str, str]:
             ]
         )
         return "tools", None, text, r.id
+    if which == 7:  # structured_outputs grammar (GBNF), completions: recursive or regular
+        spec = NESTED if (i // KINDS) % 2 == 0 else DATE_TIME
+        body: dict[str, Any] = {"structured_outputs": {"grammar": spec.text}}
+        if spec is NESTED:
+            body["vllm_xargs"] = NESTED_ARGS
+        r = c.completions.create(
+            model="tiny", prompt="Grammar:", max_tokens=MAX_TOKENS, seed=i, extra_body=body
+        )
+        return "grammar", spec, r.choices[0].text, r.id
     r = c.completions.create(model="tiny", prompt=f"Item {i}:", max_tokens=16, seed=i)
     return "free", None, r.choices[0].text, r.id
 
@@ -697,7 +741,7 @@ def check_tools(text: str) -> None:
 def test_server_answers_every_kind_validly_through_tokensieve(server: tuple[str, Path]) -> None:
     base, log = server
     c = client(base)
-    results = [one_request(c, i) for i in range(8)]
+    results = [one_request(c, i) for i in range(KINDS)]
     for kind, spec, text, _ in results:
         if kind == "tools":
             check_tools(text)
@@ -734,8 +778,12 @@ def test_server_refuses_bad_constraints_with_http_400(server: tuple[str, Path]) 
             "#/items",
         ),
         (
-            {"extra_body": {"structured_outputs": {"grammar": 'root ::= "a"'}}},
-            "not supported by tokensieve yet",
+            {"extra_body": {"structured_outputs": {"grammar": 'start: "a" | NAME\n%import x'}}},
+            "Lark is not supported by tokensieve yet",
+        ),
+        (
+            {"extra_body": {"structured_outputs": {"grammar": 'root ::= "a" item'}}},
+            "GrammarError",
         ),
         (
             {"extra_body": {"structured_outputs": {"json": '{"items": ' * 200 + "{}" + "}" * 200}}},

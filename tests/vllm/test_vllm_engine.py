@@ -46,7 +46,7 @@ except importlib.metadata.PackageNotFoundError:
 
 jsonschema = pytest.importorskip("jsonschema")
 
-from serving import check, client, running_server, tiny_llama  # noqa: E402
+from serving import DATE_TIME, NESTED, check, client, running_server, tiny_llama  # noqa: E402
 
 import tokensieve as ts  # noqa: E402
 
@@ -84,7 +84,8 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def batch() -> list[tuple[str, Any, dict[str, Any] | None]]:
     """(kind, spec, extra_args) of one mixed batch: several schemas (as dicts and as JSON text),
-    a regex, choices, JSON objects, and unconstrained requests."""
+    a regex, choices, JSON objects, grammars (regular and recursive), and unconstrained
+    requests."""
     reqs: list[tuple[str, Any, dict[str, Any] | None]] = []
     for i in range(4):
         reqs.append(("json", PERSON, {"guided_json": PERSON, "guided_request_id": f"person-{i}"}))
@@ -93,6 +94,10 @@ def batch() -> list[tuple[str, Any, dict[str, Any] | None]]:
         reqs.append(("regex", REGEX, {"guided_regex": REGEX}))
         reqs.append(("choice", CHOICES, {"guided_choice": CHOICES}))
         reqs.append(("json_object", None, {"guided_json_object": True}))
+        reqs.append(("grammar", DATE_TIME, {"guided_grammar": DATE_TIME.text}))
+        # the nesting bounded, so that a random model's output ends within MAX_TOKENS
+        nested = {"guided_grammar": NESTED.text, "guided_max_stack_depth": 6}
+        reqs.append(("grammar", NESTED, nested))
         reqs.append(("free", None, None))
     return reqs
 
@@ -135,6 +140,7 @@ def test_every_constrained_output_in_a_mixed_batch_is_valid(engine_runs: dict[st
             "regex": lambda s: ts.Grammar.from_regex(s, vocab),
             "choice": lambda s: ts.Grammar.from_choice(s, vocab),
             "json_object": lambda s: ts.Grammar.from_json_object(vocab),
+            "grammar": lambda s: ts.Grammar.from_ebnf(s.text, vocab),
         }[kind](spec)
         m = grammar.matcher()
         ids = list(out.token_ids)
@@ -147,8 +153,9 @@ def test_every_constrained_output_in_a_mixed_batch_is_valid(engine_runs: dict[st
         else:  # cut by max_tokens: only an unbounded JSON object may be
             assert kind == "json_object" and out.finish_reason == "length", (kind, out.text)
     print("valid / total per kind:", {k: f"{v}/{t}" for k, (v, t) in counts.items()})
-    for kind in ("json", "regex", "choice"):
+    for kind in ("json", "regex", "choice", "grammar"):
         assert counts[kind][0] == counts[kind][1], (kind, counts[kind])
+    assert counts["grammar"][1] == 8
 
 
 def test_declared_names_come_out_as_written(engine_runs: dict[str, Any]) -> None:
@@ -183,6 +190,8 @@ def test_a_bad_constraint_is_rejected_and_the_engine_goes_on(engine_runs: dict[s
         ({"guided_regex": "[0-9]{3}"}, "min_tokens=5"),
         ({"guided_json": '{"type": "number", "maximum": 1e20000}'}, "exponent beyond"),
         ({"guided_regex": "[0-9]+", "guided_max_compile_seconds": 3600}, "above this server's"),
+        ({"guided_grammar": 'start: "a" | "b"'}, "Lark is not supported by tokensieve yet"),
+        ({"guided_grammar": 'root ::= "a" ('}, "invalid guided_grammar: GrammarError"),
     ]:
         params = SamplingParams(
             max_tokens=8, extra_args=args, min_tokens=5 if "min" in message else 0
@@ -351,6 +360,8 @@ def test_server_rejects_bad_constraints_with_http_400(server: str) -> None:
             {"guided_regex": "[0-9]+", "guided_max_states": "1000000000"},
             "above this server's limit",
         ),
+        ({"guided_grammar": "start: item+\nitem: /[a-z]/"}, "Lark is not supported"),
+        ({"guided_grammar": 'root ::= "a" | undefined'}, "GrammarError"),
     ]:
         with pytest.raises(openai.BadRequestError) as e:
             c.completions.create(

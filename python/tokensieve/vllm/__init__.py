@@ -12,8 +12,9 @@ The logits-processor way:
 
 vLLM dropped its own ``guided_json`` / ``guided_regex`` request fields; these processors bring
 them back through per-request ``SamplingParams.extra_args`` (``vllm_xargs`` on the OpenAI
-server): one of ``guided_json``, ``guided_regex``, ``guided_choice``, ``guided_json_object``, plus
-options named as in the Python API with a ``guided_`` prefix (``guided_whitespace`` …)::
+server): one of ``guided_json``, ``guided_regex``, ``guided_choice``, ``guided_json_object``,
+``guided_grammar`` (GBNF/EBNF text; its start rule ``guided_start``), plus options named as in
+the Python API with a ``guided_`` prefix (``guided_whitespace`` …)::
 
     from vllm import LLM, SamplingParams
     from tokensieve.vllm import GuidedLogitsProcessor

@@ -7,9 +7,9 @@ One switch on a stock vLLM makes every structured request tokensieve's::
 
 :class:`Scheduler` is vLLM's scheduler (its ``AsyncScheduler`` when async scheduling is on)
 whose ``StructuredOutputManager`` gets a :class:`TokensieveBackend` before the first request:
-the manager then compiles every ``response_format`` / ``structured_outputs`` / tool-call schema
-with tokensieve on its executor (the request waits in ``WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR``,
-the step goes on), fills the bitmask rows from the scheduler's CPU (several threads above 128
+the manager then compiles every ``response_format`` / ``structured_outputs`` (a GBNF/EBNF
+``grammar`` included) / tool-call schema with tokensieve on its executor (the request waits in
+``WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR``, the step goes on), fills the bitmask rows from the scheduler's CPU (several threads above 128
 requests; each row fill releases the GIL), drives draft tokens for speculative decoding
 (``validate_tokens``, accept then ``rollback``) and gates the constraint behind a
 ``--reasoning-parser`` exactly as it does for its built-in backends. The manager reads each
@@ -45,7 +45,6 @@ from tokensieve.constraints import describe_error
 from tokensieve.vllm.constraints import GRAMMAR_CACHE
 from tokensieve.vllm.processor_base import adopt_vllm_logging, vocabulary_from_vllm_config
 from tokensieve.vllm.structured import (
-    GRAMMAR_UNSUPPORTED,
     STRUCTURAL_TAG_UNSUPPORTED,
     DraftStats,
     GrammarState,
@@ -84,6 +83,7 @@ _KEY_FIELDS = {
     StructuredOutputOptions.JSON_OBJECT: "json_object",
     StructuredOutputOptions.REGEX: "regex",
     StructuredOutputOptions.CHOICE: "choice",
+    StructuredOutputOptions.GRAMMAR: "grammar",
 }
 
 
@@ -121,8 +121,6 @@ class TokensieveBackend(StructuredOutputBackend):  # type: ignore[misc]
         stop_token_ids: set[int] | None = None,
     ) -> TokensieveGrammar:
         """vLLM's interface: a constraint from its key alone (no per-request options)."""
-        if request_type == StructuredOutputOptions.GRAMMAR:
-            raise ValueError(GRAMMAR_UNSUPPORTED)
         if request_type == StructuredOutputOptions.STRUCTURAL_TAG:
             raise ValueError(STRUCTURAL_TAG_UNSUPPORTED)
         field = _KEY_FIELDS.get(request_type)

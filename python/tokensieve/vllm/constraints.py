@@ -7,8 +7,11 @@ OpenAI server)::
     {"guided_json": '{"type": "object", ...}', "guided_whitespace": "compact"}
     {"guided_choice": ["yes", "no"]}
     {"guided_json_object": true}
+    {"guided_grammar": 'root ::= "yes" | "no"', "guided_start": "root"}
 
-Options are the Python API's keyword arguments with a ``guided_`` prefix; ``guided_request_id``
+``guided_grammar`` is a grammar's text (GBNF/EBNF, ``Grammar.from_ebnf``; Lark is refused by
+name), its start rule ``guided_start`` (default ``root``). Options are the Python API's keyword
+arguments with a ``guided_`` prefix; ``guided_request_id``
 (a string of at most 256 bytes, or an integer) names the request in tokensieve's log lines;
 ``guided_fit_max_tokens`` (true) keeps the output finishable within the request's ``max_tokens``
 (a token is allowed only if the output can still be completed in the tokens left; see
@@ -37,8 +40,7 @@ from typing import Any
 
 import tokensieve as ts
 from tokensieve.constraints import (
-    ENGINE_OPTIONS,
-    SCHEMA_OPTIONS,
+    ALL_OPTIONS,
     Constraint,
     GrammarCache,
     describe_error,
@@ -77,6 +79,7 @@ EXTRA_ARGS_KINDS: dict[str, str] = {
     "guided_regex": "regex",
     "guided_choice": "choice",
     "guided_json_object": "json_object",
+    "guided_grammar": "ebnf",
 }
 _PREFIX = "guided_"
 # A client-chosen name for the request in tokensieve's log lines (vLLM passes logits processors
@@ -122,6 +125,7 @@ OPTION_TYPES: Mapping[str, str] = MappingProxyType(
         "whitespace": "text",
         "recursion": "text",
         "literal_spelling": "text",
+        "start": "text",
         "max_whitespace": "u32",
         "max_recursion_depth": "u32",
         "max_stack_depth": "u32",
@@ -271,7 +275,7 @@ def read_extra_args(extra_args: Mapping[str, Any] | None) -> GuidedArgs:
             kinds.append((name, value))
         else:
             option = name[len(_PREFIX) :]
-            if option not in ENGINE_OPTIONS and option not in SCHEMA_OPTIONS:
+            if option not in ALL_OPTIONS:
                 unknown.append(request_args.shown(name))
             elif not request_args.is_null(value):
                 options[option] = _option_value(option, value)
@@ -281,7 +285,7 @@ def read_extra_args(extra_args: Mapping[str, Any] | None) -> GuidedArgs:
         )
         raise ValueError(
             f"unsupported option(s) {listed}; options are "
-            f"{', '.join(_PREFIX + o for o in ENGINE_OPTIONS + SCHEMA_OPTIONS)}"
+            f"{', '.join(_PREFIX + o for o in ALL_OPTIONS)}"
         )
     args = GuidedArgs(
         request_id=_request_id(rest.get(REQUEST_ID_KEY)),

@@ -10,14 +10,18 @@ that object, over a :class:`tokensieve.Matcher`; :mod:`tokensieve.vllm.backend` 
 subclass of vLLM's ``StructuredOutputGrammar``.
 
 :func:`structured_args` reads a request's ``StructuredOutputsParams`` (``json``, ``regex``,
-``choice``, ``json_object``; what ``response_format`` and ``tools`` become on the OpenAI server)
-into the same checked form as the logits processor's ``guided_*`` keys, so both paths share
+``choice``, ``json_object``, ``grammar``; what ``response_format`` and ``tools`` become on the
+OpenAI server) into the same checked form as the logits processor's ``guided_*`` keys, so both paths share
 the value limits, the compile cache and the messages. vLLM's per-request knobs are honoured:
 ``whitespace_pattern`` (the ``whitespace`` option, a regex), ``disable_any_whitespace``
 (``whitespace="compact"``) and ``disable_additional_properties``
 (``additional_properties="forbid"``); tokensieve's own options ride in ``vllm_xargs`` with the
-``guided_`` prefix (``guided_max_states``, ``guided_fit_max_tokens``, ...). ``grammar`` and
-``structural_tag`` are refused with a message naming them.
+``guided_`` prefix (``guided_max_states``, ``guided_fit_max_tokens``, ``guided_start`` for a
+grammar's start rule, ...). ``grammar`` is a GBNF/EBNF grammar (what vLLM's xgrammar backend
+reads; vLLM's own validation, where it runs instead of tokensieve's, rewrites ``choice`` into
+one), compiled by ``Grammar.from_ebnf``; a Lark grammar (vLLM's ``grammar_is_likely_lark``
+test) is refused with a message naming Lark. ``structural_tag`` is refused with a message
+naming it.
 
 Stop tokens: vLLM hands a request's stop ids (its EOS, the generation config's EOS ids and the
 client's ``stop_token_ids``) to the backend; a finished output allows exactly those, and any of
@@ -57,7 +61,6 @@ from tokensieve.vllm.constraints import (
 from tokensieve.vllm.processor_base import error_text, unsupported_sampling
 
 __all__ = [
-    "GRAMMAR_UNSUPPORTED",
     "STRUCTURAL_TAG_UNSUPPORTED",
     "DraftStats",
     "GrammarState",
@@ -70,13 +73,9 @@ __all__ = [
 
 logger = logging.getLogger("tokensieve.vllm")
 
-GRAMMAR_UNSUPPORTED = (
-    "structured_outputs.grammar (GBNF/EBNF/Lark grammars) is not supported by tokensieve yet; "
-    "use json, regex, choice or json_object"
-)
 STRUCTURAL_TAG_UNSUPPORTED = (
     "structured_outputs.structural_tag is not supported by tokensieve; "
-    "use json, regex, choice or json_object"
+    "use json, regex, choice, json_object or grammar"
 )
 
 # StructuredOutputsParams field -> the guided_* key it is read as
@@ -85,6 +84,7 @@ _FIELD_KEYS = (
     ("regex", "guided_regex"),
     ("choice", "guided_choice"),
     ("json_object", "guided_json_object"),
+    ("grammar", "guided_grammar"),
 )
 
 
@@ -99,14 +99,12 @@ def structured_args(
     ``guided_*`` options of its ``extra_args``). ``fit_default``: ``guided_fit_max_tokens`` for
     a request that does not say.
 
-    Raises ``ValueError`` naming the problem: ``grammar`` or ``structural_tag`` (not supported),
-    no constraint or more than one, a constraint also sent as a ``guided_*`` key, conflicting
+    Raises ``ValueError`` naming the problem: ``structural_tag`` (not supported), a Lark
+    ``grammar`` (not supported yet), no constraint or more than one, a constraint also sent as a ``guided_*`` key, conflicting
     whitespace knobs, or anything :func:`~tokensieve.vllm.constraints.read_extra_args` refuses
     (a malformed or oversized value, an unknown option).
     """
     so = structured_outputs
-    if _knob(so, "grammar") is not None:
-        raise ValueError(GRAMMAR_UNSUPPORTED)
     if _knob(so, "structural_tag") is not None:
         raise ValueError(STRUCTURAL_TAG_UNSUPPORTED)
     merged: dict[str, Any] = {}
@@ -124,7 +122,8 @@ def structured_args(
     given = [(f, key) for f, key in _FIELD_KEYS if _knob(so, f) is not None]
     if not given:
         raise ValueError(
-            "structured_outputs has no constraint; set one of json, regex, choice, json_object"
+            "structured_outputs has no constraint; set one of json, regex, choice, json_object, "
+            "grammar"
         )
     if len(given) > 1:
         raise ValueError(
