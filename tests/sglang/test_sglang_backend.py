@@ -38,7 +38,7 @@ import tokensieve as ts
 import tokensieve.sglang as ts_sglang
 from tokensieve.sglang import backend as ts_backend
 from tokensieve.sglang.backend import (
-    EBNF_UNSUPPORTED,
+    FULL_ASSISTANT_EBNF_UNSUPPORTED,
     STRUCTURAL_TAG_UNSUPPORTED,
     TokensieveGrammar,
     TokensieveGrammarBackend,
@@ -140,9 +140,11 @@ def walk(
     rng: random.Random,
     oracle: Any,
     max_steps: int = 80,
+    prefer: Any = None,
 ) -> Iterator[tuple[bytes, list[bool]]]:
     """Random walk through the masks: yields (text so far, mask bits) before each token;
-    ends after EOS (or max_steps). ``oracle(text, bits)`` checks each mask."""
+    ends after EOS (or max_steps). ``oracle(text, bits)`` checks each mask; ``prefer(tokens)``,
+    when given, narrows the non-EOS tokens the walk picks from (empty: no preference)."""
     eos = set(vocab.eos_token_ids)
     mask = grammar.allocate_vocab_mask(VOCAB_SIZE, 2, "cpu")
     text = b""
@@ -160,6 +162,8 @@ def walk(
             t = eos_ok[0]
         else:
             others = [t for t in choices if t not in eos]
+            if prefer is not None:
+                others = prefer(others) or others
             t = rng.choice(others or choices)
         grammar.accept_token(t)
         if t in eos:
@@ -226,6 +230,88 @@ def test_json_masks_and_outputs(backend: Any, vocab: ts.Vocabulary, schema: Any)
             finished += 1
             jsonschema.validate(json.loads(texts[-1]), schema)
     assert finished >= 8
+
+
+# Nested lists of numbers: recursive, so no regex spells it.
+LISTS_EBNF = """
+root  ::= "[" ( value ( "," value )* )? "]"
+value ::= [0-9]+ | root
+"""
+
+
+DIGITS = "0123456789"  # ASCII only ("²".isdigit() is true)
+
+
+def lists_viable(data: bytes) -> tuple[bool, bool]:
+    """(data can be continued to a word of LISTS_EBNF, data is one), by a hand-written scanner
+    with a depth counter (independent of the grammar compiler)."""
+    depth, state = 0, "start"  # start, open, num, comma, close
+    for ch in data.decode("latin-1"):
+        if state == "start":
+            ok = ch == "["
+        elif state in ("open", "comma"):
+            ok = ch in DIGITS or ch == "[" or (ch == "]" and state == "open")
+        elif state == "num":
+            ok = ch in DIGITS or ch in ",]"
+        else:  # after a "]"
+            ok = depth > 0 and ch in ",]"
+        if not ok:
+            return False, False
+        if ch == "[":
+            depth, state = depth + 1, "open"
+        elif ch == "]":
+            depth, state = depth - 1, "close"
+        elif ch == ",":
+            state = "comma"
+        else:
+            state = "num"
+    return True, state == "close" and depth == 0
+
+
+def byte_tokens(vocab: ts.Vocabulary, text: str) -> list[int]:
+    """``text`` as single-byte tokens of ``vocab``."""
+    ids = {token_text(vocab, t): t for t in range(vocab.tokenizer_size)}
+    return [ids[bytes([b])] for b in text.encode()]
+
+
+def test_ebnf_masks_match_a_hand_written_recognizer(backend: Any, vocab: ts.Vocabulary) -> None:
+    eos = set(vocab.eos_token_ids)
+    key = ("ebnf", LISTS_EBNF)
+    template = compiled(backend, key)
+    assert isinstance(template, TokensieveGrammar)
+    assert template.grammar.constraint_kind == "ebnf"
+    rng = random.Random(7)
+
+    def oracle(text: bytes, allowed: list[bool]) -> None:
+        for t in range(VOCAB_SIZE):
+            if t in eos:
+                expected = lists_viable(text)[1]
+            elif t >= vocab.tokenizer_size or t in vocab.special_token_ids:
+                expected = False
+            else:
+                expected = lists_viable(text + token_text(vocab, t))[0]
+            assert allowed[t] == expected, (text, t, token_text(vocab, t))
+
+    # close a list (or leave a number) half of the time, so that walks end
+    closing = {t for t in range(vocab.tokenizer_size) if token_text(vocab, t) in (b"]", b",")}
+
+    def prefer(tokens: list[int]) -> list[int]:
+        return [t for t in tokens if t in closing] if rng.random() < 0.5 else []
+
+    finished = 0
+    for _ in range(12):
+        grammar = compiled(backend, key)
+        assert grammar is not template
+        texts = [text for text, _ in walk(grammar, vocab, rng, oracle, 60, prefer)]
+        if grammar.is_terminated():
+            finished += 1
+            assert lists_viable(texts[-1]) == (True, True), texts[-1]
+    assert finished >= 6, finished
+    # nesting, deeper than a walk is likely to go, and what it refuses
+    for text, ok in [("[1,[2,[]],[[3]]]", True), ("[[]", False), ("[1,]", False), ("[]]", False)]:
+        grammar = compiled(backend, key)
+        fed = all(grammar.matcher.accept_token(t) for t in byte_tokens(vocab, text))
+        assert (fed and grammar.matcher.is_accepting()) == ok, text
 
 
 def test_finished_grammar_allows_exactly_eos(
@@ -306,8 +392,10 @@ def test_cache_holds_one_template_per_key(backend: Any) -> None:
         (("json", "[1, 2]"), "must be a JSON Schema"),
         (("regex", "a(b"), "RegexError"),
         (("regex", "a{5,2}"), "RegexError"),
-        (("ebnf", 'root ::= "a"'), "EBNF grammars are not supported by tokensieve"),
-        (("full_assistant_ebnf", 'root ::= "a"'), "EBNF grammars are not supported"),
+        (("ebnf", 'root ::= "a" ('), "invalid ebnf: GrammarError"),
+        (("ebnf", 'root ::= item\nitem ::= "a" undefined'), "GrammarError"),
+        (("ebnf", 'start: "a" | "b"'), "Lark is not supported by tokensieve yet"),
+        (("full_assistant_ebnf", 'root ::= "a"'), "full_assistant_ebnf grammars are not"),
         (("structural_tag", '{"format": {}}'), "structural tags are not supported by tokensieve"),
     ],
 )
@@ -339,7 +427,12 @@ def test_messages_are_tokensieves(backend: Any, vocab: ts.Vocabulary) -> None:
         ts.Grammar.from_regex("a(b", vocab)
     result = backend.dispatch_regex("a(b")
     assert str(e.value) in result.error_message
-    assert backend.dispatch_ebnf("x").error_message == EBNF_UNSUPPORTED
+    with pytest.raises(ts.GrammarError) as g:
+        ts.Grammar.from_ebnf('root ::= "a" (', vocab)
+    assert str(g.value) in backend.dispatch_ebnf('root ::= "a" (').error_message
+    value, hit = backend.get_cached_or_future_value(("full_assistant_ebnf", 'root ::= "a"'), False)
+    result = value if hit else value.result(timeout=60)
+    assert result.error_message == FULL_ASSISTANT_EBNF_UNSUPPORTED
     assert backend.dispatch_structural_tag("{}").error_message == STRUCTURAL_TAG_UNSUPPORTED
 
 
@@ -554,18 +647,20 @@ def test_grammar_manager_flow(hf_tokenizer: Any) -> None:
 
     good = request("good", json_schema=json.dumps(SCHEMAS[0]))
     bad = request("bad", regex="a(b")
-    ebnf = request("ebnf", ebnf='root ::= "a"')
-    for r in (good, bad, ebnf):
+    ebnf = request("ebnf", ebnf='root ::= "a" | "b" root')
+    lark = request("lark", ebnf='start: "a"')
+    for r in (good, bad, ebnf, lark):
         assert manager.process_req_with_grammar(r)
     ready: list[Any] = []
     for _ in range(200):
         ready += manager.get_ready_grammar_requests()
         if not manager.grammar_queue:
             break
-    assert {r.rid for r in ready} == {"good", "bad", "ebnf"}
+    assert {r.rid for r in ready} == {"good", "bad", "ebnf", "lark"}
     assert isinstance(good.grammar, TokensieveGrammar) and good.aborted is None
+    assert isinstance(ebnf.grammar, TokensieveGrammar) and ebnf.aborted is None
     assert bad.aborted.startswith("Failed to compile regex grammar: invalid regex: RegexError")
-    assert "EBNF grammars are not supported by tokensieve" in ebnf.aborted
+    assert lark.aborted.startswith("Failed to compile ebnf grammar: ebnf looks like a Lark")
     # the same constraint again: a cache hit, a fresh copy, no queue
     again = request("again", json_schema=json.dumps(SCHEMAS[0]))
     assert not manager.process_req_with_grammar(again)

@@ -2,11 +2,14 @@
 tokensieve grammars and matchers. Imports SGLang (and torch); ``tokensieve.sglang`` does not.
 
 * ``json`` requests (``json_schema``; ``response_format`` ``json_object`` arrives as the schema
-  ``{"type": "object"}``; ``$$ANY$$`` is any JSON value) and ``regex`` requests compile with
-  :class:`tokensieve.constraints.GrammarCache`; a compile error (``SchemaError``,
-  ``RegexError``, ``BudgetError``, ``UnspellableError``, a malformed value) is SGLang's
-  ``InvalidGrammarObject`` carrying tokensieve's message, which SGLang returns to the client.
-* ``ebnf`` (and ``full_assistant_ebnf``) and ``structural_tag`` requests are refused with an
+  ``{"type": "object"}``; ``$$ANY$$`` is any JSON value), ``regex`` requests and ``ebnf``
+  requests (GBNF/EBNF text, the grammar starting at ``root``, as xgrammar reads it) compile
+  with :class:`tokensieve.constraints.GrammarCache`; a compile error (``SchemaError``,
+  ``RegexError``, ``GrammarError``, ``BudgetError``, ``UnspellableError``, a malformed value,
+  a Lark grammar) is SGLang's ``InvalidGrammarObject`` carrying tokensieve's message, which
+  SGLang returns to the client.
+* ``full_assistant_ebnf`` (SGLang's whole-turn tool-call grammar for GLM models, which spells
+  the model's special tokens) and ``structural_tag`` requests are refused with an
   ``InvalidGrammarObject`` that says tokensieve does not support them.
 * Masks are tokensieve's (and xgrammar's) packed int32 layout ``[batch, ceil(vocab / 32)]`` over
   SGLang's logits width; :func:`tokensieve.apply_token_bitmask_inplace` applies them.
@@ -37,6 +40,8 @@ from tokensieve._core import TokensieveError
 from tokensieve.constraints import Constraint, GrammarCache, describe_error
 
 __all__ = [
+    "FULL_ASSISTANT_EBNF_UNSUPPORTED",
+    "STRUCTURAL_TAG_UNSUPPORTED",
     "TokensieveGrammar",
     "TokensieveGrammarBackend",
     "create_backend",
@@ -46,15 +51,16 @@ __all__ = [
 
 logger = logging.getLogger("tokensieve.sglang")
 
-EBNF_UNSUPPORTED = (
-    "EBNF grammars are not supported by tokensieve yet: it compiles JSON Schemas (json_schema, "
-    "response_format) and regexes; launch SGLang with --grammar-backend xgrammar or llguidance "
-    "for ebnf requests"
+FULL_ASSISTANT_EBNF_UNSUPPORTED = (
+    "full_assistant_ebnf grammars are not supported by tokensieve: they spell the model's "
+    "special tokens, which a tokensieve grammar never allows; it compiles JSON Schemas "
+    "(json_schema, response_format), regexes and ebnf grammars; launch SGLang with "
+    "--grammar-backend xgrammar for full_assistant_ebnf requests"
 )
 STRUCTURAL_TAG_UNSUPPORTED = (
     "structural tags are not supported by tokensieve: it compiles JSON Schemas (json_schema, "
-    "response_format) and regexes; launch SGLang with --grammar-backend xgrammar or llguidance "
-    "for structural_tag requests"
+    "response_format), regexes and ebnf grammars; launch SGLang with --grammar-backend "
+    "xgrammar or llguidance for structural_tag requests"
 )
 # SGLang's (and xgrammar's) key for "any JSON value"
 ANY_JSON = "$$ANY$$"
@@ -317,7 +323,14 @@ class TokensieveGrammarBackend(BaseGrammarBackend):  # type: ignore[misc]
         return self._compile("regex", key_string, self.options, "regex", key_string)
 
     def dispatch_ebnf(self, key_string: str) -> Any:
-        return InvalidGrammarObject(EBNF_UNSUPPORTED)
+        return self._compile("ebnf", key_string, self.options, "ebnf", key_string)
+
+    def _init_value_dispatch(self, key: Any, require_reasoning: bool) -> Any:
+        # SGLang hands ebnf and full_assistant_ebnf alike to dispatch_ebnf; only the key says
+        # which it is
+        if isinstance(key, tuple) and key and key[0] == "full_assistant_ebnf":
+            return InvalidGrammarObject(FULL_ASSISTANT_EBNF_UNSUPPORTED)
+        return super()._init_value_dispatch(key, require_reasoning)
 
     def dispatch_structural_tag(self, key_string: str) -> Any:
         return InvalidGrammarObject(STRUCTURAL_TAG_UNSUPPORTED)
