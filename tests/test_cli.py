@@ -364,7 +364,7 @@ def test_no_flag_value_gives_a_traceback(
     for flag in flags:
         for value in [*BAD_VALUES, str(taken), str(schemas)]:
             args = {**base}
-            if flag in ("--regex", "--choice"):
+            if flag in ("--regex", "--choice", "--ebnf"):
                 del args["--json-schema"]
             args[flag] = value
             argv = ["compile", *(x for kv in args.items() for x in kv)]
@@ -376,6 +376,91 @@ def test_no_flag_value_gives_a_traceback(
             assert code in (0, 1, 2), (flag, value[:20], code)
             if code:
                 assert "error" in err, (flag, value[:20], err)
+
+
+# a^n b^n around an "x": context-free; its start rule is not root
+GRAMMAR = '# nested\nroot ::= "y"\nnest ::= "a" nest "b" | "x"\n'
+
+
+def test_a_grammar_compiles_to_an_index_that_round_trips(
+    tokenizer_json: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import tokensieve as ts
+    from tokensieve.index_files import IndexDirectory
+
+    path = tmp_path / "nest.gbnf"
+    path.write_text(GRAMMAR)
+    out = tmp_path / "indexes"
+    out.mkdir()
+    code, stdout, err = run_main(
+        capsys, "compile", "--ebnf", path, "--start", "nest", "--max-stack-depth", "6",
+        "--tokenizer", tokenizer_json, "--eos-token-id", "5", "-o", out / "nest.tsidx",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "automaton states" in stdout and "nest.tsidx" in stdout
+    code, stdout, _ = run_main(capsys, "inspect", out / "nest.tsidx", "--json")
+    header = json.loads(stdout)
+    assert code == 0 and header["constraint_kind"] == "ebnf", header
+    vocab = ts.Vocabulary.from_pretrained(tokenizer_json, eos_token_ids=[5])
+    direct = ts.Grammar.from_ebnf(GRAMMAR, vocab, start="nest", max_stack_depth=6)
+    assert header["source_hash"] == direct.source_hash
+    loaded = ts.Grammar.load(out / "nest.tsidx", vocab)
+    for text, ok in [("aaxbb", True), ("x", True), ("axbb", False), ("y", False)]:
+        m = loaded.matcher()
+        ids = [vocab_id(vocab, ch) for ch in text]
+        assert (m.accept_tokens(ids) == len(ids) and m.is_accepting()) == ok, text
+    # a server finds it by its constraint
+    found = IndexDirectory(out, vocab).find("ebnf", GRAMMAR, start="nest", max_stack_depth=6)
+    assert found is not None and found.source_hash == direct.source_hash
+    # the text plain (inspect): the kind and the grammar
+    code, stdout, _ = run_main(capsys, "inspect", out / "nest.tsidx")
+    assert code == 0 and "ebnf" in stdout and "nest ::=" in stdout
+
+
+def vocab_id(vocab: Any, ch: str) -> int:
+    return next(t for t in range(vocab.tokenizer_size) if vocab.token_bytes(t) == ch.encode())
+
+
+@pytest.mark.parametrize(
+    ("grammar", "extra", "code", "message"),
+    [
+        ('start: "a" | "b"\n', (), 1, "Lark is not supported"),
+        ('root ::= "a" (\n', (), 1, "GrammarError"),
+        ('root ::= "a"\n', ("--start", "nowhere"), 1, "nowhere"),
+        ('root ::= "a"\n', ("--whitespace", "compact"), 1, "apply to JSON constraints only"),
+        (None, (), 2, "--ebnf"),  # no such file
+        (b"\xff\xfe", (), 2, "not UTF-8"),
+    ],
+)
+def test_grammar_errors(
+    tokenizer_json: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    grammar: str | bytes | None,
+    extra: tuple[str, ...],
+    code: int,
+    message: str,
+) -> None:
+    path = tmp_path / "g.gbnf"
+    if isinstance(grammar, str):
+        path.write_text(grammar)
+    elif grammar is not None:
+        path.write_bytes(grammar)
+    got, _, err = run_main(
+        capsys, "compile", "--ebnf", path, *extra, "--tokenizer", tokenizer_json,
+        "-o", tmp_path / "g.tsidx",
+    )  # fmt: skip
+    assert got == code and message in err, (got, err)
+
+
+def test_start_belongs_to_grammars(
+    tokenizer_json: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run_main(
+        capsys, "compile", "--regex", "a+", "--start", "root", "--tokenizer", tokenizer_json,
+        "-o", tmp_path / "r.tsidx",
+    )  # fmt: skip
+    assert code == 1 and "apply to grammars" in err, err
 
 
 def test_the_installed_command_reports_usage_errors(tokenizer_json: Path, tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
     tokensieve compile --regex '[0-9]+' --tokenizer path/to/tokenizer -o digits.tsidx
     tokensieve compile --json-schema schemas/ --tokenizer path/to/tokenizer -o out_dir/
+    tokensieve compile --ebnf grammar.gbnf --start root --tokenizer path/to/tokenizer -o g.tsidx
     tokensieve inspect digits.tsidx
 
 ``--json-schema`` takes a schema file, a folder (its ``*.json`` files), or a JSONL file: one
@@ -9,7 +10,9 @@ schema per line, as a JSON object or boolean, or ``{"id": NAME, "schema": SCHEMA
 the output file). A schema is always JSON: a file or line holding a JSON string is an error, not
 schema text read a second time. The compiler reads a schema's own text (a file's, a line's, the
 ``"schema"`` member's text cut out of its line, the ``--registry`` file's), so its numbers stay
-exact: nothing goes through a Python float.
+exact: nothing goes through a Python float. ``--ebnf`` takes a GBNF/EBNF grammar file (UTF-8,
+at most 64 MiB; ``docs/grammars.md``), compiled from the rule ``--start`` names (``root`` by
+default); ``--max-stack-depth`` bounds its recursion, as for a schema. A Lark grammar is refused.
 
 Exit codes: 0 success, 1 compile error (the message names the problem; a tokenizer the core
 refuses included), 2 usage error (a bad argument, a tokenizer or input that cannot be read). A folder or JSONL file is compiled schema by
@@ -35,7 +38,7 @@ from typing import Any
 
 from tokensieve import _core
 from tokensieve._core import TokensieveError, read_index_header
-from tokensieve.constraints import ENGINE_OPTIONS, SCHEMA_OPTIONS, compile_constraint
+from tokensieve.constraints import ALL_OPTIONS, compile_constraint
 from tokensieve.vocabulary import Vocabulary
 
 # Ahead-of-time builds determinize the whole automaton: the largest Kubernetes schemas of the
@@ -102,6 +105,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     src.add_argument("--choice", nargs="+", metavar="TEXT", help="one of these strings")
     src.add_argument("--json-object", action="store_true", help="any JSON object")
+    src.add_argument(
+        "--ebnf",
+        metavar="FILE",
+        help="a GBNF/EBNF grammar file (llama.cpp's GBNF or xgrammar's EBNF; Lark is not read)",
+    )
     c.add_argument("--tokenizer", required=True, help="tokenizer.json or a folder holding one")
     c.add_argument(
         "--vocab-size",
@@ -143,7 +151,15 @@ def _parser() -> argparse.ArgumentParser:
         help=f"wall-clock budget of the build (default {AOT_MAX_COMPILE_SECONDS:g} s here; "
         "10 s for a grammar compiled at run time)",
     )
-    g = c.add_argument_group("JSON options (see the README's options table)")
+    e = c.add_argument_group("grammar options (--ebnf)")
+    e.add_argument(
+        "--start",
+        metavar="NAME",
+        help="the rule the grammar starts from (default root)",
+    )
+    g = c.add_argument_group(
+        "JSON options (see the README's options table; --max-stack-depth applies to --ebnf too)"
+    )
     g.add_argument("--additional-properties", choices=["allow", "forbid"])
     g.add_argument("--formats", choices=["assert", "annotate"])
     g.add_argument("--one-of", dest="one_of", choices=["error", "any_of"])
@@ -174,7 +190,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 # Every option the CLI exposes as a plain flag (`--registry` takes a file, read below).
-OPTION_NAMES = tuple(o for o in ENGINE_OPTIONS + SCHEMA_OPTIONS if o != "registry")
+OPTION_NAMES = tuple(o for o in ALL_OPTIONS if o != "registry")
 
 
 @dataclass
@@ -349,6 +365,13 @@ def _jobs(args: argparse.Namespace) -> list[Job]:
         return [Job("choice", "choice", "choice", args.choice)]
     if args.json_object:
         return [Job("json_object", "json_object", "json_object")]
+    if args.ebnf is not None:
+        path = Path(args.ebnf)
+        try:
+            text = _read_file(path)
+        except ValueError as e:
+            raise UsageError(f"--ebnf {path}: {e}") from None
+        return [Job(str(path), path.stem, "ebnf", text)]
     path = Path(args.json_schema)
     try:
         info = path.stat()
