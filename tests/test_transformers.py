@@ -24,6 +24,7 @@ from shared_data import LLAMA3_DIR as LLAMA3  # noqa: E402
 import tokensieve as ts  # noqa: E402
 from tokensieve.transformers import (  # noqa: E402
     ChoiceLogitsProcessor,
+    EBNFLogitsProcessor,
     JSONLogitsProcessor,
     RegexLogitsProcessor,
     TransformersLogitsProcessor,
@@ -253,6 +254,65 @@ def test_processor_reused_across_generate_calls_and_choice() -> None:
     for seed in range(2):
         for tokens in s.generate(proc, batch=3, max_new_tokens=MAX_NEW_TOKENS, seed=seed):
             assert s.text(tokens) in ("alpha", "beta", "gamma delta")
+
+
+# --- GBNF/EBNF grammars -----------------------------------------------------------------------
+
+
+def nested(text: str) -> bool:
+    """``root ::= "(" root ")" | "[" root "]" | "x"``, by recursive descent."""
+
+    def parse(i: int) -> int:
+        if text[i : i + 1] == "x":
+            return i + 1
+        if text[i : i + 1] in ("(", "["):
+            j = parse(i + 1)
+            if j >= 0 and text[j : j + 1] == (")" if text[i] == "(" else "]"):
+                return j + 1
+        return -1
+
+    return parse(0) == len(text)
+
+
+# (grammar, options, recognizer); each bounded below MAX_NEW_TOKENS - 1 bytes (the stack bound
+# keeps the recursive one at most 5 levels deep)
+GRAMMARS: list[tuple[str, dict[str, Any], Any]] = [
+    ('root ::= "(" root ")" | "[" root "]" | "x"', {"max_stack_depth": 6}, nested),
+    (
+        'root ::= date " " hour\ndate ::= ("19" | "20") d d "-" ("0" [1-9] | "1" [0-2])\n'
+        'd ::= [0-9]\nhour ::= [01] d ":" [0-5] d',
+        {},
+        lambda t: re.fullmatch(r"(19|20)[0-9]{2}-(0[1-9]|1[0-2]) [01][0-9]:[0-5][0-9]", t),
+    ),
+    (
+        'greeting ::= ("hi" | "hello") " " name "!"?\nname ::= [A-Z] [a-z] [a-z]?',
+        {"start": "greeting"},
+        lambda t: re.fullmatch(r"(hi|hello) [A-Z][a-z]{1,2}!?", t),
+    ),
+]
+
+
+@pytest.mark.parametrize("k", range(len(GRAMMARS)))
+def test_generate_ebnf(setup: Setup, k: int) -> None:
+    grammar, options, recognizes = GRAMMARS[k]
+    source = setup.tokenizer if setup.tokenizer is not None else setup.vocab
+    proc = EBNFLogitsProcessor(grammar, source, **options)
+    for tokens in setup.generate(proc, batch=4, max_new_tokens=MAX_NEW_TOKENS, seed=200 + k):
+        text = setup.text(tokens)
+        assert recognizes(text), (grammar, text)
+
+
+def test_generate_per_prompt_grammars_and_bad_grammars() -> None:
+    s = small_setup()
+    proc = EBNFLogitsProcessor([GRAMMARS[0][0], GRAMMARS[1][0]], s.vocab, max_stack_depth=6)
+    outs = s.generate(proc, batch=2, max_new_tokens=MAX_NEW_TOKENS, seed=7, num_return_sequences=2)
+    assert len(outs) == 4
+    for r, tokens in enumerate(outs):
+        assert GRAMMARS[r // 2][2](s.text(tokens)), (r, s.text(tokens))
+    with pytest.raises(ts.GrammarError):  # no rule named root
+        EBNFLogitsProcessor(GRAMMARS[2][0], s.vocab)
+    with pytest.raises(ValueError, match="Lark is not supported"):
+        EBNFLogitsProcessor('start: "a" | "b"', s.vocab)
 
 
 # --- the processor alone ----------------------------------------------------------------------

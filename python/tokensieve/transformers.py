@@ -2,9 +2,10 @@
 
 ::
 
-    from tokensieve.transformers import RegexLogitsProcessor, JSONLogitsProcessor
+    from tokensieve.transformers import EBNFLogitsProcessor, RegexLogitsProcessor
 
     proc = RegexLogitsProcessor(r"[0-9]{3}-[0-9]{4}", tokenizer)
+    proc = EBNFLogitsProcessor('root ::= "(" root ")" | "x"', tokenizer)   # GBNF/EBNF
     out = model.generate(**inputs, logits_processor=[proc], max_new_tokens=16,
                          pad_token_id=tokenizer.eos_token_id)
 
@@ -50,6 +51,7 @@ else:
 
 __all__ = [
     "ChoiceLogitsProcessor",
+    "EBNFLogitsProcessor",
     "TransformersLogitsProcessor",
     "JSONLogitsProcessor",
     "RegexLogitsProcessor",
@@ -278,3 +280,30 @@ class ChoiceLogitsProcessor(TransformersLogitsProcessor):
     ) -> None:
         vocab = vocabulary_for(tokenizer, vocab_size, eos_token_ids)
         super().__init__(_compile_all("choice", list(choices), False, vocab, options))
+
+
+class EBNFLogitsProcessor(TransformersLogitsProcessor):
+    """Constrain rows to the language of a GBNF/EBNF grammar (:meth:`Grammar.from_ebnf`).
+
+    Args:
+        grammar: the grammar's text (llama.cpp's GBNF or xgrammar's EBNF; Lark is refused), or
+            a list with one per prompt (or per row).
+        tokenizer: as for :class:`RegexLogitsProcessor`.
+        start: the rule the grammar starts from (default ``root``).
+        **options: :meth:`Grammar.from_ebnf` options (``max_stack_depth``, ``max_states`` …).
+    """
+
+    def __init__(
+        self,
+        grammar: str | Sequence[str],
+        tokenizer: Any,
+        *,
+        start: str | None = None,
+        vocab_size: int | None = None,
+        eos_token_ids: Sequence[int] | None = None,
+        **options: Any,
+    ) -> None:
+        vocab = vocabulary_for(tokenizer, vocab_size, eos_token_ids)
+        many = not isinstance(grammar, str)
+        options = {**options, "start": start}
+        super().__init__(_compile_all("ebnf", grammar, many, vocab, options))
