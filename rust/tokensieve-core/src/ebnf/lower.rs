@@ -317,10 +317,25 @@ pub(super) fn lower(texts: Vec<RuleText>, opts: &EbnfOptions) -> Result<Compiled
                 .iter()
                 .map(|&r| format!("`{}`", rules.names[r]))
                 .collect();
+            let empty: Vec<String> = c
+                .iter()
+                .filter(|&&r| nul[r])
+                .map(|&r| format!("`{}`", rules.names[r]))
+                .collect();
+            let why = if empty.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (left recursion among rules that can match the empty string, here {}, is \
+                     not supported: make them match at least one character and mark their uses \
+                     optional)",
+                    empty.join(", ")
+                )
+            };
             return Err(grammar_error(
                 rules.pos[cycle[0]],
                 &format!(
-                    "the left recursion through {} could not be rewritten",
+                    "the left recursion through {} could not be rewritten{why}",
                     names.join(", ")
                 ),
             ));

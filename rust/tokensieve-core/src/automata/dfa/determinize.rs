@@ -172,9 +172,14 @@ impl LazyDfa {
         // one closure can grow large (a recursion reached along many stacks): keep the
         // compile deadline within it too
         let mut every = crate::budget::Every::default();
+        let mut steps = 0usize;
         while let Some((s, c, past_end)) = t.stack.pop() {
             if registers {
                 every.tick("determinizing the automaton")?;
+                steps += 1;
+                if steps > MAX_CLOSURE_STEPS || set.len() > MAX_SUBSET {
+                    return Err(too_many_stacks());
+                }
             }
             let key = s as usize * 2 + past_end as usize;
             if t.seen[key] != gen {
@@ -499,6 +504,23 @@ fn with_frame(r: u64, f: u32) -> u64 {
 }
 
 /// The frame for calling `rec` from `site` on top of `parent`, interned.
+/// Most (NFA state, registers) entries one DFA state may hold, most steps one closure may take,
+/// and most distinct stack frames one automaton may record: an ambiguous recursion (a grammar
+/// whose parses of one prefix multiply with its length) would otherwise grow them without end
+/// while decoding, where no compile deadline is in force.
+const MAX_SUBSET: usize = 250_000;
+const MAX_CLOSURE_STEPS: usize = 4_000_000;
+const MAX_FRAME_RECORDS: usize = 2_000_000;
+
+fn too_many_stacks() -> Error {
+    Error::Budget(
+        "the automaton's recursion stacks multiply past their limit here (an ambiguous \
+         recursion, e.g. a grammar in which one prefix has many parses nesting differently); \
+         make the grammar less ambiguous or lower max_stack_depth"
+            .into(),
+    )
+}
+
 fn push_frame(t: &mut Table, parent: u32, rec: u32, site: u32) -> Result<u32> {
     if let Some(&f) = t.frame_ids.get(&(parent, rec, site)) {
         return Ok(f);
@@ -509,8 +531,10 @@ fn push_frame(t: &mut Table, parent: u32, rec: u32, site: u32) -> Result<u32> {
     } else {
         1
     };
-    let f = u32::try_from(t.frames.len())
-        .map_err(|_| Error::Budget("too many distinct recursion stacks".into()))?;
+    if t.frames.len() >= MAX_FRAME_RECORDS {
+        return Err(too_many_stacks());
+    }
+    let f = u32::try_from(t.frames.len()).map_err(|_| too_many_stacks())?;
     t.frames.push(Frame {
         parent,
         rec,
