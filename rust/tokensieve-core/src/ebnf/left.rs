@@ -14,10 +14,13 @@
 //! 3. rule *i*'s alternatives `i α₁ | … | i αₖ | β₁ | … | βₘ` become
 //!    `(β₁ | … | βₘ) (α₁ | … | αₖ)*`.
 //!
-//! The language of every rule is unchanged. What the rewriting cannot open (a repetition whose
-//! body can match the empty string in front of the recursion, a recursive rule of another group
-//! that can match the empty string there) is a [`crate::Error::Grammar`] naming it; the
-//! rewriting is bounded in size and steps.
+//! Before that, [`split_empty`] splits the empty string off the group's rules that can match it
+//! (the ordering needs rules that cannot), and a repetition whose body can be empty is opened as
+//! `ε | x⁺ x*` with `x⁺` the body without its empty string ([`NonEmpty`]).
+//!
+//! The language of every rule is unchanged. What the rewriting cannot open (a recursive rule of
+//! another group that can match the empty string, in front of the recursion) is a
+//! [`crate::Error::Grammar`] naming it; the rewriting is bounded in size and steps.
 
 use rustc_hash::FxHashMap;
 
@@ -136,12 +139,27 @@ impl Group<'_> {
                         continue;
                     }
                     if self.nullable(&sub) {
-                        return Err(grammar_error(
-                            at,
-                            "left recursion behind a repetition whose body can match the empty \
-                             string is not supported; make the repeated part match at least one \
-                             character",
-                        ));
+                        // with an empty body possible, `x{m,n}` is `ε | x⁺ x{0,n-1}`, where `x⁺`
+                        // is `x` without the empty string
+                        let first = NonEmpty {
+                            rules: self.rules,
+                            nullable: self.nullable,
+                            recursive: self.recursive,
+                            plus: &FxHashMap::default(),
+                        }
+                        .of(&sub, at)?;
+                        queue.push(s.clone());
+                        let mut v = vec![
+                            first,
+                            Node::Rep {
+                                sub,
+                                min: 0,
+                                max: max.map(|m| m - 1),
+                            },
+                        ];
+                        v.extend(s);
+                        queue.push(v);
+                        continue;
                     }
                     let rest = Node::Rep {
                         sub: sub.clone(),
@@ -168,6 +186,171 @@ impl Group<'_> {
         }
         Ok(out)
     }
+}
+
+/// A language without its empty string, as a node (see [`split_empty`]).
+struct NonEmpty<'a> {
+    rules: &'a Rules,
+    nullable: &'a [bool],
+    recursive: &'a [bool],
+    /// Rule → the rule holding its language without the empty string.
+    plus: &'a FxHashMap<usize, usize>,
+}
+
+impl NonEmpty<'_> {
+    /// `n` with each reference to a split rule `A` read as `(A⁺)?`.
+    fn subst(&self, n: &Node) -> Node {
+        match n {
+            Node::Ref { name, rule, pos } => match self.plus.get(rule) {
+                Some(&p) => Node::Alt(vec![
+                    Node::Lit(String::new()),
+                    Node::Ref {
+                        name: name.clone(),
+                        rule: p,
+                        pos: *pos,
+                    },
+                ]),
+                None => n.clone(),
+            },
+            Node::Seq(xs) => Node::Seq(xs.iter().map(|x| self.subst(x)).collect()),
+            Node::Alt(xs) => Node::Alt(xs.iter().map(|x| self.subst(x)).collect()),
+            Node::Rep { sub, min, max } => Node::Rep {
+                sub: Box::new(self.subst(sub)),
+                min: *min,
+                max: *max,
+            },
+            _ => n.clone(),
+        }
+    }
+
+    /// The strings of `n` but the empty one.
+    fn of(&self, n: &Node, at: Pos) -> Result<Node> {
+        let _ = at;
+        crate::budget::check("rewriting the grammar's left recursion")?;
+        if !nullable(n, self.nullable) {
+            return Ok(self.subst(n));
+        }
+        Ok(match n {
+            Node::Lit(_) => Node::fail(),
+            Node::Class { .. } | Node::Any => n.clone(),
+            Node::Ref { name, rule, pos } => match self.plus.get(rule) {
+                Some(&p) => Node::Ref {
+                    name: name.clone(),
+                    rule: p,
+                    pos: *pos,
+                },
+                None if self.recursive[*rule] => {
+                    return Err(grammar_error(
+                        *pos,
+                        &format!(
+                            "left recursion through `{name}`, which can match the empty string \
+                             and is recursive itself, is not supported; make `{name}` match at \
+                             least one character here"
+                        ),
+                    ))
+                }
+                None => self.of(&self.rules.bodies[*rule], at)?,
+            },
+            // every item can be empty: the first non-empty one is some item
+            Node::Seq(xs) => {
+                let mut alts = Vec::with_capacity(xs.len());
+                for i in 0..xs.len() {
+                    let mut v = vec![self.of(&xs[i], at)?];
+                    v.extend(xs[i + 1..].iter().map(|x| self.subst(x)));
+                    alts.push(seq(v));
+                }
+                alt(alts)
+            }
+            Node::Alt(xs) => {
+                let mut alts = Vec::with_capacity(xs.len());
+                for x in xs {
+                    alts.push(self.of(x, at)?);
+                }
+                alt(alts)
+            }
+            Node::Rep { max: Some(0), .. } => Node::fail(),
+            Node::Rep { sub, min, max } if nullable(sub, self.nullable) => {
+                let _ = min;
+                seq(vec![
+                    self.of(sub, at)?,
+                    Node::Rep {
+                        sub: Box::new(self.subst(sub)),
+                        min: 0,
+                        max: max.map(|m| m - 1),
+                    },
+                ])
+            }
+            Node::Rep { sub, max, .. } => Node::Rep {
+                sub: Box::new(self.subst(sub)),
+                min: 1,
+                max: *max,
+            },
+        })
+    }
+}
+
+/// The members of `group` that can match the empty string, split off before the rewriting
+/// (which needs rules that cannot): each such `A` gets a new rule `A⁺` (same name) holding
+/// its strings but the empty one, and becomes `"" | A⁺`; inside the group every use of `A`
+/// reads `(A⁺)?`. Returns the group to rewrite: its other members and the new rules.
+pub(super) fn split_empty(
+    rules: &mut Rules,
+    nul: &mut Vec<bool>,
+    recursive: &mut Vec<bool>,
+    group: &[usize],
+) -> Result<Vec<usize>> {
+    let empty: Vec<usize> = group.iter().copied().filter(|&r| nul[r]).collect();
+    if empty.is_empty() {
+        return Ok(group.to_vec());
+    }
+    let mut plus = FxHashMap::default();
+    for &a in &empty {
+        let p = rules.names.len();
+        rules.names.push(rules.names[a].clone());
+        rules.pos.push(rules.pos[a]);
+        rules.bodies.push(Node::fail());
+        nul.push(false);
+        recursive.push(true);
+        plus.insert(a, p);
+    }
+    let mut bodies = Vec::with_capacity(group.len());
+    {
+        let ne = NonEmpty {
+            rules,
+            nullable: nul,
+            recursive,
+            plus: &plus,
+        };
+        for &b in group {
+            let at = rules.pos[b];
+            bodies.push(match plus.get(&b) {
+                Some(_) => ne.of(&rules.bodies[b], at)?,
+                None => ne.subst(&rules.bodies[b]),
+            });
+        }
+    }
+    let mut out = Vec::with_capacity(group.len());
+    for (&b, body) in group.iter().zip(bodies) {
+        match plus.get(&b) {
+            Some(&p) => {
+                rules.bodies[p] = body;
+                rules.bodies[b] = Node::Alt(vec![
+                    Node::Lit(String::new()),
+                    Node::Ref {
+                        name: rules.names[b].clone(),
+                        rule: p,
+                        pos: rules.pos[b],
+                    },
+                ]);
+                out.push(p);
+            }
+            None => {
+                rules.bodies[b] = body;
+                out.push(b);
+            }
+        }
+    }
+    Ok(out)
 }
 
 pub(crate) fn nullable(n: &Node, rules: &[bool]) -> bool {

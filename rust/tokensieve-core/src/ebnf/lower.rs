@@ -254,6 +254,8 @@ impl Lower<'_> {
                 min: 0,
                 max: Some(1),
             } => expr::opt(self.node(sub, tail)?),
+            // (its body is never read, and may name a rule that is not lowered)
+            Node::Rep { max: Some(0), .. } => Expr::empty(),
             Node::Rep { sub, min, max } => expr::rep(self.node(sub, false)?, *min, *max),
             Node::Ref { rule, .. } => match self.def_of[*rule] {
                 Some(d) if tail => Expr::Goto(self.base + d),
@@ -297,45 +299,53 @@ pub(super) fn lower(texts: Vec<RuleText>, opts: &EbnfOptions) -> Result<Compiled
             recursive[r] = rec;
         }
     }
-    // left recursion → repetition, group by group
+    // left recursion → repetition, group by group (splitting off the empty string of the
+    // members that can match it first)
+    let mut nul = nul;
+    let mut rewritten = false;
     for c in &comps {
         if !recursive[c[0]] || left_cycle(&rules, c, &nul).is_none() {
             continue;
         }
+        rewritten = true;
+        let members = left::split_empty(&mut rules, &mut nul, &mut recursive, c)?;
         let group = Group {
             rules: &rules,
             nullable: &nul,
             recursive: &recursive,
-            order: c.iter().enumerate().map(|(i, &r)| (r, i)).collect(),
+            order: members.iter().enumerate().map(|(i, &r)| (r, i)).collect(),
         };
-        let bodies = left::rewrite(&group, c)?;
-        for (&r, b) in c.iter().zip(bodies) {
+        let bodies = left::rewrite(&group, &members)?;
+        for (&r, b) in members.iter().zip(bodies) {
             rules.bodies[r] = b;
+        }
+    }
+    let comps = if rewritten {
+        let comps = components(&rules, start);
+        recursive = vec![false; rules.names.len()];
+        for c in &comps {
+            let rec = c.len() > 1 || callees(&rules.bodies[c[0]]).contains(&c[0]);
+            for &r in c {
+                recursive[r] = rec;
+            }
+        }
+        comps
+    } else {
+        comps
+    };
+    for c in &comps {
+        if !recursive[c[0]] {
+            continue;
         }
         if let Some(cycle) = left_cycle(&rules, c, &nul) {
             let names: Vec<String> = cycle
                 .iter()
                 .map(|&r| format!("`{}`", rules.names[r]))
                 .collect();
-            let empty: Vec<String> = c
-                .iter()
-                .filter(|&&r| nul[r])
-                .map(|&r| format!("`{}`", rules.names[r]))
-                .collect();
-            let why = if empty.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    " (left recursion among rules that can match the empty string, here {}, is \
-                     not supported: make them match at least one character and mark their uses \
-                     optional)",
-                    empty.join(", ")
-                )
-            };
             return Err(grammar_error(
                 rules.pos[cycle[0]],
                 &format!(
-                    "the left recursion through {} could not be rewritten{why}",
+                    "the left recursion through {} could not be rewritten",
                     names.join(", ")
                 ),
             ));

@@ -211,3 +211,27 @@ fn shared_heavy_rules_are_called_not_copied() {
     let d = LazyDfa::from_owned("t", c.expr, &RegexOptions::default()).unwrap();
     assert!(accepts(&d, "b"));
 }
+
+#[test]
+fn nullable_left_recursion_is_split_and_rewritten() {
+    // each rule can match the empty string and calls itself (or the other) first
+    let d = automaton(
+        "root ::= \"a\" r\nr ::= (\"a\" | r)?\ns ::= t? \"x\" | \"\"\nt ::= s \"y\"\n",
+        100,
+    );
+    // r = ε | "a" | r: just ε and "a"
+    for ok in ["a", "aa"] {
+        assert!(accepts(&d, ok), "{ok}");
+    }
+    for bad in ["aaa", "ab", ""] {
+        assert!(!accepts(&d, bad), "{bad}");
+    }
+    let d = automaton("root ::= s\ns ::= t? \"x\" | \"\"\nt ::= s \"y\"\n", 100);
+    // s = ε | (s y)? x  →  ε, x, yx, xyx, yxyx, ...
+    for ok in ["", "x", "yx", "xyx", "yxyx", "xyxyx"] {
+        assert!(accepts(&d, ok), "{ok:?}");
+    }
+    for bad in ["y", "xx", "yy", "xy"] {
+        assert!(!accepts(&d, bad), "{bad:?}");
+    }
+}
