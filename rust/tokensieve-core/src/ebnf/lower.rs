@@ -271,6 +271,69 @@ impl Lower<'_> {
     }
 }
 
+/// The group's left recursion rewritten in the order that gives the smallest rules (Paull's
+/// algorithm substitutes earlier rules into later ones, so the order decides how much is
+/// copied, and copies make the automaton track more stacks at once). Tried: rules called first
+/// by fewer of the group's rules first (a rule many others start with — `postfix` under
+/// `member ::= postfix "." name`, `call ::= postfix "(" ... ")"` — goes last, where the others
+/// are substituted into it once each and its own recursion becomes one loop), the written
+/// order, and its reverse.
+fn rewrite_best(
+    rules: &Rules,
+    nul: &[bool],
+    recursive: &[bool],
+    members: &[usize],
+) -> Result<(Vec<usize>, Vec<Node>)> {
+    let inside: FxHashMap<usize, usize> =
+        members.iter().enumerate().map(|(i, &r)| (r, i)).collect();
+    let mut callers = vec![0usize; members.len()];
+    for &r in members {
+        let mut out = Vec::new();
+        left::left_calls(&rules.bodies[r], nul, &mut out);
+        out.sort_unstable();
+        out.dedup();
+        for c in out {
+            if let Some(&k) = inside.get(&c) {
+                callers[k] += 1;
+            }
+        }
+    }
+    let mut by_callers: Vec<usize> = (0..members.len()).collect();
+    by_callers.sort_by_key(|&k| callers[k]);
+    let by_callers: Vec<usize> = by_callers.into_iter().map(|k| members[k]).collect();
+    let written = members.to_vec();
+    let reversed: Vec<usize> = members.iter().rev().copied().collect();
+    let mut best: Option<(usize, Vec<usize>, Vec<Node>)> = None;
+    let mut first_err = None;
+    for order in [by_callers, written, reversed] {
+        if best.as_ref().is_some_and(|b| b.1 == order) {
+            continue;
+        }
+        let group = Group {
+            rules,
+            nullable: nul,
+            recursive,
+            order: order.iter().enumerate().map(|(i, &r)| (r, i)).collect(),
+        };
+        match left::rewrite(&group, &order) {
+            Ok(bodies) => {
+                let size: usize = bodies.iter().map(Node::size).sum();
+                if best.as_ref().is_none_or(|b| size < b.0) {
+                    best = Some((size, order, bodies));
+                }
+            }
+            Err(e @ crate::error::Error::Budget(_)) => return Err(e),
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    match best {
+        Some((_, order, bodies)) => Ok((order, bodies)),
+        None => Err(first_err.expect("an order was tried")),
+    }
+}
+
 pub(super) fn lower(texts: Vec<RuleText>, opts: &EbnfOptions) -> Result<Compiled> {
     let mut rules = resolve(texts)?;
     let Some(start) = rules.names.iter().position(|n| *n == opts.start) else {
@@ -309,14 +372,8 @@ pub(super) fn lower(texts: Vec<RuleText>, opts: &EbnfOptions) -> Result<Compiled
         }
         rewritten = true;
         let members = left::split_empty(&mut rules, &mut nul, &mut recursive, c)?;
-        let group = Group {
-            rules: &rules,
-            nullable: &nul,
-            recursive: &recursive,
-            order: members.iter().enumerate().map(|(i, &r)| (r, i)).collect(),
-        };
-        let bodies = left::rewrite(&group, &members)?;
-        for (&r, b) in members.iter().zip(bodies) {
+        let (order, bodies) = rewrite_best(&rules, &nul, &recursive, &members)?;
+        for (&r, b) in order.iter().zip(bodies) {
             rules.bodies[r] = b;
         }
     }

@@ -235,3 +235,26 @@ fn nullable_left_recursion_is_split_and_rewritten() {
         assert!(!accepts(&d, bad), "{bad:?}");
     }
 }
+
+#[test]
+fn postfix_chains_through_several_rules_stay_small() {
+    // member, call and index each start with postfix: rewritten with postfix last, the chain is
+    // one loop, and a long chain keeps a handful of stacks per state
+    let g = r#"
+root    ::= postfix
+postfix ::= member | call | index | atom
+member  ::= postfix "." name
+call    ::= postfix "(" args? ")"
+index   ::= postfix "[" [0-9]+ "]"
+args    ::= postfix ("," postfix)*
+atom    ::= name | "(" postfix ")"
+name    ::= [a-z]+
+"#;
+    let d = automaton(g, 1000);
+    let long = "a.b(c,d[1]).e[2](f)".repeat(1) + &".g(h)[3]".repeat(200);
+    assert!(accepts(&d, &long));
+    assert!(accepts(&d, "(a.b)(c)"));
+    for bad in ["a.", "a(", "a[]", ".a", "a(b,)"] {
+        assert!(!accepts(&d, bad), "{bad}");
+    }
+}
