@@ -251,7 +251,7 @@ atom    ::= name | "(" postfix ")"
 name    ::= [a-z]+
 "#;
     let d = automaton(g, 1000);
-    let long = "a.b(c,d[1]).e[2](f)".repeat(1) + &".g(h)[3]".repeat(200);
+    let long = "a.b(c,d[1]).e[2](f)".to_string() + &".g(h)[3]".repeat(200);
     assert!(accepts(&d, &long));
     assert!(accepts(&d, "(a.b)(c)"));
     for bad in ["a.", "a(", "a[]", ".a", "a(b,)"] {
