@@ -175,7 +175,7 @@ class _Parser:
             self.i += 1
             return ord(c)
         e = self.peek(2)[1:]
-        simple = {"n": 10, "t": 9, "r": 13, "\\": 92, '"': 34, "[": 91, "]": 93, "-": 45}
+        simple = {"n": 10, "t": 9, "r": 13, "0": 0}
         if e in simple:
             self.i += 2
             return simple[e]
@@ -184,11 +184,14 @@ class _Parser:
             h = self.s[self.i + 2 : self.i + 2 + widths[e]]
             if len(h) != widths[e] or any(ch not in "0123456789abcdefABCDEF" for ch in h):
                 raise self.err(f"bad \\{e} escape")
-            self.i += 2 + widths[e]
             cp = int(h, 16)
-            if cp > MAX_CP:
-                raise self.err("code point out of range")
+            if cp > MAX_CP or SURROGATES[0] <= cp <= SURROGATES[1]:
+                raise self.err("an escape names a surrogate or a value past U+10FFFF")
+            self.i += 2 + widths[e]
             return cp
+        if e and e.isascii() and not e.isalnum() and e.isprintable() and e != " ":
+            self.i += 2  # \\ \" \' \[ \] \- and other ASCII punctuation: itself
+            return ord(e)
         raise self.err(f"unknown escape \\{e}")
 
     def grammar(self) -> tuple[dict[str, Node], list[str], dict[str, tuple[int, int]]]:
@@ -769,11 +772,15 @@ class VocabSpec:
         return len(self.tokens)
 
     def show(self, ids: Iterable[int], limit: int = 12) -> str:
+        """Token ids with their text (bytes that are not UTF-8 as ``\\xNN``)."""
         ids = sorted(ids)
         shown = []
         for i in ids[:limit]:
             b = self.tokens[i]
-            shown.append(f"{i}:{'<eos>' if i in self.eos else repr(b)}")
+            text = (
+                "<eos>" if i in self.eos else repr((b or b"").decode("utf-8", "backslashreplace"))
+            )
+            shown.append(f"{i}:{text}")
         more = f" … (+{len(ids) - limit})" if len(ids) > limit else ""
         return "[" + ", ".join(shown) + more + "]"
 
@@ -984,7 +991,10 @@ class XgrEngine(Engine):
         except Exception as e:  # noqa: BLE001 - xgrammar raises RuntimeError and others
             if flat is None:
                 raise EngineRefused(f"{type(e).__name__}: {str(e).strip()[:300]}") from None
-            first = str(e).strip().splitlines()[-1][:200]
+            first = str(e).strip().splitlines()[-1]
+            if "EBNF parser error" in first:  # no time stamp, no source path
+                first = first[first.index("EBNF parser error") :]
+            first = first[:200]
             try:
                 self.compiled = xv.compiler.compile_grammar(xgr.Grammar.from_ebnf(to_gbnf(flat)))
             except Exception as e2:  # noqa: BLE001

@@ -91,6 +91,7 @@ SAMPLES: dict[str, tuple[list[str], list[str]]] = {
 # --------------------------------------------------------------------------------------------
 
 SUMMARY: list[list[str]] = []
+NOTES: list[str] = []  # renderings the anchors got, anchors leaving walks, explained deviations
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -113,6 +114,7 @@ def _print_summary(request: pytest.FixtureRequest) -> Iterator[None]:
     widths = [max(len(r[i]) for r in [head, *SUMMARY]) for i in range(len(head))]
     lines = ["", "GBNF differential (masks: compared per engine pair; oracle: brute-force masks)"]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in [head, *SUMMARY]]
+    lines += NOTES
     capman = request.config.pluginmanager.getplugin("capturemanager")
     if capman is not None:
         with capman.global_and_fixture_disabled():
@@ -275,7 +277,8 @@ def test_differential(name: str, path: Path, vocab: str, request: pytest.Fixture
         (d, v) for d in counts.disagreements for v in d.verdicts if d.culprit(v) != "tokensieve"
     ]
     unexplained = [(d, v) for d, v in anchors_wrong if not v.explained]
-    notes = [f"{n}: {e.note}" for n, e in engines.items() if e.note]
+    # (llguidance always reads the flat Lark rendering: no note for that)
+    notes = [f"{n}: {e.note}" for n, e in engines.items() if e.note and n != "llguidance"]
     notes += [f"left a walk: {g}" for g in counts.gave_up]
     notes += [f"{n} refused: {r}" for n, r in refused.items()]
     SUMMARY.append(
@@ -292,8 +295,12 @@ def test_differential(name: str, path: Path, vocab: str, request: pytest.Fixture
             str(len(unexplained)) + (f" ({len(errors)} walks raised)" if errors else ""),
         ]
     )
-    for note in notes:
-        print(f"{name} / {vocab}: {note}")
+    why: dict[str, int] = {}
+    for _, v in anchors_wrong:
+        if v.explained:
+            why[v.explained] = why.get(v.explained, 0) + 1
+    notes += [f"explained: {k} × {n}" for k, n in sorted(why.items())]
+    NOTES.extend(f"  {name} / {vocab}: {note}" for note in notes)
     report = []
     seen: set[int] = set()
     for d, _ in ts_wrong + unexplained:
@@ -382,6 +389,8 @@ BROKEN = [
     ('root ::= "a"\nx ::= "\\q"\n', 2, "unknown escape"),
     ('root ::= x\nx ::= "a"{3,2}\n', 2, "bounds out of order"),
     ('root ::= x\nx ::= ("a" | "b"\n', 2, "unclosed group"),
+    ('root ::= x\nx ::= "\\uD800"\n', 2, "surrogate escape"),
+    ('root ::= "a"\nroot ::= "b"\n', 2, "rule defined twice"),
     ('other ::= "a"\n', None, "no root rule"),
 ]
 
