@@ -361,10 +361,10 @@ impl LazyDfa {
                 .iter()
                 .any(|c| matches!(c, Some(Count::Push { .. })))
             {
-                "; it holds a recursion (a recursive $ref, or a JSON value of any shape \
-                 nesting up to max_nesting_depth levels), whose states multiply with each \
-                 level: lower max_stack_depth or max_nesting_depth, compile recursive $refs \
-                 with recursion=\"unroll\", or raise max_states"
+                "; it holds a recursion (a grammar's recursive rules, a recursive $ref, or a \
+                 JSON value of any shape nesting up to max_nesting_depth levels), whose states \
+                 multiply with each level: lower max_stack_depth or max_nesting_depth, compile \
+                 recursive $refs with recursion=\"unroll\", or raise max_states"
             } else {
                 ""
             };
