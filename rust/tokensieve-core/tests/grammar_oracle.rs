@@ -7,7 +7,8 @@
 //! is a whole string of it. Random junk texts must end in `Ok` or a typed error, never a panic.
 //!
 //! `TOKENSIEVE_FUZZ_CASES` (default 300) and `TOKENSIEVE_FUZZ_SEED` run more or other cases;
-//! `TOKENSIEVE_FUZZ_LOG=FILE` writes each grammar to FILE before it runs and prints refusals.
+//! `TOKENSIEVE_FUZZ_RULES` (default 4) sets the rules per grammar; `TOKENSIEVE_FUZZ_LOG=FILE`
+//! writes each grammar to FILE before it runs and prints refusals.
 
 use std::cell::Cell;
 use std::collections::HashSet;
@@ -51,15 +52,19 @@ enum G {
     Rep(Box<G>, u32, Option<u32>),
 }
 
-const RULES: usize = 4;
+/// Rules per grammar (`TOKENSIEVE_FUZZ_RULES`, default 4).
+fn rules_per_grammar() -> usize {
+    env_u64("TOKENSIEVE_FUZZ_RULES", 4).clamp(1, 64) as usize
+}
 
 fn node() -> impl Strategy<Value = G> {
+    let rules = rules_per_grammar();
     let leaf = prop_oneof![
         4 => proptest::sample::select(vec!["a", "b", "ab", "(", ")", "+", "\u{e9}", "", "ba"])
             .prop_map(G::Lit),
         2 => proptest::sample::select(vec![(b'a', b'c'), (b'0', b'9'), (b'(', b')')])
             .prop_map(|(a, b)| G::Class(a, b)),
-        4 => (0..RULES).prop_map(G::Ref),
+        4 => (0..rules).prop_map(G::Ref),
     ];
     leaf.prop_recursive(3, 12, 3, |inner| {
         prop_oneof![
@@ -372,7 +377,7 @@ fn random_grammars_match_an_earley_recognizer() {
     runner(1, cases)
         .run(
             &(
-                prop::collection::vec(node(), RULES),
+                prop::collection::vec(node(), rules_per_grammar()),
                 prop::collection::vec(any::<u16>(), 14),
             ),
             |(rules, picks)| {
