@@ -620,6 +620,26 @@ def test_references_and_registry(vocab: ts.Vocabulary, lookup: Lookup) -> None:
         ts.Grammar.from_json_schema(remote, vocab, registry=["not", "a", "mapping"])
     with pytest.raises(ValueError, match="not a schema"):
         ts.Grammar.from_json_schema(remote, vocab, registry={"https://example.com/d.json": 3})
+    # a document of an older draft keeps its draft's keywords: prefixItems is none in 2019-09
+    old = {
+        "$schema": "https://json-schema.org/draft/2019-09/schema",
+        "prefixItems": [{"type": "string"}],
+        "items": {"type": "integer"},
+    }
+    g = ts.Grammar.from_json_schema(
+        {"type": "array", "$ref": "https://example.com/old.json"},
+        vocab,
+        registry={"https://example.com/old.json": old},
+    )
+    assert accepts(g, "[1, 2, 3]", lookup)
+    assert not accepts(g, '["a", 2]', lookup)
+    new = {**old, "$schema": "https://json-schema.org/draft/2020-12/schema"}
+    g = ts.Grammar.from_json_schema(
+        {"type": "array", "$ref": "https://example.com/new.json"},
+        vocab,
+        registry={"https://example.com/new.json": new},
+    )
+    assert accepts(g, '["a", 2]', lookup) and not accepts(g, "[1, 2, 3]", lookup)
     # drafts up to 7: siblings of $ref are ignored
     d7 = {
         "$schema": "http://json-schema.org/draft-07/schema#",

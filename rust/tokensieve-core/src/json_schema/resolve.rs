@@ -216,6 +216,18 @@ fn ref_overrides(root: &Value) -> bool {
         })
 }
 
+/// Drafts before 2020-12 (their `$schema` names draft 3 to 7 or 2019-09) have no
+/// `prefixItems`: there it is an unknown keyword, which validates nothing.
+fn before_2020(root: &Value) -> bool {
+    root.get("$schema")
+        .and_then(Value::as_str)
+        .is_some_and(|s| {
+            ["draft-03", "draft-04", "draft-05", "draft-06", "draft-07", "2019-09"]
+                .iter()
+                .any(|d| s.contains(d))
+        })
+}
+
 fn is_draft4(root: &Value) -> bool {
     root.get("$schema")
         .and_then(Value::as_str)
@@ -229,6 +241,8 @@ struct Draft {
     draft4: bool,
     /// siblings of `$ref`, `$id` included, are ignored (drafts up to 7)
     legacy: bool,
+    /// `prefixItems` is no keyword (drafts before 2020-12)
+    before_2020: bool,
 }
 
 impl Draft {
@@ -236,6 +250,7 @@ impl Draft {
         Draft {
             draft4: is_draft4(doc),
             legacy: ref_overrides(doc),
+            before_2020: before_2020(doc),
         }
     }
 
@@ -385,6 +400,24 @@ pub(crate) fn prepare(root: &Value, registry: &[(String, Value)]) -> Result<Prep
                     // only the reference counts; definitions stay reachable by pointer
                     m.retain(|k, _| matches!(k.as_str(), "$ref" | "definitions" | "$defs"));
                 }
+            }
+        }
+    }
+    // keywords a document's own draft does not have validate nothing there (a 2020-12 schema
+    // may refer to a 2019-09 document holding `prefixItems`)
+    for (d, doc) in docs.iter().enumerate() {
+        if !drafts[d].before_2020 {
+            continue;
+        }
+        let mut found: Vec<String> = Vec::new();
+        walk(doc, &bases[d], "", drafts[d], &mut |v, _, ptr| {
+            if v.get("prefixItems").is_some() {
+                found.push(ptr.to_string());
+            }
+        });
+        for ptr in found.into_iter().rev() {
+            if let Some(Value::Object(m)) = at_mut(&mut out[d], &ptr) {
+                m.remove("prefixItems");
             }
         }
     }
