@@ -222,9 +222,11 @@ fn before_2020(root: &Value) -> bool {
     root.get("$schema")
         .and_then(Value::as_str)
         .is_some_and(|s| {
-            ["draft-03", "draft-04", "draft-05", "draft-06", "draft-07", "2019-09"]
-                .iter()
-                .any(|d| s.contains(d))
+            [
+                "draft-03", "draft-04", "draft-05", "draft-06", "draft-07", "2019-09",
+            ]
+            .iter()
+            .any(|d| s.contains(d))
         })
 }
 
