@@ -101,7 +101,13 @@ def test_option_names_live_in_the_core() -> None:
     assert _stub_keywords("Grammar", "from_regex") == engine
     assert _stub_keywords("Grammar", "from_choice") == engine
     assert set(_stub_keywords("Grammar", "from_json_object")) <= set(engine + schema)
+    ebnf = list(_core.EBNF_OPTIONS)
+    assert constraints.EBNF_OPTIONS == tuple(ebnf)
+    assert sorted(_stub_keywords("Grammar", "from_ebnf")) == sorted(ebnf + engine)
     vocab = ts.Vocabulary([b"a", b""], [1])
+    for name in ebnf + engine:
+        with pytest.raises(ValueError, match=name):
+            ts.Grammar.from_ebnf('root ::= "a"', vocab, **{name: ["not a value"]})
     for name in engine + schema:
         with pytest.raises(ValueError, match=name):
             ts.Grammar.from_json_schema({}, vocab, **{name: "not a value {"})

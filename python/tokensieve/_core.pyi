@@ -6,6 +6,7 @@ from typing_extensions import Self, disjoint_base, final
 
 __version__: str
 GRAMMAR_OPTIONS: list[str]
+EBNF_OPTIONS: list[str]
 GRAMMAR_OPTION_DEFAULTS: dict[str, float]
 SCHEMA_OPTIONS: list[str]
 MAX_VOCAB_SIZE: int
@@ -31,6 +32,7 @@ __all__ = [
     "MAX_TOKEN_BYTES",
     "__version__",
     "GRAMMAR_OPTIONS",
+    "EBNF_OPTIONS",
     "GRAMMAR_OPTION_DEFAULTS",
     "SCHEMA_OPTIONS",
     "_apply_token_bitmask_cpu",

@@ -77,7 +77,7 @@ KINDS = ("regex", "json_schema", "choice", "json_object", "ebnf")
 # to ebnf.
 ENGINE_OPTIONS: tuple[str, ...] = tuple(_core.GRAMMAR_OPTIONS)
 SCHEMA_OPTIONS: tuple[str, ...] = tuple(_core.SCHEMA_OPTIONS)
-EBNF_OPTIONS: tuple[str, ...] = ("start", "max_stack_depth")
+EBNF_OPTIONS: tuple[str, ...] = tuple(_core.EBNF_OPTIONS)
 # Every option name a constraint of some kind takes.
 ALL_OPTIONS: tuple[str, ...] = ENGINE_OPTIONS + tuple(
     dict.fromkeys(o for o in SCHEMA_OPTIONS + EBNF_OPTIONS if o not in ENGINE_OPTIONS)

@@ -175,7 +175,7 @@ pub(crate) fn ebnf_options(
                 g.set(name, &option_text(name, &v)?).py(py)?;
             }
             other => {
-                let mut names = vec!["start", "max_stack_depth"];
+                let mut names = core::ebnf::EBNF_OPTION_NAMES.to_vec();
                 names.extend(core::GrammarOptions::NAMES.iter().copied());
                 return Err(PyValueError::new_err(format!(
                     "unknown option {other:?} for a grammar; options are {}",

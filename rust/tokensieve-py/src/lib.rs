@@ -61,6 +61,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     // option names, read from the core (the one place they are defined)
     m.add("GRAMMAR_OPTIONS", core::GrammarOptions::NAMES.to_vec())?;
+    m.add("EBNF_OPTIONS", core::ebnf::EBNF_OPTION_NAMES.to_vec())?;
     let defaults = pyo3::types::PyDict::new(py);
     for (name, value) in core::GrammarOptions::default().values() {
         defaults.set_item(name, value)?;

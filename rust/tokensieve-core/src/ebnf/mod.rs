@@ -45,6 +45,10 @@ pub struct EbnfOptions {
     pub max_stack_depth: u32,
 }
 
+/// The names of the options [`EbnfOptions`] holds (a grammar's keyword arguments beside the
+/// budgets of [`crate::GrammarOptions`]).
+pub const EBNF_OPTION_NAMES: &[&str] = &["start", "max_stack_depth"];
+
 /// Default [`EbnfOptions::max_stack_depth`].
 pub const DEFAULT_MAX_STACK_DEPTH: u32 = 1000;
 
