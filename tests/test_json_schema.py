@@ -661,3 +661,60 @@ def test_a_number_spelling_over_budget_is_named_as_such() -> None:
         )
     assert e.value.keyword == "multipleOf"
     assert "a number's spelling" in str(e.value)
+
+
+def test_allof_branches_keep_their_own_additional_properties(
+    vocab: ts.Vocabulary, lookup: Lookup
+) -> None:
+    """One branch's additionalProperties beside another branch's patternProperties: each key
+    gets both branches' constraints (jsonschema as oracle, over every small object of these
+    keys and values; valid objects may need schema order, so every order is tried)."""
+    import itertools
+
+    closed = {"properties": {"a": {"type": "integer"}}, "additionalProperties": False}
+    typed = {
+        "properties": {"a": {}},
+        "patternProperties": {"^y": {"type": "boolean"}},
+        "additionalProperties": {"type": "integer"},
+    }
+    xs = {"patternProperties": {"^x": {"type": "string"}}}
+    xnum = {
+        "properties": {"xa": {"type": "integer"}},
+        "patternProperties": {"^x": {"type": "integer", "maximum": 5}, "b$": {"minimum": 3}},
+        "additionalProperties": {"type": "number"},
+    }
+    schemas = [
+        {"allOf": [closed, xs]},
+        {"allOf": [xs, closed]},
+        {"allOf": [typed, xnum]},
+        {"type": "object", "required": ["yb"], "allOf": [typed, xs]},
+    ]
+    keys = ["a", "xa", "xb", "yb", "zb"]
+    values = [1, 7, "s", True, 2.5]
+    for schema in schemas:
+        g = ts.Grammar.from_json_schema(schema, vocab)
+        validator = jsonschema.Draft202012Validator(schema)
+        accepted = 0
+        for n in range(3):
+            for ks in itertools.combinations(keys, n):
+                for vs in itertools.product(values[:3] if n == 2 else values, repeat=n):
+                    inst = dict(zip(ks, vs))
+                    ours = any(
+                        accepts(g, json.dumps(dict(p)), lookup)
+                        for p in itertools.permutations(inst.items())
+                    )
+                    assert ours == validator.is_valid(inst), (schema, inst, ours)
+                    accepted += ours
+        assert accepted > 0, schema
+    # a const/enum value is checked against the kept views too
+    g = ts.Grammar.from_json_schema(
+        {"allOf": [closed, xs, {"enum": [{"xa": "s"}, {"a": 1}]}]}, vocab
+    )
+    assert accepts(g, '{"a": 1}', lookup) and not accepts(g, '{"xa": "s"}', lookup)
+    with pytest.raises(ts.SchemaError, match="not"):
+        ts.Grammar.from_json_schema({"not": {"allOf": [closed, xs]}}, vocab)
+    # a required key both branches constrain apart: an integer and a string at once
+    with pytest.raises(ts.SchemaError, match="no JSON value"):
+        ts.Grammar.from_json_schema(
+            {"type": "object", "required": ["xb"], "allOf": [typed, xs]}, vocab
+        )

@@ -38,6 +38,24 @@ pub(super) struct Extra {
     pub prefix_items: Vec<(usize, Sub)>,
     /// A `contains` schema that is not plain JSON (`true` in the map).
     pub contains: Option<Sub>,
+    /// `allOf` branches whose view of the keys is kept apart from the map (see [`KeyView`]).
+    pub key_views: Vec<KeyView>,
+}
+
+/// One `allOf` branch's constraints on an object's keys, kept apart from the merged map when
+/// its `additionalProperties` would have to apply to keys matching only another branch's
+/// `patternProperties` (one map cannot say that). A member `name: value` satisfies the view
+/// when `value` matches every one of `patterns` that `name` matches, and, when `name` is
+/// none of `names` and matches none of `patterns`, `additional`. The branch's `properties`
+/// schemas stay in the map.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct KeyView {
+    /// The names the branch's `properties` declares.
+    pub names: Vec<String>,
+    /// The branch's `patternProperties`: ECMA pattern, schema.
+    pub patterns: Vec<(String, Value)>,
+    /// The branch's `additionalProperties`.
+    pub additional: Value,
 }
 
 /// "Some property that is not declared has a value matching `schema`" (the negation of

@@ -483,6 +483,10 @@ impl<'a> Compiler<'a> {
                 "the items a negated items schema counts",
             ),
             (x.some_extra.is_some(), "a negated additionalProperties"),
+            (
+                !x.key_views.is_empty(),
+                "an allOf branch's additionalProperties beside another's patternProperties",
+            ),
         ] {
             if present {
                 self.unsupported(

@@ -9,7 +9,7 @@ use crate::automata::expr::{alt, concat, lit, rep, Expr};
 use crate::automata::hir as hirs;
 use crate::automata::spell::dot_all;
 use crate::error::{Error, Result};
-use crate::json_schema::extra::{Extra, Sub};
+use crate::json_schema::extra::{Extra, KeyView, Sub};
 use crate::json_schema::keywords::T_STRING;
 use crate::json_schema::options::AdditionalProperties;
 
@@ -63,6 +63,14 @@ impl<'a> Compiler<'a> {
             },
             Some(s) => self.schema(s, &child(ptr, "additionalProperties"))?,
         };
+        // the same as a schema (for the views of merged allOf branches, see `KeyView`)
+        let map_additional = match m.get("additionalProperties") {
+            Some(v) => v.clone(),
+            None => Value::Bool(matches!(
+                self.opts.additional_properties,
+                AdditionalProperties::Allow
+            )),
+        };
         // patternProperties: (decoded key language, value schema)
         let mut patterns: Vec<(Hir, Value)> = Vec::new();
         if let Some(pp) = m.get("patternProperties") {
@@ -110,6 +118,17 @@ impl<'a> Compiler<'a> {
                 if crate::json_schema::validate::full_match(h, &name)? {
                     matching.push(sch.clone());
                 }
+            }
+            if !x.key_views.is_empty() {
+                // this object's own additionalProperties, where no pattern of its own matched
+                // a name it does not declare, goes with the views' constraints
+                if s.is_none() && matching.is_empty() {
+                    matching.push(map_additional.clone());
+                }
+                for view in &x.key_views {
+                    matching.extend(self.view_constraints(view, &name, ptr)?);
+                }
+                matching.retain(|v| *v != Value::Bool(true));
             }
             let name_ok = match names_schema {
                 Some(pn) => self.validates(&Value::from(name.as_str()), pn, ptr, 0)?,
@@ -173,7 +192,18 @@ impl<'a> Compiler<'a> {
                 None => {}
             }
         }
-        let extra_kv = self.extra_members(&names, &patterns, key_lang.as_deref(), extra, ptr)?;
+        let extra_kv = if x.key_views.is_empty() {
+            self.extra_members(&names, &patterns, key_lang.as_deref(), extra, ptr)?
+        } else {
+            self.extra_members_with_views(
+                &names,
+                &patterns,
+                &map_additional,
+                &x.key_views,
+                key_lang.as_deref(),
+                ptr,
+            )?
+        };
         let n_req = items.iter().filter(|x| x.1).count() as u64;
         let n_opt = items.len() as u64 - n_req;
         let minp = self.count(m, "minProperties", ptr)?;
@@ -385,6 +415,100 @@ impl<'a> Compiler<'a> {
                     Some(v) => v,
                     None => continue,
                 }
+            };
+            let key = match spelled_combination(&pos, &neg) {
+                Ok(Some(k)) => k,
+                Ok(None) => continue,
+                Err(e) => {
+                    self.unsupported("patternProperties", ptr, &e)?;
+                    continue;
+                }
+            };
+            alts.push(concat(vec![lit("\""), key, lit("\""), self.colon(), value]));
+        }
+        Ok(if alts.is_empty() {
+            None
+        } else {
+            Some(alt(alts))
+        })
+    }
+
+    /// The schemas `view` puts on the value of member `name`: those of its patterns `name`
+    /// matches, or its `additionalProperties` when it matches none and is not declared there.
+    fn view_constraints(&mut self, view: &KeyView, name: &str, ptr: &str) -> Result<Vec<Value>> {
+        let mut out = Vec::new();
+        for (p, s) in &view.patterns {
+            let h = self.pattern_hir(&Value::from(p.as_str()), "patternProperties", ptr)?;
+            if crate::json_schema::validate::full_match(&h, name)? {
+                out.push(s.clone());
+            }
+        }
+        if out.is_empty() && !view.names.iter().any(|n| n == name) {
+            out.push(view.additional.clone());
+        }
+        Ok(out)
+    }
+
+    /// [`Compiler::extra_members`] when merged `allOf` branches keep their own view of the keys
+    /// ([`KeyView`]): each combination of matched patterns, over this object's and the views'
+    /// patterns together, gets the conjunction of every group's constraint (its matched
+    /// patterns' schemas, or its `additionalProperties` when none of its patterns matched).
+    fn extra_members_with_views(
+        &mut self,
+        names: &[String],
+        patterns: &[(Hir, Value)],
+        map_additional: &Value,
+        views: &[KeyView],
+        key_lang: Option<&[Hir]>,
+        ptr: &str,
+    ) -> Result<Option<Expr>> {
+        // (key language, schema, group): group 0 is this object's own keywords
+        let mut all: Vec<(Hir, Value, usize)> = patterns
+            .iter()
+            .map(|(h, s)| (h.clone(), s.clone(), 0))
+            .collect();
+        let mut additional = vec![map_additional.clone()];
+        for (g, view) in views.iter().enumerate() {
+            for (p, s) in &view.patterns {
+                let h = self.pattern_hir(&Value::from(p.as_str()), "patternProperties", ptr)?;
+                all.push((h, s.clone(), g + 1));
+            }
+            additional.push(view.additional.clone());
+        }
+        if all.len() > 6 {
+            return Err(schema_error(
+                "patternProperties",
+                ptr,
+                "allOf: more than 6 patternProperties across branches whose \
+                 additionalProperties differ are not supported",
+            ));
+        }
+        let declared: Vec<Hir> = names.iter().map(|n| Hir::literal(n.as_bytes())).collect();
+        let mut alts = Vec::new();
+        for mask in 0u32..(1 << all.len()) {
+            let mut pos: Vec<Hir> = key_lang.map(<[Hir]>::to_vec).unwrap_or_default();
+            let mut neg = declared.clone();
+            let mut schemas = Vec::new();
+            let mut hit = vec![false; additional.len()];
+            for (i, (h, sch, g)) in all.iter().enumerate() {
+                if mask & (1 << i) != 0 {
+                    pos.push(h.clone());
+                    schemas.push(sch.clone());
+                    hit[*g] = true;
+                } else {
+                    neg.push(h.clone());
+                }
+            }
+            for (g, a) in additional.iter().enumerate() {
+                if !hit[g] {
+                    schemas.push(a.clone());
+                }
+            }
+            let mut o = Map::new();
+            o.insert("allOf".into(), Value::Array(schemas));
+            let Some(value) = self.schema(&Value::Object(o), &child(ptr, "patternProperties"))?
+            else {
+                continue;
             };
             let key = match spelled_combination(&pos, &neg) {
                 Ok(Some(k)) => k,

@@ -6,7 +6,7 @@ use super::scalars::pattern_language;
 use super::{json_eq, schema_error, Compiler, RecTarget};
 use crate::automata::expr::{concat, Expr};
 use crate::error::Result;
-use crate::json_schema::extra::{all_of_sub, Built, Extra, Sub};
+use crate::json_schema::extra::{all_of_sub, Built, Extra, KeyView, Sub};
 use crate::json_schema::keywords::{bits_to_types, type_bits, ANNOTATIONS, T_ALL};
 use crate::json_schema::number::Dec;
 
@@ -569,18 +569,42 @@ pub(super) fn merge(out: Built, b: Built, ptr: &str) -> Result<Built> {
     };
     let (a_pats, b_pats) = (pattern_keys(&out), pattern_keys(&b));
     // One side's additionalProperties would have to apply to keys matching only the other
-    // side's patterns: one merged map cannot say that.
-    for (extra, mine, theirs) in [(&a_extra, &a_pats, &b_pats), (&b_extra, &b_pats, &a_pats)] {
-        if extra.as_ref().is_some_and(|x| x != &Value::Bool(true))
+    // side's patterns: one merged map cannot say that, so that side's view of the keys (its
+    // names, patterns and additionalProperties) is kept apart (see `KeyView`).
+    let view_of = |m: &mut Map<String, Value>, names: &[String]| -> Result<KeyView> {
+        let patterns = match m.remove("patternProperties") {
+            None => Vec::new(),
+            Some(Value::Object(p)) => p.into_iter().collect(),
+            Some(_) => {
+                return Err(schema_error(
+                    "patternProperties",
+                    ptr,
+                    "patternProperties must be an object",
+                ))
+            }
+        };
+        Ok(KeyView {
+            names: names.to_vec(),
+            patterns,
+            additional: m
+                .remove("additionalProperties")
+                .unwrap_or(Value::Bool(true)),
+        })
+    };
+    let apart = |extra: &Option<Value>, mine: &[String], theirs: &[String]| {
+        extra.as_ref().is_some_and(|x| x != &Value::Bool(true))
             && theirs.iter().any(|p| !mine.contains(p))
-        {
-            return Err(schema_error(
-                "patternProperties",
-                ptr,
-                "allOf: additionalProperties of one branch together with patternProperties of \
-                 another is not supported",
-            ));
-        }
+    };
+    let (a_apart, b_apart) = (
+        apart(&a_extra, &a_pats, &b_pats),
+        apart(&b_extra, &b_pats, &a_pats),
+    );
+    if a_apart {
+        ox.key_views.push(view_of(&mut out, &a_props)?);
+    }
+    if b_apart {
+        let v = view_of(&mut b, &b_props)?;
+        ox.key_views.push(v);
     }
     // `contains` on both sides (one schema: different ones are refused below): both sides'
     // counts hold, a side without `minContains` counting at least 1
@@ -798,6 +822,7 @@ pub(super) fn merge(out: Built, b: Built, ptr: &str) -> Result<Built> {
             }
         }
     }
+    ox.key_views.extend(bx.key_views);
     match (ox.contains_from, bx.contains_from) {
         (Some(a), Some(c)) if a != c => return Err(cannot_merge("contains", ptr)),
         (None, c) => ox.contains_from = c,
