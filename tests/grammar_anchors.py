@@ -1088,25 +1088,41 @@ class LlgEngine(Engine):
 # refuses, is never explained.
 ANCHOR_DEVIATIONS = {
     # xgrammar 0.2.8 lets a negated class (or the any-character class of the flat rendering)
-    # match the UTF-8 encoding of a surrogate (ED A0..BF ..): not UTF-8, no character.
+    # match the UTF-8 encoding of a surrogate (ED A0..BF ..): not UTF-8, no character (in the
+    # token, or after a text ending in ED).
     "xgrammar-surrogates": "xgrammar allows UTF-8-encoded surrogates (ED A0..BF ..)",
     # Where the grammar forces the next bytes, llguidance allows only the longest token spelling
     # them (guidance-ai/llguidance#263, guidance-ai/guidance#1352): a shorter token that is a
     # prefix of an allowed one is left out, though consume_token accepts it.
     "llguidance-forced": "llguidance allows only the longest token of forced bytes",
+    # After a text that ends inside a UTF-8 character (a lead byte with its continuation still
+    # to come), llguidance 1.9.1 masks the tokens that start with continuation bytes wrongly
+    # by the oracle: with the character class U+1F600..U+1F64F and the text ending in F0, it
+    # allows `98 80` (F0 98 80 starts no character of the class) and refuses `9F 98 80`.
+    "llguidance-partial-char": "llguidance misjudges tokens continuing a split UTF-8 character",
 }
 
 
 def _explain(
-    engine: str, tok: int, engine_allows: bool, viable: bool, spec: VocabSpec, mask: np.ndarray
+    engine: str,
+    tok: int,
+    engine_allows: bool,
+    viable: bool,
+    spec: VocabSpec,
+    mask: np.ndarray,
+    prefix: bytes = b"",
 ) -> str | None:
     """The ANCHOR_DEVIATIONS key that explains ``engine`` disagreeing with the oracle on
-    ``tok``, or None."""
+    ``tok`` after the text ``prefix``, or None."""
     b = spec.tokens[tok] or b""
     if engine == "xgrammar" and engine_allows and not viable:
-        i = b.find(b"\xed")
-        if i >= 0 and (i + 1 == len(b) or 0xA0 <= b[i + 1] <= 0xBF):
+        # the surrogate's ED lead byte in the token, or ending the text before it
+        s = prefix[-1:] + b
+        i = s.find(b"\xed")
+        if i >= 0 and (i + 1 == len(s) or 0xA0 <= s[i + 1] <= 0xBF):
             return "xgrammar-surrogates"
+    if engine == "llguidance" and b and 0x80 <= b[0] <= 0xBF:
+        return "llguidance-partial-char"
     if engine == "llguidance" and not engine_allows and viable and b:
         for j in np.flatnonzero(mask):
             t = spec.tokens[int(j)]
@@ -1237,7 +1253,9 @@ def walk(
         if v is not None:
             wrong = ref if ref_allows != v else engine
             if wrong in masks and wrong != "tokensieve":
-                why = _explain(wrong, i, ref_allows == (wrong == ref), v, spec, masks[wrong])
+                why = _explain(
+                    wrong, i, ref_allows == (wrong == ref), v, spec, masks[wrong], prefix
+                )
         return TokenVerdict(i, ref_allows, v, why)
 
     for step in range(max_tokens + 1):
