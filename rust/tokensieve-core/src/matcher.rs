@@ -940,20 +940,22 @@ pub fn fill_next_token_bitmask_batch(
 /// regular expression of at most a few thousand nodes; otherwise only its size (writing out a
 /// large automaton costs more than the rest of a compile and helps nobody, and the
 /// intermediate form's shared constructs have no regex text of the same size).
-fn grammar_label(x: &Expr) -> String {
+/// The pattern text of a compiled expression: its regex when it is one small HIR, else a
+/// line naming `what` it is (`"JSON Schema"`, `"grammar"`) and its size.
+fn expr_label(x: &Expr, what: &str) -> String {
     let w = x.weight();
     match x.as_hir() {
         Some(h) if w <= 4096 => h.to_string(),
-        _ => format!("(a grammar automaton of weight {w}; no regex text)"),
+        _ => format!("(a {what} automaton of weight {w}; no regex text)"),
     }
 }
 
+fn grammar_label(x: &Expr) -> String {
+    expr_label(x, "grammar")
+}
+
 fn schema_label(x: &Expr) -> String {
-    let w = x.weight();
-    match x.as_hir() {
-        Some(h) if w <= 4096 => h.to_string(),
-        _ => format!("(a JSON Schema automaton of weight {w}; no regex text)"),
-    }
+    expr_label(x, "JSON Schema")
 }
 
 #[cfg(test)]

@@ -108,14 +108,7 @@ impl Group<'_> {
                     // outside the group, so it cannot lead into it: it can match the empty
                     // string, and the recursion lies after it
                     if self.recursive[rule] {
-                        return Err(grammar_error(
-                            pos,
-                            &format!(
-                                "left recursion through `{name}`, which can match the empty \
-                                 string and is recursive itself, is not supported; make `{name}` \
-                                 match at least one character here"
-                            ),
-                        ));
+                        return Err(empty_recursive(name, pos));
                     }
                     s.insert(0, self.rules.bodies[rule].clone());
                     queue.push(s);
@@ -239,16 +232,7 @@ impl NonEmpty<'_> {
                     rule: p,
                     pos: *pos,
                 },
-                None if self.recursive[*rule] => {
-                    return Err(grammar_error(
-                        *pos,
-                        &format!(
-                            "left recursion through `{name}`, which can match the empty string \
-                             and is recursive itself, is not supported; make `{name}` match at \
-                             least one character here"
-                        ),
-                    ))
-                }
+                None if self.recursive[*rule] => return Err(empty_recursive(name, *pos)),
                 None => self.of(&self.rules.bodies[*rule], at)?,
             },
             // every item can be empty: the first non-empty one is some item
@@ -351,6 +335,18 @@ pub(super) fn split_empty(
         }
     }
     Ok(out)
+}
+
+/// The refusal of left recursion behind rule `name`, recursive elsewhere and able to match the
+/// empty string.
+fn empty_recursive(name: &str, pos: Pos) -> crate::error::Error {
+    grammar_error(
+        pos,
+        &format!(
+            "left recursion through `{name}`, which can match the empty string and is recursive \
+             itself, is not supported; make `{name}` match at least one character here"
+        ),
+    )
 }
 
 pub(crate) fn nullable(n: &Node, rules: &[bool]) -> bool {

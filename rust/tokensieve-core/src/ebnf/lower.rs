@@ -140,6 +140,18 @@ fn components(rules: &Rules, start: usize) -> Vec<Vec<usize>> {
     out
 }
 
+/// Per rule: whether it is in a group of `comps` that calls itself (unreached rules: no).
+fn recursive_rules(rules: &Rules, comps: &[Vec<usize>]) -> Vec<bool> {
+    let mut out = vec![false; rules.names.len()];
+    for c in comps {
+        let rec = c.len() > 1 || callees(&rules.bodies[c[0]]).contains(&c[0]);
+        for &r in c {
+            out[r] = rec;
+        }
+    }
+    out
+}
+
 fn nullable_rules(rules: &Rules) -> Vec<bool> {
     let mut nul = vec![false; rules.bodies.len()];
     loop {
@@ -355,13 +367,7 @@ pub(super) fn lower(texts: Vec<RuleText>, opts: &EbnfOptions) -> Result<Compiled
         })
         .collect();
     let nul = nullable_rules(&rules);
-    let mut recursive = vec![false; rules.names.len()];
-    for c in &comps {
-        let rec = c.len() > 1 || callees(&rules.bodies[c[0]]).contains(&c[0]);
-        for &r in c {
-            recursive[r] = rec;
-        }
-    }
+    let mut recursive = recursive_rules(&rules, &comps);
     // left recursion → repetition, group by group (splitting off the empty string of the
     // members that can match it first)
     let mut nul = nul;
@@ -379,13 +385,7 @@ pub(super) fn lower(texts: Vec<RuleText>, opts: &EbnfOptions) -> Result<Compiled
     }
     let comps = if rewritten {
         let comps = components(&rules, start);
-        recursive = vec![false; rules.names.len()];
-        for c in &comps {
-            let rec = c.len() > 1 || callees(&rules.bodies[c[0]]).contains(&c[0]);
-            for &r in c {
-                recursive[r] = rec;
-            }
-        }
+        recursive = recursive_rules(&rules, &comps);
         comps
     } else {
         comps

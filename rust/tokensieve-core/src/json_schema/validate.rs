@@ -155,22 +155,10 @@ impl<'a> Compiler<'a> {
         if let Value::Object(o) = v {
             for view in &x.key_views {
                 for (name, val) in o {
-                    let mut matched = false;
-                    for (p, s) in &view.patterns {
-                        let h =
-                            self.pattern_hir(&Value::from(p.as_str()), "patternProperties", ptr)?;
-                        if full_match(&h, name)? {
-                            matched = true;
-                            if !self.validates(val, s, ptr, depth + 1)? {
-                                return Ok(false);
-                            }
+                    for s in self.view_constraints(view, name, ptr)? {
+                        if !self.validates(val, &s, ptr, depth + 1)? {
+                            return Ok(false);
                         }
-                    }
-                    if !matched
-                        && !view.names.contains(name)
-                        && !self.validates(val, &view.additional, ptr, depth + 1)?
-                    {
-                        return Ok(false);
                     }
                 }
             }

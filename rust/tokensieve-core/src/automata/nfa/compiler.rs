@@ -423,11 +423,7 @@ impl Compiler {
                         "a jump outside a shared-tail expression".into(),
                     ));
                 };
-                let e = self.empty()?;
-                self.patch(e, to)?;
-                // The fragment never ends normally: its exit is an unreachable empty state.
-                let never = self.empty()?;
-                Ok((e, never))
+                self.jump_to(to)
             }
             Expr::NamesExcluded(n) => self.names_excluded(n),
             Expr::CharDfa(d) => self.char_dfa(d),
@@ -449,14 +445,7 @@ impl Compiler {
                 self.tails = tails;
                 let (bs, be) = built?;
                 self.patch(entry, bs)?;
-                let exit = self.empty()?;
-                let mut outs = vec![self.mark(Count::Pop { rec, site: 0 }, exit)?];
-                for (i, r) in rets.into_iter().enumerate() {
-                    let site = i as u32 + 1;
-                    outs.push(self.mark(Count::Pop { rec, site }, r)?);
-                }
-                let sites = outs.len() as u32;
-                let u = self.union(outs)?;
+                let (exit, u, sites) = self.return_dispatch(rec, rets)?;
                 self.patch(be, u)?;
                 let start = self.mark(Count::Push { rec, site: 0 }, entry)?;
                 if self.recs.is_empty() {
@@ -471,11 +460,7 @@ impl Compiler {
                         "a tail call outside its definitions".into(),
                     ));
                 };
-                let e = self.empty()?;
-                self.patch(e, entry)?;
-                // the fragment never ends normally: its exit is an unreachable empty state
-                let never = self.empty()?;
-                Ok((e, never))
+                self.jump_to(entry)
             }
             Expr::Recur(id) if self.knots.last().is_some_and(|k| k.entry(*id).is_some()) => {
                 let k = self.knots.last_mut().expect("checked");
@@ -558,17 +543,34 @@ impl Compiler {
         if let Some(e) = failed {
             return Err(e);
         }
-        let exit = self.empty()?;
-        let mut outs = vec![self.mark(Count::Pop { rec, site: 0 }, exit)?];
-        for (i, r) in frame.rets.into_iter().enumerate() {
-            let site = i as u32 + 1;
-            outs.push(self.mark(Count::Pop { rec, site }, r)?);
-        }
-        let dispatch = self.union(outs)?;
+        let (exit, dispatch, _) = self.return_dispatch(rec, frame.rets)?;
         for e in ends {
             self.patch(e, dispatch)?;
         }
         let start = self.mark(Count::Push { rec, site: 0 }, entries[0])?;
         Ok((start, exit))
+    }
+
+    /// A fragment that continues at `to` and never ends normally (its exit is an unreachable
+    /// empty state).
+    fn jump_to(&mut self, to: StateID) -> Result<Frag> {
+        let e = self.empty()?;
+        self.patch(e, to)?;
+        let never = self.empty()?;
+        Ok((e, never))
+    }
+
+    /// The return dispatch of recursive marker number `rec`: a `Pop` of site 0 to a new exit
+    /// state (leaving the recursion), and one per call site `i + 1` to its return point
+    /// `rets[i]`. Returns the exit, the dispatch and the number of sites.
+    fn return_dispatch(&mut self, rec: u32, rets: Vec<StateID>) -> Result<(StateID, StateID, u32)> {
+        let exit = self.empty()?;
+        let mut outs = vec![self.mark(Count::Pop { rec, site: 0 }, exit)?];
+        for (i, r) in rets.into_iter().enumerate() {
+            let site = i as u32 + 1;
+            outs.push(self.mark(Count::Pop { rec, site }, r)?);
+        }
+        let sites = outs.len() as u32;
+        Ok((exit, self.union(outs)?, sites))
     }
 }

@@ -416,15 +416,7 @@ impl<'a> Compiler<'a> {
                     None => continue,
                 }
             };
-            let key = match spelled_combination(&pos, &neg) {
-                Ok(Some(k)) => k,
-                Ok(None) => continue,
-                Err(e) => {
-                    self.unsupported("patternProperties", ptr, &e)?;
-                    continue;
-                }
-            };
-            alts.push(concat(vec![lit("\""), key, lit("\""), self.colon(), value]));
+            alts.extend(self.combination_member(&pos, &neg, value, ptr)?);
         }
         Ok(if alts.is_empty() {
             None
@@ -433,9 +425,41 @@ impl<'a> Compiler<'a> {
         })
     }
 
+    /// A member whose key matches every one of `pos` and none of `neg` (a combination of
+    /// patterns, see [`Compiler::extra_members`]) with `value`; `None` when no key does (or, in
+    /// lenient mode, when the key language is unsupported).
+    fn combination_member(
+        &mut self,
+        pos: &[Hir],
+        neg: &[Hir],
+        value: Expr,
+        ptr: &str,
+    ) -> Result<Option<Expr>> {
+        let key = match spelled_combination(pos, neg) {
+            Ok(Some(k)) => k,
+            Ok(None) => return Ok(None),
+            Err(e) => {
+                self.unsupported("patternProperties", ptr, &e)?;
+                return Ok(None);
+            }
+        };
+        Ok(Some(concat(vec![
+            lit("\""),
+            key,
+            lit("\""),
+            self.colon(),
+            value,
+        ])))
+    }
+
     /// The schemas `view` puts on the value of member `name`: those of its patterns `name`
     /// matches, or its `additionalProperties` when it matches none and is not declared there.
-    fn view_constraints(&mut self, view: &KeyView, name: &str, ptr: &str) -> Result<Vec<Value>> {
+    pub(in crate::json_schema) fn view_constraints(
+        &mut self,
+        view: &KeyView,
+        name: &str,
+        ptr: &str,
+    ) -> Result<Vec<Value>> {
         let mut out = Vec::new();
         for (p, s) in &view.patterns {
             let h = self.pattern_hir(&Value::from(p.as_str()), "patternProperties", ptr)?;
@@ -510,15 +534,7 @@ impl<'a> Compiler<'a> {
             else {
                 continue;
             };
-            let key = match spelled_combination(&pos, &neg) {
-                Ok(Some(k)) => k,
-                Ok(None) => continue,
-                Err(e) => {
-                    self.unsupported("patternProperties", ptr, &e)?;
-                    continue;
-                }
-            };
-            alts.push(concat(vec![lit("\""), key, lit("\""), self.colon(), value]));
+            alts.extend(self.combination_member(&pos, &neg, value, ptr)?);
         }
         Ok(if alts.is_empty() {
             None
