@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import bisect
 import random
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -694,29 +694,34 @@ def _bnf_names(flat: Flat) -> list[str]:
     return ["root" if i == flat.start else f"n{i}" for i in range(len(flat.names))]
 
 
-def to_gbnf(flat: Flat) -> str:
-    """The flat grammar as GBNF in the syntax every engine reads (classes, ``::=``, ``|``)."""
-    names = _bnf_names(flat)
-    lines = []
+def _render(
+    flat: Flat, names: list[str], term: Callable[[Sequence[tuple[int, int]]], str], form: str
+) -> list[str]:
+    """One line per nonterminal of ``flat``, the start first: ``form`` filled with its
+    ``name`` and its ``alts`` (nonterminals by ``names``, a terminal class by ``term`` of its
+    ranges, an empty alternative as ``""``)."""
     by_lhs: dict[int, list[tuple[int, ...]]] = {}
     for lhs, rhs in flat.prods:
         by_lhs.setdefault(lhs, []).append(rhs)
+    lines = []
     for lhs in sorted(by_lhs, key=lambda x: (x != flat.start, x)):
         alts = []
         for rhs in by_lhs[lhs]:
-            parts = []
-            for s in rhs:
-                if s >= 0:
-                    parts.append(names[s])
-                else:
-                    cs = flat.terms[-s - 1]
-                    body = "".join(
-                        _gbnf_cp(lo) if lo == hi else f"{_gbnf_cp(lo)}-{_gbnf_cp(hi)}"
-                        for lo, hi in cs.ranges
-                    )
-                    parts.append(f"[{body}]")
+            parts = [names[s] if s >= 0 else term(flat.terms[-s - 1].ranges) for s in rhs]
             alts.append(" ".join(parts) if parts else '""')
-        lines.append(f"{names[lhs]} ::= " + " | ".join(alts))
+        lines.append(form.format(name=names[lhs], alts=" | ".join(alts)))
+    return lines
+
+
+def _ranges(ranges: Sequence[tuple[int, int]], cp: Callable[[int], str]) -> str:
+    return "".join(cp(lo) if lo == hi else f"{cp(lo)}-{cp(hi)}" for lo, hi in ranges)
+
+
+def to_gbnf(flat: Flat) -> str:
+    """The flat grammar as GBNF in the syntax every engine reads (classes, ``::=``, ``|``)."""
+    lines = _render(
+        flat, _bnf_names(flat), lambda r: f"[{_ranges(r, _gbnf_cp)}]", "{name} ::= {alts}"
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -729,27 +734,8 @@ def to_lark(flat: Flat) -> str:
     character regex, so that llguidance's lexer never has to choose between lexemes of
     different lengths."""
     names = ["start" if i == flat.start else f"n{i}" for i in range(len(flat.names))]
-    by_lhs: dict[int, list[tuple[int, ...]]] = {}
-    for lhs, rhs in flat.prods:
-        by_lhs.setdefault(lhs, []).append(rhs)
-    lines = ["%llguidance {}", ""]
-    for lhs in sorted(by_lhs, key=lambda x: (x != flat.start, x)):
-        alts = []
-        for rhs in by_lhs[lhs]:
-            parts = []
-            for s in rhs:
-                if s >= 0:
-                    parts.append(names[s])
-                else:
-                    cs = flat.terms[-s - 1]
-                    body = "".join(
-                        _rx_cp(lo) if lo == hi else f"{_rx_cp(lo)}-{_rx_cp(hi)}"
-                        for lo, hi in cs.ranges
-                    )
-                    parts.append(f"/[{body}]/")
-            alts.append(" ".join(parts) if parts else '""')
-        lines.append(f"{names[lhs]}: " + " | ".join(alts))
-    return "\n".join(lines) + "\n"
+    lines = _render(flat, names, lambda r: f"/[{_ranges(r, _rx_cp)}]/", "{name}: {alts}")
+    return "\n".join(["%llguidance {}", ""] + lines) + "\n"
 
 
 # --------------------------------------------------------------------------------------------

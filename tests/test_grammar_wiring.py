@@ -8,10 +8,10 @@ and ``test_transformers.py``."""
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from structured_params import so
 
 import tokensieve as ts
 from tokensieve import constraints
@@ -134,30 +134,15 @@ def test_precompiled_grammar_index_is_found_by_its_constraint(
         constraints.set_index_directory(None)
 
 
-def _so(**fields: Any) -> SimpleNamespace:
-    base = dict(
-        json=None,
-        regex=None,
-        choice=None,
-        grammar=None,
-        json_object=None,
-        structural_tag=None,
-        disable_any_whitespace=False,
-        disable_additional_properties=False,
-        whitespace_pattern=None,
-    )
-    return SimpleNamespace(**{**base, **fields})
-
-
 def test_vllm_request_readers_make_the_same_constraint() -> None:
     by_key = read_extra_args({"guided_grammar": ANBN, "guided_start": "s"}).constraint
-    by_field = structured_args(_so(grammar=ANBN), {"guided_start": "s"}).constraint
+    by_field = structured_args(so(grammar=ANBN), {"guided_start": "s"}).constraint
     assert by_key is not None and by_field is not None
     assert by_key.kind == by_field.kind == "ebnf"
     assert by_key.key == by_field.key
     assert (by_key.name, by_field.name) == ("guided_grammar", "structured_outputs.grammar")
     # vLLM's JSON knobs do not apply to a grammar (as for a regex)
-    knobbed = structured_args(_so(grammar=ANBN, disable_any_whitespace=True), None).constraint
+    knobbed = structured_args(so(grammar=ANBN, disable_any_whitespace=True), None).constraint
     assert knobbed is not None and knobbed.options == ()
 
 
@@ -181,7 +166,7 @@ def test_choice_rewritten_into_a_grammar_gives_exactly_the_choices() -> None:
         )
 
     choices = ["yes", 'say "hi"', "back\\slash", "two\nlines", "tab\there", "ding\x07", "café"]
-    c = structured_args(_so(grammar=choice_as_grammar(choices)), None).constraint
+    c = structured_args(so(grammar=choice_as_grammar(choices)), None).constraint
     assert c is not None
     g = c.compile(byte_vocab())
     for text in choices:

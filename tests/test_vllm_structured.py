@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from structured_params import so
 
 import tokensieve as ts
 from tokensieve.vllm.structured import (
@@ -173,22 +174,6 @@ def test_rollback_past_the_history_fails_the_request_alone() -> None:
     state.rollback(5)
     assert state.error is not None
     assert not state.accept_tokens("t", [ord("a")])
-
-
-def so(**fields: Any) -> SimpleNamespace:
-    base = dict(
-        json=None,
-        regex=None,
-        choice=None,
-        grammar=None,
-        json_object=None,
-        structural_tag=None,
-        disable_any_whitespace=False,
-        disable_additional_properties=False,
-        whitespace_pattern=None,
-    )
-    base.update(fields)
-    return SimpleNamespace(**base)
 
 
 def test_structured_outputs_fields_become_constraints() -> None:
