@@ -44,7 +44,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 import common  # noqa: E402
 import engines as engine_adapters  # noqa: E402
 import grammar_anchors as ga  # noqa: E402
-from common import md_table, num, percentile  # noqa: E402
+from common import machine_rows, md_table, num, percentile  # noqa: E402
 from engines import LLG, TS, XGR, CompileError, Engine  # noqa: E402
 
 GRAMMARS = HERE.parent / "tests" / "grammars"
@@ -341,13 +341,7 @@ def render(rep: dict[str, Any], engines: list[str]) -> str:
         md_table(
             ["", ""],
             [
-                ["CPU", str(m["cpu"])],
-                ["cores (usable)", f"{m['cores']} ({m['usable_cores']})"],
-                ["memory", f"{m['memory_gib']} GiB"],
-                ["load average at start (1/5/15 min)", str(m["load_avg_1_5_15min_at_start"])],
-                ["OS", str(m["os"])],
-                ["Python", str(m["python"])],
-                ["tokensieve git", str(m["git"])],
+                *machine_rows(m),
                 *[[p, str(v)] for p, v in pk.items()],
                 ["tokenizer", f"`{rep['tokenizer']}` (vocab {rep['vocab_size']})"],
                 ["first-mask repeats", str(rep["repeats"])],

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402
 import engines as engine_adapters  # noqa: E402
-from common import geomean, md_table, num, percentile, text_table  # noqa: E402
+from common import geomean, machine_rows, md_table, num, percentile, text_table  # noqa: E402
 from engines import LLG, OC, TS, Engine  # noqa: E402
 from isolate import run_isolated  # noqa: E402
 
@@ -947,13 +947,7 @@ def render(rep: dict[str, Any]) -> tuple[str, str]:
         md_table(
             ["", ""],
             [
-                ["CPU", str(m["cpu"])],
-                ["cores (usable)", f"{m['cores']} ({m['usable_cores']})"],
-                ["memory", f"{m['memory_gib']} GiB"],
-                ["load average at start (1/5/15 min)", str(m["load_avg_1_5_15min_at_start"])],
-                ["OS", str(m["os"])],
-                ["Python", str(m["python"])],
-                ["tokensieve git", str(m["git"])],
+                *machine_rows(m),
                 *[[k, str(v) if v else "not installed"] for k, v in m["packages"].items()],
                 ["tokenizer", f"`{rep['tokenizer_file']}` (vocab {rep['vocab_size']})"],
                 ["first-mask repeats", str(rep["ttfm_repeats"])],

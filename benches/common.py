@@ -265,6 +265,20 @@ def _version(dist: str) -> str | None:
     return None
 
 
+def machine_rows(m: dict[str, Any]) -> list[list[str]]:
+    """The rows of a results table that describe the machine of `machine_info` (CPU, cores,
+    memory, load at start, OS, Python, tokensieve's git revision)."""
+    return [
+        ["CPU", str(m["cpu"])],
+        ["cores (usable)", f"{m['cores']} ({m['usable_cores']})"],
+        ["memory", f"{m['memory_gib']} GiB"],
+        ["load average at start (1/5/15 min)", str(m["load_avg_1_5_15min_at_start"])],
+        ["OS", str(m["os"])],
+        ["Python", str(m["python"])],
+        ["tokensieve git", str(m["git"])],
+    ]
+
+
 def machine_info(packages: Sequence[str]) -> dict[str, Any]:
     cpu = platform.processor() or platform.machine()
     mem_kib = None
