@@ -1357,6 +1357,7 @@ MALFORMED_VALUES: list[tuple[Any, str]] = [
     ({**BASE, "guided_whitespace": 12}, "guided_whitespace must be a string, got 12"),
     ({**BASE, "guided_recursion": "sideways"}, "recursion"),  # the core's word check
     ({**BASE, "guided_literal_spelling": 3.5}, "guided_literal_spelling must be a string"),
+    ({**BASE, "guided_property_order": ["any"]}, "guided_property_order must be a string"),
     ({**BASE, "guided_max_whitespace": 2**40}, "guided_max_whitespace must be a non-negative"),
     ({**BASE, "guided_max_recursion_depth": "3.5"}, "guided_max_recursion_depth must be a"),
     ({**BASE, "guided_max_stack_depth": -3}, "guided_max_stack_depth must be a non-negative"),

@@ -120,6 +120,7 @@ class Grammar:
         truncate_recursion: bool = False,
         lenient: bool = False,
         literal_spelling: Literal["as_written", "any"] = "as_written",
+        property_order: Literal["schema", "any"] = "schema",
         registry: Mapping[str, Any] | None = None,
         max_states: int | None = None,
         max_nfa_bytes: int | None = None,

@@ -178,6 +178,11 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--lenient", action="store_true", default=None)
     g.add_argument("--literal-spelling", choices=["as_written", "any"])
     g.add_argument(
+        "--property-order",
+        choices=["schema", "any"],
+        help="declared properties in schema order (default) or in any order, each at most once",
+    )
+    g.add_argument(
         "--registry",
         metavar="FILE",
         help="a JSON file mapping URIs to schemas, for $refs to other documents "

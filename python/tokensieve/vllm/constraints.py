@@ -125,6 +125,7 @@ OPTION_TYPES: Mapping[str, str] = MappingProxyType(
         "whitespace": "text",
         "recursion": "text",
         "literal_spelling": "text",
+        "property_order": "text",
         "start": "text",
         "max_whitespace": "u32",
         "max_recursion_depth": "u32",

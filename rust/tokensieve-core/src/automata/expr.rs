@@ -41,10 +41,16 @@ pub(crate) enum Expr {
     /// `sep` where two are present, then any number of `tail` members (also separated). One
     /// copy of each member; as a plain regex every optional member before the first required
     /// one would repeat all that follows it.
+    ///
+    /// With `any_order`, the items come in any order, each at most once and every required one
+    /// present, with tail members anywhere among them: the NFA builder keeps the items already
+    /// written in a stack frame of the lazy DFA (see [`super::nfa::Count::SetOpen`]), so only
+    /// the sets of items a prefix reaches are ever built.
     Members {
         items: Vec<(Expr, bool)>,
         sep: Box<Expr>,
         tail: Option<Box<Expr>>,
+        any_order: bool,
         /// [`Expr::weight`] and [`Expr::nodes`] as built, kept so that enclosing objects do
         /// not weigh every member again at every level (see [`member_seq`]).
         size: (u64, u64),
@@ -391,8 +397,17 @@ pub(crate) fn sep_list(item: Expr, sep: Expr) -> Expr {
     }
 }
 
-/// See [`Expr::Members`].
+/// See [`Expr::Members`]: the items in this order.
 pub(crate) fn member_seq(items: Vec<(Expr, bool)>, sep: Expr, tail: Option<Expr>) -> Expr {
+    members(items, sep, tail, false)
+}
+
+/// See [`Expr::Members`]: the items in any order, each at most once.
+pub(crate) fn member_set(items: Vec<(Expr, bool)>, sep: Expr, tail: Option<Expr>) -> Expr {
+    members(items, sep, tail, true)
+}
+
+fn members(items: Vec<(Expr, bool)>, sep: Expr, tail: Option<Expr>, any_order: bool) -> Expr {
     let mut size = (1u64, 1u64);
     for x in items
         .iter()
@@ -407,6 +422,7 @@ pub(crate) fn member_seq(items: Vec<(Expr, bool)>, sep: Expr, tail: Option<Expr>
         items,
         sep: Box::new(sep),
         tail: tail.map(Box::new),
+        any_order,
         size,
     }
 }
@@ -602,9 +618,14 @@ impl Expr {
         match self {
             Expr::Hir(x) => hash_hir(x, h),
             Expr::Repeat { min, max, .. } => (min, max).hash(h),
-            Expr::Members { items, tail, .. } => {
+            Expr::Members {
+                items,
+                tail,
+                any_order,
+                ..
+            } => {
                 items.iter().for_each(|(_, r)| r.hash(h));
-                tail.is_some().hash(h);
+                (tail.is_some(), any_order).hash(h);
             }
             Expr::NamesExcluded(n) => n.names.hash(h),
             Expr::CharDfa(d) => {
@@ -649,16 +670,22 @@ impl Expr {
             }
             (
                 Expr::Members {
-                    items, sep, tail, ..
+                    items,
+                    sep,
+                    tail,
+                    any_order,
+                    ..
                 },
                 Expr::Members {
                     items: i2,
                     sep: s2,
                     tail: t2,
+                    any_order: o2,
                     ..
                 },
             ) => {
-                items.len() == i2.len()
+                any_order == o2
+                    && items.len() == i2.len()
                     && items
                         .iter()
                         .zip(i2)

@@ -314,6 +314,7 @@ impl Cutter {
                 sep,
                 tail,
                 size,
+                ..
             } => {
                 let mut parts = Vec::with_capacity(items.len() + 2);
                 let mut inhabited = true;

@@ -35,7 +35,8 @@ use serde_json::Value;
 use crate::automata::expr::Expr;
 use crate::error::Result;
 pub use options::{
-    AdditionalProperties, Formats, JsonSchemaOptions, OneOf, Recursion, Spelling, Whitespace,
+    AdditionalProperties, Formats, JsonSchemaOptions, OneOf, PropertyOrder, Recursion, Spelling,
+    Whitespace,
 };
 
 /// Largest schema text (or registry document) accepted, in bytes.

@@ -46,6 +46,17 @@ pub enum Whitespace {
     Pattern(String),
 }
 
+/// In which order an object's declared properties may be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PropertyOrder {
+    /// In the order the schema declares them (what generation usually wants; the default).
+    Schema,
+    /// In any order, each at most once, undeclared properties (where allowed) anywhere among
+    /// them; `const`/`enum` objects likewise. Built lazily: the set of properties written so
+    /// far is part of the automaton's state, and only the sets a prefix reaches are built.
+    Any,
+}
+
 /// How a recursive `$ref` is compiled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Recursion {
@@ -86,6 +97,8 @@ pub struct JsonSchemaOptions {
     /// How declared property names and `const`/`enum` strings may be spelled in the output:
     /// as written (the default) or in any JSON spelling. String values keep every spelling.
     pub literal_spelling: Spelling,
+    /// See [`PropertyOrder`].
+    pub property_order: PropertyOrder,
     /// Documents `$ref` may name by URI: (absolute URI, schema as canonical JSON text), sorted
     /// by URI. Nothing is ever fetched.
     pub registry: Vec<(String, String)>,
@@ -106,6 +119,7 @@ impl Default for JsonSchemaOptions {
             truncate_recursion: false,
             lenient: false,
             literal_spelling: Spelling::AsWritten,
+            property_order: PropertyOrder::Schema,
             registry: Vec::new(),
         }
     }
@@ -118,9 +132,13 @@ fn bad(name: &str, value: &str, allowed: &str) -> Error {
 }
 
 impl JsonSchemaOptions {
-    /// Every name [`JsonSchemaOptions::set`] takes: [`Self::NAMES`] and `registry`.
+    /// Every name [`JsonSchemaOptions::set`] takes: [`Self::NAMES`], `property_order` and
+    /// `registry`.
     pub fn option_names() -> impl Iterator<Item = &'static str> {
-        Self::NAMES.iter().copied().chain(["registry"])
+        Self::NAMES
+            .iter()
+            .copied()
+            .chain(["property_order", "registry"])
     }
 
     /// Set an option from its name and string value (the form shared by all front ends).
@@ -192,6 +210,13 @@ impl JsonSchemaOptions {
                     _ => return Err(bad(name, value, "\"as_written\", \"any\"")),
                 }
             }
+            "property_order" => {
+                self.property_order = match value {
+                    "schema" => PropertyOrder::Schema,
+                    "any" => PropertyOrder::Any,
+                    _ => return Err(bad(name, value, "\"schema\", \"any\"")),
+                }
+            }
             "registry" => {
                 // the documents nest one level inside the registry's object
                 let depth = super::MAX_TEXT_DEPTH;
@@ -225,9 +250,9 @@ impl JsonSchemaOptions {
             }
             _ => {
                 return Err(Error::InvalidArgument(format!(
-                    "unknown JSON Schema option {name:?}; options are: {}, registry",
-                    Self::NAMES.join(", ")
-                )))
+                "unknown JSON Schema option {name:?}; options are: {}, property_order, registry",
+                Self::NAMES.join(", ")
+            )))
             }
         }
         Ok(())
@@ -279,6 +304,11 @@ impl JsonSchemaOptions {
         let mut map = serde_json::Map::new();
         for (k, v) in Self::NAMES.iter().zip(values) {
             map.insert((*k).to_string(), serde_json::Value::String(v));
+        }
+        // only when not the default, so that keys and index files written before the option
+        // existed stay as they were
+        if self.property_order == PropertyOrder::Any {
+            map.insert("property_order".into(), "any".into());
         }
         // only when given, so that keys without a registry stay as they were
         if !self.registry.is_empty() {

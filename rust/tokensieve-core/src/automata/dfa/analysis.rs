@@ -370,3 +370,65 @@ pub(super) fn find_dispatches(nfa: &NFA, counts: &[Option<Count>]) -> (Vec<u32>,
     }
     (of, out)
 }
+
+/// The members of one member set (see [`Count::SetOpen`]), by their marker states.
+#[derive(Clone, Debug, Default)]
+pub(super) struct SetGroup {
+    /// The `SetMark` markers of the required members.
+    pub(super) required: Vec<u32>,
+    /// Every `SetMark` marker, with its bit.
+    pub(super) marks: Vec<(u32, u32)>,
+    /// The `SetTail` marker, when tail members may follow.
+    pub(super) tail: Option<u32>,
+}
+
+/// The member sets of an NFA whose marker states carry `counts`, indexed by group number.
+pub(super) fn set_groups(counts: &[Option<Count>]) -> Result<Vec<SetGroup>> {
+    let mut groups: Vec<SetGroup> = Vec::new();
+    let mut opens: Vec<u32> = Vec::new();
+    let at = |groups: &mut Vec<SetGroup>, g: u32| -> usize {
+        let g = g as usize;
+        if groups.len() <= g {
+            groups.resize(g + 1, SetGroup::default());
+        }
+        g
+    };
+    for (s, c) in counts.iter().enumerate() {
+        let s = s as u32;
+        match *c {
+            Some(Count::SetOpen { group }) => {
+                let g = at(&mut groups, group);
+                if opens.len() <= g {
+                    opens.resize(g + 1, 0);
+                }
+                opens[g] += 1;
+            }
+            Some(Count::SetMark {
+                group,
+                bit,
+                required,
+            }) => {
+                let g = at(&mut groups, group);
+                groups[g].marks.push((bit, s));
+                if required {
+                    groups[g].required.push(s);
+                }
+            }
+            Some(Count::SetTail { group }) => {
+                let g = at(&mut groups, group);
+                if groups[g].tail.replace(s).is_some() {
+                    return Err(set_numbering());
+                }
+            }
+            _ => {}
+        }
+    }
+    if opens.len() != groups.len() || opens.iter().any(|&k| k != 1) {
+        return Err(set_numbering());
+    }
+    Ok(groups)
+}
+
+fn set_numbering() -> Error {
+    Error::InvalidArgument("internal: the member sets of an automaton are numbered twice".into())
+}

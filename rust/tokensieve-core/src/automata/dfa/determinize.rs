@@ -17,6 +17,10 @@ const ACCEPT_MARK: u32 = u32::MAX;
 /// The `rec` of a frame pushed by a rule call (see [`Count::Call`]); its `site` is the call
 /// marker's state.
 const RULE_CALL: u32 = u32::MAX;
+/// The `rec` of a frame holding the members of an object written so far (see
+/// [`Count::SetOpen`]); its `site` names the set (an index into `Table::member_sets`). Such a
+/// frame adds nothing to the depth: the depth analysis knows only calls.
+const MEMBER_SET: u32 = u32::MAX - 1;
 
 /// One stack frame: the call on top of `parent`.
 #[derive(Clone, Copy, Default)]
@@ -54,6 +58,10 @@ pub(super) struct Table {
     /// empty stack.
     pub(super) frames: Vec<Frame>,
     pub(super) frame_ids: FxHashMap<(u32, u32, u32), u32>,
+    /// The member sets of [`MEMBER_SET`] frames (bit `i`: member `i` written), interned; set 0
+    /// is the empty set.
+    pub(super) member_sets: Vec<Box<[u64]>>,
+    pub(super) member_set_ids: FxHashMap<Box<[u64]>, u32>,
 }
 
 impl Table {
@@ -78,6 +86,8 @@ impl Table {
             seen_registers: FxHashSet::default(),
             frames: vec![Frame::default()],
             frame_ids: FxHashMap::default(),
+            member_sets: vec![Box::default()],
+            member_set_ids: FxHashMap::from_iter([(Box::default(), 0)]),
         }
     }
 
@@ -300,9 +310,77 @@ impl LazyDfa {
                 let back = t.g.marker_next(top.site);
                 t.stack.push((back, with_frame(c, top.parent), past_end))
             }
+            Some(Count::SetOpen { group }) if self.required_can_finish(t, group, c) => {
+                let f = push_frame(t, frame(c), MEMBER_SET, 0)?;
+                t.stack.push((next, with_frame(c, f), past_end))
+            }
+            Some(Count::SetMore { group })
+                if frame(c) != 0
+                    && top.rec == MEMBER_SET
+                    && self.another_can_finish(t, group, top.site, c) =>
+            {
+                t.stack.push((next, c, past_end))
+            }
+            Some(Count::SetTail { .. }) => t.stack.push((next, c, past_end)),
+            Some(Count::SetMark { bit, .. })
+                if frame(c) != 0
+                    && top.rec == MEMBER_SET
+                    && !has_bit(&t.member_sets[top.site as usize], bit) =>
+            {
+                let mut set = t.member_sets[top.site as usize].to_vec();
+                let word = bit as usize / 64;
+                if set.len() <= word {
+                    set.resize(word + 1, 0);
+                }
+                set[word] |= 1 << (bit % 64);
+                let id = intern_member_set(t, set)?;
+                let f = push_frame(t, top.parent, MEMBER_SET, id)?;
+                t.stack.push((next, with_frame(c, f), past_end))
+            }
+            Some(Count::SetFinish { required })
+                if frame(c) != 0
+                    && top.rec == MEMBER_SET
+                    && (0..required).all(|b| has_bit(&t.member_sets[top.site as usize], b)) =>
+            {
+                t.stack.push((next, with_frame(c, top.parent), past_end))
+            }
             _ => {}
         }
         Ok(())
+    }
+
+    /// Whether every required member of member set `group` can be written and finished at the
+    /// current depth (registers `c`). The set's states do not see it themselves: the NFA's
+    /// graph (and the depth analysis) let a member set end at any time, while its end waits
+    /// for the required members. Each member returns to the depth it started at, so what holds
+    /// when the set opens holds at each of its states.
+    fn required_can_finish(&self, t: &Table, group: u32, c: u64) -> bool {
+        let Some(g) = t.g.set_groups.get(group as usize) else {
+            return false;
+        };
+        g.required.iter().all(|&m| self.marker_can_finish(t, m, c))
+    }
+
+    /// Whether some member of set `group` not in member set `set` (a tail member included) can
+    /// still be written and finished at the current depth: what a separator needs after it.
+    fn another_can_finish(&self, t: &Table, group: u32, set: u32, c: u64) -> bool {
+        let Some(g) = t.g.set_groups.get(group as usize) else {
+            return false;
+        };
+        let written = &t.member_sets[set as usize];
+        g.tail.is_some_and(|m| self.marker_can_finish(t, m, c))
+            || g.marks
+                .iter()
+                .any(|&(bit, m)| !has_bit(written, bit) && self.marker_can_finish(t, m, c))
+    }
+
+    /// Whether what follows marker state `m` can be finished at the current depth.
+    fn marker_can_finish(&self, t: &Table, m: u32, c: u64) -> bool {
+        t.g.can_match[m as usize]
+            && self.depths.as_ref().is_none_or(|d| {
+                let depth = i64::from(t.frames[frame(c) as usize].depth);
+                self.within(d, m, c, depth)
+            })
     }
 
     /// Whether NFA state `s`, with registers `c`, can still finish its body at its stack depth
@@ -526,10 +604,17 @@ fn push_frame(t: &mut Table, parent: u32, rec: u32, site: u32) -> Result<u32> {
         return Ok(f);
     }
     let p = t.frames[parent as usize];
-    let run = if parent != 0 && p.rec == rec {
+    let run = if rec == MEMBER_SET {
+        0
+    } else if parent != 0 && p.rec == rec {
         p.run + 1
     } else {
         1
+    };
+    let depth = if rec == MEMBER_SET {
+        p.depth
+    } else {
+        p.depth + 1
     };
     if t.frames.len() >= MAX_FRAME_RECORDS {
         return Err(too_many_stacks());
@@ -539,9 +624,30 @@ fn push_frame(t: &mut Table, parent: u32, rec: u32, site: u32) -> Result<u32> {
         parent,
         rec,
         site,
-        depth: p.depth + 1,
+        depth,
         run,
     });
     t.frame_ids.insert((parent, rec, site), f);
     Ok(f)
+}
+
+/// Whether bit `b` of a member set is set.
+fn has_bit(set: &[u64], b: u32) -> bool {
+    set.get(b as usize / 64)
+        .is_some_and(|w| w >> (b % 64) & 1 == 1)
+}
+
+/// The id of member set `set`, interned.
+fn intern_member_set(t: &mut Table, set: Vec<u64>) -> Result<u32> {
+    if let Some(&id) = t.member_set_ids.get(set.as_slice()) {
+        return Ok(id);
+    }
+    if t.member_sets.len() >= MAX_FRAME_RECORDS {
+        return Err(too_many_stacks());
+    }
+    let id = t.member_sets.len() as u32;
+    let set: Box<[u64]> = set.into_boxed_slice();
+    t.member_set_ids.insert(set.clone(), id);
+    t.member_sets.push(set);
+    Ok(id)
 }

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use regex_automata::nfa::thompson::{State, NFA};
 use regex_automata::util::primitives::StateID;
 
-use super::analysis::{compute_can_match, counted_bounds, find_dispatches, Dispatch, LengthSets};
+use super::analysis::{
+    compute_can_match, counted_bounds, find_dispatches, set_groups, Dispatch, LengthSets, SetGroup,
+};
 use super::ruleset::RuleSet;
 use crate::automata::depth::NONE;
 use crate::automata::expr::{Expr, LenSet};
@@ -47,6 +49,9 @@ pub(super) struct Graph {
     /// Each return dispatch: the expression's marker number and, per call site, its `Pop`
     /// marker.
     pub(super) dispatches: Vec<Dispatch>,
+    /// The member sets, by group number (see [`crate::automata::nfa::Count::SetOpen`]; each
+    /// rule's numbers shifted past those before it).
+    pub(super) set_groups: Vec<SetGroup>,
     /// The rules (see [`crate::automata::rules`]; rule 0, the root, is built already); `None` without.
     pub(super) rules: Option<Arc<RuleSet>>,
     /// Per rule, the state its calls enter ([`NONE`] until it is compiled).
@@ -107,6 +112,7 @@ impl Graph {
             cont,
             dispatch_of,
             dispatches,
+            set_groups,
             bounds,
             lens,
             ..
@@ -125,6 +131,7 @@ impl Graph {
             cont,
             dispatch_of,
             dispatches,
+            set_groups,
             rules,
             entries,
             next_rec,
@@ -146,6 +153,7 @@ impl Graph {
             cont: Vec::new(),
             dispatch_of: Vec::new(),
             dispatches: Vec::new(),
+            set_groups: Vec::new(),
             rules: None,
             entries: Vec::new(),
             next_rec: 0,
@@ -195,6 +203,7 @@ impl Graph {
             .checked_add(seg.recs)
             .ok_or_else(|| Error::Budget("too many recursive expressions".into()))?;
         let shift = |s: u32| if s == NONE { NONE } else { s + base };
+        let sets = self.set_groups.len() as u32;
         self.extra
             .extend(seg.nfa.states().iter().map(|st| shifted(st, base)));
         self.can_match.extend(seg.can_match);
@@ -207,6 +216,24 @@ impl Graph {
             Some(Count::Pop { rec, site }) => Some(Count::Pop {
                 rec: rec + recs,
                 site,
+            }),
+            Some(Count::SetOpen { group }) => Some(Count::SetOpen {
+                group: group + sets,
+            }),
+            Some(Count::SetMore { group }) => Some(Count::SetMore {
+                group: group + sets,
+            }),
+            Some(Count::SetTail { group }) => Some(Count::SetTail {
+                group: group + sets,
+            }),
+            Some(Count::SetMark {
+                group,
+                bit,
+                required,
+            }) => Some(Count::SetMark {
+                group: group + sets,
+                bit,
+                required,
             }),
             c => c,
         }));
@@ -247,6 +274,12 @@ impl Graph {
                     )
                 }));
         }
+        self.set_groups
+            .extend(seg.set_groups.into_iter().map(|g| SetGroup {
+                required: g.required.iter().map(|&m| m + base).collect(),
+                marks: g.marks.iter().map(|&(b, m)| (b, m + base)).collect(),
+                tail: g.tail.map(|m| m + base),
+            }));
         Ok(seg.nfa.start_anchored().as_u32() + base)
     }
 }
@@ -261,6 +294,7 @@ pub(super) struct Segment {
     cont: Vec<u32>,
     dispatch_of: Vec<u32>,
     dispatches: Vec<Dispatch>,
+    set_groups: Vec<SetGroup>,
     /// Empty when the rule has no counter.
     bounds: Vec<Option<(u32, Option<u32>)>>,
     /// Empty when the rule has no `sized` counted region.
@@ -289,6 +323,7 @@ impl Segment {
             Vec::new()
         };
         let lens = LengthSets::of(&nfa, &counts)?;
+        let set_groups = set_groups(&counts)?;
         Ok(Segment {
             nfa,
             counts,
@@ -296,6 +331,7 @@ impl Segment {
             cont,
             dispatch_of,
             dispatches,
+            set_groups,
             bounds,
             lens,
             recs,

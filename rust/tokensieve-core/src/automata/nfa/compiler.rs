@@ -45,6 +45,8 @@ pub(super) struct Compiler {
     /// How many counted repetition bodies enclose what is being built: a shared part is
     /// copied there, since a count travels through its states (see `crate::automata::dfa`).
     pub(super) in_counted: u32,
+    /// The number of the next member set built (see [`Count::SetOpen`]).
+    pub(super) next_set: u32,
 }
 
 /// A `Knot` being built: its ids `base..base + entries.len()`, its marker number, each
@@ -203,6 +205,64 @@ impl Compiler {
             }
         }
         Ok((entry, end))
+    }
+
+    /// Members in any order (see [`Count::SetOpen`]): `open` pushes an empty member set, then
+    /// either the end or a first member; after each member, the end or (`SetMore`) a separator
+    /// and another member. Every item starts with its `SetMark` (required items numbered
+    /// first), tail members with `SetTail`; one `SetFinish` checks the required ones and pops
+    /// the set.
+    fn set(&mut self, items: &[(Expr, bool)], sep: &Expr, tail: Option<&Expr>) -> Result<Frag> {
+        let required = items.iter().filter(|x| x.1).count();
+        let bits = u32::try_from(items.len())
+            .map_err(|_| Error::Budget("an object with too many properties".into()))?;
+        let group = self.next_set;
+        self.next_set += 1;
+        let mut order: Vec<usize> = (0..items.len()).collect();
+        order.sort_by_key(|&i| !items[i].1);
+        // a jump inside a member cannot leave it (its path would skip the set's end)
+        let tails = std::mem::take(&mut self.tails);
+        let built = (|| -> Result<(Vec<StateID>, StateID)> {
+            let after = self.empty()?;
+            let mut starts = Vec::with_capacity(items.len() + 1);
+            for (bit, &i) in (0..bits).zip(&order) {
+                let (item, req) = &items[i];
+                let (is, ie) = self.e(item)?;
+                self.patch(ie, after)?;
+                starts.push(self.mark(
+                    Count::SetMark {
+                        group,
+                        bit,
+                        required: *req,
+                    },
+                    is,
+                )?);
+            }
+            if let Some(t) = tail {
+                let (ts, te) = self.e(t)?;
+                self.patch(te, after)?;
+                starts.push(self.mark(Count::SetTail { group }, ts)?);
+            }
+            Ok((starts, after))
+        })();
+        self.tails = tails;
+        let (starts, after) = built?;
+        let choose = self.union(starts)?;
+        let end = self.empty()?;
+        let finish = self.mark(
+            Count::SetFinish {
+                required: required as u32,
+            },
+            end,
+        )?;
+        let (ss, se) = self.e(sep)?;
+        self.patch(se, choose)?;
+        let another = self.mark(Count::SetMore { group }, ss)?;
+        let more = self.union(vec![finish, another])?;
+        self.patch(after, more)?;
+        let first = self.union(vec![finish, choose])?;
+        let open = self.mark(Count::SetOpen { group }, first)?;
+        Ok((open, end))
     }
 
     fn c(&mut self, h: &Hir) -> Result<Frag> {
@@ -404,8 +464,19 @@ impl Compiler {
                 Ok((is, end))
             }
             Expr::Members {
-                items, sep, tail, ..
+                items,
+                sep,
+                tail,
+                any_order: false,
+                ..
             } => self.seq(items, sep, tail.as_deref()),
+            Expr::Members {
+                items,
+                sep,
+                tail,
+                any_order: true,
+                ..
+            } => self.set(items, sep, tail.as_deref()),
             Expr::WithTail { body, tail } => {
                 let (ts, te) = self.e(tail)?;
                 self.tails.push(ts);

@@ -70,6 +70,28 @@ pub(crate) enum Count {
     Call(u32),
     /// The end of a rule: pop the call frame on top and continue after its `Call` marker.
     Return,
+    /// The start of member set `group` (an object's members in any order, see
+    /// [`super::expr::Expr::Members`]): push a frame holding the set of members written
+    /// (empty). Allowed only when every required member can still be written and finished at
+    /// the stack's depth, so that every state inside can finish (the NFA's graph and the depth
+    /// analysis let a set end at any time; its end waits for the required members).
+    SetOpen { group: u32 },
+    /// Before a separator: allowed only when some member can still follow (one not written
+    /// yet, or a tail member) and be finished at the stack's depth.
+    SetMore { group: u32 },
+    /// Member `bit` of set `group` starts: allowed only when the frame on top is a member set
+    /// without it; replaces that frame by the set with it. Required members have the bits below
+    /// the `SetFinish` marker's `required`.
+    SetMark {
+        group: u32,
+        bit: u32,
+        required: bool,
+    },
+    /// A tail member of set `group` starts (any number of them; nothing to check).
+    SetTail { group: u32 },
+    /// The end of the members: allowed only when the frame on top is a member set holding bits
+    /// `0..required`; pops it.
+    SetFinish { required: u32 },
 }
 
 /// The look-around kind the builder gives marker states. [`crate::regex::parse`] refuses it and
@@ -109,6 +131,7 @@ pub(crate) fn build_with(
         last_rec: None,
         called: FxHashMap::default(),
         in_counted: 0,
+        next_set: 0,
     };
     c.b.set_size_limit(Some(max_nfa_bytes)).map_err(budget)?;
     c.b.start_pattern().map_err(budget)?;

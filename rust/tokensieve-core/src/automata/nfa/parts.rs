@@ -81,6 +81,7 @@ pub(crate) fn share(key: &str, e: Expr) -> Result<Expr> {
         last_rec: None,
         called: FxHashMap::default(),
         in_counted: 0,
+        next_set: 0,
     };
     let (entry, exit) = c.e(&e)?;
     let call = match (&e, c.last_rec) {
@@ -181,6 +182,7 @@ impl Compiler {
         let mut map: Vec<StateID> = Vec::with_capacity(f.states);
         // each replay's recursive expressions get numbers of their own
         let mut recs: FxHashMap<u32, u32> = FxHashMap::default();
+        let mut sets: FxHashMap<u32, u32> = FxHashMap::default();
         for op in &f.ops {
             match op {
                 Op::Empty => map.push(self.empty()?),
@@ -215,7 +217,36 @@ impl Compiler {
                             rec: *recs.entry(rec).or_insert_with(|| self.fresh_rec()),
                             site,
                         },
-                        op => op,
+                        op => {
+                            // a replayed member set is a set of its own
+                            let mut fresh = |g: u32| {
+                                *sets.entry(g).or_insert_with(|| {
+                                    self.next_set += 1;
+                                    self.next_set - 1
+                                })
+                            };
+                            match op {
+                                Count::SetOpen { group } => Count::SetOpen {
+                                    group: fresh(group),
+                                },
+                                Count::SetMore { group } => Count::SetMore {
+                                    group: fresh(group),
+                                },
+                                Count::SetTail { group } => Count::SetTail {
+                                    group: fresh(group),
+                                },
+                                Count::SetMark {
+                                    group,
+                                    bit,
+                                    required,
+                                } => Count::SetMark {
+                                    group: fresh(group),
+                                    bit,
+                                    required,
+                                },
+                                op => op,
+                            }
+                        }
                     };
                     let id = self.mark(op, map[*next as usize])?;
                     map.push(id);

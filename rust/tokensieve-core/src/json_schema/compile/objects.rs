@@ -11,7 +11,7 @@ use crate::automata::spell::dot_all;
 use crate::error::{Error, Result};
 use crate::json_schema::extra::{Extra, KeyView, Sub};
 use crate::json_schema::keywords::T_STRING;
-use crate::json_schema::options::AdditionalProperties;
+use crate::json_schema::options::{AdditionalProperties, PropertyOrder};
 
 impl<'a> Compiler<'a> {
     pub(super) fn object(
@@ -289,8 +289,22 @@ impl<'a> Compiler<'a> {
                  max_recursion_depth, or use additional_properties=\"forbid\""
             )));
         }
-        let body = if shared {
+        let any_order = self.opts.property_order == PropertyOrder::Any;
+        let body = if shared && any_order {
+            crate::automata::expr::member_set(items, self.comma(), extra_kv)
+        } else if shared {
             crate::automata::expr::member_seq(items, self.comma(), extra_kv)
+        } else if any_order {
+            let kw = if minp.is_some() {
+                "minProperties"
+            } else {
+                "maxProperties"
+            };
+            return Err(schema_error(
+                kw,
+                ptr,
+                "property_order=\"any\" is not supported with minProperties/maxProperties                  that count undeclared properties; use the default property_order=\"schema\"",
+            ));
         } else {
             self.props_from(&items, 0, true, extra_kv.as_ref(), extra_bounds)
         };

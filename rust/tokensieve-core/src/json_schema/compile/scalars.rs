@@ -15,7 +15,7 @@ use crate::json_schema::keywords::{
     type_bits, T_ALL, T_ARRAY, T_BOOL, T_FRAC, T_INT, T_NULL, T_OBJECT, T_STRING,
 };
 use crate::json_schema::number::{number_literal, number_range, Bound, Dec};
-use crate::json_schema::options::Formats;
+use crate::json_schema::options::{Formats, PropertyOrder};
 use crate::json_schema::string::{char_len, format_regex, search_form, translate_ecma};
 
 /// Automaton nodes one character of a string literal costs, at most (all its JSON spellings).
@@ -134,6 +134,23 @@ impl<'a> Compiler<'a> {
                     items.push(self.literal(x));
                 }
                 self.wrap("[", concat(items), "]")
+            }
+            Value::Object(m) if m.len() > 1 && self.opts.property_order == PropertyOrder::Any => {
+                let items = m
+                    .iter()
+                    .map(|(k, x)| {
+                        let kv = concat(vec![
+                            lit("\""),
+                            self.spell_literal(k),
+                            lit("\""),
+                            self.colon(),
+                            self.literal(x),
+                        ]);
+                        (kv, true)
+                    })
+                    .collect();
+                let body = crate::automata::expr::member_set(items, self.comma(), None);
+                self.wrap("{", body, "}")
             }
             Value::Object(m) => {
                 let mut items = Vec::new();

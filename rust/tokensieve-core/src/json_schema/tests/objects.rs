@@ -413,3 +413,262 @@ fn negated_required_keeps_schema_order() {
         &[r#"{"b": ""}"#],
     );
 }
+
+fn any_order() -> JsonSchemaOptions {
+    JsonSchemaOptions {
+        property_order: PropertyOrder::Any,
+        ..Default::default()
+    }
+}
+
+/// Every order of every subset of the declared properties, with 0–2 extra properties placed
+/// at every position among them, against the expected answer: required ones present, none
+/// twice, extras only where allowed.
+#[test]
+fn any_order_members_match_brute_force() {
+    fn perms(xs: &[String]) -> Vec<Vec<String>> {
+        if xs.is_empty() {
+            return vec![vec![]];
+        }
+        let mut out = Vec::new();
+        for i in 0..xs.len() {
+            let mut rest = xs.to_vec();
+            let x = rest.remove(i);
+            for mut p in perms(&rest) {
+                p.insert(0, x.clone());
+                out.push(p);
+            }
+        }
+        out
+    }
+    let names = ["a", "b", "c"];
+    for req_mask in 0u32..8 {
+        for extras in [false, true] {
+            let props: serde_json::Map<String, Value> = names
+                .iter()
+                .map(|n| (n.to_string(), json!({"const": 1})))
+                .collect();
+            let required: Vec<&str> = names
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| req_mask & (1 << i) != 0)
+                .map(|(_, n)| *n)
+                .collect();
+            let schema = json!({"type": "object", "properties": props, "required": required,
+                                "additionalProperties": if extras { json!({"const": 2}) } else { json!(false) }});
+            let r = lang_with(schema.clone(), &any_order());
+            for subset in 0u32..8 {
+                for n_extra in 0..3 {
+                    let mut members: Vec<String> = names
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| subset & (1 << i) != 0)
+                        .map(|(_, n)| format!("\"{n}\": 1"))
+                        .collect();
+                    for k in 0..n_extra {
+                        members.push(format!("\"x{k}\": 2"));
+                    }
+                    let ok = subset & req_mask == req_mask && (extras || n_extra == 0);
+                    for p in perms(&members) {
+                        let text = format!("{{{}}}", p.join(", "));
+                        assert_eq!(r.is_match(&text), ok, "{schema} on {text}");
+                        if !p.is_empty() {
+                            let inner = p.join(", ");
+                            assert!(!r.is_match(&format!("{{, {inner}}}")), "{text}");
+                            assert!(!r.is_match(&format!("{{{inner}, }}")), "{text}");
+                            // a declared property twice
+                            let twice = format!("{{{inner}, {}}}", p[0]);
+                            if p[0].starts_with("\"x") {
+                                assert_eq!(r.is_match(&twice), ok, "{twice}");
+                            } else {
+                                assert!(!r.is_match(&twice), "{twice}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Every state of `schema`'s automaton (under `o`) reached from the start, over every byte,
+/// can still reach an accepting state: no token can lead into a dead end.
+fn assert_no_dead_ends(schema: Value, o: &JsonSchemaOptions, limit: usize) -> usize {
+    use crate::automata::dfa::{LazyDfa, DEAD};
+    use crate::regex::RegexOptions;
+    let c = compile(&schema, o).unwrap();
+    let d = LazyDfa::from_expr("test", &c.expr, &RegexOptions::default()).unwrap();
+    let start = d.start();
+    let mut seen = std::collections::HashMap::from([(start, 0usize)]);
+    let mut order = vec![start];
+    let mut edges: Vec<(u32, u32)> = Vec::new();
+    let mut i = 0;
+    while i < order.len() {
+        let s = order[i];
+        i += 1;
+        for b in 0..=255u8 {
+            let n = d.walk(s, &[b]).unwrap();
+            if n == DEAD {
+                continue;
+            }
+            edges.push((n, s));
+            if !seen.contains_key(&n) {
+                assert!(seen.len() < limit, "{schema}: more than {limit} states");
+                seen.insert(n, order.len());
+                order.push(n);
+            }
+        }
+    }
+    let mut live: std::collections::HashSet<u32> = order
+        .iter()
+        .copied()
+        .filter(|&s| d.is_accepting(s))
+        .collect();
+    loop {
+        let before = live.len();
+        for &(to, from) in &edges {
+            if live.contains(&to) {
+                live.insert(from);
+            }
+        }
+        if live.len() == before {
+            break;
+        }
+    }
+    for s in &order {
+        if !live.contains(s) {
+            // the shortest way there, for the message
+            let mut path = Vec::new();
+            let mut at = *s;
+            while at != start {
+                let &(to, from) = edges.iter().find(|e| e.0 == at).expect("reached");
+                let b = (0..=255u8)
+                    .find(|&b| d.walk(from, &[b]).unwrap() == to)
+                    .unwrap();
+                path.push(b);
+                at = from;
+            }
+            path.reverse();
+            let into: Vec<(u32, Vec<u8>)> = edges
+                .iter()
+                .filter(|e| e.0 == *s)
+                .map(|e| {
+                    (
+                        e.1,
+                        (0..=255u8)
+                            .filter(|&b| d.walk(e.1, &[b]).unwrap() == *s)
+                            .collect(),
+                    )
+                })
+                .take(5)
+                .collect();
+            eprintln!("into {s}: {into:?}");
+            let nx: Vec<(u8, u32)> = (0..=255u8)
+                .map(|b| (b, d.walk(*s, &[b]).unwrap()))
+                .filter(|x| x.1 != DEAD)
+                .collect();
+            panic!(
+                "{schema}: the state {s} after {:?} cannot finish (accepting {}, next {nx:?})",
+                String::from_utf8_lossy(&path),
+                d.is_accepting(*s)
+            );
+        }
+    }
+    order.len()
+}
+
+#[test]
+fn any_order_states_can_always_finish() {
+    let o = any_order();
+    assert_no_dead_ends(
+        json!({"type": "object", "properties": {"a": {"enum": [1, 2]}, "b": {"type": "boolean"},
+               "c": {"allOf": [{"type": "integer"}, {"type": "string"}]}},
+               "required": ["a", "b"], "additionalProperties": false}),
+        &JsonSchemaOptions::default(),
+        20_000,
+    );
+    // a required member with no value, an optional one with none
+    assert_no_dead_ends(
+        json!({"type": "object", "properties": {"a": {"enum": [1, 2]}, "b": {"type": "boolean"},
+               "c": {"allOf": [{"type": "integer"}, {"type": "string"}]}},
+               "required": ["a", "b"], "additionalProperties": false}),
+        &o,
+        20_000,
+    );
+    // nested objects, each with its own set, and extras with their own value language
+    assert_no_dead_ends(
+        json!({"type": "object", "properties": {
+            "p": {"type": "object", "properties": {"x": {"const": 1}, "y": {"const": 2}},
+                  "required": ["y"], "additionalProperties": false},
+            "q": {"const": true}},
+            "required": ["p"], "additionalProperties": {"type": "null"}}),
+        &o,
+        20_000,
+    );
+    // recursion under a small stack bound: a required member that needs a call can only be
+    // started where the call still fits
+    for depth in 1..=4 {
+        let o = JsonSchemaOptions {
+            max_stack_depth: depth,
+            ..any_order()
+        };
+        assert_no_dead_ends(
+            json!({"$defs": {"t": {"type": "object",
+                    "properties": {"v": {"const": 0}, "k": {"$ref": "#/$defs/t"},
+                                   "n": {"enum": [null, 1]}},
+                    "required": ["n"], "additionalProperties": false}},
+                   "type": "object",
+                   "properties": {"r": {"$ref": "#/$defs/t"}, "s": {"const": 1}},
+                   "required": ["s", "r"], "additionalProperties": false}),
+            &o,
+            50_000,
+        );
+        // a required member that is itself a call: the deepest object it could open in
+        // cannot be opened at all
+        let s = json!({"$defs": {
+            "w": {"type": "array", "items": {"$ref": "#/$defs/w"}, "maxItems": 1},
+            "t": {"type": "object", "properties": {"k": {"$ref": "#/$defs/t"},
+                  "w": {"$ref": "#/$defs/w"}}, "required": ["w"],
+                  "additionalProperties": false}},
+            "$ref": "#/$defs/t"});
+        let n = assert_no_dead_ends(s.clone(), &o, 50_000);
+        let ordered = JsonSchemaOptions {
+            max_stack_depth: depth,
+            ..Default::default()
+        };
+        assert_no_dead_ends(s.clone(), &ordered, 50_000);
+        assert!(n >= 5, "{n}");
+    }
+}
+
+#[test]
+fn any_order_objects() {
+    let o = any_order();
+    let r = lang_with(
+        json!({"type": "object", "properties": {"redirectOn": {"type": "string"},
+               "places": {"type": "array", "items": {"type": "integer"}}},
+               "required": ["places"]}),
+        &o,
+    );
+    assert!(r.is_match(r#"{"places": [1], "redirectOn": "x"}"#));
+    assert!(r.is_match(r#"{"redirectOn": "x", "places": [1]}"#));
+    assert!(r.is_match(r#"{"z": 0, "places": [], "y": {"a": 1}}"#));
+    assert!(!r.is_match(r#"{"redirectOn": "x"}"#));
+    assert!(!r.is_match(r#"{"places": [], "places": []}"#));
+    // const and enum objects match in any order too
+    let r = lang_with(json!({"const": {"a": 1, "b": [1, 2]}}), &o);
+    assert!(r.is_match(r#"{"b": [1, 2], "a": 1}"#));
+    assert!(r.is_match(r#"{"a": 1, "b": [1, 2]}"#));
+    assert!(!r.is_match(r#"{"a": 1}"#) && !r.is_match(r#"{"b": [2, 1], "a": 1}"#));
+    // the schema order stays the default
+    let r = lang(json!({"properties": {"a": {}, "b": {}}, "additionalProperties": false}));
+    assert!(!r.is_match(r#"{"b": 1, "a": 2}"#));
+    // extras counted by minProperties/maxProperties are refused by name
+    let (kw, _) = schema_err(json!({"properties": {"a": {}}, "maxProperties": 2}), &o);
+    assert_eq!(kw, "maxProperties");
+    // the option is part of the canonical options only when set
+    assert!(!JsonSchemaOptions::default()
+        .canonical()
+        .contains("property_order"));
+    assert!(o.canonical().contains(r#""property_order":"any""#));
+}
