@@ -1,4 +1,5 @@
-"""`property_order="any"`: an object's declared properties in any order, each at most once.
+"""`property_order="any"`: an object's declared properties in any order, each at most once; and
+`minProperties`/`maxProperties` in general (a count kept beside the members), in either order.
 
 * Random object schemas (2–4 declared properties, random `required`, `additionalProperties`
   false / true / a schema, sometimes a `patternProperties` key, sometimes a nested object) against
@@ -8,6 +9,8 @@
   must accept exactly the texts `jsonschema` finds valid.
 * Masks are exact: at every prefix of those texts, every byte the mask allows can still be
   completed to an accepted text (checked by a bounded search), so no token leads into a dead end.
+* The same with random `minProperties`/`maxProperties`, in schema order (texts in schema order,
+  extras after) and in any order.
 * The dev set (a seeded sample, `../shared/`): compiled with `property_order="any"`, every test
   instance with its keys in the dev set's order and reversed at every level; no text that
   `jsonschema` finds invalid may be accepted, and every reordered instance that is accepted in
@@ -52,7 +55,7 @@ def _feed(g: ts.Grammar, text: str) -> bool:
     return m.is_accepting()
 
 
-def _random_schema(rng: random.Random) -> dict[str, Any]:
+def _random_schema(rng: random.Random, counts: bool = False) -> dict[str, Any]:
     names = ["a", "b", "c", "d"][: rng.randint(2, 4)]
     props: dict[str, Any] = {}
     for n in names:
@@ -78,24 +81,31 @@ def _random_schema(rng: random.Random) -> dict[str, Any]:
     }
     if rng.random() < 0.3:
         schema["patternProperties"] = {"^x": {"type": "string"}}
+    if counts:
+        lo = rng.randint(0, 4)
+        schema["minProperties"] = lo
+        if rng.random() < 0.7:
+            schema["maxProperties"] = lo + rng.randint(0, 3)
     return schema
 
 
-def _value_for(sub: dict[str, Any], rng: random.Random) -> Any:
+def _value_for(sub: dict[str, Any], rng: random.Random, ordered: bool = False) -> Any:
     if sub.get("type") == "object":
+        if ordered:
+            return rng.choice([{"x": 1, "y": "q"}, {"y": "q"}, {"x": 1}])
         return rng.choice([{"y": "q", "x": 1}, {"x": 1, "y": "q"}, {"y": "q"}, {"x": 1}])
     return rng.choice(VALUES)
 
 
-def _texts(schema: dict[str, Any], rng: random.Random) -> list[str]:
+def _texts(schema: dict[str, Any], rng: random.Random, ordered: bool = False) -> list[str]:
     names = list(schema["properties"])
     out: set[str] = set()
     for k in range(len(names) + 1):
         for subset in itertools.combinations(names, k):
             for extra in ([], ["z"], ["xq", "z"]):
-                members = [(n, _value_for(schema["properties"][n], rng)) for n in subset]
+                members = [(n, _value_for(schema["properties"][n], rng, ordered)) for n in subset]
                 members += [(e, rng.choice(VALUES)) for e in extra]
-                perms = list(itertools.permutations(members))
+                perms = [tuple(members)] if ordered else list(itertools.permutations(members))
                 rng.shuffle(perms)
                 for p in perms[:12]:
                     body = ", ".join(f"{json.dumps(key)}: {json.dumps(v)}" for key, v in p)
@@ -123,6 +133,33 @@ def test_random_objects_match_jsonschema(byte_vocab: ts.Vocabulary) -> None:
             checked += 1
             accepted += got
     assert checked > 3000 and accepted > 300, (checked, accepted)
+
+
+@pytest.mark.parametrize("order", ["schema", "any"])
+def test_random_member_counts_match_jsonschema(order: str, byte_vocab: ts.Vocabulary) -> None:
+    rng = random.Random(SEED + (order == "any"))
+    checked = accepted = unsatisfiable = 0
+    for _ in range(SCHEMAS):
+        schema = _random_schema(rng, counts=True)
+        v = jsonschema.Draft202012Validator(schema)
+        texts = _texts(schema, rng, ordered=order == "schema")
+        try:
+            g = ts.Grammar.from_json_schema(schema, byte_vocab, property_order=order)
+        except ts.SchemaError as e:
+            # only a schema no object satisfies may be refused
+            assert "no JSON value" in str(e), (schema, e)
+            unsatisfiable += 1
+            assert not any(v.is_valid(json.loads(t)) for t in texts), schema
+            continue
+        for text in texts:
+            pairs = json.loads(text, object_pairs_hook=lambda kv: kv)
+            dup = len({k for k, _ in pairs}) != len(pairs)
+            want = not dup and v.is_valid(json.loads(text))
+            got = _feed(g, text)
+            assert got == want, f"{json.dumps(schema)} on {text}: got {got}, want {want}"
+            checked += 1
+            accepted += got
+    assert checked > 1000 and accepted > 50, (checked, accepted, unsatisfiable)
 
 
 def test_allowed_bytes_can_finish(byte_vocab: ts.Vocabulary) -> None:
@@ -157,10 +194,11 @@ def test_schema_order_stays_the_default(byte_vocab: ts.Vocabulary) -> None:
     assert _feed(g, '{"b": 1, "a": 2}')
     with pytest.raises(ValueError, match="property_order"):
         ts.Grammar.from_json_schema(schema, byte_vocab, property_order="sorted")
-    with pytest.raises(ts.SchemaError, match="maxProperties"):
-        ts.Grammar.from_json_schema(
-            {"properties": {"a": {}}, "maxProperties": 2}, byte_vocab, property_order="any"
-        )
+    # maxProperties counting undeclared properties, in any order
+    g2 = ts.Grammar.from_json_schema(
+        {"properties": {"a": {}}, "maxProperties": 2}, byte_vocab, property_order="any"
+    )
+    assert _feed(g2, '{"z": 1, "a": 2}') and not _feed(g2, '{"z": 1, "a": 2, "y": 3}')
     # the option is part of the constraint's identity only when set
     h0 = ts._core.constraint_hash("json_schema", schema)
     h1 = ts._core.constraint_hash("json_schema", schema, property_order="any")

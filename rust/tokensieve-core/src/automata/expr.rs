@@ -46,11 +46,16 @@ pub(crate) enum Expr {
     /// present, with tail members anywhere among them: the NFA builder keeps the items already
     /// written in a stack frame of the lazy DFA (see [`super::nfa::Count::SetOpen`]), so only
     /// the sets of items a prefix reaches are ever built.
+    ///
+    /// With `bounds` (`min`, `max` members in all, tail members included: `minProperties`,
+    /// `maxProperties`), the same frame counts the members written, and each member, the
+    /// separator before it and the end are allowed only where the bounds can still be met.
     Members {
         items: Vec<(Expr, bool)>,
         sep: Box<Expr>,
         tail: Option<Box<Expr>>,
         any_order: bool,
+        bounds: Option<(u32, Option<u32>)>,
         /// [`Expr::weight`] and [`Expr::nodes`] as built, kept so that enclosing objects do
         /// not weigh every member again at every level (see [`member_seq`]).
         size: (u64, u64),
@@ -399,15 +404,32 @@ pub(crate) fn sep_list(item: Expr, sep: Expr) -> Expr {
 
 /// See [`Expr::Members`]: the items in this order.
 pub(crate) fn member_seq(items: Vec<(Expr, bool)>, sep: Expr, tail: Option<Expr>) -> Expr {
-    members(items, sep, tail, false)
+    members(items, sep, tail, false, None)
 }
 
 /// See [`Expr::Members`]: the items in any order, each at most once.
 pub(crate) fn member_set(items: Vec<(Expr, bool)>, sep: Expr, tail: Option<Expr>) -> Expr {
-    members(items, sep, tail, true)
+    members(items, sep, tail, true, None)
 }
 
-fn members(items: Vec<(Expr, bool)>, sep: Expr, tail: Option<Expr>, any_order: bool) -> Expr {
+/// See [`Expr::Members`]: in order or not, with at least `min` and at most `max` members.
+pub(crate) fn members_counted(
+    items: Vec<(Expr, bool)>,
+    sep: Expr,
+    tail: Option<Expr>,
+    any_order: bool,
+    bounds: (u32, Option<u32>),
+) -> Expr {
+    members(items, sep, tail, any_order, Some(bounds))
+}
+
+fn members(
+    items: Vec<(Expr, bool)>,
+    sep: Expr,
+    tail: Option<Expr>,
+    any_order: bool,
+    bounds: Option<(u32, Option<u32>)>,
+) -> Expr {
     let mut size = (1u64, 1u64);
     for x in items
         .iter()
@@ -423,6 +445,7 @@ fn members(items: Vec<(Expr, bool)>, sep: Expr, tail: Option<Expr>, any_order: b
         sep: Box::new(sep),
         tail: tail.map(Box::new),
         any_order,
+        bounds,
         size,
     }
 }
@@ -622,10 +645,11 @@ impl Expr {
                 items,
                 tail,
                 any_order,
+                bounds,
                 ..
             } => {
                 items.iter().for_each(|(_, r)| r.hash(h));
-                (tail.is_some(), any_order).hash(h);
+                (tail.is_some(), any_order, bounds).hash(h);
             }
             Expr::NamesExcluded(n) => n.names.hash(h),
             Expr::CharDfa(d) => {
@@ -674,6 +698,7 @@ impl Expr {
                     sep,
                     tail,
                     any_order,
+                    bounds,
                     ..
                 },
                 Expr::Members {
@@ -681,10 +706,12 @@ impl Expr {
                     sep: s2,
                     tail: t2,
                     any_order: o2,
+                    bounds: b2,
                     ..
                 },
             ) => {
                 any_order == o2
+                    && bounds == b2
                     && items.len() == i2.len()
                     && items
                         .iter()

@@ -314,20 +314,34 @@ impl Cutter {
                 sep,
                 tail,
                 size,
+                bounds,
                 ..
             } => {
                 let mut parts = Vec::with_capacity(items.len() + 2);
                 let mut inhabited = true;
+                // members surely writable, and how many must be
+                let (mut can, mut must) = (0u64, 0u64);
                 for (x, required) in items.iter_mut() {
                     let i = self.visit(x, ctx);
                     inhabited &= !*required || i.inhabited;
+                    can += u64::from(i.inhabited);
+                    must += u64::from(*required);
                     parts.push(i);
                 }
                 let s = self.visit(sep, ctx);
                 inhabited &= s.inhabited;
                 parts.push(s);
                 if let Some(t) = tail {
-                    parts.push(self.visit(t, ctx));
+                    let i = self.visit(t, ctx);
+                    if i.inhabited {
+                        can = u64::MAX;
+                    }
+                    parts.push(i);
+                }
+                if let Some((min, max)) = *bounds {
+                    inhabited &= can >= u64::from(min)
+                        && max
+                            .is_none_or(|m| must <= u64::from(m) && u64::from(min) <= u64::from(m));
                 }
                 let info = Info {
                     inhabited,

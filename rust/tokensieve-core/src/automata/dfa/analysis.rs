@@ -374,48 +374,61 @@ pub(super) fn find_dispatches(nfa: &NFA, counts: &[Option<Count>]) -> (Vec<u32>,
 /// The members of one member set (see [`Count::SetOpen`]), by their marker states.
 #[derive(Clone, Debug, Default)]
 pub(super) struct SetGroup {
-    /// The `SetMark` markers of the required members.
-    pub(super) required: Vec<u32>,
-    /// Every `SetMark` marker, with its bit.
-    pub(super) marks: Vec<(u32, u32)>,
+    pub(super) any_order: bool,
+    /// Bounds on the number of members (`max` `u32::MAX`: none); `(0, u32::MAX)`: nothing
+    /// counted.
+    pub(super) min: u32,
+    pub(super) max: u32,
+    /// Every `SetMark` marker: (bit, state, required), by bit.
+    pub(super) marks: Vec<(u32, u32, bool)>,
     /// The `SetTail` marker, when tail members may follow.
     pub(super) tail: Option<u32>,
+}
+
+impl SetGroup {
+    /// Whether the set counts its members.
+    pub(super) fn counted(&self) -> bool {
+        self.min > 0 || self.max != u32::MAX
+    }
 }
 
 /// The member sets of an NFA whose marker states carry `counts`, indexed by group number.
 pub(super) fn set_groups(counts: &[Option<Count>]) -> Result<Vec<SetGroup>> {
     let mut groups: Vec<SetGroup> = Vec::new();
     let mut opens: Vec<u32> = Vec::new();
-    let at = |groups: &mut Vec<SetGroup>, g: u32| -> usize {
+    let at = |groups: &mut Vec<SetGroup>, opens: &mut Vec<u32>, g: u32| -> usize {
         let g = g as usize;
         if groups.len() <= g {
             groups.resize(g + 1, SetGroup::default());
+            opens.resize(g + 1, 0);
         }
         g
     };
     for (s, c) in counts.iter().enumerate() {
         let s = s as u32;
         match *c {
-            Some(Count::SetOpen { group }) => {
-                let g = at(&mut groups, group);
-                if opens.len() <= g {
-                    opens.resize(g + 1, 0);
-                }
+            Some(Count::SetOpen {
+                group,
+                any_order,
+                min,
+                max,
+            }) => {
+                let g = at(&mut groups, &mut opens, group);
                 opens[g] += 1;
+                groups[g].any_order = any_order;
+                groups[g].min = min;
+                groups[g].max = max;
             }
             Some(Count::SetMark {
                 group,
                 bit,
                 required,
             }) => {
-                let g = at(&mut groups, group);
-                groups[g].marks.push((bit, s));
-                if required {
-                    groups[g].required.push(s);
-                }
+                let g = at(&mut groups, &mut opens, group);
+                groups[g].marks.push((bit, s, required));
             }
             Some(Count::SetTail { group }) => {
-                let g = at(&mut groups, group);
+                let g = at(&mut groups, &mut opens, group);
                 if groups[g].tail.replace(s).is_some() {
                     return Err(set_numbering());
                 }
@@ -423,8 +436,14 @@ pub(super) fn set_groups(counts: &[Option<Count>]) -> Result<Vec<SetGroup>> {
             _ => {}
         }
     }
-    if opens.len() != groups.len() || opens.iter().any(|&k| k != 1) {
+    if opens.iter().any(|&k| k != 1) {
         return Err(set_numbering());
+    }
+    for g in &mut groups {
+        g.marks.sort_unstable();
+        if g.marks.windows(2).any(|w| w[0].0 == w[1].0) {
+            return Err(set_numbering());
+        }
     }
     Ok(groups)
 }

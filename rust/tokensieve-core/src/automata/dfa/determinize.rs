@@ -7,6 +7,7 @@ use regex_automata::nfa::thompson::State;
 use regex_automata::util::look::Look;
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use super::analysis::SetGroup;
 use super::graph::Graph;
 use super::{LazyDfa, DEAD, UNKNOWN};
 use crate::automata::depth::{Depths, MAX_FRAMES, NONE};
@@ -58,8 +59,9 @@ pub(super) struct Table {
     /// empty stack.
     pub(super) frames: Vec<Frame>,
     pub(super) frame_ids: FxHashMap<(u32, u32, u32), u32>,
-    /// The member sets of [`MEMBER_SET`] frames (bit `i`: member `i` written), interned; set 0
-    /// is the empty set.
+    /// The member sets of [`MEMBER_SET`] frames, interned: word 0 the number of members
+    /// written (counted sets only), then bit `i` of the words after it: member `i` written (sets
+    /// in any order only); set 0 is the empty set.
     pub(super) member_sets: Vec<Box<[u64]>>,
     pub(super) member_set_ids: FxHashMap<Box<[u64]>, u32>,
 }
@@ -86,8 +88,8 @@ impl Table {
             seen_registers: FxHashSet::default(),
             frames: vec![Frame::default()],
             frame_ids: FxHashMap::default(),
-            member_sets: vec![Box::default()],
-            member_set_ids: FxHashMap::from_iter([(Box::default(), 0)]),
+            member_sets: vec![Box::new([0])],
+            member_set_ids: FxHashMap::from_iter([(Box::new([0u64]) as Box<[u64]>, 0)]),
         }
     }
 
@@ -310,37 +312,50 @@ impl LazyDfa {
                 let back = t.g.marker_next(top.site);
                 t.stack.push((back, with_frame(c, top.parent), past_end))
             }
-            Some(Count::SetOpen { group }) if self.required_can_finish(t, group, c) => {
+            Some(Count::SetOpen { group, .. })
+                if t.g
+                    .set_groups
+                    .get(group as usize)
+                    .is_some_and(|g| self.set_viable(t, g, &[0], Taking::Nothing, c)) =>
+            {
                 let f = push_frame(t, frame(c), MEMBER_SET, 0)?;
                 t.stack.push((next, with_frame(c, f), past_end))
             }
             Some(Count::SetMore { group })
                 if frame(c) != 0
                     && top.rec == MEMBER_SET
-                    && self.another_can_finish(t, group, top.site, c) =>
+                    && self.another_can_follow(t, group, top.site, c) =>
             {
                 t.stack.push((next, c, past_end))
             }
-            Some(Count::SetTail { .. }) => t.stack.push((next, c, past_end)),
-            Some(Count::SetMark { bit, .. })
+            Some(Count::SetSep { group, bit })
                 if frame(c) != 0
                     && top.rec == MEMBER_SET
-                    && !has_bit(&t.member_sets[top.site as usize], bit) =>
+                    && self.this_can_follow(t, group, top.site, bit, c) =>
             {
-                let mut set = t.member_sets[top.site as usize].to_vec();
-                let word = bit as usize / 64;
-                if set.len() <= word {
-                    set.resize(word + 1, 0);
-                }
-                set[word] |= 1 << (bit % 64);
-                let id = intern_member_set(t, set)?;
-                let f = push_frame(t, top.parent, MEMBER_SET, id)?;
-                t.stack.push((next, with_frame(c, f), past_end))
+                t.stack.push((next, c, past_end))
             }
-            Some(Count::SetFinish { required })
-                if frame(c) != 0
-                    && top.rec == MEMBER_SET
-                    && (0..required).all(|b| has_bit(&t.member_sets[top.site as usize], b)) =>
+            Some(Count::SetTail { group }) if frame(c) != 0 && top.rec == MEMBER_SET => {
+                if let Some(id) = self.set_take(t, group, top.site, Taking::Tail, c)? {
+                    let f = push_frame(t, top.parent, MEMBER_SET, id)?;
+                    t.stack.push((next, with_frame(c, f), past_end))
+                }
+            }
+            Some(Count::SetMark { group, bit, .. }) if frame(c) != 0 && top.rec == MEMBER_SET => {
+                if let Some(id) = self.set_take(t, group, top.site, Taking::Mark(bit), c)? {
+                    let f = push_frame(t, top.parent, MEMBER_SET, id)?;
+                    t.stack.push((next, with_frame(c, f), past_end))
+                }
+            }
+            Some(Count::SetFinish { group, required })
+                if frame(c) != 0 && top.rec == MEMBER_SET && {
+                    let set = &t.member_sets[top.site as usize];
+                    (0..required).all(|b| has_bit(set, b))
+                        && t.g
+                            .set_groups
+                            .get(group as usize)
+                            .is_some_and(|g| set[0] >= u64::from(g.min))
+                } =>
             {
                 t.stack.push((next, with_frame(c, top.parent), past_end))
             }
@@ -349,29 +364,121 @@ impl LazyDfa {
         Ok(())
     }
 
-    /// Whether every required member of member set `group` can be written and finished at the
-    /// current depth (registers `c`). The set's states do not see it themselves: the NFA's
-    /// graph (and the depth analysis) let a member set end at any time, while its end waits
-    /// for the required members. Each member returns to the depth it started at, so what holds
-    /// when the set opens holds at each of its states.
-    fn required_can_finish(&self, t: &Table, group: u32, c: u64) -> bool {
+    /// Member set `group` after member set `set` takes `taking`: the new set's id, or `None`
+    /// when it cannot take it (in any order, a member written already; with bounds, one the
+    /// set could not be finished after).
+    fn set_take(
+        &self,
+        t: &mut Table,
+        group: u32,
+        set: u32,
+        taking: Taking,
+        c: u64,
+    ) -> Result<Option<u32>> {
         let Some(g) = t.g.set_groups.get(group as usize) else {
-            return false;
+            return Ok(None);
         };
-        g.required.iter().all(|&m| self.marker_can_finish(t, m, c))
+        let written = &t.member_sets[set as usize];
+        if let (Taking::Mark(bit), true) = (taking, g.any_order) {
+            if has_bit(written, bit) {
+                return Ok(None);
+            }
+        }
+        let counted = g.counted();
+        if counted && !self.set_viable(t, g, written, taking, c) {
+            return Ok(None);
+        }
+        let mut new = written.to_vec();
+        if counted {
+            let cap = if g.max == u32::MAX { g.min } else { g.max };
+            new[0] = (new[0] + 1).min(u64::from(cap));
+        }
+        if let (Taking::Mark(bit), true) = (taking, g.any_order) {
+            let word = 1 + bit as usize / 64;
+            if new.len() <= word {
+                new.resize(word + 1, 0);
+            }
+            new[word] |= 1 << (bit % 64);
+        }
+        if new.as_slice() == written.as_ref() {
+            return Ok(Some(set));
+        }
+        intern_member_set(t, new).map(Some)
     }
 
-    /// Whether some member of set `group` not in member set `set` (a tail member included) can
-    /// still be written and finished at the current depth: what a separator needs after it.
-    fn another_can_finish(&self, t: &Table, group: u32, set: u32, c: u64) -> bool {
+    /// Whether member set `g`, having written `written`, can still be finished once it takes
+    /// `taking`: every required member still to come can be written and finished at the
+    /// current depth (registers `c`), and the bounds can be met — at most `max` with the
+    /// required ones, at least `min` with every member still possible (a tail member: any
+    /// number). Each member returns to the depth it started at, and the number of members a
+    /// set can still reach is every count between those two, so this is exact.
+    fn set_viable(&self, t: &Table, g: &SetGroup, written: &[u64], taking: Taking, c: u64) -> bool {
+        let n = written[0] + u64::from(taking != Taking::Nothing);
+        let (mut must, mut can) = (0u64, 0u64);
+        let remaining = |bit: u32| match (g.any_order, taking) {
+            (true, Taking::Mark(b)) => bit != b && !has_bit(written, bit),
+            (true, _) => !has_bit(written, bit),
+            (false, Taking::Mark(b)) => bit > b,
+            (false, Taking::Tail) => false,
+            (false, Taking::Nothing) => true,
+        };
+        let counted = g.counted();
+        for &(bit, m, required) in &g.marks {
+            if !remaining(bit) || !(required || counted) {
+                continue;
+            }
+            let ok = self.marker_can_finish(t, m, c);
+            if required {
+                if !ok {
+                    return false;
+                }
+                must += 1;
+            }
+            can += u64::from(ok);
+        }
+        if !counted {
+            return true;
+        }
+        if g.tail.is_some_and(|m| self.marker_can_finish(t, m, c)) {
+            can = u64::MAX / 2;
+        }
+        n + must <= u64::from(g.max) && n + can >= u64::from(g.min)
+    }
+
+    /// Whether some member of set `group` (in any order) not in member set `set`, or a tail
+    /// member, can follow a separator now, the set still finishable after it.
+    fn another_can_follow(&self, t: &Table, group: u32, set: u32, c: u64) -> bool {
         let Some(g) = t.g.set_groups.get(group as usize) else {
             return false;
         };
         let written = &t.member_sets[set as usize];
-        g.tail.is_some_and(|m| self.marker_can_finish(t, m, c))
-            || g.marks
-                .iter()
-                .any(|&(bit, m)| !has_bit(written, bit) && self.marker_can_finish(t, m, c))
+        let counted = g.counted();
+        g.tail.is_some_and(|m| {
+            self.marker_can_finish(t, m, c)
+                && (!counted || self.set_viable(t, g, written, Taking::Tail, c))
+        }) || g.marks.iter().any(|&(bit, m, _)| {
+            !has_bit(written, bit)
+                && self.marker_can_finish(t, m, c)
+                && (!counted || self.set_viable(t, g, written, Taking::Mark(bit), c))
+        })
+    }
+
+    /// Whether member `bit` of set `group` in schema order (`u32::MAX`: a tail member) can
+    /// follow its separator now, the set still finishable after it.
+    fn this_can_follow(&self, t: &Table, group: u32, set: u32, bit: u32, c: u64) -> bool {
+        let Some(g) = t.g.set_groups.get(group as usize) else {
+            return false;
+        };
+        let written = &t.member_sets[set as usize];
+        let (m, taking) = if bit == u32::MAX {
+            (g.tail, Taking::Tail)
+        } else {
+            let at = g.marks.binary_search_by_key(&bit, |x| x.0).ok();
+            (at.map(|i| g.marks[i].1), Taking::Mark(bit))
+        };
+        m.is_some_and(|m| {
+            self.marker_can_finish(t, m, c) && self.set_viable(t, g, written, taking, c)
+        })
     }
 
     /// Whether what follows marker state `m` can be finished at the current depth.
@@ -631,9 +738,17 @@ fn push_frame(t: &mut Table, parent: u32, rec: u32, site: u32) -> Result<u32> {
     Ok(f)
 }
 
+/// What a member set takes (see `LazyDfa::set_viable`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Taking {
+    Nothing,
+    Mark(u32),
+    Tail,
+}
+
 /// Whether bit `b` of a member set is set.
 fn has_bit(set: &[u64], b: u32) -> bool {
-    set.get(b as usize / 64)
+    set.get(1 + b as usize / 64)
         .is_some_and(|w| w >> (b % 64) & 1 == 1)
 }
 

@@ -217,25 +217,8 @@ impl Graph {
                 rec: rec + recs,
                 site,
             }),
-            Some(Count::SetOpen { group }) => Some(Count::SetOpen {
-                group: group + sets,
-            }),
-            Some(Count::SetMore { group }) => Some(Count::SetMore {
-                group: group + sets,
-            }),
-            Some(Count::SetTail { group }) => Some(Count::SetTail {
-                group: group + sets,
-            }),
-            Some(Count::SetMark {
-                group,
-                bit,
-                required,
-            }) => Some(Count::SetMark {
-                group: group + sets,
-                bit,
-                required,
-            }),
-            c => c,
+            Some(c) => Some(c.map_set_group(|g| g + sets)),
+            None => None,
         }));
         if !seg.bounds.is_empty() {
             self.bounds.resize(base as usize, None);
@@ -276,9 +259,9 @@ impl Graph {
         }
         self.set_groups
             .extend(seg.set_groups.into_iter().map(|g| SetGroup {
-                required: g.required.iter().map(|&m| m + base).collect(),
-                marks: g.marks.iter().map(|&(b, m)| (b, m + base)).collect(),
+                marks: g.marks.iter().map(|&(b, m, r)| (b, m + base, r)).collect(),
                 tail: g.tail.map(|m| m + base),
+                ..g
             }));
         Ok(seg.nfa.start_anchored().as_u32() + base)
     }

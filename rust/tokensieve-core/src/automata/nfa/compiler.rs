@@ -212,7 +212,13 @@ impl Compiler {
     /// and another member. Every item starts with its `SetMark` (required items numbered
     /// first), tail members with `SetTail`; one `SetFinish` checks the required ones and pops
     /// the set.
-    fn set(&mut self, items: &[(Expr, bool)], sep: &Expr, tail: Option<&Expr>) -> Result<Frag> {
+    fn set(
+        &mut self,
+        items: &[(Expr, bool)],
+        sep: &Expr,
+        tail: Option<&Expr>,
+        bounds: Option<(u32, Option<u32>)>,
+    ) -> Result<Frag> {
         let required = items.iter().filter(|x| x.1).count();
         let bits = u32::try_from(items.len())
             .map_err(|_| Error::Budget("an object with too many properties".into()))?;
@@ -251,6 +257,7 @@ impl Compiler {
         let end = self.empty()?;
         let finish = self.mark(
             Count::SetFinish {
+                group,
                 required: required as u32,
             },
             end,
@@ -261,8 +268,128 @@ impl Compiler {
         let more = self.union(vec![finish, another])?;
         self.patch(after, more)?;
         let first = self.union(vec![finish, choose])?;
-        let open = self.mark(Count::SetOpen { group }, first)?;
+        let (min, max) = set_bounds(bounds);
+        let open = self.mark(
+            Count::SetOpen {
+                group,
+                any_order: true,
+                min,
+                max,
+            },
+            first,
+        )?;
         Ok((open, end))
+    }
+
+    /// Members in schema order under bounds on their number (see [`Count::SetOpen`]): built as
+    /// [`Compiler::seq`], with a member set counting them — each item starts with its
+    /// `SetMark` (bit: its position), each separator before an item with its `SetSep`, tail
+    /// members with `SetTail` (their separator: `SetSep` of bit `u32::MAX`), and every way
+    /// out through one `SetFinish`.
+    fn seq_counted(
+        &mut self,
+        items: &[(Expr, bool)],
+        sep: &Expr,
+        tail: Option<&Expr>,
+        bounds: (u32, Option<u32>),
+    ) -> Result<Frag> {
+        let group = self.next_set;
+        self.next_set += 1;
+        u32::try_from(items.len())
+            .ok()
+            .filter(|&n| n < u32::MAX)
+            .ok_or_else(|| Error::Budget("an object with too many properties".into()))?;
+        // a jump inside a member cannot leave it (its path would skip the set's end)
+        let tails = std::mem::take(&mut self.tails);
+        let built = (|| -> Result<Frag> {
+            let end = self.empty()?;
+            let fin = self.mark(Count::SetFinish { group, required: 0 }, end)?;
+            let entry = self.empty()?;
+            let mut none = Some(entry);
+            let mut some: Option<StateID> = None;
+            for (bit, (item, req)) in (0u32..).zip(items) {
+                let req = *req;
+                let (is, ie) = self.e(item)?;
+                let m = self.mark(
+                    Count::SetMark {
+                        group,
+                        bit,
+                        required: req,
+                    },
+                    is,
+                )?;
+                let next_some = self.empty()?;
+                self.patch(ie, next_some)?;
+                let mut next_none = None;
+                if let Some(n) = none {
+                    if req {
+                        self.patch(n, m)?;
+                    } else {
+                        let skip = self.empty()?;
+                        let u = self.union(vec![m, skip])?;
+                        self.patch(n, u)?;
+                        next_none = Some(skip);
+                    }
+                }
+                if let Some(s) = some {
+                    let (ss, se) = self.e(sep)?;
+                    self.patch(se, m)?;
+                    let gate = self.mark(Count::SetSep { group, bit }, ss)?;
+                    if req {
+                        self.patch(s, gate)?;
+                    } else {
+                        let u = self.union(vec![gate, next_some])?;
+                        self.patch(s, u)?;
+                    }
+                }
+                none = next_none;
+                some = Some(next_some);
+            }
+            match tail {
+                None => {
+                    for st in [none, some].into_iter().flatten() {
+                        self.patch(st, fin)?;
+                    }
+                }
+                Some(t) => {
+                    let (ts, te) = self.e(t)?;
+                    let tm = self.mark(Count::SetTail { group }, ts)?;
+                    let after = match some {
+                        Some(s) => s,
+                        None => self.empty()?,
+                    };
+                    let (ss, se) = self.e(sep)?;
+                    self.patch(se, tm)?;
+                    let gate = self.mark(
+                        Count::SetSep {
+                            group,
+                            bit: u32::MAX,
+                        },
+                        ss,
+                    )?;
+                    let u = self.union(vec![gate, fin])?;
+                    self.patch(after, u)?;
+                    self.patch(te, after)?;
+                    if let Some(n) = none {
+                        let u = self.union(vec![tm, fin])?;
+                        self.patch(n, u)?;
+                    }
+                }
+            }
+            let (min, max) = set_bounds(Some(bounds));
+            let open = self.mark(
+                Count::SetOpen {
+                    group,
+                    any_order: false,
+                    min,
+                    max,
+                },
+                entry,
+            )?;
+            Ok((open, end))
+        })();
+        self.tails = tails;
+        built
     }
 
     fn c(&mut self, h: &Hir) -> Result<Frag> {
@@ -468,15 +595,25 @@ impl Compiler {
                 sep,
                 tail,
                 any_order: false,
+                bounds: None,
                 ..
             } => self.seq(items, sep, tail.as_deref()),
             Expr::Members {
                 items,
                 sep,
                 tail,
-                any_order: true,
+                any_order: false,
+                bounds: Some(b),
                 ..
-            } => self.set(items, sep, tail.as_deref()),
+            } => self.seq_counted(items, sep, tail.as_deref(), *b),
+            Expr::Members {
+                items,
+                sep,
+                tail,
+                any_order: true,
+                bounds,
+                ..
+            } => self.set(items, sep, tail.as_deref(), *bounds),
             Expr::WithTail { body, tail } => {
                 let (ts, te) = self.e(tail)?;
                 self.tails.push(ts);
@@ -643,5 +780,13 @@ impl Compiler {
         }
         let sites = outs.len() as u32;
         Ok((exit, self.union(outs)?, sites))
+    }
+}
+
+/// The `min`/`max` of a [`Count::SetOpen`] (`max` `u32::MAX`: none).
+fn set_bounds(bounds: Option<(u32, Option<u32>)>) -> (u32, u32) {
+    match bounds {
+        Some((min, max)) => (min, max.map_or(u32::MAX, |m| m.min(u32::MAX - 1))),
+        None => (0, u32::MAX),
     }
 }

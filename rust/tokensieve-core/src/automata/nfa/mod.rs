@@ -70,28 +70,80 @@ pub(crate) enum Count {
     Call(u32),
     /// The end of a rule: pop the call frame on top and continue after its `Call` marker.
     Return,
-    /// The start of member set `group` (an object's members in any order, see
-    /// [`super::expr::Expr::Members`]): push a frame holding the set of members written
-    /// (empty). Allowed only when every required member can still be written and finished at
-    /// the stack's depth, so that every state inside can finish (the NFA's graph and the depth
-    /// analysis let a set end at any time; its end waits for the required members).
-    SetOpen { group: u32 },
-    /// Before a separator: allowed only when some member can still follow (one not written
-    /// yet, or a tail member) and be finished at the stack's depth.
+    /// The start of member set `group` (an object's members, see
+    /// [`super::expr::Expr::Members`]): push a frame holding the members written (none, count
+    /// 0). With `any_order`, the members come in any order and the frame keeps which were
+    /// written; `min`/`max` bound their number, tail members included (`max` `u32::MAX`:
+    /// none; without bounds nothing is counted). Allowed only when the set can still be
+    /// finished from here: every required member can be written and finished at the stack's
+    /// depth, and the bounds can be met (the NFA's graph and the depth analysis let a set end
+    /// at any time; its end waits for these).
+    SetOpen {
+        group: u32,
+        any_order: bool,
+        min: u32,
+        max: u32,
+    },
+    /// Before a separator of a set in any order: allowed only when some member can still follow
+    /// (one not written yet, or a tail member) with the set still finishable after it.
     SetMore { group: u32 },
-    /// Member `bit` of set `group` starts: allowed only when the frame on top is a member set
-    /// without it; replaces that frame by the set with it. Required members have the bits below
-    /// the `SetFinish` marker's `required`.
+    /// Before the separator of member `bit` of a set in schema order (`u32::MAX`: of a tail
+    /// member): allowed only when that member can follow with the set still finishable.
+    SetSep { group: u32, bit: u32 },
+    /// Member `bit` of set `group` starts: allowed only when the set can still be finished
+    /// with it (in any order: only when it was not written yet); counts it (in any order,
+    /// records it). Required members have the bits below the `SetFinish` marker's `required`
+    /// in a set in any order; in schema order, bits are positions.
     SetMark {
         group: u32,
         bit: u32,
         required: bool,
     },
-    /// A tail member of set `group` starts (any number of them; nothing to check).
+    /// A tail member of set `group` starts (any number of them): counted, where the set has
+    /// bounds, and allowed only where they can still be met.
     SetTail { group: u32 },
     /// The end of the members: allowed only when the frame on top is a member set holding bits
-    /// `0..required`; pops it.
-    SetFinish { required: u32 },
+    /// `0..required` (in any order) and at least the set's `min` members; pops it.
+    SetFinish { group: u32, required: u32 },
+}
+
+impl Count {
+    /// `self` with the member set number of a set marker replaced by `f` of it.
+    pub(crate) fn map_set_group(self, mut f: impl FnMut(u32) -> u32) -> Count {
+        match self {
+            Count::SetOpen {
+                group,
+                any_order,
+                min,
+                max,
+            } => Count::SetOpen {
+                group: f(group),
+                any_order,
+                min,
+                max,
+            },
+            Count::SetMore { group } => Count::SetMore { group: f(group) },
+            Count::SetSep { group, bit } => Count::SetSep {
+                group: f(group),
+                bit,
+            },
+            Count::SetMark {
+                group,
+                bit,
+                required,
+            } => Count::SetMark {
+                group: f(group),
+                bit,
+                required,
+            },
+            Count::SetTail { group } => Count::SetTail { group: f(group) },
+            Count::SetFinish { group, required } => Count::SetFinish {
+                group: f(group),
+                required,
+            },
+            c => c,
+        }
+    }
 }
 
 /// The look-around kind the builder gives marker states. [`crate::regex::parse`] refuses it and

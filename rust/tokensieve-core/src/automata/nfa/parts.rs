@@ -217,36 +217,13 @@ impl Compiler {
                             rec: *recs.entry(rec).or_insert_with(|| self.fresh_rec()),
                             site,
                         },
-                        op => {
-                            // a replayed member set is a set of its own
-                            let mut fresh = |g: u32| {
-                                *sets.entry(g).or_insert_with(|| {
-                                    self.next_set += 1;
-                                    self.next_set - 1
-                                })
-                            };
-                            match op {
-                                Count::SetOpen { group } => Count::SetOpen {
-                                    group: fresh(group),
-                                },
-                                Count::SetMore { group } => Count::SetMore {
-                                    group: fresh(group),
-                                },
-                                Count::SetTail { group } => Count::SetTail {
-                                    group: fresh(group),
-                                },
-                                Count::SetMark {
-                                    group,
-                                    bit,
-                                    required,
-                                } => Count::SetMark {
-                                    group: fresh(group),
-                                    bit,
-                                    required,
-                                },
-                                op => op,
-                            }
-                        }
+                        // a replayed member set is a set of its own
+                        op => op.map_set_group(|g| {
+                            *sets.entry(g).or_insert_with(|| {
+                                self.next_set += 1;
+                                self.next_set - 1
+                            })
+                        }),
                     };
                     let id = self.mark(op, map[*next as usize])?;
                     map.push(id);

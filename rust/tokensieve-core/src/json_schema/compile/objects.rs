@@ -210,6 +210,9 @@ impl<'a> Compiler<'a> {
         let maxp = self.count(m, "maxProperties", ptr)?;
         // Bounds on the number of extra properties.
         let mut extra_bounds: (u64, Option<u64>) = (0, None);
+        // Bounds on the number of all members, kept by a counter of the members written.
+        let mut counted: Option<(u32, Option<u32>)> = None;
+        let any_order = self.opts.property_order == PropertyOrder::Any;
         if minp.is_some() || maxp.is_some() {
             let lo = minp.unwrap_or(0);
             if maxp.is_some_and(|mx| mx < lo) {
@@ -221,21 +224,11 @@ impl<'a> Compiler<'a> {
                 return Ok(None);
             }
             if !trivially {
-                if n_opt == 0 && extra_kv.is_some() {
+                if n_opt == 0 && extra_kv.is_some() && !any_order {
                     extra_bounds = (lo.saturating_sub(n_req), maxp.map(|mx| mx - n_req));
                 } else {
-                    let kw = if minp.is_some_and(|l| l > n_req) {
-                        "minProperties"
-                    } else {
-                        "maxProperties"
-                    };
-                    self.unsupported(
-                        kw,
-                        ptr,
-                        "minProperties/maxProperties are supported only when implied by the \
-                         declared properties, or with all declared properties required and \
-                         additional properties allowed",
-                    )?;
+                    let small = |x: u64| x.min(u64::from(u32::MAX - 1)) as u32;
+                    counted = Some((small(lo), maxp.map(small)));
                 }
             }
         }
@@ -289,22 +282,12 @@ impl<'a> Compiler<'a> {
                  max_recursion_depth, or use additional_properties=\"forbid\""
             )));
         }
-        let any_order = self.opts.property_order == PropertyOrder::Any;
-        let body = if shared && any_order {
+        let body = if let Some(b) = counted {
+            crate::automata::expr::members_counted(items, self.comma(), extra_kv, any_order, b)
+        } else if shared && any_order {
             crate::automata::expr::member_set(items, self.comma(), extra_kv)
         } else if shared {
             crate::automata::expr::member_seq(items, self.comma(), extra_kv)
-        } else if any_order {
-            let kw = if minp.is_some() {
-                "minProperties"
-            } else {
-                "maxProperties"
-            };
-            return Err(schema_error(
-                kw,
-                ptr,
-                "property_order=\"any\" is not supported with minProperties/maxProperties                  that count undeclared properties; use the default property_order=\"schema\"",
-            ));
         } else {
             self.props_from(&items, 0, true, extra_kv.as_ref(), extra_bounds)
         };

@@ -663,12 +663,107 @@ fn any_order_objects() {
     // the schema order stays the default
     let r = lang(json!({"properties": {"a": {}, "b": {}}, "additionalProperties": false}));
     assert!(!r.is_match(r#"{"b": 1, "a": 2}"#));
-    // extras counted by minProperties/maxProperties are refused by name
-    let (kw, _) = schema_err(json!({"properties": {"a": {}}, "maxProperties": 2}), &o);
-    assert_eq!(kw, "maxProperties");
     // the option is part of the canonical options only when set
     assert!(!JsonSchemaOptions::default()
         .canonical()
         .contains("property_order"));
     assert!(o.canonical().contains(r#""property_order":"any""#));
+}
+
+/// minProperties/maxProperties in general (a counter in the member set), in schema order and
+/// in any order: every subset of three declared properties (every order where orders are free),
+/// with 0–2 extras, against the expected answer; and no reachable dead end.
+#[test]
+fn member_counts_match_brute_force() {
+    fn perms(xs: &[String]) -> Vec<Vec<String>> {
+        if xs.len() <= 1 {
+            return vec![xs.to_vec()];
+        }
+        let mut out = Vec::new();
+        for i in 0..xs.len() {
+            let mut rest = xs.to_vec();
+            let x = rest.remove(i);
+            for mut p in perms(&rest) {
+                p.insert(0, x.clone());
+                out.push(p);
+            }
+        }
+        out
+    }
+    let names = ["a", "b", "c"];
+    let mut checked = 0;
+    for any in [false, true] {
+        for req_mask in [0u32, 1, 5] {
+            for extras in [false, true] {
+                for (min, max) in [
+                    (2, None),
+                    (0, Some(1)),
+                    (1, Some(2)),
+                    (3, Some(3)),
+                    (2, Some(4)),
+                    (4, None),
+                ] {
+                    let props: serde_json::Map<String, Value> = names
+                        .iter()
+                        .map(|n| (n.to_string(), json!({"const": 1})))
+                        .collect();
+                    let required: Vec<&str> = names
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| req_mask & (1 << i) != 0)
+                        .map(|(_, n)| *n)
+                        .collect();
+                    let mut schema = json!({"type": "object", "properties": props,
+                        "required": required, "minProperties": min,
+                        "additionalProperties": if extras { json!({"const": 2}) } else { json!(false) }});
+                    if let Some(m) = max {
+                        schema["maxProperties"] = json!(m);
+                    }
+                    let o = JsonSchemaOptions {
+                        property_order: if any {
+                            PropertyOrder::Any
+                        } else {
+                            PropertyOrder::Schema
+                        },
+                        ..Default::default()
+                    };
+                    // an unsatisfiable schema is an error: then no text may be expected
+                    let r = compile(&schema, &o).ok().map(|c| Re::new(&c.expr));
+                    for subset in 0u32..8 {
+                        for n_extra in 0..3usize {
+                            let mut members: Vec<String> = names
+                                .iter()
+                                .enumerate()
+                                .filter(|(i, _)| subset & (1 << i) != 0)
+                                .map(|(_, n)| format!("\"{n}\": 1"))
+                                .collect();
+                            let n = members.len() + n_extra;
+                            for k in 0..n_extra {
+                                members.push(format!("\"x{k}\": 2"));
+                            }
+                            let ok = subset & req_mask == req_mask
+                                && (extras || n_extra == 0)
+                                && n >= min
+                                && max.is_none_or(|m| n <= m);
+                            let orders = if any {
+                                perms(&members)
+                            } else {
+                                vec![members.clone()]
+                            };
+                            for p in orders {
+                                let text = format!("{{{}}}", p.join(", "));
+                                let got = r.as_ref().is_some_and(|r| r.is_match(&text));
+                                assert_eq!(got, ok, "{schema} ({any}) on {text}");
+                                checked += 1;
+                            }
+                        }
+                    }
+                    if r.is_some() {
+                        assert_no_dead_ends(schema.clone(), &o, 20_000);
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 1000, "{checked}");
 }
