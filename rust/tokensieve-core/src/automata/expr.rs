@@ -50,12 +50,19 @@ pub(crate) enum Expr {
     /// With `bounds` (`min`, `max` members in all, tail members included: `minProperties`,
     /// `maxProperties`), the same frame counts the members written, and each member, the
     /// separator before it and the end are allowed only where the bounds can still be met.
+    ///
+    /// With `needs_witness`, at least one member must be a *witness* (the negation of
+    /// `additionalProperties` or `patternProperties`: some property with a key and a value of
+    /// a kind): a `witness` member (a tail member, any number of times) or an item taking its
+    /// [`Expr::Witness`]`(true)` branch.
     Members {
         items: Vec<(Expr, bool)>,
         sep: Box<Expr>,
         tail: Option<Box<Expr>>,
         any_order: bool,
         bounds: Option<(u32, Option<u32>)>,
+        witness: Option<Box<Expr>>,
+        needs_witness: bool,
         /// [`Expr::weight`] and [`Expr::nodes`] as built, kept so that enclosing objects do
         /// not weigh every member again at every level (see [`member_seq`]).
         size: (u64, u64),
@@ -99,6 +106,10 @@ pub(crate) enum Expr {
     /// number and one return dispatch, so a definition entered by a tail call returns to where
     /// the definition it replaced was called from.
     Knot { defs: Vec<Expr>, base: u32 },
+    /// At the start of a branch of an item of the innermost enclosing [`Expr::Members`] that
+    /// needs a witness: `true`, the branch makes the item the witness; `false`, it does not
+    /// (allowed only while a witness can still come from elsewhere).
+    Witness(bool),
     /// A tail call of definition `id` of the innermost enclosing [`Expr::Knot`]: only at the
     /// end of a definition, never inside a repetition (the fragment never ends normally).
     Goto(u32),
@@ -167,12 +178,19 @@ impl Expr {
                 f(sep);
             }
             Expr::Members {
-                items, sep, tail, ..
+                items,
+                sep,
+                tail,
+                witness,
+                ..
             } => {
                 items.iter().for_each(|(x, _)| f(x));
                 f(sep);
                 if let Some(t) = tail {
                     f(t);
+                }
+                if let Some(w) = witness {
+                    f(w);
                 }
             }
             Expr::WithTail { body, tail } => {
@@ -187,6 +205,7 @@ impl Expr {
             | Expr::Recur(_)
             | Expr::DepthBelow(_)
             | Expr::StackBelow(_)
+            | Expr::Witness(_)
             | Expr::Rule(_) => {}
             Expr::Recursive { body, .. } => f(body),
             Expr::Knot { defs, .. } => defs.iter().for_each(f),
@@ -227,6 +246,7 @@ impl Expr {
             | Expr::Goto(_)
             | Expr::DepthBelow(_)
             | Expr::StackBelow(_)
+            | Expr::Witness(_)
             | Expr::Rule(_) => 1,
             Expr::NamesExcluded(n) => n.weight,
             Expr::CharDfa(d) => d.weight,
@@ -259,6 +279,7 @@ impl Expr {
             | Expr::Recur(_)
             | Expr::DepthBelow(_)
             | Expr::StackBelow(_)
+            | Expr::Witness(_)
             | Expr::Rule(_) => false,
         }
     }
@@ -423,6 +444,33 @@ pub(crate) fn members_counted(
     members(items, sep, tail, any_order, Some(bounds))
 }
 
+/// See [`Expr::Members`]: members of which one must be a witness — `witness` (a tail member
+/// kind), or an item's [`Expr::Witness`]`(true)` branch.
+pub(crate) fn members_witnessed(
+    items: Vec<(Expr, bool)>,
+    sep: Expr,
+    tail: Option<Expr>,
+    any_order: bool,
+    witness: Option<Expr>,
+) -> Expr {
+    let mut x = members(items, sep, tail, any_order, None);
+    if let Expr::Members {
+        witness: w,
+        needs_witness,
+        size,
+        ..
+    } = &mut x
+    {
+        if let Some(e) = &witness {
+            size.0 = size.0.saturating_add(e.weight());
+            size.1 = size.1.saturating_add(e.nodes());
+        }
+        *w = witness.map(Box::new);
+        *needs_witness = true;
+    }
+    x
+}
+
 fn members(
     items: Vec<(Expr, bool)>,
     sep: Expr,
@@ -446,6 +494,8 @@ fn members(
         tail: tail.map(Box::new),
         any_order,
         bounds,
+        witness: None,
+        needs_witness: false,
         size,
     }
 }
@@ -646,10 +696,19 @@ impl Expr {
                 tail,
                 any_order,
                 bounds,
+                witness,
+                needs_witness,
                 ..
             } => {
                 items.iter().for_each(|(_, r)| r.hash(h));
-                (tail.is_some(), any_order, bounds).hash(h);
+                (
+                    tail.is_some(),
+                    any_order,
+                    bounds,
+                    witness.is_some(),
+                    needs_witness,
+                )
+                    .hash(h);
             }
             Expr::NamesExcluded(n) => n.names.hash(h),
             Expr::CharDfa(d) => {
@@ -665,6 +724,7 @@ impl Expr {
             | Expr::DepthBelow(n)
             | Expr::StackBelow(n)
             | Expr::Rule(n) => n.hash(h),
+            Expr::Witness(b) => b.hash(h),
             Expr::Knot { defs, base } => (defs.len(), base).hash(h),
             Expr::Concat(xs) | Expr::Alt(xs) => xs.len().hash(h),
             Expr::List { .. } | Expr::WithTail { .. } | Expr::Jump => {}
@@ -699,6 +759,8 @@ impl Expr {
                     tail,
                     any_order,
                     bounds,
+                    witness,
+                    needs_witness,
                     ..
                 },
                 Expr::Members {
@@ -707,11 +769,19 @@ impl Expr {
                     tail: t2,
                     any_order: o2,
                     bounds: b2,
+                    witness: w2,
+                    needs_witness: n2,
                     ..
                 },
             ) => {
                 any_order == o2
                     && bounds == b2
+                    && needs_witness == n2
+                    && match (witness, w2) {
+                        (Some(a), Some(b)) => a.same_as(b),
+                        (None, None) => true,
+                        _ => false,
+                    }
                     && items.len() == i2.len()
                     && items
                         .iter()

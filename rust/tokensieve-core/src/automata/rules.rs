@@ -76,6 +76,9 @@ struct Info {
     inhabited: bool,
     /// Holds a jump whose shared tail is outside it.
     free_jump: bool,
+    /// Holds an [`Expr::Witness`] of a member set outside it (its marker acts on that set's
+    /// frame, which a rule call would hide).
+    free_witness: bool,
     /// Holds a recursive expression or call, a nesting guard, a stack bound or a look-around.
     pinned: bool,
 }
@@ -86,6 +89,7 @@ impl Info {
             weight,
             inhabited,
             free_jump: false,
+            free_witness: false,
             pinned: false,
         }
     }
@@ -109,6 +113,7 @@ impl Info {
                 out.inhabited || p.inhabited
             };
             out.free_jump |= p.free_jump;
+            out.free_witness |= p.free_witness;
             out.pinned |= p.pinned;
         }
         out
@@ -169,6 +174,7 @@ fn cuttable(x: &Expr) -> bool {
         | Expr::Recur(_)
         | Expr::Goto(_)
         | Expr::DepthBelow(_)
+        | Expr::Witness(_)
         | Expr::Rule(_) => true,
         // a grammar's definitions are called through the stack from anywhere in them
         Expr::Knot { .. } => false,
@@ -176,11 +182,16 @@ fn cuttable(x: &Expr) -> bool {
         Expr::Repeat { sub, .. } => cuttable(sub),
         Expr::List { item, sep } => cuttable(item) && cuttable(sep),
         Expr::Members {
-            items, sep, tail, ..
+            items,
+            sep,
+            tail,
+            witness,
+            ..
         } => {
             items.iter().all(|(x, _)| cuttable(x))
                 && cuttable(sep)
                 && tail.as_deref().is_none_or(cuttable)
+                && witness.as_deref().is_none_or(cuttable)
         }
         Expr::WithTail { body, tail } => cuttable(body) && cuttable(tail),
         Expr::Recursive { body, .. } => cuttable(body),
@@ -213,6 +224,7 @@ impl Cutter {
         let info = self.children(x, ctx);
         if !ctx.frozen
             && !info.free_jump
+            && !info.free_witness
             && !info.pinned
             && info.inhabited
             && info.weight >= self.min_weight
@@ -315,6 +327,8 @@ impl Cutter {
                 tail,
                 size,
                 bounds,
+                witness,
+                needs_witness,
                 ..
             } => {
                 let mut parts = Vec::with_capacity(items.len() + 2);
@@ -338,6 +352,17 @@ impl Cutter {
                     }
                     parts.push(i);
                 }
+                if *needs_witness {
+                    // some item's witness branch, or the witness member, must be writable
+                    let mut any = false;
+                    if let Some(w) = witness {
+                        let i = self.visit(w, ctx);
+                        any |= i.inhabited;
+                        parts.push(i);
+                    }
+                    any |= items.iter().any(|(x, _)| has_witness_branch(x));
+                    inhabited &= any;
+                }
                 if let Some((min, max)) = *bounds {
                     inhabited &= can >= u64::from(min)
                         && max
@@ -349,7 +374,11 @@ impl Cutter {
                 };
                 // what is left of it (the rules cut from it count as one)
                 size.0 = info.weight;
-                info
+                // its items' witness markers act on its own frame
+                Info {
+                    free_witness: false,
+                    ..info
+                }
             }
             Expr::WithTail { body, tail } => {
                 let t = self.visit(tail, ctx);
@@ -365,6 +394,7 @@ impl Cutter {
                     weight: 1u64.saturating_add(b.weight).saturating_add(t.weight),
                     inhabited: b.inhabited,
                     free_jump: t.free_jump,
+                    free_witness: b.free_witness || t.free_witness,
                     pinned: b.pinned || t.pinned,
                 }
             }
@@ -380,6 +410,10 @@ impl Cutter {
                 Info::pinned(1, false)
             }
             Expr::Rule(_) => Info::leaf(1, true),
+            Expr::Witness(_) => Info {
+                free_witness: true,
+                ..Info::leaf(1, true)
+            },
         }
     }
 }
@@ -459,4 +493,15 @@ pub(crate) fn with_min_weight<T>(w: u64, f: impl FnOnce() -> T) -> T {
 #[cfg(test)]
 pub(crate) fn with_flat<T>(f: impl FnOnce() -> T) -> T {
     with_min_weight(u64::MAX, f)
+}
+
+/// Whether an item of a member set has a branch starting with [`Expr::Witness`]`(true)` (not
+/// known to be empty: the lazy automaton checks it).
+fn has_witness_branch(x: &Expr) -> bool {
+    match x {
+        Expr::Witness(true) => true,
+        Expr::Concat(xs) => xs.first().is_some_and(has_witness_branch),
+        Expr::Alt(xs) => xs.iter().any(has_witness_branch),
+        _ => false,
+    }
 }

@@ -58,14 +58,18 @@ pub(super) struct KeyView {
     pub additional: Value,
 }
 
-/// "Some property that is not declared has a value matching `schema`" (the negation of
-/// `additionalProperties`).
+/// "Some property whose key is of a kind has a value matching `schema`": the negation of
+/// `additionalProperties` (a key none of `names` and matching none of `patterns`) or of one
+/// `patternProperties` entry (a key matching `key`).
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct SomeExtra {
     /// The names `properties` declares.
     pub names: Vec<String>,
     /// The `patternProperties` patterns, when the schema had that keyword.
     pub patterns: Option<Vec<String>>,
+    /// The pattern the key must match (ECMA, searched), for a negated `patternProperties`
+    /// entry; then `names` and `patterns` are empty.
+    pub key: Option<String>,
     pub schema: Sub,
 }
 

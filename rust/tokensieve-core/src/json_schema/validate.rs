@@ -172,10 +172,18 @@ impl<'a> Compiler<'a> {
                     "checking const/enum values against patternProperties is not supported",
                 ));
             }
+            let key = match &some.key {
+                Some(p) => {
+                    Some(self.pattern_hir(&Value::from(p.as_str()), "patternProperties", ptr)?)
+                }
+                None => None,
+            };
             for (name, val) in o {
-                if !some.names.contains(name)
-                    && self.validates_sub(val, &some.schema, ptr, depth + 1)?
-                {
+                let kind = match &key {
+                    Some(h) => crate::json_schema::validate::full_match(h, name)?,
+                    None => !some.names.contains(name),
+                };
+                if kind && self.validates_sub(val, &some.schema, ptr, depth + 1)? {
                     return Ok(true);
                 }
             }

@@ -383,6 +383,11 @@ pub(super) struct SetGroup {
     pub(super) marks: Vec<(u32, u32, bool)>,
     /// The `SetTail` marker, when tail members may follow.
     pub(super) tail: Option<u32>,
+    /// Whether one member must be a witness; the `SetWitness` marker of the witness members,
+    /// and the `SetFlag` markers of the items' witness branches (bit, state), by bit.
+    pub(super) witness: bool,
+    pub(super) witness_tail: Option<u32>,
+    pub(super) flags: Vec<(u32, u32)>,
 }
 
 impl SetGroup {
@@ -412,12 +417,24 @@ pub(super) fn set_groups(counts: &[Option<Count>]) -> Result<Vec<SetGroup>> {
                 any_order,
                 min,
                 max,
+                witness,
             }) => {
                 let g = at(&mut groups, &mut opens, group);
                 opens[g] += 1;
                 groups[g].any_order = any_order;
                 groups[g].min = min;
                 groups[g].max = max;
+                groups[g].witness = witness;
+            }
+            Some(Count::SetWitness { group }) => {
+                let g = at(&mut groups, &mut opens, group);
+                if groups[g].witness_tail.replace(s).is_some() {
+                    return Err(set_numbering());
+                }
+            }
+            Some(Count::SetFlag { group, bit }) => {
+                let g = at(&mut groups, &mut opens, group);
+                groups[g].flags.push((bit, s));
             }
             Some(Count::SetMark {
                 group,
@@ -441,6 +458,7 @@ pub(super) fn set_groups(counts: &[Option<Count>]) -> Result<Vec<SetGroup>> {
     }
     for g in &mut groups {
         g.marks.sort_unstable();
+        g.flags.sort_unstable();
         if g.marks.windows(2).any(|w| w[0].0 == w[1].0) {
             return Err(set_numbering());
         }

@@ -335,26 +335,42 @@ impl LazyDfa {
             {
                 t.stack.push((next, c, past_end))
             }
-            Some(Count::SetTail { group }) if frame(c) != 0 && top.rec == MEMBER_SET => {
-                if let Some(id) = self.set_take(t, group, top.site, Taking::Tail, c)? {
+            Some(
+                op @ (Count::SetTail { group }
+                | Count::SetWitness { group }
+                | Count::SetMark { group, .. }
+                | Count::SetFlag { group, .. }),
+            ) if frame(c) != 0 && top.rec == MEMBER_SET => {
+                let taking = match op {
+                    Count::SetTail { .. } => Taking::Tail,
+                    Count::SetWitness { .. } => Taking::Witness,
+                    Count::SetMark { bit, .. } => Taking::Mark(bit),
+                    _ => Taking::Flag,
+                };
+                if let Some(id) = self.set_take(t, group, top.site, taking, c)? {
                     let f = push_frame(t, top.parent, MEMBER_SET, id)?;
                     t.stack.push((next, with_frame(c, f), past_end))
                 }
             }
-            Some(Count::SetMark { group, bit, .. }) if frame(c) != 0 && top.rec == MEMBER_SET => {
-                if let Some(id) = self.set_take(t, group, top.site, Taking::Mark(bit), c)? {
-                    let f = push_frame(t, top.parent, MEMBER_SET, id)?;
-                    t.stack.push((next, with_frame(c, f), past_end))
-                }
+            Some(Count::SetPlain { group, bit })
+                if frame(c) != 0
+                    && top.rec == MEMBER_SET
+                    && t.g.set_groups.get(group as usize).is_some_and(|g| {
+                        let set = &t.member_sets[top.site as usize];
+                        !g.witness
+                            || has_flag(set)
+                            || self.witness_ahead(t, g, set, Ahead::After(bit), c)
+                    }) =>
+            {
+                t.stack.push((next, c, past_end))
             }
             Some(Count::SetFinish { group, required })
                 if frame(c) != 0 && top.rec == MEMBER_SET && {
                     let set = &t.member_sets[top.site as usize];
                     (0..required).all(|b| has_bit(set, b))
-                        && t.g
-                            .set_groups
-                            .get(group as usize)
-                            .is_some_and(|g| set[0] >= u64::from(g.min))
+                        && t.g.set_groups.get(group as usize).is_some_and(|g| {
+                            count_of(set) >= u64::from(g.min) && (!g.witness || has_flag(set))
+                        })
                 } =>
             {
                 t.stack.push((next, with_frame(c, top.parent), past_end))
@@ -366,7 +382,7 @@ impl LazyDfa {
 
     /// Member set `group` after member set `set` takes `taking`: the new set's id, or `None`
     /// when it cannot take it (in any order, a member written already; with bounds, one the
-    /// set could not be finished after).
+    /// set could not be finished after; a member after which no witness can come).
     fn set_take(
         &self,
         t: &mut Table,
@@ -385,13 +401,18 @@ impl LazyDfa {
             }
         }
         let counted = g.counted();
-        if counted && !self.set_viable(t, g, written, taking, c) {
+        let checks = counted || (g.witness && !has_flag(written));
+        if taking != Taking::Flag && checks && !self.set_viable(t, g, written, taking, c) {
             return Ok(None);
         }
         let mut new = written.to_vec();
-        if counted {
+        if counted && matches!(taking, Taking::Mark(_) | Taking::Tail | Taking::Witness) {
             let cap = if g.max == u32::MAX { g.min } else { g.max };
-            new[0] = (new[0] + 1).min(u64::from(cap));
+            let n = (count_of(written) + 1).min(u64::from(cap));
+            new[0] = n | (new[0] & FLAG);
+        }
+        if matches!(taking, Taking::Witness | Taking::Flag) {
+            new[0] |= FLAG;
         }
         if let (Taking::Mark(bit), true) = (taking, g.any_order) {
             let word = 1 + bit as usize / 64;
@@ -408,20 +429,15 @@ impl LazyDfa {
 
     /// Whether member set `g`, having written `written`, can still be finished once it takes
     /// `taking`: every required member still to come can be written and finished at the
-    /// current depth (registers `c`), and the bounds can be met — at most `max` with the
-    /// required ones, at least `min` with every member still possible (a tail member: any
-    /// number). Each member returns to the depth it started at, and the number of members a
-    /// set can still reach is every count between those two, so this is exact.
+    /// current depth (registers `c`); the bounds can be met — at most `max` with the required
+    /// ones, at least `min` with every member still possible (a tail member: any number); and
+    /// a witness, where one is needed, was written or can still come. Each member returns to
+    /// the depth it started at, and the number of members a set can still reach is every
+    /// count between those two, so this is exact (a set needs a witness only without bounds).
     fn set_viable(&self, t: &Table, g: &SetGroup, written: &[u64], taking: Taking, c: u64) -> bool {
-        let n = written[0] + u64::from(taking != Taking::Nothing);
+        let n = count_of(written) + u64::from(taking != Taking::Nothing);
         let (mut must, mut can) = (0u64, 0u64);
-        let remaining = |bit: u32| match (g.any_order, taking) {
-            (true, Taking::Mark(b)) => bit != b && !has_bit(written, bit),
-            (true, _) => !has_bit(written, bit),
-            (false, Taking::Mark(b)) => bit > b,
-            (false, Taking::Tail) => false,
-            (false, Taking::Nothing) => true,
-        };
+        let remaining = |bit: u32| remaining(g, written, taking, bit);
         let counted = g.counted();
         for &(bit, m, required) in &g.marks {
             if !remaining(bit) || !(required || counted) {
@@ -436,6 +452,16 @@ impl LazyDfa {
             }
             can += u64::from(ok);
         }
+        if g.witness && !has_flag(written) && taking != Taking::Witness {
+            let ahead = match taking {
+                Taking::Mark(b) => Ahead::From(b),
+                Taking::Tail => Ahead::Tail,
+                _ => Ahead::All,
+            };
+            if !self.witness_ahead(t, g, written, ahead, c) {
+                return false;
+            }
+        }
         if !counted {
             return true;
         }
@@ -445,26 +471,55 @@ impl LazyDfa {
         n + must <= u64::from(g.max) && n + can >= u64::from(g.min)
     }
 
-    /// Whether some member of set `group` (in any order) not in member set `set`, or a tail
-    /// member, can follow a separator now, the set still finishable after it.
+    /// Whether a witness can still be written in set `g` (having written `written`): by a
+    /// witness member, or by the witness branch of an item still to come (`ahead`).
+    fn witness_ahead(
+        &self,
+        t: &Table,
+        g: &SetGroup,
+        written: &[u64],
+        ahead: Ahead,
+        c: u64,
+    ) -> bool {
+        if g.witness_tail
+            .is_some_and(|m| self.marker_can_finish(t, m, c))
+        {
+            return true;
+        }
+        g.flags.iter().any(|&(bit, m)| {
+            let open = match (ahead, g.any_order) {
+                (Ahead::Tail, false) => false,
+                (Ahead::All, _) => true,
+                (Ahead::From(b), false) => bit >= b,
+                (Ahead::After(b), false) => bit > b,
+                (Ahead::From(b), true) => bit == b || !has_bit(written, bit),
+                (Ahead::After(_) | Ahead::Tail, true) => !has_bit(written, bit),
+            };
+            open && self.marker_can_finish(t, m, c)
+        })
+    }
+
+    /// Whether some member of set `group` (in any order) not in member set `set`, or a tail or
+    /// witness member, can follow a separator now, the set still finishable after it.
     fn another_can_follow(&self, t: &Table, group: u32, set: u32, c: u64) -> bool {
         let Some(g) = t.g.set_groups.get(group as usize) else {
             return false;
         };
         let written = &t.member_sets[set as usize];
-        let counted = g.counted();
-        g.tail.is_some_and(|m| {
-            self.marker_can_finish(t, m, c)
-                && (!counted || self.set_viable(t, g, written, Taking::Tail, c))
-        }) || g.marks.iter().any(|&(bit, m, _)| {
-            !has_bit(written, bit)
-                && self.marker_can_finish(t, m, c)
-                && (!counted || self.set_viable(t, g, written, Taking::Mark(bit), c))
-        })
+        let checks = g.counted() || (g.witness && !has_flag(written));
+        let ok = |taking| !checks || self.set_viable(t, g, written, taking, c);
+        g.tail
+            .is_some_and(|m| self.marker_can_finish(t, m, c) && ok(Taking::Tail))
+            || g.witness_tail
+                .is_some_and(|m| self.marker_can_finish(t, m, c) && ok(Taking::Witness))
+            || g.marks.iter().any(|&(bit, m, _)| {
+                !has_bit(written, bit) && self.marker_can_finish(t, m, c) && ok(Taking::Mark(bit))
+            })
     }
 
-    /// Whether member `bit` of set `group` in schema order (`u32::MAX`: a tail member) can
-    /// follow its separator now, the set still finishable after it.
+    /// Whether member `bit` of set `group` in schema order (`u32::MAX`: a tail member,
+    /// `u32::MAX - 1`: a witness member) can follow its separator now, the set still
+    /// finishable after it.
     fn this_can_follow(&self, t: &Table, group: u32, set: u32, bit: u32, c: u64) -> bool {
         let Some(g) = t.g.set_groups.get(group as usize) else {
             return false;
@@ -472,12 +527,16 @@ impl LazyDfa {
         let written = &t.member_sets[set as usize];
         let (m, taking) = if bit == u32::MAX {
             (g.tail, Taking::Tail)
+        } else if bit == u32::MAX - 1 {
+            (g.witness_tail, Taking::Witness)
         } else {
             let at = g.marks.binary_search_by_key(&bit, |x| x.0).ok();
             (at.map(|i| g.marks[i].1), Taking::Mark(bit))
         };
+        let checks = g.counted() || (g.witness && !has_flag(written));
         m.is_some_and(|m| {
-            self.marker_can_finish(t, m, c) && self.set_viable(t, g, written, taking, c)
+            self.marker_can_finish(t, m, c)
+                && (!checks || self.set_viable(t, g, written, taking, c))
         })
     }
 
@@ -744,6 +803,42 @@ enum Taking {
     Nothing,
     Mark(u32),
     Tail,
+    Witness,
+    /// An item's witness branch (the item was taken at its mark).
+    Flag,
+}
+
+/// Which items' witness branches are still ahead (see `LazyDfa::witness_ahead`): all of them,
+/// from item `b` on (it being taken now), after item `b`, or none (among the tail members).
+#[derive(Clone, Copy)]
+enum Ahead {
+    All,
+    From(u32),
+    After(u32),
+    Tail,
+}
+
+/// Whether item `bit` is still to come in set `g` (having written `written`) once it takes
+/// `taking`.
+fn remaining(g: &SetGroup, written: &[u64], taking: Taking, bit: u32) -> bool {
+    match (g.any_order, taking) {
+        (true, Taking::Mark(b)) => bit != b && !has_bit(written, bit),
+        (true, _) => !has_bit(written, bit),
+        (false, Taking::Mark(b)) => bit > b,
+        (false, Taking::Nothing) => true,
+        (false, _) => false,
+    }
+}
+
+/// Word 0 of a member set: the number of members written, and this flag: a witness was.
+const FLAG: u64 = 1 << 63;
+
+fn count_of(set: &[u64]) -> u64 {
+    set[0] & !FLAG
+}
+
+fn has_flag(set: &[u64]) -> bool {
+    set[0] & FLAG != 0
 }
 
 /// Whether bit `b` of a member set is set.

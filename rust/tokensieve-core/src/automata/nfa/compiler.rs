@@ -47,6 +47,19 @@ pub(super) struct Compiler {
     pub(super) in_counted: u32,
     /// The number of the next member set built (see [`Count::SetOpen`]).
     pub(super) next_set: u32,
+    /// The member sets whose items are being built, innermost last: the set's number and the
+    /// item's bit (what an [`Expr::Witness`] marks).
+    pub(super) sets: Vec<(u32, u32)>,
+}
+
+/// What [`Compiler::set`] and [`Compiler::seq_counted`] build (see [`Expr::Members`]).
+struct MemberParts<'a> {
+    items: &'a [(Expr, bool)],
+    sep: &'a Expr,
+    tail: Option<&'a Expr>,
+    bounds: Option<(u32, Option<u32>)>,
+    witness: Option<&'a Expr>,
+    needs_witness: bool,
 }
 
 /// A `Knot` being built: its ids `base..base + entries.len()`, its marker number, each
@@ -210,15 +223,10 @@ impl Compiler {
     /// Members in any order (see [`Count::SetOpen`]): `open` pushes an empty member set, then
     /// either the end or a first member; after each member, the end or (`SetMore`) a separator
     /// and another member. Every item starts with its `SetMark` (required items numbered
-    /// first), tail members with `SetTail`; one `SetFinish` checks the required ones and pops
-    /// the set.
-    fn set(
-        &mut self,
-        items: &[(Expr, bool)],
-        sep: &Expr,
-        tail: Option<&Expr>,
-        bounds: Option<(u32, Option<u32>)>,
-    ) -> Result<Frag> {
+    /// first), tail members with `SetTail`, witness members with `SetWitness`; one `SetFinish`
+    /// checks the required ones (and the witness) and pops the set.
+    fn set(&mut self, m: &MemberParts<'_>) -> Result<Frag> {
+        let items = m.items;
         let required = items.iter().filter(|x| x.1).count();
         let bits = u32::try_from(items.len())
             .map_err(|_| Error::Budget("an object with too many properties".into()))?;
@@ -230,10 +238,13 @@ impl Compiler {
         let tails = std::mem::take(&mut self.tails);
         let built = (|| -> Result<(Vec<StateID>, StateID)> {
             let after = self.empty()?;
-            let mut starts = Vec::with_capacity(items.len() + 1);
+            let mut starts = Vec::with_capacity(items.len() + 2);
             for (bit, &i) in (0..bits).zip(&order) {
                 let (item, req) = &items[i];
-                let (is, ie) = self.e(item)?;
+                self.sets.push((group, bit));
+                let built = self.e(item);
+                self.sets.pop();
+                let (is, ie) = built?;
                 self.patch(ie, after)?;
                 starts.push(self.mark(
                     Count::SetMark {
@@ -244,10 +255,15 @@ impl Compiler {
                     is,
                 )?);
             }
-            if let Some(t) = tail {
+            if let Some(t) = m.tail {
                 let (ts, te) = self.e(t)?;
                 self.patch(te, after)?;
                 starts.push(self.mark(Count::SetTail { group }, ts)?);
+            }
+            if let Some(w) = m.witness {
+                let (ws, we) = self.e(w)?;
+                self.patch(we, after)?;
+                starts.push(self.mark(Count::SetWitness { group }, ws)?);
             }
             Ok((starts, after))
         })();
@@ -262,42 +278,38 @@ impl Compiler {
             },
             end,
         )?;
-        let (ss, se) = self.e(sep)?;
+        let (ss, se) = self.e(m.sep)?;
         self.patch(se, choose)?;
         let another = self.mark(Count::SetMore { group }, ss)?;
         let more = self.union(vec![finish, another])?;
         self.patch(after, more)?;
         let first = self.union(vec![finish, choose])?;
-        let (min, max) = set_bounds(bounds);
+        let (min, max) = set_bounds(m.bounds);
         let open = self.mark(
             Count::SetOpen {
                 group,
                 any_order: true,
                 min,
                 max,
+                witness: m.needs_witness,
             },
             first,
         )?;
         Ok((open, end))
     }
 
-    /// Members in schema order under bounds on their number (see [`Count::SetOpen`]): built as
-    /// [`Compiler::seq`], with a member set counting them — each item starts with its
+    /// Members in schema order with a member set (bounds on their number, or a witness to
+    /// write; see [`Count::SetOpen`]): built as [`Compiler::seq`], each item starting with its
     /// `SetMark` (bit: its position), each separator before an item with its `SetSep`, tail
-    /// members with `SetTail` (their separator: `SetSep` of bit `u32::MAX`), and every way
-    /// out through one `SetFinish`.
-    fn seq_counted(
-        &mut self,
-        items: &[(Expr, bool)],
-        sep: &Expr,
-        tail: Option<&Expr>,
-        bounds: (u32, Option<u32>),
-    ) -> Result<Frag> {
+    /// members with `SetTail` and witness members with `SetWitness` (their separators: `SetSep`
+    /// of bits `u32::MAX` and `u32::MAX - 1`), and every way out through one `SetFinish`.
+    fn seq_counted(&mut self, m: &MemberParts<'_>) -> Result<Frag> {
+        let items = m.items;
         let group = self.next_set;
         self.next_set += 1;
         u32::try_from(items.len())
             .ok()
-            .filter(|&n| n < u32::MAX)
+            .filter(|&n| n < u32::MAX - 1)
             .ok_or_else(|| Error::Budget("an object with too many properties".into()))?;
         // a jump inside a member cannot leave it (its path would skip the set's end)
         let tails = std::mem::take(&mut self.tails);
@@ -309,8 +321,11 @@ impl Compiler {
             let mut some: Option<StateID> = None;
             for (bit, (item, req)) in (0u32..).zip(items) {
                 let req = *req;
-                let (is, ie) = self.e(item)?;
-                let m = self.mark(
+                self.sets.push((group, bit));
+                let built = self.e(item);
+                self.sets.pop();
+                let (is, ie) = built?;
+                let mk = self.mark(
                     Count::SetMark {
                         group,
                         bit,
@@ -323,17 +338,17 @@ impl Compiler {
                 let mut next_none = None;
                 if let Some(n) = none {
                     if req {
-                        self.patch(n, m)?;
+                        self.patch(n, mk)?;
                     } else {
                         let skip = self.empty()?;
-                        let u = self.union(vec![m, skip])?;
+                        let u = self.union(vec![mk, skip])?;
                         self.patch(n, u)?;
                         next_none = Some(skip);
                     }
                 }
                 if let Some(s) = some {
-                    let (ss, se) = self.e(sep)?;
-                    self.patch(se, m)?;
+                    let (ss, se) = self.e(m.sep)?;
+                    self.patch(se, mk)?;
                     let gate = self.mark(Count::SetSep { group, bit }, ss)?;
                     if req {
                         self.patch(s, gate)?;
@@ -345,44 +360,49 @@ impl Compiler {
                 none = next_none;
                 some = Some(next_some);
             }
-            match tail {
-                None => {
-                    for st in [none, some].into_iter().flatten() {
-                        self.patch(st, fin)?;
-                    }
+            // tail and witness members, each any number of times, after the items
+            let mut kinds: Vec<(&Expr, Count, u32)> = Vec::new();
+            if let Some(t) = m.tail {
+                kinds.push((t, Count::SetTail { group }, u32::MAX));
+            }
+            if let Some(w) = m.witness {
+                kinds.push((w, Count::SetWitness { group }, u32::MAX - 1));
+            }
+            if kinds.is_empty() {
+                for st in [none, some].into_iter().flatten() {
+                    self.patch(st, fin)?;
                 }
-                Some(t) => {
-                    let (ts, te) = self.e(t)?;
-                    let tm = self.mark(Count::SetTail { group }, ts)?;
-                    let after = match some {
-                        Some(s) => s,
-                        None => self.empty()?,
-                    };
-                    let (ss, se) = self.e(sep)?;
-                    self.patch(se, tm)?;
-                    let gate = self.mark(
-                        Count::SetSep {
-                            group,
-                            bit: u32::MAX,
-                        },
-                        ss,
-                    )?;
-                    let u = self.union(vec![gate, fin])?;
-                    self.patch(after, u)?;
-                    self.patch(te, after)?;
-                    if let Some(n) = none {
-                        let u = self.union(vec![tm, fin])?;
-                        self.patch(n, u)?;
-                    }
+            } else {
+                let after = match some {
+                    Some(s) => s,
+                    None => self.empty()?,
+                };
+                let mut from_after = vec![fin];
+                let mut from_none = vec![fin];
+                for (x, op, bit) in kinds {
+                    let (xs, xe) = self.e(x)?;
+                    let start = self.mark(op, xs)?;
+                    self.patch(xe, after)?;
+                    let (ss, se) = self.e(m.sep)?;
+                    self.patch(se, start)?;
+                    from_after.push(self.mark(Count::SetSep { group, bit }, ss)?);
+                    from_none.push(start);
+                }
+                let u = self.union(from_after)?;
+                self.patch(after, u)?;
+                if let Some(n) = none {
+                    let u = self.union(from_none)?;
+                    self.patch(n, u)?;
                 }
             }
-            let (min, max) = set_bounds(Some(bounds));
+            let (min, max) = set_bounds(m.bounds);
             let open = self.mark(
                 Count::SetOpen {
                     group,
                     any_order: false,
                     min,
                     max,
+                    witness: m.needs_witness,
                 },
                 entry,
             )?;
@@ -594,26 +614,43 @@ impl Compiler {
                 items,
                 sep,
                 tail,
-                any_order: false,
-                bounds: None,
-                ..
-            } => self.seq(items, sep, tail.as_deref()),
-            Expr::Members {
-                items,
-                sep,
-                tail,
-                any_order: false,
-                bounds: Some(b),
-                ..
-            } => self.seq_counted(items, sep, tail.as_deref(), *b),
-            Expr::Members {
-                items,
-                sep,
-                tail,
-                any_order: true,
+                any_order,
                 bounds,
+                witness,
+                needs_witness,
                 ..
-            } => self.set(items, sep, tail.as_deref(), *bounds),
+            } => {
+                let m = MemberParts {
+                    items,
+                    sep,
+                    tail: tail.as_deref(),
+                    bounds: *bounds,
+                    witness: witness.as_deref(),
+                    needs_witness: *needs_witness,
+                };
+                if *any_order {
+                    self.set(&m)
+                } else if bounds.is_some() || *needs_witness {
+                    self.seq_counted(&m)
+                } else {
+                    self.seq(items, sep, tail.as_deref())
+                }
+            }
+            Expr::Witness(w) => {
+                let Some(&(group, bit)) = self.sets.last() else {
+                    return Err(Error::InvalidArgument(
+                        "a witness branch outside the items of its member set".into(),
+                    ));
+                };
+                let e = self.empty()?;
+                let op = if *w {
+                    Count::SetFlag { group, bit }
+                } else {
+                    Count::SetPlain { group, bit }
+                };
+                let m = self.mark(op, e)?;
+                Ok((m, e))
+            }
             Expr::WithTail { body, tail } => {
                 let (ts, te) = self.e(tail)?;
                 self.tails.push(ts);

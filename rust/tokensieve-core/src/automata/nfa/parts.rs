@@ -82,6 +82,7 @@ pub(crate) fn share(key: &str, e: Expr) -> Result<Expr> {
         called: FxHashMap::default(),
         in_counted: 0,
         next_set: 0,
+        sets: Vec::new(),
     };
     let (entry, exit) = c.e(&e)?;
     let call = match (&e, c.last_rec) {

@@ -446,9 +446,41 @@ impl<'a> Compiler<'a> {
                     b.x.some_extra = Some(SomeExtra {
                         names,
                         patterns,
+                        key: None,
                         schema: Sub::from_terms(n),
                     });
                     out.push(b);
+                }
+                "patternProperties" => {
+                    let pp = v.as_object().ok_or_else(|| {
+                        schema_error(
+                            "patternProperties",
+                            ptr,
+                            "patternProperties must be an object",
+                        )
+                    })?;
+                    for (p, s) in pp {
+                        let n = self.negate(s, &child(&child(ptr, k), p), 1)?;
+                        if n.is_empty() {
+                            continue;
+                        }
+                        // some property whose key matches `p` breaks its schema; the declared
+                        // names stay declared (any value), in their order
+                        let mut b = typed(
+                            "object",
+                            vec![(
+                                "properties",
+                                Value::Object(declared_any(m.get("properties"))),
+                            )],
+                        );
+                        b.x.some_extra = Some(SomeExtra {
+                            names: Vec::new(),
+                            patterns: None,
+                            key: Some(p.clone()),
+                            schema: Sub::from_terms(n),
+                        });
+                        out.push(b);
+                    }
                 }
                 k if !Self::is_validity(k) => {}
                 _ => {

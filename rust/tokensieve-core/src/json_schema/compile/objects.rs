@@ -9,7 +9,7 @@ use crate::automata::expr::{alt, concat, lit, rep, Expr};
 use crate::automata::hir as hirs;
 use crate::automata::spell::dot_all;
 use crate::error::{Error, Result};
-use crate::json_schema::extra::{Extra, KeyView, Sub};
+use crate::json_schema::extra::{Extra, KeyView, SomeExtra, Sub};
 use crate::json_schema::keywords::T_STRING;
 use crate::json_schema::options::{AdditionalProperties, PropertyOrder};
 
@@ -20,13 +20,11 @@ impl<'a> Compiler<'a> {
         x: &Extra,
         ptr: &str,
     ) -> Result<Option<Expr>> {
-        if x.some_extra.is_some() {
-            self.unsupported(
-                "additionalProperties",
-                ptr,
-                "`not` of additionalProperties is not supported in this version",
-            )?;
-        }
+        // a negated additionalProperties / patternProperties: some member must be a witness
+        let some = match &x.some_extra {
+            Some(se) => Some(self.witness_kind(se, ptr)?),
+            None => None,
+        };
         let empty = Map::new();
         let props = match m.get("properties") {
             None => &empty,
@@ -95,6 +93,8 @@ impl<'a> Compiler<'a> {
         // Declared properties in schema order, then required names the properties lack.
         let mut names: Vec<String> = props.keys().cloned().collect();
         let mut items: Vec<(Expr, bool)> = Vec::new();
+        // whether some declared member can be the witness (see `some`)
+        let mut any_candidate = false;
         let entries: Vec<(String, Option<&Value>)> = props
             .iter()
             .map(|(k, v)| (k.clone(), Some(v)))
@@ -134,6 +134,24 @@ impl<'a> Compiler<'a> {
                 Some(pn) => self.validates(&Value::from(name.as_str()), pn, ptr, 0)?,
                 None => true,
             };
+            // the same constraint as a sub-schema, for the witness branch of a declared name
+            // of the witness's kind
+            let witness_value = match &some {
+                Some(w) if name_ok && w.admits(&name)? => {
+                    let mut all = match (x.property(&name), s) {
+                        (Some(sub), _) => vec![sub.clone()],
+                        (None, Some(s)) => vec![Sub::Json(s.clone())],
+                        (None, None) if matching.is_empty() => {
+                            vec![Sub::Json(map_additional.clone())]
+                        }
+                        (None, None) => vec![],
+                    };
+                    all.extend(matching.iter().cloned().map(Sub::Json));
+                    all.push(w.schema.clone());
+                    self.compile_sub(&Sub::All(all), &pptr)?
+                }
+                _ => None,
+            };
             let v = if !name_ok {
                 None
             } else if let Some(sub) = x.property(&name) {
@@ -171,6 +189,23 @@ impl<'a> Compiler<'a> {
                         self.colon(),
                         v,
                     ]);
+                    any_candidate |= witness_value.is_some();
+                    let kv = match witness_value {
+                        // either this member is the witness, or it is not (then one must come
+                        // from another member)
+                        Some(w) => alt(vec![
+                            concat(vec![Expr::Witness(false), kv]),
+                            concat(vec![
+                                Expr::Witness(true),
+                                lit("\""),
+                                self.spell_literal(&name),
+                                lit("\""),
+                                self.colon(),
+                                w,
+                            ]),
+                        ]),
+                        None => kv,
+                    };
                     items.push((kv, is_req));
                 }
                 None if is_req => {
@@ -201,8 +236,22 @@ impl<'a> Compiler<'a> {
                 &map_additional,
                 &x.key_views,
                 key_lang.as_deref(),
+                None,
                 ptr,
             )?
+        };
+        // the witness members among the undeclared ones
+        let witness_kv = match &some {
+            Some(w) => self.extra_members_with_views(
+                &names,
+                &patterns,
+                &map_additional,
+                &x.key_views,
+                key_lang.as_deref(),
+                Some(w),
+                ptr,
+            )?,
+            None => None,
         };
         let n_req = items.iter().filter(|x| x.1).count() as u64;
         let n_opt = items.len() as u64 - n_req;
@@ -282,7 +331,31 @@ impl<'a> Compiler<'a> {
                  max_recursion_depth, or use additional_properties=\"forbid\""
             )));
         }
-        let body = if let Some(b) = counted {
+        if some.is_some() && (counted.is_some() || !shared) {
+            return Err(schema_error(
+                if minp.is_some() {
+                    "minProperties"
+                } else {
+                    "maxProperties"
+                },
+                ptr,
+                "minProperties/maxProperties together with a negated \
+                 additionalProperties/patternProperties are not supported",
+            ));
+        }
+        let body = if some.is_some() {
+            if witness_kv.is_none() && !any_candidate {
+                // no member can be the witness: no object is in the language
+                return Ok(None);
+            }
+            crate::automata::expr::members_witnessed(
+                items,
+                self.comma(),
+                extra_kv,
+                any_order,
+                witness_kv,
+            )
+        } else if let Some(b) = counted {
             crate::automata::expr::members_counted(items, self.comma(), extra_kv, any_order, b)
         } else if shared && any_order {
             crate::automata::expr::member_set(items, self.comma(), extra_kv)
@@ -292,6 +365,31 @@ impl<'a> Compiler<'a> {
             self.props_from(&items, 0, true, extra_kv.as_ref(), extra_bounds)
         };
         Ok(Some(self.wrap("{", body, "}")))
+    }
+
+    /// The witness kind of a negated `additionalProperties` / `patternProperties` (see
+    /// [`SomeExtra`]) with its key patterns read.
+    fn witness_kind(&mut self, se: &SomeExtra, ptr: &str) -> Result<WitnessKind> {
+        let mut not_patterns = Vec::new();
+        for p in se.patterns.iter().flatten() {
+            not_patterns.push(self.pattern_hir(
+                &Value::from(p.as_str()),
+                "patternProperties",
+                ptr,
+            )?);
+        }
+        let key = match &se.key {
+            Some(p) => {
+                Some(self.pattern_hir(&Value::from(p.as_str()), "patternProperties", ptr)?)
+            }
+            None => None,
+        };
+        Ok(WitnessKind {
+            names: se.names.clone(),
+            not_patterns,
+            key,
+            schema: se.schema.clone(),
+        })
     }
 
     /// The decoded language of keys allowed by a `propertyNames` schema (`pos` HIRs that must
@@ -474,6 +572,11 @@ impl<'a> Compiler<'a> {
     /// ([`KeyView`]): each combination of matched patterns, over this object's and the views'
     /// patterns together, gets the conjunction of every group's constraint (its matched
     /// patterns' schemas, or its `additionalProperties` when none of its patterns matched).
+    ///
+    /// With `witness`, only the members of the witness's kind (see [`WitnessKind`]), each
+    /// value also of the witness's schema: the witness members of a negated
+    /// `additionalProperties` / `patternProperties`.
+    #[allow(clippy::too_many_arguments)]
     fn extra_members_with_views(
         &mut self,
         names: &[String],
@@ -481,6 +584,7 @@ impl<'a> Compiler<'a> {
         map_additional: &Value,
         views: &[KeyView],
         key_lang: Option<&[Hir]>,
+        witness: Option<&WitnessKind>,
         ptr: &str,
     ) -> Result<Option<Expr>> {
         // (key language, schema, group): group 0 is this object's own keywords
@@ -504,10 +608,15 @@ impl<'a> Compiler<'a> {
                  additionalProperties differ are not supported",
             ));
         }
-        let declared: Vec<Hir> = names.iter().map(|n| Hir::literal(n.as_bytes())).collect();
+        let mut declared: Vec<Hir> = names.iter().map(|n| Hir::literal(n.as_bytes())).collect();
+        if let Some(w) = witness {
+            declared.extend(w.names.iter().map(|n| Hir::literal(n.as_bytes())));
+            declared.extend(w.not_patterns.iter().cloned());
+        }
         let mut alts = Vec::new();
         for mask in 0u32..(1 << all.len()) {
             let mut pos: Vec<Hir> = key_lang.map(<[Hir]>::to_vec).unwrap_or_default();
+            pos.extend(witness.and_then(|w| w.key.clone()));
             let mut neg = declared.clone();
             let mut schemas = Vec::new();
             let mut hit = vec![false; additional.len()];
@@ -527,8 +636,14 @@ impl<'a> Compiler<'a> {
             }
             let mut o = Map::new();
             o.insert("allOf".into(), Value::Array(schemas));
-            let Some(value) = self.schema(&Value::Object(o), &child(ptr, "patternProperties"))?
-            else {
+            let value = match witness {
+                Some(w) => {
+                    let all = Sub::All(vec![Sub::Json(Value::Object(o)), w.schema.clone()]);
+                    self.compile_sub(&all, &child(ptr, "patternProperties"))?
+                }
+                None => self.schema(&Value::Object(o), &child(ptr, "patternProperties"))?,
+            };
+            let Some(value) = value else {
                 continue;
             };
             alts.extend(self.combination_member(&pos, &neg, value, ptr)?);
@@ -579,6 +694,36 @@ impl<'a> Compiler<'a> {
             with
         } else {
             alt(vec![with, self.props_from(items, i + 1, true, extra, eb)])
+        }
+    }
+}
+
+/// The kind of member a negated `additionalProperties` / `patternProperties` needs one of
+/// (see [`SomeExtra`]), its patterns read.
+pub(super) struct WitnessKind {
+    /// Keys it is not: these names, and keys matching these patterns.
+    names: Vec<String>,
+    not_patterns: Vec<Hir>,
+    /// The pattern its key matches, when it has one.
+    key: Option<Hir>,
+    schema: Sub,
+}
+
+impl WitnessKind {
+    /// Whether a member named `name` is of this kind.
+    fn admits(&self, name: &str) -> Result<bool> {
+        use crate::json_schema::validate::full_match;
+        if self.names.iter().any(|n| n == name) {
+            return Ok(false);
+        }
+        for h in &self.not_patterns {
+            if full_match(h, name)? {
+                return Ok(false);
+            }
+        }
+        match &self.key {
+            Some(h) => full_match(h, name),
+            None => Ok(true),
         }
     }
 }

@@ -767,3 +767,91 @@ fn member_counts_match_brute_force() {
     }
     assert!(checked > 1000, "{checked}");
 }
+
+/// A negated additionalProperties or patternProperties needs a witness: some member of the
+/// kind with a value of the kind, among the declared members or the others, in either order.
+#[test]
+fn negated_object_keywords_need_a_witness() {
+    let cases = [
+        // at least one property not declared by the negated map (here: any property)
+        (
+            json!({"type": "object", "properties": {"a": {"type": "integer"}},
+                   "not": {"additionalProperties": false}}),
+            vec![r#"{"a": 1}"#, r#"{"z": 1}"#, r#"{"a": 1, "z": null}"#],
+            vec!["{}", r#"{"a": "s"}"#],
+        ),
+        // some property other than `a` with a value that is not 1
+        (
+            json!({"type": "object", "properties": {"a": {}, "b": {"type": "integer"}},
+                   "not": {"properties": {"a": {}}, "additionalProperties": {"const": 1}}}),
+            vec![
+                r#"{"b": 2}"#,
+                r#"{"a": 1, "z": 2}"#,
+                r#"{"a": 3, "b": 1, "z": true}"#,
+            ],
+            vec![
+                "{}",
+                r#"{"a": 5}"#,
+                r#"{"b": 1}"#,
+                r#"{"a": 1, "b": 1, "z": 1}"#,
+            ],
+        ),
+        // some property whose key starts with x has a value that is not a string
+        (
+            json!({"type": "object", "properties": {"xa": {}, "b": {}},
+                   "not": {"patternProperties": {"^x": {"type": "string"}}}}),
+            vec![
+                r#"{"xa": 1}"#,
+                r#"{"b": 1, "xz": null}"#,
+                r#"{"xa": "s", "xq": 2}"#,
+            ],
+            vec![
+                "{}",
+                r#"{"xa": "s"}"#,
+                r#"{"b": 1}"#,
+                r#"{"b": 1, "xq": "t"}"#,
+            ],
+        ),
+        // the only possible witness is a declared member, whose other values are then refused
+        (
+            json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {}},
+                   "additionalProperties": false,
+                   "not": {"properties": {"b": {}}, "additionalProperties": {"not": {"const": 1}}}}),
+            vec![r#"{"a": 1}"#, r#"{"a": 1, "b": 2}"#],
+            vec!["{}", r#"{"a": 2}"#, r#"{"b": 1}"#, r#"{"a": 2, "b": 1}"#],
+        ),
+        // a oneOf whose branches differ by patternProperties
+        (
+            json!({"type": "object", "additionalProperties": {"type": "integer"},
+                   "oneOf": [{"patternProperties": {"^a": {"minimum": 10}}},
+                             {"patternProperties": {"^b": {"minimum": 10}}}]}),
+            vec![r#"{"a1": 1}"#, r#"{"b1": 1}"#, r#"{"a1": 10, "b1": 1}"#],
+            vec!["{}", r#"{"a1": 10}"#, r#"{"a1": 1, "b1": 2}"#],
+        ),
+    ];
+    for (schema, ok, bad) in cases {
+        for any in [false, true] {
+            let o = JsonSchemaOptions {
+                property_order: if any {
+                    PropertyOrder::Any
+                } else {
+                    PropertyOrder::Schema
+                },
+                ..Default::default()
+            };
+            let r = lang_with(schema.clone(), &o);
+            for t in &ok {
+                assert!(r.is_match(t), "{schema} ({any}) should accept {t}");
+            }
+            for t in &bad {
+                assert!(!r.is_match(t), "{schema} ({any}) should reject {t}");
+            }
+            // (any-JSON values one level deep, so that every state can be visited)
+            let shallow = JsonSchemaOptions {
+                max_nesting_depth: 1,
+                ..o
+            };
+            assert_no_dead_ends(schema.clone(), &shallow, 50_000);
+        }
+    }
+}

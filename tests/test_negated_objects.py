@@ -1,0 +1,136 @@
+"""Object keywords under negation against `jsonschema`: `not` of `additionalProperties` and of
+`patternProperties`, and `oneOf` branches that differ by them (exact by negation), in both
+property orders.
+
+Random object schemas (declared properties with small value languages, `additionalProperties`
+false / true / a schema, sometimes `patternProperties`) get a random negated part: `not` of an
+`additionalProperties` or `patternProperties` map (with or without its own `properties`), or a
+`oneOf` of two branches with different `patternProperties`. Every text of a family (subsets of
+the declared keys and a few undeclared ones, in schema order and shuffled, with values from a
+small pool) is fed byte by byte through a one-token-per-byte vocabulary, each mask bit checked
+against `accept_token`, and the grammar must accept exactly the texts `jsonschema` finds valid
+— among those the property order allows (schema order: declared keys in order, then the
+others; any order: each key once).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tokensieve as ts
+
+jsonschema = pytest.importorskip("jsonschema")
+
+SEED = 20261127
+SCHEMAS = 80
+VALUES = [1, 2, "s", None]
+KEYS = ["a", "b", "xa", "xb", "z"]
+
+
+@pytest.fixture(scope="module")
+def byte_vocab() -> ts.Vocabulary:
+    return ts.Vocabulary([bytes([i]) for i in range(256)] + [b"<eos>"], eos_token_ids=[256])
+
+
+def _feed(g: ts.Grammar, text: str) -> bool:
+    m = g.matcher()
+    bm = ts.allocate_token_bitmask(1, g.vocab.vocab_size)
+    for b in text.encode():
+        m.fill_next_token_bitmask(bm)
+        bit = bool((int(np.asarray(bm)[0][b >> 5]) >> (b & 31)) & 1)
+        ok = m.accept_token(b)
+        assert ok == bit, f"mask and accept_token disagree at {text!r}"
+        if not ok:
+            return False
+    return m.is_accepting()
+
+
+def _value_schema(rng: random.Random) -> Any:
+    return rng.choice(
+        [{}, {"type": "integer"}, {"const": 1}, {"type": "string"}, {"enum": [2, None]}]
+    )
+
+
+def _negated(rng: random.Random) -> dict[str, Any]:
+    kind = rng.choice(["additional", "pattern", "oneOf"])
+    if kind == "additional":
+        inner: dict[str, Any] = {"additionalProperties": rng.choice([False, _value_schema(rng)])}
+        if rng.random() < 0.5:
+            inner["properties"] = {"a": {}}
+        if rng.random() < 0.3:
+            inner["patternProperties"] = {"^x": {}}
+        return {"not": inner}
+    if kind == "pattern":
+        inner = {"patternProperties": {rng.choice(["^x", "b$"]): _value_schema(rng)}}
+        if rng.random() < 0.4:
+            inner["properties"] = {"b": {}}
+        return {"not": inner}
+    return {
+        "oneOf": [
+            {"patternProperties": {"^x": _value_schema(rng)}},
+            {"patternProperties": {"^a|^b": _value_schema(rng)}},
+        ]
+    }
+
+
+def _schema(rng: random.Random) -> dict[str, Any]:
+    names = rng.sample(["a", "b", "xa"], rng.randint(1, 3))
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {n: _value_schema(rng) for n in names},
+        "additionalProperties": rng.choice([False, True, {"type": "integer"}, {}]),
+    }
+    if rng.random() < 0.5:
+        schema["required"] = [rng.choice(names)]
+    schema.update(_negated(rng))
+    return schema
+
+
+def _texts(schema: dict[str, Any], rng: random.Random, order: str) -> list[str]:
+    declared = list(schema["properties"])
+    others = [k for k in KEYS if k not in declared]
+    out: set[str] = set()
+    for k in range(4):
+        for keys in itertools.combinations(declared + others, k):
+            for _ in range(3):
+                members = [(key, rng.choice(VALUES)) for key in keys]
+                if order == "schema":
+                    members.sort(key=lambda kv: declared.index(kv[0]) if kv[0] in declared else 99)
+                else:
+                    rng.shuffle(members)
+                body = ", ".join(f"{json.dumps(key)}: {json.dumps(v)}" for key, v in members)
+                out.add("{" + body + "}")
+    return sorted(out)
+
+
+@pytest.mark.parametrize("order", ["schema", "any"])
+def test_negated_object_keywords_match_jsonschema(order: str, byte_vocab: ts.Vocabulary) -> None:
+    rng = random.Random(SEED + (order == "any"))
+    checked = accepted = refused = 0
+    for _ in range(SCHEMAS):
+        schema = _schema(rng)
+        v = jsonschema.Draft202012Validator(schema)
+        texts = _texts(schema, rng, order)
+        try:
+            g = ts.Grammar.from_json_schema(
+                schema, byte_vocab, property_order=order, max_nesting_depth=2
+            )
+        except ts.SchemaError as e:
+            # only a schema no object satisfies may be refused
+            assert "no JSON value" in str(e), (json.dumps(schema), e)
+            refused += 1
+            assert not any(v.is_valid(json.loads(t)) for t in texts), schema
+            continue
+        for text in texts:
+            want = v.is_valid(json.loads(text))
+            got = _feed(g, text)
+            assert got == want, f"{json.dumps(schema)} on {text}: got {got}, want {want}"
+            checked += 1
+            accepted += got
+    assert checked > 3000 and accepted > 300, (checked, accepted, refused)
