@@ -5,12 +5,13 @@ property orders.
 Random object schemas (declared properties with small value languages, `additionalProperties`
 false / true / a schema, sometimes `patternProperties`) get a random negated part: `not` of an
 `additionalProperties` or `patternProperties` map (with or without its own `properties`), or a
-`oneOf` of two branches with different `patternProperties`. Every text of a family (subsets of
-the declared keys and a few undeclared ones, in schema order and shuffled, with values from a
-small pool) is fed byte by byte through a one-token-per-byte vocabulary, each mask bit checked
-against `accept_token`, and the grammar must accept exactly the texts `jsonschema` finds valid
-— among those the property order allows (schema order: declared keys in order, then the
-others; any order: each key once).
+`oneOf` of two branches with different `patternProperties`; sometimes a second one beside it
+(in an `allOf`), each needing its own witness. Every object of up to three keys (declared and
+undeclared ones, values from a small pool) is fed byte by byte through a one-token-per-byte
+vocabulary, each mask bit checked against `accept_token`: with `property_order="any"` in a
+random order, which must be accepted exactly when `jsonschema` finds the object valid; in schema
+order in every order, of which one must be accepted exactly when it is valid (the declared names
+of every map that applies, negated ones included, come first).
 """
 
 from __future__ import annotations
@@ -89,24 +90,25 @@ def _schema(rng: random.Random) -> dict[str, Any]:
     if rng.random() < 0.5:
         schema["required"] = [rng.choice(names)]
     schema.update(_negated(rng))
+    if rng.random() < 0.4:
+        # a second negated part: each needs its own witness
+        schema["allOf"] = [_negated(rng)]
     return schema
 
 
-def _texts(schema: dict[str, Any], rng: random.Random, order: str) -> list[str]:
-    declared = list(schema["properties"])
-    others = [k for k in KEYS if k not in declared]
-    out: set[str] = set()
+def _objects(rng: random.Random) -> list[list[tuple[str, Any]]]:
+    """Objects of up to three of `KEYS` with values from `VALUES`, as member lists."""
+    out: dict[str, list[tuple[str, Any]]] = {}
     for k in range(4):
-        for keys in itertools.combinations(declared + others, k):
+        for keys in itertools.combinations(KEYS, k):
             for _ in range(3):
                 members = [(key, rng.choice(VALUES)) for key in keys]
-                if order == "schema":
-                    members.sort(key=lambda kv: declared.index(kv[0]) if kv[0] in declared else 99)
-                else:
-                    rng.shuffle(members)
-                body = ", ".join(f"{json.dumps(key)}: {json.dumps(v)}" for key, v in members)
-                out.add("{" + body + "}")
-    return sorted(out)
+                out[json.dumps(members)] = members
+    return list(out.values())
+
+
+def _text(members: Any) -> str:
+    return "{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in members) + "}"
 
 
 @pytest.mark.parametrize("order", ["schema", "any"])
@@ -116,7 +118,7 @@ def test_negated_object_keywords_match_jsonschema(order: str, byte_vocab: ts.Voc
     for _ in range(SCHEMAS):
         schema = _schema(rng)
         v = jsonschema.Draft202012Validator(schema)
-        texts = _texts(schema, rng, order)
+        objects = _objects(rng)
         try:
             g = ts.Grammar.from_json_schema(
                 schema, byte_vocab, property_order=order, max_nesting_depth=2
@@ -125,12 +127,20 @@ def test_negated_object_keywords_match_jsonschema(order: str, byte_vocab: ts.Voc
             # only a schema no object satisfies may be refused
             assert "no JSON value" in str(e), (json.dumps(schema), e)
             refused += 1
-            assert not any(v.is_valid(json.loads(t)) for t in texts), schema
+            assert not any(v.is_valid(dict(o)) for o in objects), schema
             continue
-        for text in texts:
-            want = v.is_valid(json.loads(text))
-            got = _feed(g, text)
-            assert got == want, f"{json.dumps(schema)} on {text}: got {got}, want {want}"
+        for members in objects:
+            want = v.is_valid(dict(members))
+            if order == "any":
+                # every order is in the language, or none
+                shuffled = list(members)
+                rng.shuffle(shuffled)
+                got = _feed(g, _text(shuffled))
+            else:
+                # the declared names of every map that applies come first, in their order:
+                # some order is in the language exactly when the object is valid
+                got = any(_feed(g, _text(p)) for p in itertools.permutations(members))
+            assert got == want, f"{json.dumps(schema)} on {members}: got {got}, want {want}"
             checked += 1
             accepted += got
     assert checked > 3000 and accepted > 300, (checked, accepted, refused)

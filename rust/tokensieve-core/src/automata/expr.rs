@@ -51,18 +51,19 @@ pub(crate) enum Expr {
     /// `maxProperties`), the same frame counts the members written, and each member, the
     /// separator before it and the end are allowed only where the bounds can still be met.
     ///
-    /// With `needs_witness`, at least one member must be a *witness* (the negation of
-    /// `additionalProperties` or `patternProperties`: some property with a key and a value of
-    /// a kind): a `witness` member (a tail member, any number of times) or an item taking its
-    /// [`Expr::Witness`]`(true)` branch.
+    /// With `needs_witness` (a mask of witness kinds, at most [`MAX_WITNESS_KINDS`]), for each
+    /// kind some member must be a *witness* of it (the negation of `additionalProperties` or
+    /// `patternProperties`: some property with a key and a value of a kind): a `witness`
+    /// member of a mask holding the kind (a tail member, any number of times) or an item
+    /// taking a branch [`Expr::Witness`]`(mask)` holding it.
     Members {
         items: Vec<(Expr, bool)>,
         sep: Box<Expr>,
         tail: Option<Box<Expr>>,
         any_order: bool,
         bounds: Option<(u32, Option<u32>)>,
-        witness: Option<Box<Expr>>,
-        needs_witness: bool,
+        witness: Vec<(u32, Expr)>,
+        needs_witness: u32,
         /// [`Expr::weight`] and [`Expr::nodes`] as built, kept so that enclosing objects do
         /// not weigh every member again at every level (see [`member_seq`]).
         size: (u64, u64),
@@ -107,9 +108,9 @@ pub(crate) enum Expr {
     /// the definition it replaced was called from.
     Knot { defs: Vec<Expr>, base: u32 },
     /// At the start of a branch of an item of the innermost enclosing [`Expr::Members`] that
-    /// needs a witness: `true`, the branch makes the item the witness; `false`, it does not
-    /// (allowed only while a witness can still come from elsewhere).
-    Witness(bool),
+    /// needs witnesses: the branch makes the item a witness of the kinds in this mask; `0`, of
+    /// none (allowed only while the witnesses can still come from elsewhere).
+    Witness(u32),
     /// A tail call of definition `id` of the innermost enclosing [`Expr::Knot`]: only at the
     /// end of a definition, never inside a repetition (the fragment never ends normally).
     Goto(u32),
@@ -189,7 +190,7 @@ impl Expr {
                 if let Some(t) = tail {
                     f(t);
                 }
-                if let Some(w) = witness {
+                for (_, w) in witness {
                     f(w);
                 }
             }
@@ -444,14 +445,19 @@ pub(crate) fn members_counted(
     members(items, sep, tail, any_order, Some(bounds))
 }
 
-/// See [`Expr::Members`]: members of which one must be a witness — `witness` (a tail member
-/// kind), or an item's [`Expr::Witness`]`(true)` branch.
+/// The most witness kinds one [`Expr::Members`] may need.
+pub(crate) const MAX_WITNESS_KINDS: usize = 4;
+
+/// See [`Expr::Members`]: members among which each kind of `kinds` (a mask) needs a witness —
+/// a member of `witness` (by the kinds it is a witness of), or an item's
+/// [`Expr::Witness`] branch.
 pub(crate) fn members_witnessed(
     items: Vec<(Expr, bool)>,
     sep: Expr,
     tail: Option<Expr>,
     any_order: bool,
-    witness: Option<Expr>,
+    witness: Vec<(u32, Expr)>,
+    kinds: u32,
 ) -> Expr {
     let mut x = members(items, sep, tail, any_order, None);
     if let Expr::Members {
@@ -461,12 +467,12 @@ pub(crate) fn members_witnessed(
         ..
     } = &mut x
     {
-        if let Some(e) = &witness {
+        for (_, e) in &witness {
             size.0 = size.0.saturating_add(e.weight());
             size.1 = size.1.saturating_add(e.nodes());
         }
-        *w = witness.map(Box::new);
-        *needs_witness = true;
+        *w = witness;
+        *needs_witness = kinds;
     }
     x
 }
@@ -494,8 +500,8 @@ fn members(
         tail: tail.map(Box::new),
         any_order,
         bounds,
-        witness: None,
-        needs_witness: false,
+        witness: Vec::new(),
+        needs_witness: 0,
         size,
     }
 }
@@ -705,7 +711,7 @@ impl Expr {
                     tail.is_some(),
                     any_order,
                     bounds,
-                    witness.is_some(),
+                    witness.iter().map(|w| w.0).collect::<Vec<u32>>(),
                     needs_witness,
                 )
                     .hash(h);
@@ -777,11 +783,11 @@ impl Expr {
                 any_order == o2
                     && bounds == b2
                     && needs_witness == n2
-                    && match (witness, w2) {
-                        (Some(a), Some(b)) => a.same_as(b),
-                        (None, None) => true,
-                        _ => false,
-                    }
+                    && witness.len() == w2.len()
+                    && witness
+                        .iter()
+                        .zip(w2)
+                        .all(|((m, a), (q, b))| m == q && a.same_as(b))
                     && items.len() == i2.len()
                     && items
                         .iter()

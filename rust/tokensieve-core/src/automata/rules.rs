@@ -191,7 +191,7 @@ fn cuttable(x: &Expr) -> bool {
             items.iter().all(|(x, _)| cuttable(x))
                 && cuttable(sep)
                 && tail.as_deref().is_none_or(cuttable)
-                && witness.as_deref().is_none_or(cuttable)
+                && witness.iter().all(|(_, w)| cuttable(w))
         }
         Expr::WithTail { body, tail } => cuttable(body) && cuttable(tail),
         Expr::Recursive { body, .. } => cuttable(body),
@@ -352,16 +352,25 @@ impl Cutter {
                     }
                     parts.push(i);
                 }
-                if *needs_witness {
-                    // some item's witness branch, or the witness member, must be writable
-                    let mut any = false;
-                    if let Some(w) = witness {
+                if *needs_witness != 0 {
+                    // surely inhabited when the witness members cover every kind, with at most
+                    // one item's branch
+                    let mut cover = 0u32;
+                    for (mask, w) in witness.iter_mut() {
                         let i = self.visit(w, ctx);
-                        any |= i.inhabited;
+                        if i.inhabited {
+                            cover |= *mask;
+                        }
                         parts.push(i);
                     }
-                    any |= items.iter().any(|(x, _)| has_witness_branch(x));
-                    inhabited &= any;
+                    let all = *needs_witness;
+                    let mut ok = cover & all == all;
+                    for (x, _) in items.iter() {
+                        let mut masks = Vec::new();
+                        witness_branches(x, &mut masks);
+                        ok |= masks.iter().any(|m| (cover | m) & all == all);
+                    }
+                    inhabited &= ok;
                 }
                 if let Some((min, max)) = *bounds {
                     inhabited &= can >= u64::from(min)
@@ -495,13 +504,16 @@ pub(crate) fn with_flat<T>(f: impl FnOnce() -> T) -> T {
     with_min_weight(u64::MAX, f)
 }
 
-/// Whether an item of a member set has a branch starting with [`Expr::Witness`]`(true)` (not
-/// known to be empty: the lazy automaton checks it).
-fn has_witness_branch(x: &Expr) -> bool {
+/// The masks of the witness branches of an item of a member set (see [`Expr::Witness`]).
+fn witness_branches(x: &Expr, out: &mut Vec<u32>) {
     match x {
-        Expr::Witness(true) => true,
-        Expr::Concat(xs) => xs.first().is_some_and(has_witness_branch),
-        Expr::Alt(xs) => xs.iter().any(has_witness_branch),
-        _ => false,
+        Expr::Witness(m) if *m != 0 => out.push(*m),
+        Expr::Concat(xs) => {
+            if let Some(first) = xs.first() {
+                witness_branches(first, out);
+            }
+        }
+        Expr::Alt(xs) => xs.iter().for_each(|x| witness_branches(x, out)),
+        _ => {}
     }
 }

@@ -30,7 +30,7 @@ pub(super) struct Extra {
     /// `contains` counts only the items from this index on.
     pub contains_from: Option<u64>,
     /// An object with at least one undeclared property whose value matches a schema.
-    pub some_extra: Option<SomeExtra>,
+    pub some_extra: Vec<SomeExtra>,
     /// Property schemas that are not plain JSON, by name. The map's `properties` holds `true`
     /// in their place (so that the declared names and their order stay in the map).
     pub properties: Vec<(String, Sub)>,

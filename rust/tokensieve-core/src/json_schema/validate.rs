@@ -163,7 +163,7 @@ impl<'a> Compiler<'a> {
                 }
             }
         }
-        if let Some(some) = &x.some_extra {
+        for some in &x.some_extra {
             let Value::Object(o) = v else { return Ok(true) };
             if some.patterns.is_some() {
                 return Err(schema_error(
@@ -172,6 +172,7 @@ impl<'a> Compiler<'a> {
                     "checking const/enum values against patternProperties is not supported",
                 ));
             }
+            let mut witnessed = false;
             let key = match &some.key {
                 Some(p) => {
                     Some(self.pattern_hir(&Value::from(p.as_str()), "patternProperties", ptr)?)
@@ -184,10 +185,13 @@ impl<'a> Compiler<'a> {
                     None => !some.names.contains(name),
                 };
                 if kind && self.validates_sub(val, &some.schema, ptr, depth + 1)? {
-                    return Ok(true);
+                    witnessed = true;
+                    break;
                 }
             }
-            return Ok(false);
+            if !witnessed {
+                return Ok(false);
+            }
         }
         Ok(true)
     }

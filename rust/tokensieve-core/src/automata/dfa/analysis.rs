@@ -383,11 +383,12 @@ pub(super) struct SetGroup {
     pub(super) marks: Vec<(u32, u32, bool)>,
     /// The `SetTail` marker, when tail members may follow.
     pub(super) tail: Option<u32>,
-    /// Whether one member must be a witness; the `SetWitness` marker of the witness members,
-    /// and the `SetFlag` markers of the items' witness branches (bit, state), by bit.
-    pub(super) witness: bool,
-    pub(super) witness_tail: Option<u32>,
-    pub(super) flags: Vec<(u32, u32)>,
+    /// The witness kinds needed (a mask); the `SetWitness` markers of the witness members
+    /// (mask, state), in order; and the `SetFlag` markers of the items' witness branches
+    /// (bit, mask, state), by bit.
+    pub(super) witness: u32,
+    pub(super) witness_tails: Vec<(u32, u32)>,
+    pub(super) flags: Vec<(u32, u32, u32)>,
 }
 
 impl SetGroup {
@@ -426,15 +427,13 @@ pub(super) fn set_groups(counts: &[Option<Count>]) -> Result<Vec<SetGroup>> {
                 groups[g].max = max;
                 groups[g].witness = witness;
             }
-            Some(Count::SetWitness { group }) => {
+            Some(Count::SetWitness { group, mask }) => {
                 let g = at(&mut groups, &mut opens, group);
-                if groups[g].witness_tail.replace(s).is_some() {
-                    return Err(set_numbering());
-                }
+                groups[g].witness_tails.push((mask, s));
             }
-            Some(Count::SetFlag { group, bit }) => {
+            Some(Count::SetFlag { group, bit, mask }) => {
                 let g = at(&mut groups, &mut opens, group);
-                groups[g].flags.push((bit, s));
+                groups[g].flags.push((bit, mask, s));
             }
             Some(Count::SetMark {
                 group,

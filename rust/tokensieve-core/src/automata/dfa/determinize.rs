@@ -337,15 +337,16 @@ impl LazyDfa {
             }
             Some(
                 op @ (Count::SetTail { group }
-                | Count::SetWitness { group }
+                | Count::SetWitness { group, .. }
                 | Count::SetMark { group, .. }
                 | Count::SetFlag { group, .. }),
             ) if frame(c) != 0 && top.rec == MEMBER_SET => {
                 let taking = match op {
                     Count::SetTail { .. } => Taking::Tail,
-                    Count::SetWitness { .. } => Taking::Witness,
+                    Count::SetWitness { mask, .. } => Taking::Witness(mask),
                     Count::SetMark { bit, .. } => Taking::Mark(bit),
-                    _ => Taking::Flag,
+                    Count::SetFlag { bit, mask, .. } => Taking::Flag(bit, mask),
+                    _ => Taking::Nothing,
                 };
                 if let Some(id) = self.set_take(t, group, top.site, taking, c)? {
                     let f = push_frame(t, top.parent, MEMBER_SET, id)?;
@@ -357,9 +358,7 @@ impl LazyDfa {
                     && top.rec == MEMBER_SET
                     && t.g.set_groups.get(group as usize).is_some_and(|g| {
                         let set = &t.member_sets[top.site as usize];
-                        !g.witness
-                            || has_flag(set)
-                            || self.witness_ahead(t, g, set, Ahead::After(bit), c)
+                        self.witnesses_can_come(t, g, set, missing(g, set), Ahead::After(bit), c)
                     }) =>
             {
                 t.stack.push((next, c, past_end))
@@ -369,7 +368,7 @@ impl LazyDfa {
                     let set = &t.member_sets[top.site as usize];
                     (0..required).all(|b| has_bit(set, b))
                         && t.g.set_groups.get(group as usize).is_some_and(|g| {
-                            count_of(set) >= u64::from(g.min) && (!g.witness || has_flag(set))
+                            count_of(set) >= u64::from(g.min) && missing(g, set) == 0
                         })
                 } =>
             {
@@ -401,18 +400,18 @@ impl LazyDfa {
             }
         }
         let counted = g.counted();
-        let checks = counted || (g.witness && !has_flag(written));
-        if taking != Taking::Flag && checks && !self.set_viable(t, g, written, taking, c) {
+        let checks = counted || missing(g, written) != 0;
+        if checks && !self.set_viable(t, g, written, taking, c) {
             return Ok(None);
         }
         let mut new = written.to_vec();
-        if counted && matches!(taking, Taking::Mark(_) | Taking::Tail | Taking::Witness) {
+        if counted && matches!(taking, Taking::Mark(_) | Taking::Tail | Taking::Witness(_)) {
             let cap = if g.max == u32::MAX { g.min } else { g.max };
             let n = (count_of(written) + 1).min(u64::from(cap));
-            new[0] = n | (new[0] & FLAG);
+            new[0] = n | (new[0] & FLAGS);
         }
-        if matches!(taking, Taking::Witness | Taking::Flag) {
-            new[0] |= FLAG;
+        if let Taking::Witness(mask) | Taking::Flag(_, mask) = taking {
+            new[0] |= u64::from(mask) << FLAG_SHIFT;
         }
         if let (Taking::Mark(bit), true) = (taking, g.any_order) {
             let word = 1 + bit as usize / 64;
@@ -435,7 +434,11 @@ impl LazyDfa {
     /// the depth it started at, and the number of members a set can still reach is every
     /// count between those two, so this is exact (a set needs a witness only without bounds).
     fn set_viable(&self, t: &Table, g: &SetGroup, written: &[u64], taking: Taking, c: u64) -> bool {
-        let n = count_of(written) + u64::from(taking != Taking::Nothing);
+        let n = count_of(written)
+            + u64::from(matches!(
+                taking,
+                Taking::Mark(_) | Taking::Tail | Taking::Witness(_)
+            ));
         let (mut must, mut can) = (0u64, 0u64);
         let remaining = |bit: u32| remaining(g, written, taking, bit);
         let counted = g.counted();
@@ -452,13 +455,22 @@ impl LazyDfa {
             }
             can += u64::from(ok);
         }
-        if g.witness && !has_flag(written) && taking != Taking::Witness {
+        let mut need = missing(g, written);
+        if need != 0 {
             let ahead = match taking {
                 Taking::Mark(b) => Ahead::From(b),
+                Taking::Flag(b, mask) => {
+                    need &= !mask;
+                    Ahead::After(b)
+                }
+                Taking::Witness(mask) => {
+                    need &= !mask;
+                    Ahead::Tail
+                }
                 Taking::Tail => Ahead::Tail,
-                _ => Ahead::All,
+                Taking::Nothing => Ahead::All,
             };
-            if !self.witness_ahead(t, g, written, ahead, c) {
+            if !self.witnesses_can_come(t, g, written, need, ahead, c) {
                 return false;
             }
         }
@@ -471,22 +483,36 @@ impl LazyDfa {
         n + must <= u64::from(g.max) && n + can >= u64::from(g.min)
     }
 
-    /// Whether a witness can still be written in set `g` (having written `written`): by a
-    /// witness member, or by the witness branch of an item still to come (`ahead`).
-    fn witness_ahead(
+    /// Whether witnesses of every kind in `need` can still be written in set `g` (having
+    /// written `written`): witness members (any number of them), and at most one witness
+    /// branch of each item still to come (`ahead`) — found by trying the items' branches in
+    /// turn over the sets of kinds they cover (at most 16).
+    fn witnesses_can_come(
         &self,
         t: &Table,
         g: &SetGroup,
         written: &[u64],
+        need: u32,
         ahead: Ahead,
         c: u64,
     ) -> bool {
-        if g.witness_tail
-            .is_some_and(|m| self.marker_can_finish(t, m, c))
-        {
+        let mut need = need;
+        if need == 0 {
             return true;
         }
-        g.flags.iter().any(|&(bit, m)| {
+        for &(mask, m) in &g.witness_tails {
+            if mask & need != 0 && self.marker_can_finish(t, m, c) {
+                need &= !mask;
+            }
+        }
+        if need == 0 {
+            return true;
+        }
+        // reach: bit `s` set when the kinds `s` (within `need`) can be covered so far
+        let mut reach: u32 = 1;
+        let mut i = 0;
+        while i < g.flags.len() {
+            let bit = g.flags[i].0;
             let open = match (ahead, g.any_order) {
                 (Ahead::Tail, false) => false,
                 (Ahead::All, _) => true,
@@ -495,8 +521,26 @@ impl LazyDfa {
                 (Ahead::From(b), true) => bit == b || !has_bit(written, bit),
                 (Ahead::After(_) | Ahead::Tail, true) => !has_bit(written, bit),
             };
-            open && self.marker_can_finish(t, m, c)
-        })
+            let mut next = reach;
+            while i < g.flags.len() && g.flags[i].0 == bit {
+                let (_, mask, m) = g.flags[i];
+                i += 1;
+                let mask = mask & need;
+                if !open || mask == 0 || !self.marker_can_finish(t, m, c) {
+                    continue;
+                }
+                for s in 0..16u32 {
+                    if reach >> s & 1 == 1 {
+                        next |= 1 << (s | mask);
+                    }
+                }
+            }
+            reach = next;
+            if reach >> need & 1 == 1 {
+                return true;
+            }
+        }
+        false
     }
 
     /// Whether some member of set `group` (in any order) not in member set `set`, or a tail or
@@ -506,12 +550,13 @@ impl LazyDfa {
             return false;
         };
         let written = &t.member_sets[set as usize];
-        let checks = g.counted() || (g.witness && !has_flag(written));
+        let checks = g.counted() || missing(g, written) != 0;
         let ok = |taking| !checks || self.set_viable(t, g, written, taking, c);
         g.tail
             .is_some_and(|m| self.marker_can_finish(t, m, c) && ok(Taking::Tail))
-            || g.witness_tail
-                .is_some_and(|m| self.marker_can_finish(t, m, c) && ok(Taking::Witness))
+            || g.witness_tails
+                .iter()
+                .any(|&(mask, m)| self.marker_can_finish(t, m, c) && ok(Taking::Witness(mask)))
             || g.marks.iter().any(|&(bit, m, _)| {
                 !has_bit(written, bit) && self.marker_can_finish(t, m, c) && ok(Taking::Mark(bit))
             })
@@ -527,13 +572,16 @@ impl LazyDfa {
         let written = &t.member_sets[set as usize];
         let (m, taking) = if bit == u32::MAX {
             (g.tail, Taking::Tail)
-        } else if bit == u32::MAX - 1 {
-            (g.witness_tail, Taking::Witness)
+        } else if bit >= u32::MAX - 64 {
+            match g.witness_tails.get((u32::MAX - 1 - bit) as usize) {
+                Some(&(mask, m)) => (Some(m), Taking::Witness(mask)),
+                None => (None, Taking::Tail),
+            }
         } else {
             let at = g.marks.binary_search_by_key(&bit, |x| x.0).ok();
             (at.map(|i| g.marks[i].1), Taking::Mark(bit))
         };
-        let checks = g.counted() || (g.witness && !has_flag(written));
+        let checks = g.counted() || missing(g, written) != 0;
         m.is_some_and(|m| {
             self.marker_can_finish(t, m, c)
                 && (!checks || self.set_viable(t, g, written, taking, c))
@@ -803,9 +851,10 @@ enum Taking {
     Nothing,
     Mark(u32),
     Tail,
-    Witness,
-    /// An item's witness branch (the item was taken at its mark).
-    Flag,
+    /// A witness member of the kinds in the mask.
+    Witness(u32),
+    /// Item `bit`'s witness branch of the kinds in the mask (the item was taken at its mark).
+    Flag(u32, u32),
 }
 
 /// Which items' witness branches are still ahead (see `LazyDfa::witness_ahead`): all of them,
@@ -830,15 +879,18 @@ fn remaining(g: &SetGroup, written: &[u64], taking: Taking, bit: u32) -> bool {
     }
 }
 
-/// Word 0 of a member set: the number of members written, and this flag: a witness was.
-const FLAG: u64 = 1 << 63;
+/// Word 0 of a member set: the number of members written, and from this bit on the witness
+/// kinds written (at most 8).
+const FLAG_SHIFT: u32 = 56;
+const FLAGS: u64 = 0xff << FLAG_SHIFT;
 
 fn count_of(set: &[u64]) -> u64 {
-    set[0] & !FLAG
+    set[0] & !FLAGS
 }
 
-fn has_flag(set: &[u64]) -> bool {
-    set[0] & FLAG != 0
+/// The witness kinds set `g` still needs, having written `set`.
+fn missing(g: &SetGroup, set: &[u64]) -> u32 {
+    g.witness & !((set[0] >> FLAG_SHIFT) as u32)
 }
 
 /// Whether bit `b` of a member set is set.

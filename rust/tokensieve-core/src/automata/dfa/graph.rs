@@ -257,14 +257,19 @@ impl Graph {
                     )
                 }));
         }
-        self.set_groups
-            .extend(seg.set_groups.into_iter().map(|g| SetGroup {
+        self.set_groups.extend(seg.set_groups.into_iter().map(|g| {
+            SetGroup {
                 marks: g.marks.iter().map(|&(b, m, r)| (b, m + base, r)).collect(),
                 tail: g.tail.map(|m| m + base),
-                witness_tail: g.witness_tail.map(|m| m + base),
-                flags: g.flags.iter().map(|&(b, m)| (b, m + base)).collect(),
+                witness_tails: g
+                    .witness_tails
+                    .iter()
+                    .map(|&(k, m)| (k, m + base))
+                    .collect(),
+                flags: g.flags.iter().map(|&(b, k, m)| (b, k, m + base)).collect(),
                 ..g
-            }));
+            }
+        }));
         Ok(seg.nfa.start_anchored().as_u32() + base)
     }
 }

@@ -58,8 +58,8 @@ struct MemberParts<'a> {
     sep: &'a Expr,
     tail: Option<&'a Expr>,
     bounds: Option<(u32, Option<u32>)>,
-    witness: Option<&'a Expr>,
-    needs_witness: bool,
+    witness: &'a [(u32, Expr)],
+    needs_witness: u32,
 }
 
 /// A `Knot` being built: its ids `base..base + entries.len()`, its marker number, each
@@ -260,10 +260,10 @@ impl Compiler {
                 self.patch(te, after)?;
                 starts.push(self.mark(Count::SetTail { group }, ts)?);
             }
-            if let Some(w) = m.witness {
+            for (mask, w) in m.witness {
                 let (ws, we) = self.e(w)?;
                 self.patch(we, after)?;
-                starts.push(self.mark(Count::SetWitness { group }, ws)?);
+                starts.push(self.mark(Count::SetWitness { group, mask: *mask }, ws)?);
             }
             Ok((starts, after))
         })();
@@ -309,7 +309,7 @@ impl Compiler {
         self.next_set += 1;
         u32::try_from(items.len())
             .ok()
-            .filter(|&n| n < u32::MAX - 1)
+            .filter(|&n| n < u32::MAX - 64)
             .ok_or_else(|| Error::Budget("an object with too many properties".into()))?;
         // a jump inside a member cannot leave it (its path would skip the set's end)
         let tails = std::mem::take(&mut self.tails);
@@ -365,8 +365,12 @@ impl Compiler {
             if let Some(t) = m.tail {
                 kinds.push((t, Count::SetTail { group }, u32::MAX));
             }
-            if let Some(w) = m.witness {
-                kinds.push((w, Count::SetWitness { group }, u32::MAX - 1));
+            for (i, (mask, w)) in (0u32..).zip(m.witness) {
+                kinds.push((
+                    w,
+                    Count::SetWitness { group, mask: *mask },
+                    u32::MAX - 1 - i,
+                ));
             }
             if kinds.is_empty() {
                 for st in [none, some].into_iter().flatten() {
@@ -625,12 +629,12 @@ impl Compiler {
                     sep,
                     tail: tail.as_deref(),
                     bounds: *bounds,
-                    witness: witness.as_deref(),
+                    witness,
                     needs_witness: *needs_witness,
                 };
                 if *any_order {
                     self.set(&m)
-                } else if bounds.is_some() || *needs_witness {
+                } else if bounds.is_some() || *needs_witness != 0 {
                     self.seq_counted(&m)
                 } else {
                     self.seq(items, sep, tail.as_deref())
@@ -643,8 +647,12 @@ impl Compiler {
                     ));
                 };
                 let e = self.empty()?;
-                let op = if *w {
-                    Count::SetFlag { group, bit }
+                let op = if *w != 0 {
+                    Count::SetFlag {
+                        group,
+                        bit,
+                        mask: *w,
+                    }
                 } else {
                     Count::SetPlain { group, bit }
                 };

@@ -79,21 +79,22 @@ pub(crate) enum Count {
     /// depth, and the bounds can be met (the NFA's graph and the depth analysis let a set end
     /// at any time; its end waits for these).
     ///
-    /// With `witness`, one member must be a witness (see [`super::expr::Expr::Members`]): the
-    /// frame keeps whether one was written, and the set opens only where one still can be.
+    /// With `witness` (a mask of kinds), each kind needs a witness member (see
+    /// [`super::expr::Expr::Members`]): the frame keeps the kinds written, and the set opens
+    /// only where the others still can be.
     SetOpen {
         group: u32,
         any_order: bool,
         min: u32,
         max: u32,
-        witness: bool,
+        witness: u32,
     },
     /// Before a separator of a set in any order: allowed only when some member can still follow
     /// (one not written yet, or a tail member) with the set still finishable after it.
     SetMore { group: u32 },
     /// Before the separator of member `bit` of a set in schema order (`u32::MAX`: of a tail
-    /// member, `u32::MAX - 1`: of a witness member): allowed only when that member can follow
-    /// with the set still finishable.
+    /// member, `u32::MAX - 1 - i`: of the `i`-th kind of witness member): allowed only when
+    /// that member can follow with the set still finishable.
     SetSep { group: u32, bit: u32 },
     /// Member `bit` of set `group` starts: allowed only when the set can still be finished
     /// with it (in any order: only when it was not written yet); counts it (in any order,
@@ -107,13 +108,15 @@ pub(crate) enum Count {
     /// A tail member of set `group` starts (any number of them): counted, where the set has
     /// bounds, and allowed only where they can still be met.
     SetTail { group: u32 },
-    /// A witness member of set `group` starts (a tail member kind, any number of times):
-    /// records that a witness was written (and counts it, where the set has bounds).
-    SetWitness { group: u32 },
-    /// Item `bit` of set `group` takes its witness branch: records that a witness was written.
-    SetFlag { group: u32, bit: u32 },
-    /// Item `bit` of set `group` takes a branch that is not a witness: allowed only while a
-    /// witness was written already or can still come from a later member.
+    /// A witness member of set `group` of the kinds in `mask` starts (a tail member kind, any
+    /// number of times): records them (and counts it, where the set has bounds); allowed only
+    /// where the other kinds still missing can still come.
+    SetWitness { group: u32, mask: u32 },
+    /// Item `bit` of set `group` takes its branch that is a witness of the kinds in `mask`:
+    /// records them; allowed only where the other kinds still missing can still come.
+    SetFlag { group: u32, bit: u32, mask: u32 },
+    /// Item `bit` of set `group` takes a branch that is no witness: allowed only while the
+    /// kinds still missing can still come from later members.
     SetPlain { group: u32, bit: u32 },
     /// The end of the members: allowed only when the frame on top is a member set holding bits
     /// `0..required` (in any order) and at least the set's `min` members; pops it.
@@ -137,10 +140,14 @@ impl Count {
                 max,
                 witness,
             },
-            Count::SetWitness { group } => Count::SetWitness { group: f(group) },
-            Count::SetFlag { group, bit } => Count::SetFlag {
+            Count::SetWitness { group, mask } => Count::SetWitness {
+                group: f(group),
+                mask,
+            },
+            Count::SetFlag { group, bit, mask } => Count::SetFlag {
                 group: f(group),
                 bit,
+                mask,
             },
             Count::SetPlain { group, bit } => Count::SetPlain {
                 group: f(group),

@@ -443,12 +443,12 @@ impl<'a> Compiler<'a> {
                             .unwrap_or_default()
                     });
                     let mut b = typed("object", vec![]);
-                    b.x.some_extra = Some(SomeExtra {
+                    b.x.some_extra = vec![SomeExtra {
                         names,
                         patterns,
                         key: None,
                         schema: Sub::from_terms(n),
-                    });
+                    }];
                     out.push(b);
                 }
                 "patternProperties" => {
@@ -473,12 +473,12 @@ impl<'a> Compiler<'a> {
                                 Value::Object(declared_any(m.get("properties"))),
                             )],
                         );
-                        b.x.some_extra = Some(SomeExtra {
+                        b.x.some_extra = vec![SomeExtra {
                             names: Vec::new(),
                             patterns: None,
                             key: Some(p.clone()),
                             schema: Sub::from_terms(n),
-                        });
+                        }];
                         out.push(b);
                     }
                 }
@@ -514,7 +514,10 @@ impl<'a> Compiler<'a> {
                 x.contains_from.is_some(),
                 "the items a negated items schema counts",
             ),
-            (x.some_extra.is_some(), "a negated additionalProperties"),
+            (
+                !x.some_extra.is_empty(),
+                "a negated additionalProperties or patternProperties",
+            ),
             (
                 !x.key_views.is_empty(),
                 "an allOf branch's additionalProperties beside another's patternProperties",

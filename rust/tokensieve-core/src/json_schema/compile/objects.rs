@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use super::scalars::{spelled_combination, spelled_not_in};
 use super::{child, literal_values, schema_error, Compiler, MAX_BUILT, MAX_WEIGHT};
-use crate::automata::expr::{alt, concat, lit, rep, Expr};
+use crate::automata::expr::{alt, concat, lit, rep, Expr, MAX_WITNESS_KINDS};
 use crate::automata::hir as hirs;
 use crate::automata::spell::dot_all;
 use crate::error::{Error, Result};
@@ -20,11 +20,23 @@ impl<'a> Compiler<'a> {
         x: &Extra,
         ptr: &str,
     ) -> Result<Option<Expr>> {
-        // a negated additionalProperties / patternProperties: some member must be a witness
-        let some = match &x.some_extra {
-            Some(se) => Some(self.witness_kind(se, ptr)?),
-            None => None,
-        };
+        // negated additionalProperties / patternProperties: for each, some member must be a
+        // witness of its kind
+        if x.some_extra.len() > MAX_WITNESS_KINDS {
+            return Err(schema_error(
+                "not",
+                ptr,
+                format!(
+                    "more than {MAX_WITNESS_KINDS} negated additionalProperties/patternProperties \
+                     apply to one object"
+                ),
+            ));
+        }
+        let mut kinds: Vec<WitnessKind> = Vec::new();
+        for se in &x.some_extra {
+            kinds.push(self.witness_kind(se, ptr)?);
+        }
+        let all_kinds: u32 = (1u32 << kinds.len()) - 1;
         let empty = Map::new();
         let props = match m.get("properties") {
             None => &empty,
@@ -93,8 +105,8 @@ impl<'a> Compiler<'a> {
         // Declared properties in schema order, then required names the properties lack.
         let mut names: Vec<String> = props.keys().cloned().collect();
         let mut items: Vec<(Expr, bool)> = Vec::new();
-        // whether some declared member can be the witness (see `some`)
-        let mut any_candidate = false;
+        // the kinds some declared member can be a witness of (see `kinds`)
+        let mut item_cover = 0u32;
         let entries: Vec<(String, Option<&Value>)> = props
             .iter()
             .map(|(k, v)| (k.clone(), Some(v)))
@@ -134,24 +146,35 @@ impl<'a> Compiler<'a> {
                 Some(pn) => self.validates(&Value::from(name.as_str()), pn, ptr, 0)?,
                 None => true,
             };
-            // the same constraint as a sub-schema, for the witness branch of a declared name
-            // of the witness's kind
-            let witness_value = match &some {
-                Some(w) if name_ok && w.admits(&name)? => {
-                    let mut all = match (x.property(&name), s) {
-                        (Some(sub), _) => vec![sub.clone()],
-                        (None, Some(s)) => vec![Sub::Json(s.clone())],
-                        (None, None) if matching.is_empty() => {
-                            vec![Sub::Json(map_additional.clone())]
-                        }
-                        (None, None) => vec![],
-                    };
-                    all.extend(matching.iter().cloned().map(Sub::Json));
-                    all.push(w.schema.clone());
-                    self.compile_sub(&Sub::All(all), &pptr)?
+            // the witness branches of a declared name of some witness kind: for each set of
+            // such kinds, the same constraint as a sub-schema with theirs
+            let mut admitted = 0u32;
+            for (k, w) in kinds.iter().enumerate() {
+                if name_ok && w.admits(&name)? {
+                    admitted |= 1 << k;
                 }
-                _ => None,
-            };
+            }
+            let mut witness_values: Vec<(u32, Expr)> = Vec::new();
+            for mask in 1..=admitted {
+                if mask & admitted != mask {
+                    continue;
+                }
+                let mut all = match (x.property(&name), s) {
+                    (Some(sub), _) => vec![sub.clone()],
+                    (None, Some(s)) => vec![Sub::Json(s.clone())],
+                    (None, None) if matching.is_empty() => vec![Sub::Json(map_additional.clone())],
+                    (None, None) => vec![],
+                };
+                all.extend(matching.iter().cloned().map(Sub::Json));
+                for (k, w) in kinds.iter().enumerate() {
+                    if mask >> k & 1 == 1 {
+                        all.push(w.schema.clone());
+                    }
+                }
+                if let Some(e) = self.compile_sub(&Sub::All(all), &pptr)? {
+                    witness_values.push((mask, e));
+                }
+            }
             let v = if !name_ok {
                 None
             } else if let Some(sub) = x.property(&name) {
@@ -189,22 +212,24 @@ impl<'a> Compiler<'a> {
                         self.colon(),
                         v,
                     ]);
-                    any_candidate |= witness_value.is_some();
-                    let kv = match witness_value {
-                        // either this member is the witness, or it is not (then one must come
-                        // from another member)
-                        Some(w) => alt(vec![
-                            concat(vec![Expr::Witness(false), kv]),
-                            concat(vec![
-                                Expr::Witness(true),
+                    // this member is a witness of some kinds, or of none (then they must come
+                    // from other members)
+                    let kv = if witness_values.is_empty() {
+                        kv
+                    } else {
+                        let mut branches = vec![concat(vec![Expr::Witness(0), kv])];
+                        for (mask, w) in witness_values {
+                            item_cover |= mask;
+                            branches.push(concat(vec![
+                                Expr::Witness(mask),
                                 lit("\""),
                                 self.spell_literal(&name),
                                 lit("\""),
                                 self.colon(),
                                 w,
-                            ]),
-                        ]),
-                        None => kv,
+                            ]));
+                        }
+                        alt(branches)
                     };
                     items.push((kv, is_req));
                 }
@@ -236,23 +261,29 @@ impl<'a> Compiler<'a> {
                 &map_additional,
                 &x.key_views,
                 key_lang.as_deref(),
-                None,
+                &[],
                 ptr,
             )?
         };
-        // the witness members among the undeclared ones
-        let witness_kv = match &some {
-            Some(w) => self.extra_members_with_views(
+        // the witness members among the undeclared ones, for each set of kinds
+        let mut witness_kv: Vec<(u32, Expr)> = Vec::new();
+        for mask in 1..=all_kinds {
+            let ws: Vec<&WitnessKind> = (0..kinds.len())
+                .filter(|k| mask >> k & 1 == 1)
+                .map(|k| &kinds[k])
+                .collect();
+            if let Some(e) = self.extra_members_with_views(
                 &names,
                 &patterns,
                 &map_additional,
                 &x.key_views,
                 key_lang.as_deref(),
-                Some(w),
+                &ws,
                 ptr,
-            )?,
-            None => None,
-        };
+            )? {
+                witness_kv.push((mask, e));
+            }
+        }
         let n_req = items.iter().filter(|x| x.1).count() as u64;
         let n_opt = items.len() as u64 - n_req;
         let minp = self.count(m, "minProperties", ptr)?;
@@ -331,7 +362,7 @@ impl<'a> Compiler<'a> {
                  max_recursion_depth, or use additional_properties=\"forbid\""
             )));
         }
-        if some.is_some() && (counted.is_some() || !shared) {
+        if !kinds.is_empty() && (counted.is_some() || !shared) {
             return Err(schema_error(
                 if minp.is_some() {
                     "minProperties"
@@ -343,9 +374,10 @@ impl<'a> Compiler<'a> {
                  additionalProperties/patternProperties are not supported",
             ));
         }
-        let body = if some.is_some() {
-            if witness_kv.is_none() && !any_candidate {
-                // no member can be the witness: no object is in the language
+        let body = if !kinds.is_empty() {
+            let cover = witness_kv.iter().fold(item_cover, |a, w| a | w.0);
+            if cover != all_kinds {
+                // some kind has no member that can be its witness: no object is in the language
                 return Ok(None);
             }
             crate::automata::expr::members_witnessed(
@@ -354,6 +386,7 @@ impl<'a> Compiler<'a> {
                 extra_kv,
                 any_order,
                 witness_kv,
+                all_kinds,
             )
         } else if let Some(b) = counted {
             crate::automata::expr::members_counted(items, self.comma(), extra_kv, any_order, b)
@@ -573,8 +606,8 @@ impl<'a> Compiler<'a> {
     /// patterns together, gets the conjunction of every group's constraint (its matched
     /// patterns' schemas, or its `additionalProperties` when none of its patterns matched).
     ///
-    /// With `witness`, only the members of the witness's kind (see [`WitnessKind`]), each
-    /// value also of the witness's schema: the witness members of a negated
+    /// With `witness`, only the members of every one of these witness kinds (see
+    /// [`WitnessKind`]), each value also of their schemas: the witness members of negated
     /// `additionalProperties` / `patternProperties`.
     #[allow(clippy::too_many_arguments)]
     fn extra_members_with_views(
@@ -584,7 +617,7 @@ impl<'a> Compiler<'a> {
         map_additional: &Value,
         views: &[KeyView],
         key_lang: Option<&[Hir]>,
-        witness: Option<&WitnessKind>,
+        witness: &[&WitnessKind],
         ptr: &str,
     ) -> Result<Option<Expr>> {
         // (key language, schema, group): group 0 is this object's own keywords
@@ -609,14 +642,14 @@ impl<'a> Compiler<'a> {
             ));
         }
         let mut declared: Vec<Hir> = names.iter().map(|n| Hir::literal(n.as_bytes())).collect();
-        if let Some(w) = witness {
+        for w in witness {
             declared.extend(w.names.iter().map(|n| Hir::literal(n.as_bytes())));
             declared.extend(w.not_patterns.iter().cloned());
         }
         let mut alts = Vec::new();
         for mask in 0u32..(1 << all.len()) {
             let mut pos: Vec<Hir> = key_lang.map(<[Hir]>::to_vec).unwrap_or_default();
-            pos.extend(witness.and_then(|w| w.key.clone()));
+            pos.extend(witness.iter().filter_map(|w| w.key.clone()));
             let mut neg = declared.clone();
             let mut schemas = Vec::new();
             let mut hit = vec![false; additional.len()];
@@ -636,12 +669,12 @@ impl<'a> Compiler<'a> {
             }
             let mut o = Map::new();
             o.insert("allOf".into(), Value::Array(schemas));
-            let value = match witness {
-                Some(w) => {
-                    let all = Sub::All(vec![Sub::Json(Value::Object(o)), w.schema.clone()]);
-                    self.compile_sub(&all, &child(ptr, "patternProperties"))?
-                }
-                None => self.schema(&Value::Object(o), &child(ptr, "patternProperties"))?,
+            let value = if witness.is_empty() {
+                self.schema(&Value::Object(o), &child(ptr, "patternProperties"))?
+            } else {
+                let mut all = vec![Sub::Json(Value::Object(o))];
+                all.extend(witness.iter().map(|w| w.schema.clone()));
+                self.compile_sub(&Sub::All(all), &child(ptr, "patternProperties"))?
             };
             let Some(value) = value else {
                 continue;

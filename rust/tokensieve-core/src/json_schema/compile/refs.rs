@@ -828,17 +828,11 @@ pub(super) fn merge(out: Built, b: Built, ptr: &str) -> Result<Built> {
         (None, c) => ox.contains_from = c,
         _ => {}
     }
-    match (&ox.some_extra, bx.some_extra) {
-        (Some(a), Some(c)) if *a != c => {
-            return Err(schema_error(
-                "additionalProperties",
-                ptr,
-                "allOf: two different negated additionalProperties cannot be merged in this \
-                 version",
-            ))
+    // each negated additionalProperties / patternProperties needs its own witness
+    for c in bx.some_extra {
+        if !ox.some_extra.contains(&c) {
+            ox.some_extra.push(c);
         }
-        (None, c) => ox.some_extra = c,
-        _ => {}
     }
     ox.properties = props_x;
     ox.prefix_items = items_x;

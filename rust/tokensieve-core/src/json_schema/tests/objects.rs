@@ -820,6 +820,42 @@ fn negated_object_keywords_need_a_witness() {
             vec![r#"{"a": 1}"#, r#"{"a": 1, "b": 2}"#],
             vec!["{}", r#"{"a": 2}"#, r#"{"b": 1}"#, r#"{"a": 2, "b": 1}"#],
         ),
+        // two witnesses, which the only member must both be
+        (
+            json!({"type": "object", "properties": {"a": {"type": "integer"}},
+                   "additionalProperties": false,
+                   "allOf": [{"not": {"additionalProperties": {"not": {"minimum": 5}}}},
+                             {"not": {"additionalProperties": {"not": {"maximum": 7}}}}]}),
+            vec![r#"{"a": 6}"#, r#"{"a": 5}"#],
+            vec!["{}", r#"{"a": 4}"#, r#"{"a": 8}"#],
+        ),
+        // two witnesses among declared and other members
+        (
+            json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {}},
+                   "additionalProperties": {"type": "integer"},
+                   "allOf": [{"not": {"additionalProperties": {"not": {"minimum": 5}}}},
+                             {"not": {"patternProperties": {"^z": {"maximum": 2}}}}]}),
+            vec![
+                r#"{"a": 6, "z1": 3}"#,
+                r#"{"z1": 9}"#,
+                r#"{"b": 7, "z": 4}"#,
+            ],
+            vec![
+                "{}",
+                r#"{"a": 6}"#,
+                r#"{"z1": 2, "a": 9}"#,
+                r#"{"a": 1, "z1": 4}"#,
+            ],
+        ),
+        // a oneOf of three branches that differ by patternProperties
+        (
+            json!({"type": "object", "additionalProperties": {"type": "integer"},
+                   "oneOf": [{"patternProperties": {"^a": {"minimum": 10}}},
+                             {"patternProperties": {"^b": {"minimum": 10}}},
+                             {"patternProperties": {"^c": {"minimum": 10}}}]}),
+            vec![r#"{"a1": 1, "b1": 1}"#, r#"{"a1": 10, "b1": 1, "c1": 1}"#],
+            vec!["{}", r#"{"a1": 1}"#, r#"{"a1": 1, "b1": 1, "c1": 1}"#],
+        ),
         // a oneOf whose branches differ by patternProperties
         (
             json!({"type": "object", "additionalProperties": {"type": "integer"},
