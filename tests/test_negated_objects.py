@@ -1,10 +1,11 @@
-"""Object keywords under negation against `jsonschema`: `not` of `additionalProperties` and of
-`patternProperties`, and `oneOf` branches that differ by them (exact by negation), in both
-property orders.
+"""Object keywords under negation against `jsonschema`: `not` of `additionalProperties`, of
+`patternProperties` and of `propertyNames`, and `oneOf` branches that differ by them (exact by
+negation), in both property orders.
 
 Random object schemas (declared properties with small value languages, `additionalProperties`
 false / true / a schema, sometimes `patternProperties`) get a random negated part: `not` of an
-`additionalProperties` or `patternProperties` map (with or without its own `properties`), or a
+`additionalProperties` or `patternProperties` map (with or without its own `properties`), of a
+`propertyNames` schema, or a
 `oneOf` of two branches with different `patternProperties`; sometimes a second one beside it
 (in an `allOf`), each needing its own witness. Every object of up to three keys (declared and
 undeclared ones, values from a small pool) is fed byte by byte through a one-token-per-byte
@@ -59,7 +60,10 @@ def _value_schema(rng: random.Random) -> Any:
 
 
 def _negated(rng: random.Random) -> dict[str, Any]:
-    kind = rng.choice(["additional", "pattern", "oneOf"])
+    kind = rng.choice(["additional", "pattern", "oneOf", "names"])
+    if kind == "names":
+        names: Any = rng.choice([{"maxLength": 1}, {"pattern": "^x"}, {"enum": ["a", "b"]}, False])
+        return {"not": {"propertyNames": names}}
     if kind == "additional":
         inner: dict[str, Any] = {"additionalProperties": rng.choice([False, _value_schema(rng)])}
         if rng.random() < 0.5:

@@ -554,6 +554,34 @@ def test_whitespace_flags(hf_tokenizer: Any) -> None:
     assert flexible.json_options == {"whitespace": "flexible", "max_whitespace": 2}
 
 
+def test_json_options_from_the_environment(
+    hf_tokenizer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TOKENSIEVE_JSON_OPTIONS sets tokensieve's JSON Schema options for every json request
+    (here: properties in any order); malformed values fail at startup, naming the variable."""
+    schema = (
+        '{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}'
+    )
+    reordered = hf_tokenizer.encode('{"b": 2, "a": 1}', add_special_tokens=False)
+    plain = make_backend(hf_tokenizer)
+    g = plain.dispatch_json(schema)
+    assert not all(g.matcher.accept_token(t) for t in reordered)
+    monkeypatch.setenv("TOKENSIEVE_JSON_OPTIONS", '{"property_order": "any"}')
+    anyorder = make_backend(hf_tokenizer, constrained_json_disable_any_whitespace=True)
+    assert anyorder.json_options == {"whitespace": "compact", "property_order": "any"}
+    anyorder = make_backend(hf_tokenizer)
+    g = anyorder.dispatch_json(schema)
+    assert all(g.matcher.accept_token(t) for t in reordered)
+    for bad, why in [
+        ("[1]", "must be a JSON object"),
+        ("{", "is not JSON"),
+        ('{"order": "any"}', "unknown option"),
+    ]:
+        monkeypatch.setenv("TOKENSIEVE_JSON_OPTIONS", bad)
+        with pytest.raises(ValueError, match=f"TOKENSIEVE_JSON_OPTIONS.*{why}|{why}"):
+            make_backend(hf_tokenizer)
+
+
 def test_reasoning_wrapper(hf_tokenizer: Any) -> None:
     """--reasoning-parser deepseek-r1: SGLang's ReasonerGrammarBackend around ours; free text
     until </think>, then the grammar; EOS terminates."""

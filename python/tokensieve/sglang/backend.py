@@ -22,7 +22,9 @@ tokensieve grammars and matchers. Imports SGLang (and torch); ``tokensieve.sglan
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
+import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -37,7 +39,7 @@ from sglang.srt.constrained.base_grammar_backend import (
 
 import tokensieve as ts
 from tokensieve._core import TokensieveError
-from tokensieve.constraints import Constraint, GrammarCache, describe_error
+from tokensieve.constraints import SCHEMA_OPTIONS, Constraint, GrammarCache, describe_error
 
 __all__ = [
     "FULL_ASSISTANT_EBNF_UNSUPPORTED",
@@ -366,6 +368,33 @@ def json_options_from_server() -> dict[str, Any]:
     return {}
 
 
+# A JSON object of tokensieve JSON Schema options for every `json` request of an SGLang server
+# (SGLang has no per-request options and no flags for them), e.g. '{"property_order": "any"}'.
+JSON_OPTIONS_ENV = "TOKENSIEVE_JSON_OPTIONS"
+
+
+def json_options_from_env() -> dict[str, Any]:
+    """The options in ``TOKENSIEVE_JSON_OPTIONS`` (none when it is unset or empty); a value
+    that is not a JSON object of tokensieve's JSON Schema option names is a ``ValueError`` at
+    startup, naming the variable (the option values are checked by the first compile)."""
+    text = os.environ.get(JSON_OPTIONS_ENV, "").strip()
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"{JSON_OPTIONS_ENV} is not JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{JSON_OPTIONS_ENV} must be a JSON object of JSON Schema options")
+    unknown = sorted(k for k in value if k not in SCHEMA_OPTIONS)
+    if unknown:
+        raise ValueError(
+            f"{JSON_OPTIONS_ENV}: unknown option(s) {', '.join(map(repr, unknown))}; options "
+            f"are: {', '.join(SCHEMA_OPTIONS)}"
+        )
+    return value
+
+
 def create_backend(
     server_args: Any, tokenizer: Any, vocab_size: int, eos_token_ids: Any = None
 ) -> Any:
@@ -373,7 +402,10 @@ def create_backend(
     eos_token_ids)``; a registered backend is returned as is by ``create_grammar_backend``, so
     the reasoning wrapper SGLang puts around its own backends is added here."""
     backend = TokensieveGrammarBackend(
-        tokenizer, vocab_size, eos_token_ids, json_options=json_options_from_server()
+        tokenizer,
+        vocab_size,
+        eos_token_ids,
+        json_options={**json_options_from_server(), **json_options_from_env()},
     )
     parser_name = _serving("reasoning_parser", None)
     if not parser_name or tokenizer is None:

@@ -70,6 +70,9 @@ pub(super) struct SomeExtra {
     /// The pattern the key must match (ECMA, searched), for a negated `patternProperties`
     /// entry; then `names` and `patterns` are empty.
     pub key: Option<String>,
+    /// Decoded key languages the key must be outside of, for a negated `propertyNames`
+    /// (one of the languages it asks every key to be in).
+    pub not_keys: Vec<regex_syntax::hir::Hir>,
     pub schema: Sub,
 }
 

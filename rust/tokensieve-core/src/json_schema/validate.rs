@@ -180,10 +180,13 @@ impl<'a> Compiler<'a> {
                 None => None,
             };
             for (name, val) in o {
-                let kind = match &key {
+                let mut kind = match &key {
                     Some(h) => crate::json_schema::validate::full_match(h, name)?,
                     None => !some.names.contains(name),
                 };
+                for h in &some.not_keys {
+                    kind = kind && !crate::json_schema::validate::full_match(h, name)?;
+                }
                 if kind && self.validates_sub(val, &some.schema, ptr, depth + 1)? {
                     witnessed = true;
                     break;

@@ -447,9 +447,31 @@ impl<'a> Compiler<'a> {
                         names,
                         patterns,
                         key: None,
+                        not_keys: Vec::new(),
                         schema: Sub::from_terms(n),
                     }];
                     out.push(b);
+                }
+                "propertyNames" => {
+                    // some key outside one of the languages every key must be in (its value
+                    // any); the declared names stay declared, in their order
+                    for h in self.key_language(v, &child(ptr, k))? {
+                        let mut b = typed(
+                            "object",
+                            vec![(
+                                "properties",
+                                Value::Object(declared_any(m.get("properties"))),
+                            )],
+                        );
+                        b.x.some_extra = vec![SomeExtra {
+                            names: Vec::new(),
+                            patterns: None,
+                            key: None,
+                            not_keys: vec![h],
+                            schema: Sub::Json(Value::Bool(true)),
+                        }];
+                        out.push(b);
+                    }
                 }
                 "patternProperties" => {
                     let pp = v.as_object().ok_or_else(|| {
@@ -477,6 +499,7 @@ impl<'a> Compiler<'a> {
                             names: Vec::new(),
                             patterns: None,
                             key: Some(p.clone()),
+                            not_keys: Vec::new(),
                             schema: Sub::from_terms(n),
                         }];
                         out.push(b);

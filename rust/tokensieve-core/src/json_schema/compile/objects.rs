@@ -403,7 +403,7 @@ impl<'a> Compiler<'a> {
     /// The witness kind of a negated `additionalProperties` / `patternProperties` (see
     /// [`SomeExtra`]) with its key patterns read.
     fn witness_kind(&mut self, se: &SomeExtra, ptr: &str) -> Result<WitnessKind> {
-        let mut not_patterns = Vec::new();
+        let mut not_patterns = se.not_keys.clone();
         for p in se.patterns.iter().flatten() {
             not_patterns.push(self.pattern_hir(
                 &Value::from(p.as_str()),
@@ -427,7 +427,11 @@ impl<'a> Compiler<'a> {
 
     /// The decoded language of keys allowed by a `propertyNames` schema (`pos` HIRs that must
     /// all match; an empty list for `false` is returned as one empty class).
-    pub(super) fn key_language(&mut self, pn: &Value, ptr: &str) -> Result<Vec<Hir>> {
+    pub(in crate::json_schema) fn key_language(
+        &mut self,
+        pn: &Value,
+        ptr: &str,
+    ) -> Result<Vec<Hir>> {
         let pn = self.deref(pn, ptr)?;
         let m = match pn {
             Value::Bool(false) => return Ok(vec![Hir::fail()]),

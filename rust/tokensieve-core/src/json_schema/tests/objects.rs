@@ -847,6 +847,20 @@ fn negated_object_keywords_need_a_witness() {
                 r#"{"a": 1, "z1": 4}"#,
             ],
         ),
+        // not propertyNames: some key outside the names' language
+        (
+            json!({"type": "object", "properties": {"ab": {}},
+                   "not": {"propertyNames": {"maxLength": 2}}}),
+            vec![r#"{"abc": 1}"#, r#"{"ab": 1, "xyz": 2}"#],
+            vec!["{}", r#"{"ab": 1}"#, r#"{"ab": 1, "q": 2}"#],
+        ),
+        (
+            json!({"type": "object", "additionalProperties": false,
+                   "properties": {"a": {}, "bb": {}},
+                   "not": {"propertyNames": {"pattern": "^a"}}}),
+            vec![r#"{"bb": 1}"#, r#"{"a": 1, "bb": 2}"#],
+            vec!["{}", r#"{"a": 1}"#],
+        ),
         // a oneOf of three branches that differ by patternProperties
         (
             json!({"type": "object", "additionalProperties": {"type": "integer"},
