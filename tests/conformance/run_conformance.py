@@ -1046,10 +1046,14 @@ def run(
     suite: Path = SUITE_DIR,
     tokenizer_dir: Path = TOKENIZER_DIR,
     retry_timeouts: bool = True,
+    extra_options: dict[str, Any] | None = None,
 ) -> tuple[list[str], dict[str, Any], list[dict[str, Any]]]:
-    """Run the suite files of `drafts` × `kinds`: (file keys, results document, group results)."""
+    """Run the suite files of `drafts` × `kinds`: (file keys, results document, group results);
+    `extra_options` go to every compile beside the protocol's."""
     keys = suite_files(suite, drafts, kinds)
     tasks = make_tasks(keys, suite, classify)
+    for t in tasks:
+        t["options"].update(extra_options or {})
     results = run_tasks(tasks, jobs, timeout, tokenizer_dir, suite, progress)
     timed_out = {(r["file"], r["group"]) for r in results if r["compile"] == "timeout"}
     if timed_out and retry_timeouts:
@@ -1072,7 +1076,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per group")
     ap.add_argument("--no-classify", action="store_true", help="skip the false-negative causes")
     ap.add_argument("--output", type=Path, help="also write the results document here")
+    ap.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an extra compile option for every group (e.g. property_order=any); not with --update",
+    )
     args = ap.parse_args(argv)
+    extra: dict[str, Any] = {}
+    for kv in args.option:
+        key, sep, value = kv.partition("=")
+        if not sep:
+            ap.error(f"--option takes KEY=VALUE, got {kv!r}")
+        extra[key] = value
+    if extra and args.update:
+        ap.error("--update records the protocol's options; drop --option")
     if not SUITE_DIR.is_dir() or not (TOKENIZER_DIR / "tokenizer.json").is_file():
         print(f"missing {SUITE_DIR} or {TOKENIZER_DIR}", file=sys.stderr)
         return 2
@@ -1086,6 +1105,7 @@ def main(argv: list[str] | None = None) -> int:
         args.timeout,
         not args.no_classify,
         progress=True,
+        extra_options=extra,
     )
     elapsed = time.monotonic() - start
     if args.output:
@@ -1104,6 +1124,8 @@ def main(argv: list[str] | None = None) -> int:
         REPORT_PATH.write_text(write_report(doc, results, elapsed, args.jobs, args.timeout))
         print(f"wrote {EXPECTED_PATH.name} and {REPORT_PATH.name}")
         return 0
+    if extra:
+        return 0  # other options than the recorded results': nothing to compare
     if not EXPECTED_PATH.is_file():
         print("no expected_results.json yet: run with --update", file=sys.stderr)
         return 1
