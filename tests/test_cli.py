@@ -264,7 +264,10 @@ def test_jsonl_schema_members_reach_the_compiler_as_text(
     ]:
         code, stdout, _ = run_main(capsys, "inspect", out / f"{stem}.tsidx", "--json")
         header = json.loads(stdout)
-        direct = ts.Grammar.from_json_schema(text, vocab)
+        # (index files are built with the CLI's nesting bound, see AOT_MAX_NESTING_DEPTH)
+        direct = ts.Grammar.from_json_schema(
+            text, vocab, max_nesting_depth=cli.AOT_MAX_NESTING_DEPTH
+        )
         assert header["source_hash"] == direct.source_hash, (stem, header["constraint"])
     code, stdout, _ = run_main(capsys, "inspect", out / "s0.tsidx", "--json")
     assert "1.00000000000000000001" in json.loads(stdout)["constraint"]
@@ -287,7 +290,12 @@ def test_registry_files_reach_the_compiler_as_text(
     assert code == 0, err
     code, stdout, _ = run_main(capsys, "inspect", out, "--json")
     vocab = ts.Vocabulary.from_pretrained(tokenizer_json)
-    direct = ts.Grammar.from_json_schema('{"$ref": "urn:a"}', vocab, registry=registry.read_text())
+    direct = ts.Grammar.from_json_schema(
+        '{"$ref": "urn:a"}',
+        vocab,
+        registry=registry.read_text(),
+        max_nesting_depth=cli.AOT_MAX_NESTING_DEPTH,
+    )
     assert json.loads(stdout)["source_hash"] == direct.source_hash
 
 
@@ -470,3 +478,40 @@ def test_the_installed_command_reports_usage_errors(tokenizer_json: Path, tmp_pa
     )  # fmt: skip
     assert r.returncode == 2 and "argument --vocab-size" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_index_files_take_their_own_nesting_bound(
+    tokenizer_json: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An index holds every state, so `compile` builds JSON constraints with
+    max_nesting_depth=8 unless told otherwise, and the file's options (and constraint hash) say
+    so; with --max-nesting-depth the file matches a grammar compiled with that value."""
+    import tokensieve as ts
+
+    vocab = ts.Vocabulary.from_pretrained(tokenizer_json)
+    schema = tmp_path / "s.json"
+    schema.write_text('{"type": "object", "properties": {"a": {"type": "integer"}}}')
+    for flags, depth in [([], cli.AOT_MAX_NESTING_DEPTH), (["--max-nesting-depth", "3"], 3)]:
+        out = tmp_path / f"s{depth}.tsidx"
+        code, _, err = run_main(
+            capsys,
+            "compile",
+            "--json-schema",
+            schema,
+            "--tokenizer",
+            tokenizer_json,
+            "-o",
+            out,
+            *flags,
+        )
+        assert code == 0, err
+        code, stdout, _ = run_main(capsys, "inspect", out, "--json")
+        header = json.loads(stdout)
+        assert json.loads(header["options"])["max_nesting_depth"] == str(depth)
+        direct = ts.Grammar.from_json_schema(schema.read_text(), vocab, max_nesting_depth=depth)
+        assert header["source_hash"] == direct.source_hash
+        # the library's default (64) is another constraint
+        assert (
+            header["source_hash"]
+            != ts.Grammar.from_json_schema(schema.read_text(), vocab).source_hash
+        )

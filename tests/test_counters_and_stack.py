@@ -45,9 +45,9 @@ def test_any_json_nests_to_max_nesting_depth(vocab: ts.Vocabulary, lookup: Looku
     assert accepts(g, deep, lookup)
     assert not accepts(g, "[" + deep + "]", lookup)
     g = ts.Grammar.from_json_schema({"type": "object"}, vocab)
-    # the default (8): values nest 8 levels below the object
-    assert accepts(g, '{"a": ' + "[" * 8 + "null" + "]" * 8 + "}", lookup)
-    assert not accepts(g, '{"a": ' + "[" * 9 + "null" + "]" * 9 + "}", lookup)
+    # the default (64): values nest 64 levels below the object
+    assert accepts(g, '{"a": ' + "[" * 64 + "null" + "]" * 64 + "}", lookup)
+    assert not accepts(g, '{"a": ' + "[" * 65 + "null" + "]" * 65 + "}", lookup)
 
 
 def test_random_walks_into_deep_values_validate(vocab: ts.Vocabulary) -> None:

@@ -49,6 +49,11 @@ AOT_MAX_STATES = 1_000_000
 AOT_MAX_NFA_BYTES = 1 << 30
 # ... and may take minutes, which a serving process's default (10 s) would refuse.
 AOT_MAX_COMPILE_SECONDS = 600.0
+# An index holds every state: an unconstrained JSON value's states grow about fourfold per
+# nesting level, so index files are built with this nesting bound unless one is given (the
+# lazy default, 64, is past what a complete automaton can hold).
+AOT_MAX_NESTING_DEPTH = 8
+JSON_KINDS = ("json_schema", "json_object")
 
 EXIT_OK, EXIT_COMPILE, EXIT_USAGE = 0, 1, 2
 
@@ -173,7 +178,13 @@ def _parser() -> argparse.ArgumentParser:
         "that recurses through several places needs unroll or a small --max-stack-depth",
     )
     g.add_argument("--max-stack-depth", type=_integer(1, U32_MAX))
-    g.add_argument("--max-nesting-depth", type=_integer(0, U32_MAX))
+    g.add_argument(
+        "--max-nesting-depth",
+        type=_integer(0, U32_MAX),
+        help=f"levels of nesting inside unconstrained JSON values (default "
+        f"{AOT_MAX_NESTING_DEPTH} here: an index holds every state; a request finds the file "
+        "only with the same value)",
+    )
     g.add_argument("--truncate-recursion", action="store_true", default=None)
     g.add_argument("--lenient", action="store_true", default=None)
     g.add_argument("--literal-spelling", choices=["as_written", "any"])
@@ -484,7 +495,10 @@ def _compile(args: argparse.Namespace) -> int:
             return job.label, job.error
         t = time.perf_counter()
         try:
-            grammar = compile_constraint(job.kind, job.value, vocab, **options)
+            opts = options
+            if job.kind in JSON_KINDS and "max_nesting_depth" not in options:
+                opts = {**options, "max_nesting_depth": AOT_MAX_NESTING_DEPTH}
+            grammar = compile_constraint(job.kind, job.value, vocab, **opts)
             stats = grammar.precompute()
             target = out / f"{_safe_name(job.stem)}.tsidx" if several else out
             grammar.save(target)

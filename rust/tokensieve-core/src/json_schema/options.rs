@@ -115,7 +115,7 @@ impl Default for JsonSchemaOptions {
             max_recursion_depth: 3,
             recursion: Recursion::Stack,
             max_stack_depth: 128,
-            max_nesting_depth: 8,
+            max_nesting_depth: 64,
             truncate_recursion: false,
             lenient: false,
             literal_spelling: Spelling::AsWritten,
