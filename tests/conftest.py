@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from feed import Lookup, token_lookup
+from feed import Lookup, byte_vocabulary, token_lookup
 from shared_data import SHARED_DIR, TOKENIZERS_DIR, require
 
 import tokensieve as ts
@@ -31,3 +31,15 @@ def vocab() -> ts.Vocabulary:
 def lookup(vocab: ts.Vocabulary) -> Lookup:
     """Token bytes → id for `vocab` (see feed.accepts)."""
     return token_lookup(vocab)
+
+
+@pytest.fixture(scope="session")
+def byte_vocab() -> ts.Vocabulary:
+    """One token per byte, and EOS (see feed.byte_vocabulary)."""
+    return byte_vocabulary()
+
+
+@pytest.fixture(scope="session")
+def byte_lookup(byte_vocab: ts.Vocabulary) -> Lookup:
+    """Token bytes → id for `byte_vocab` (see feed.accepts)."""
+    return token_lookup(byte_vocab)

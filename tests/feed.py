@@ -12,6 +12,11 @@ import tokensieve as ts
 Lookup = tuple[dict[bytes, int], int]
 
 
+def byte_vocabulary() -> ts.Vocabulary:
+    """One token per byte (ids 0-255) and an EOS token (256)."""
+    return ts.Vocabulary([bytes([i]) for i in range(256)] + [b"<eos>"], eos_token_ids=[256])
+
+
 def token_lookup(vocab: ts.Vocabulary) -> Lookup:
     """Bytes → the first token id that spells them, and the longest token's length."""
     table: dict[bytes, int] = {}

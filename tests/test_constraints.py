@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from feed import byte_vocabulary
 
 import tokensieve as ts
 from tokensieve import _core, constraints
@@ -16,7 +17,7 @@ from tokensieve.constraints import KINDS, Constraint, GrammarCache, compile_cons
 
 
 def byte_vocab() -> ts.Vocabulary:
-    return ts.Vocabulary([bytes([i]) for i in range(256)] + [b"<eos>"], eos_token_ids=[256])
+    return byte_vocabulary()
 
 
 CASES = [

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from feed import byte_vocabulary
 from structured_params import so
 
 import tokensieve as ts
@@ -25,7 +26,7 @@ ANBN = 'root ::= "-"\ns ::= "a" s "b" | "c"\n'
 
 
 def byte_vocab() -> ts.Vocabulary:
-    return ts.Vocabulary([bytes([i]) for i in range(256)] + [b"<eos>"], eos_token_ids=[256])
+    return byte_vocabulary()
 
 
 def accepts(grammar: ts.Grammar, text: str) -> bool:

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from feed import Lookup, accepts, token_lookup
 
 import tokensieve as ts
 
@@ -35,24 +36,6 @@ jsonschema = pytest.importorskip("jsonschema")
 SEED = 20261126
 SCHEMAS = 60
 VALUES = [1, "s", None, True]
-
-
-@pytest.fixture(scope="module")
-def byte_vocab() -> ts.Vocabulary:
-    return ts.Vocabulary([bytes([i]) for i in range(256)] + [b"<eos>"], eos_token_ids=[256])
-
-
-def _feed(g: ts.Grammar, text: str) -> bool:
-    m = g.matcher()
-    bm = ts.allocate_token_bitmask(1, g.vocab.vocab_size)
-    for b in text.encode():
-        m.fill_next_token_bitmask(bm)
-        bit = bool((int(np.asarray(bm)[0][b >> 5]) >> (b & 31)) & 1)
-        ok = m.accept_token(b)
-        assert ok == bit, f"mask and accept_token disagree at {text!r}"
-        if not ok:
-            return False
-    return m.is_accepting()
 
 
 def _random_schema(rng: random.Random, counts: bool = False) -> dict[str, Any]:
@@ -116,27 +99,37 @@ def _texts(schema: dict[str, Any], rng: random.Random, ordered: bool = False) ->
     return sorted(out)
 
 
-def test_random_objects_match_jsonschema(byte_vocab: ts.Vocabulary) -> None:
+def _agrees(g: ts.Grammar, v: Any, schema: Any, texts: list[str], lookup: Lookup) -> int:
+    """Assert that `g` accepts exactly the texts validator `v` finds valid (a text with a key
+    twice is invalid JSON for the grammar, whatever `json.loads` keeps); the number accepted."""
+    accepted = 0
+    for text in texts:
+        pairs = json.loads(text, object_pairs_hook=lambda kv: kv)
+        dup = len({k for k, _ in pairs}) != len(pairs)
+        want = not dup and v.is_valid(json.loads(text))
+        got = accepts(g, text, lookup)
+        assert got == want, f"{json.dumps(schema)} on {text}: got {got}, want {want}"
+        accepted += got
+    return accepted
+
+
+def test_random_objects_match_jsonschema(byte_vocab: ts.Vocabulary, byte_lookup: Lookup) -> None:
     rng = random.Random(SEED)
     checked = accepted = 0
     for _ in range(SCHEMAS):
         schema = _random_schema(rng)
         g = ts.Grammar.from_json_schema(schema, byte_vocab, property_order="any")
         v = jsonschema.Draft202012Validator(schema)
-        for text in _texts(schema, rng):
-            # a duplicate key is invalid JSON for the grammar, whatever json.loads keeps
-            pairs = json.loads(text, object_pairs_hook=lambda kv: kv)
-            dup = len({k for k, _ in pairs}) != len(pairs)
-            want = not dup and v.is_valid(json.loads(text))
-            got = _feed(g, text)
-            assert got == want, f"{json.dumps(schema)} on {text}: got {got}, want {want}"
-            checked += 1
-            accepted += got
+        texts = _texts(schema, rng)
+        checked += len(texts)
+        accepted += _agrees(g, v, schema, texts, byte_lookup)
     assert checked > 3000 and accepted > 300, (checked, accepted)
 
 
 @pytest.mark.parametrize("order", ["schema", "any"])
-def test_random_member_counts_match_jsonschema(order: str, byte_vocab: ts.Vocabulary) -> None:
+def test_random_member_counts_match_jsonschema(
+    order: str, byte_vocab: ts.Vocabulary, byte_lookup: Lookup
+) -> None:
     rng = random.Random(SEED + (order == "any"))
     checked = accepted = unsatisfiable = 0
     for _ in range(SCHEMAS):
@@ -151,14 +144,8 @@ def test_random_member_counts_match_jsonschema(order: str, byte_vocab: ts.Vocabu
             unsatisfiable += 1
             assert not any(v.is_valid(json.loads(t)) for t in texts), schema
             continue
-        for text in texts:
-            pairs = json.loads(text, object_pairs_hook=lambda kv: kv)
-            dup = len({k for k, _ in pairs}) != len(pairs)
-            want = not dup and v.is_valid(json.loads(text))
-            got = _feed(g, text)
-            assert got == want, f"{json.dumps(schema)} on {text}: got {got}, want {want}"
-            checked += 1
-            accepted += got
+        checked += len(texts)
+        accepted += _agrees(g, v, schema, texts, byte_lookup)
     assert checked > 1000 and accepted > 50, (checked, accepted, unsatisfiable)
 
 
@@ -187,18 +174,22 @@ def test_allowed_bytes_can_finish(byte_vocab: ts.Vocabulary) -> None:
         assert bytes(np.nonzero(bits)[0].tolist()) == allowed, prefix
 
 
-def test_schema_order_stays_the_default(byte_vocab: ts.Vocabulary) -> None:
+def test_schema_order_stays_the_default(byte_vocab: ts.Vocabulary, byte_lookup: Lookup) -> None:
     schema = {"properties": {"a": {}, "b": {}}, "additionalProperties": False}
-    assert not _feed(ts.Grammar.from_json_schema(schema, byte_vocab), '{"b": 1, "a": 2}')
+    assert not accepts(
+        ts.Grammar.from_json_schema(schema, byte_vocab), '{"b": 1, "a": 2}', byte_lookup
+    )
     g = ts.Grammar.from_json_schema(schema, byte_vocab, property_order="any")
-    assert _feed(g, '{"b": 1, "a": 2}')
+    assert accepts(g, '{"b": 1, "a": 2}', byte_lookup)
     with pytest.raises(ValueError, match="property_order"):
         ts.Grammar.from_json_schema(schema, byte_vocab, property_order="sorted")
     # maxProperties counting undeclared properties, in any order
     g2 = ts.Grammar.from_json_schema(
         {"properties": {"a": {}}, "maxProperties": 2}, byte_vocab, property_order="any"
     )
-    assert _feed(g2, '{"z": 1, "a": 2}') and not _feed(g2, '{"z": 1, "a": 2, "y": 3}')
+    assert accepts(g2, '{"z": 1, "a": 2}', byte_lookup) and not accepts(
+        g2, '{"z": 1, "a": 2, "y": 3}', byte_lookup
+    )
     # the option is part of the constraint's identity only when set
     h0 = ts._core.constraint_hash("json_schema", schema)
     h1 = ts._core.constraint_hash("json_schema", schema, property_order="any")
@@ -222,8 +213,6 @@ def test_dev_sample_reordered_instances(shared_dir: Any) -> None:
     tokenizers = pytest.importorskip("tokenizers")
     del tokenizers
     vocab = ts.Vocabulary.from_pretrained(dev.TOKENIZER_DIR)
-    from feed import accepts, token_lookup
-
     lookup = token_lookup(vocab)
     lines = set(random.Random(SEED).sample(range(dev.DEV_LINES), 250))
     counts = {"compiled": 0, "texts": 0, "kept": 0, "gained": 0}
@@ -262,7 +251,10 @@ def test_dev_sample_reordered_instances(shared_dir: Any) -> None:
 
 
 def test_every_entry_point_takes_the_option(
-    byte_vocab: ts.Vocabulary, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+    byte_vocab: ts.Vocabulary,
+    byte_lookup: Lookup,
+    tmp_path: Any,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     from tokensieve import cli
     from tokensieve.constraints import compile_constraint
@@ -271,11 +263,15 @@ def test_every_entry_point_takes_the_option(
     schema = {"properties": {"a": {"const": 1}, "b": {"const": 2}}, "additionalProperties": False}
     text = '{"b": 2, "a": 1}'
     # the constraint layer (transformers adapter, caches)
-    assert _feed(compile_constraint("json_schema", schema, byte_vocab, property_order="any"), text)
-    assert not _feed(compile_constraint("json_schema", schema, byte_vocab), text)
+    assert accepts(
+        compile_constraint("json_schema", schema, byte_vocab, property_order="any"),
+        text,
+        byte_lookup,
+    )
+    assert not accepts(compile_constraint("json_schema", schema, byte_vocab), text, byte_lookup)
     # a vLLM request's guided_* keys (the logits processor and the scheduler backend)
     c = constraint_from_extra_args({"guided_json": schema, "guided_property_order": "any"})
-    assert c is not None and _feed(c.compile(byte_vocab), text)
+    assert c is not None and accepts(c.compile(byte_vocab), text, byte_lookup)
     with pytest.raises(ValueError, match="property_order"):
         bad = constraint_from_extra_args({"guided_json": schema, "guided_property_order": "x"})
         assert bad is not None

@@ -400,8 +400,7 @@ impl LazyDfa {
             }
         }
         let counted = g.counted();
-        let checks = counted || missing(g, written) != 0;
-        if checks && !self.set_viable(t, g, written, taking, c) {
+        if takes_are_checked(g, written) && !self.set_viable(t, g, written, taking, c) {
             return Ok(None);
         }
         let mut new = written.to_vec();
@@ -550,7 +549,7 @@ impl LazyDfa {
             return false;
         };
         let written = &t.member_sets[set as usize];
-        let checks = g.counted() || missing(g, written) != 0;
+        let checks = takes_are_checked(g, written);
         let ok = |taking| !checks || self.set_viable(t, g, written, taking, c);
         g.tail
             .is_some_and(|m| self.marker_can_finish(t, m, c) && ok(Taking::Tail))
@@ -581,7 +580,7 @@ impl LazyDfa {
             let at = g.marks.binary_search_by_key(&bit, |x| x.0).ok();
             (at.map(|i| g.marks[i].1), Taking::Mark(bit))
         };
-        let checks = g.counted() || missing(g, written) != 0;
+        let checks = takes_are_checked(g, written);
         m.is_some_and(|m| {
             self.marker_can_finish(t, m, c)
                 && (!checks || self.set_viable(t, g, written, taking, c))
@@ -886,6 +885,14 @@ const FLAGS: u64 = 0xff << FLAG_SHIFT;
 
 fn count_of(set: &[u64]) -> u64 {
     set[0] & !FLAGS
+}
+
+/// Whether a member set `g`, having written `set`, must check that it can still be finished
+/// after taking a member: with bounds, or with witness kinds missing. (Without either, taking
+/// a member changes nothing its opening did not check: each required member still to come
+/// could be finished then, at the same depth.)
+fn takes_are_checked(g: &SetGroup, set: &[u64]) -> bool {
+    g.counted() || missing(g, set) != 0
 }
 
 /// The witness kinds set `g` still needs, having written `set`.

@@ -52,7 +52,7 @@ pub(super) struct Compiler {
     pub(super) sets: Vec<(u32, u32)>,
 }
 
-/// What [`Compiler::set`] and [`Compiler::seq_counted`] build (see [`Expr::Members`]).
+/// What [`Compiler::set`] and [`Compiler::seq`] build (see [`Expr::Members`]).
 struct MemberParts<'a> {
     items: &'a [(Expr, bool)],
     sep: &'a Expr,
@@ -157,69 +157,6 @@ impl Compiler {
         Ok(next)
     }
 
-    /// Members in order: `none` is "nothing written yet", `some` "something written" (the
-    /// next member needs a separator). Each member is compiled once and entered from both.
-    fn seq(&mut self, items: &[(Expr, bool)], sep: &Expr, tail: Option<&Expr>) -> Result<Frag> {
-        let entry = self.empty()?;
-        let mut none = Some(entry);
-        let mut some: Option<StateID> = None;
-        for (item, req) in items {
-            let req = *req;
-            let (is, ie) = self.e(item)?;
-            let next_some = self.empty()?;
-            self.patch(ie, next_some)?;
-            let mut next_none = None;
-            if let Some(n) = none {
-                if req {
-                    self.patch(n, is)?;
-                } else {
-                    let skip = self.empty()?;
-                    let u = self.union(vec![is, skip])?;
-                    self.patch(n, u)?;
-                    next_none = Some(skip);
-                }
-            }
-            if let Some(s) = some {
-                let (ss, se) = self.e(sep)?;
-                self.patch(se, is)?;
-                if req {
-                    self.patch(s, ss)?;
-                } else {
-                    let u = self.union(vec![ss, next_some])?;
-                    self.patch(s, u)?;
-                }
-            }
-            none = next_none;
-            some = Some(next_some);
-        }
-        let end = self.empty()?;
-        match tail {
-            None => {
-                for st in [none, some].into_iter().flatten() {
-                    self.patch(st, end)?;
-                }
-            }
-            Some(t) => {
-                // `after` loops: separator + tail member, or the end
-                let (ts, te) = self.e(t)?;
-                let after = match some {
-                    Some(s) => s,
-                    None => self.empty()?,
-                };
-                let (ss, se) = self.e(sep)?;
-                self.patch(se, ts)?;
-                let u = self.union(vec![ss, end])?;
-                self.patch(after, u)?;
-                self.patch(te, after)?;
-                if let Some(n) = none {
-                    let u = self.union(vec![ts, end])?;
-                    self.patch(n, u)?;
-                }
-            }
-        }
-        Ok((entry, end))
-    }
-
     /// Members in any order (see [`Count::SetOpen`]): `open` pushes an empty member set, then
     /// either the end or a first member; after each member, the end or (`SetMore`) a separator
     /// and another member. Every item starts with its `SetMark` (required items numbered
@@ -298,38 +235,50 @@ impl Compiler {
         Ok((open, end))
     }
 
-    /// Members in schema order with a member set (bounds on their number, or a witness to
-    /// write; see [`Count::SetOpen`]): built as [`Compiler::seq`], each item starting with its
-    /// `SetMark` (bit: its position), each separator before an item with its `SetSep`, tail
-    /// members with `SetTail` and witness members with `SetWitness` (their separators: `SetSep`
-    /// of bits `u32::MAX` and `u32::MAX - 1`), and every way out through one `SetFinish`.
-    fn seq_counted(&mut self, m: &MemberParts<'_>) -> Result<Frag> {
-        let items = m.items;
+    /// Members in schema order: `none` is "nothing written yet", `some` "something written"
+    /// (the next member needs a separator). Each item is compiled once and entered from both;
+    /// tail members (and witness members) loop after the items. With `set` (bounds on their
+    /// number, or witnesses to write; see [`Count::SetOpen`]) a member set keeps count: each
+    /// item starts with its `SetMark` (bit: its position), each separator before an item with
+    /// its `SetSep`, tail members with `SetTail` and witness members with `SetWitness` (their
+    /// separators: `SetSep` of bits `u32::MAX` and `u32::MAX - 1 - i`), and every way out goes
+    /// through one `SetFinish`.
+    fn seq(&mut self, m: &MemberParts<'_>, set: bool) -> Result<Frag> {
         let group = self.next_set;
-        self.next_set += 1;
-        u32::try_from(items.len())
-            .ok()
-            .filter(|&n| n < u32::MAX - 64)
-            .ok_or_else(|| Error::Budget("an object with too many properties".into()))?;
-        // a jump inside a member cannot leave it (its path would skip the set's end)
-        let tails = std::mem::take(&mut self.tails);
+        if set {
+            self.next_set += 1;
+            u32::try_from(m.items.len())
+                .ok()
+                .filter(|&n| n < u32::MAX - 64)
+                .ok_or_else(|| Error::Budget("an object with too many properties".into()))?;
+        }
+        // a jump inside a member of a set cannot leave it (its path would skip the set's end)
+        let tails = if set {
+            std::mem::take(&mut self.tails)
+        } else {
+            Vec::new()
+        };
         let built = (|| -> Result<Frag> {
-            let end = self.empty()?;
-            let fin = self.mark(Count::SetFinish { group, required: 0 }, end)?;
             let entry = self.empty()?;
             let mut none = Some(entry);
             let mut some: Option<StateID> = None;
-            for (bit, (item, req)) in (0u32..).zip(items) {
+            for (bit, (item, req)) in (0u32..).zip(m.items) {
                 let req = *req;
-                self.sets.push((group, bit));
+                if set {
+                    self.sets.push((group, bit));
+                }
                 let built = self.e(item);
-                self.sets.pop();
+                if set {
+                    self.sets.pop();
+                }
                 let (is, ie) = built?;
-                let mk = self.mark(
+                let required = req;
+                let mk = self.mark_if(
+                    set,
                     Count::SetMark {
                         group,
                         bit,
-                        required: req,
+                        required,
                     },
                     is,
                 )?;
@@ -349,7 +298,7 @@ impl Compiler {
                 if let Some(s) = some {
                     let (ss, se) = self.e(m.sep)?;
                     self.patch(se, mk)?;
-                    let gate = self.mark(Count::SetSep { group, bit }, ss)?;
+                    let gate = self.mark_if(set, Count::SetSep { group, bit }, ss)?;
                     if req {
                         self.patch(s, gate)?;
                     } else {
@@ -360,17 +309,16 @@ impl Compiler {
                 none = next_none;
                 some = Some(next_some);
             }
+            let end = self.empty()?;
+            let fin = self.mark_if(set, Count::SetFinish { group, required: 0 }, end)?;
             // tail and witness members, each any number of times, after the items
             let mut kinds: Vec<(&Expr, Count, u32)> = Vec::new();
             if let Some(t) = m.tail {
                 kinds.push((t, Count::SetTail { group }, u32::MAX));
             }
             for (i, (mask, w)) in (0u32..).zip(m.witness) {
-                kinds.push((
-                    w,
-                    Count::SetWitness { group, mask: *mask },
-                    u32::MAX - 1 - i,
-                ));
+                let op = Count::SetWitness { group, mask: *mask };
+                kinds.push((w, op, u32::MAX - 1 - i));
             }
             if kinds.is_empty() {
                 for st in [none, some].into_iter().flatten() {
@@ -381,23 +329,28 @@ impl Compiler {
                     Some(s) => s,
                     None => self.empty()?,
                 };
-                let mut from_after = vec![fin];
-                let mut from_none = vec![fin];
+                let mut from_after = Vec::with_capacity(kinds.len() + 1);
+                let mut from_none = Vec::with_capacity(kinds.len() + 1);
                 for (x, op, bit) in kinds {
                     let (xs, xe) = self.e(x)?;
-                    let start = self.mark(op, xs)?;
+                    let start = self.mark_if(set, op, xs)?;
                     self.patch(xe, after)?;
                     let (ss, se) = self.e(m.sep)?;
                     self.patch(se, start)?;
-                    from_after.push(self.mark(Count::SetSep { group, bit }, ss)?);
+                    from_after.push(self.mark_if(set, Count::SetSep { group, bit }, ss)?);
                     from_none.push(start);
                 }
+                from_after.push(fin);
+                from_none.push(fin);
                 let u = self.union(from_after)?;
                 self.patch(after, u)?;
                 if let Some(n) = none {
                     let u = self.union(from_none)?;
                     self.patch(n, u)?;
                 }
+            }
+            if !set {
+                return Ok((entry, end));
             }
             let (min, max) = set_bounds(m.bounds);
             let open = self.mark(
@@ -412,8 +365,19 @@ impl Compiler {
             )?;
             Ok((open, end))
         })();
-        self.tails = tails;
+        if set {
+            self.tails = tails;
+        }
         built
+    }
+
+    /// A marker state carrying `op`, then `next`, when `set`; else `next` itself.
+    fn mark_if(&mut self, set: bool, op: Count, next: StateID) -> Result<StateID> {
+        if set {
+            self.mark(op, next)
+        } else {
+            Ok(next)
+        }
     }
 
     fn c(&mut self, h: &Hir) -> Result<Frag> {
@@ -634,10 +598,8 @@ impl Compiler {
                 };
                 if *any_order {
                     self.set(&m)
-                } else if bounds.is_some() || *needs_witness != 0 {
-                    self.seq_counted(&m)
                 } else {
-                    self.seq(items, sep, tail.as_deref())
+                    self.seq(&m, bounds.is_some() || *needs_witness != 0)
                 }
             }
             Expr::Witness(w) => {

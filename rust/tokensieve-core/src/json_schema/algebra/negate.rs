@@ -453,24 +453,18 @@ impl<'a> Compiler<'a> {
                     out.push(b);
                 }
                 "propertyNames" => {
-                    // some key outside one of the languages every key must be in (its value
-                    // any); the declared names stay declared, in their order
+                    // some key outside one of the languages every key must be in (any value)
                     for h in self.key_language(v, &child(ptr, k))? {
-                        let mut b = typed(
-                            "object",
-                            vec![(
-                                "properties",
-                                Value::Object(declared_any(m.get("properties"))),
-                            )],
-                        );
-                        b.x.some_extra = vec![SomeExtra {
-                            names: Vec::new(),
-                            patterns: None,
-                            key: None,
-                            not_keys: vec![h],
-                            schema: Sub::Json(Value::Bool(true)),
-                        }];
-                        out.push(b);
+                        out.push(witnessed(
+                            m,
+                            SomeExtra {
+                                names: Vec::new(),
+                                patterns: None,
+                                key: None,
+                                not_keys: vec![h],
+                                schema: Sub::Json(Value::Bool(true)),
+                            },
+                        ));
                     }
                 }
                 "patternProperties" => {
@@ -486,23 +480,17 @@ impl<'a> Compiler<'a> {
                         if n.is_empty() {
                             continue;
                         }
-                        // some property whose key matches `p` breaks its schema; the declared
-                        // names stay declared (any value), in their order
-                        let mut b = typed(
-                            "object",
-                            vec![(
-                                "properties",
-                                Value::Object(declared_any(m.get("properties"))),
-                            )],
-                        );
-                        b.x.some_extra = vec![SomeExtra {
-                            names: Vec::new(),
-                            patterns: None,
-                            key: Some(p.clone()),
-                            not_keys: Vec::new(),
-                            schema: Sub::from_terms(n),
-                        }];
-                        out.push(b);
+                        // some property whose key matches `p` breaks its schema
+                        out.push(witnessed(
+                            m,
+                            SomeExtra {
+                                names: Vec::new(),
+                                patterns: None,
+                                key: Some(p.clone()),
+                                not_keys: Vec::new(),
+                                schema: Sub::from_terms(n),
+                            },
+                        ));
                     }
                 }
                 k if !Self::is_validity(k) => {}
@@ -556,6 +544,19 @@ impl<'a> Compiler<'a> {
         }
         Ok(out)
     }
+}
+
+/// An object with a witness of `some` (a negated `patternProperties` entry or `propertyNames`):
+/// the declared names of the negated map `m` stay declared (any value), in their order, as in a
+/// negated `properties`.
+fn witnessed(m: &Map<String, Value>, some: SomeExtra) -> Built {
+    let props = Value::Object(declared_any(m.get("properties")));
+    let mut b = built(obj(vec![
+        ("properties", props),
+        ("type", Value::from("object")),
+    ]));
+    b.x.some_extra = vec![some];
+    b
 }
 
 /// The names a `properties` value declares, in order, each allowing any value (the terms of

@@ -4,6 +4,60 @@ use serde_json::json;
 
 use super::*;
 
+/// An object declaring `names`, each `{"const": 1}`, those in `req_mask` required, and other
+/// properties `{"const": 2}` when `extras` (else none).
+fn const_members_schema(names: &[&str], req_mask: u32, extras: bool) -> Value {
+    let props: serde_json::Map<String, Value> = names
+        .iter()
+        .map(|n| (n.to_string(), json!({"const": 1})))
+        .collect();
+    let required: Vec<&str> = names
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| req_mask & (1 << i) != 0)
+        .map(|(_, n)| *n)
+        .collect();
+    let additional = if extras {
+        json!({"const": 2})
+    } else {
+        json!(false)
+    };
+    json!({"type": "object", "properties": props, "required": required,
+           "additionalProperties": additional})
+}
+
+/// The members of [`const_members_schema`]'s texts: the names in `subset` (`"a": 1`, in
+/// order), then `n_extra` other properties (`"x0": 2`, ...).
+fn const_members(names: &[&str], subset: u32, n_extra: usize) -> Vec<String> {
+    let mut members: Vec<String> = names
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| subset & (1 << i) != 0)
+        .map(|(_, n)| format!("\"{n}\": 1"))
+        .collect();
+    for k in 0..n_extra {
+        members.push(format!("\"x{k}\": 2"));
+    }
+    members
+}
+
+/// Every order of `xs`.
+fn permutations(xs: &[String]) -> Vec<Vec<String>> {
+    if xs.is_empty() {
+        return vec![vec![]];
+    }
+    let mut out = Vec::new();
+    for i in 0..xs.len() {
+        let mut rest = xs.to_vec();
+        let x = rest.remove(i);
+        for mut p in permutations(&rest) {
+            p.insert(0, x.clone());
+            out.push(p);
+        }
+    }
+    out
+}
+
 #[test]
 fn objects() {
     let s = json!({
@@ -113,30 +167,11 @@ fn member_sequences_match_brute_force() {
     let names = ["a", "b", "c", "d"];
     for req_mask in 0u32..16 {
         for extras in [false, true] {
-            let props: serde_json::Map<String, Value> = names
-                .iter()
-                .map(|n| (n.to_string(), json!({"const": 1})))
-                .collect();
-            let required: Vec<&str> = names
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| req_mask & (1 << i) != 0)
-                .map(|(_, n)| *n)
-                .collect();
-            let schema = json!({"type": "object", "properties": props, "required": required,
-                                "additionalProperties": if extras { json!({"const": 2}) } else { json!(false) }});
+            let schema = const_members_schema(&names, req_mask, extras);
             let r = lang(schema.clone());
             for subset in 0u32..16 {
                 for n_extra in 0..3 {
-                    let mut members: Vec<String> = names
-                        .iter()
-                        .enumerate()
-                        .filter(|(i, _)| subset & (1 << i) != 0)
-                        .map(|(_, n)| format!("\"{n}\": 1"))
-                        .collect();
-                    for k in 0..n_extra {
-                        members.push(format!("\"x{k}\": 2"));
-                    }
+                    let members = const_members(&names, subset, n_extra);
                     let text = format!("{{{}}}", members.join(", "));
                     let ok = subset & req_mask == req_mask && (extras || n_extra == 0);
                     assert_eq!(r.is_match(&text), ok, "{schema} on {text}");
@@ -426,50 +461,16 @@ fn any_order() -> JsonSchemaOptions {
 /// twice, extras only where allowed.
 #[test]
 fn any_order_members_match_brute_force() {
-    fn perms(xs: &[String]) -> Vec<Vec<String>> {
-        if xs.is_empty() {
-            return vec![vec![]];
-        }
-        let mut out = Vec::new();
-        for i in 0..xs.len() {
-            let mut rest = xs.to_vec();
-            let x = rest.remove(i);
-            for mut p in perms(&rest) {
-                p.insert(0, x.clone());
-                out.push(p);
-            }
-        }
-        out
-    }
     let names = ["a", "b", "c"];
     for req_mask in 0u32..8 {
         for extras in [false, true] {
-            let props: serde_json::Map<String, Value> = names
-                .iter()
-                .map(|n| (n.to_string(), json!({"const": 1})))
-                .collect();
-            let required: Vec<&str> = names
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| req_mask & (1 << i) != 0)
-                .map(|(_, n)| *n)
-                .collect();
-            let schema = json!({"type": "object", "properties": props, "required": required,
-                                "additionalProperties": if extras { json!({"const": 2}) } else { json!(false) }});
+            let schema = const_members_schema(&names, req_mask, extras);
             let r = lang_with(schema.clone(), &any_order());
             for subset in 0u32..8 {
                 for n_extra in 0..3 {
-                    let mut members: Vec<String> = names
-                        .iter()
-                        .enumerate()
-                        .filter(|(i, _)| subset & (1 << i) != 0)
-                        .map(|(_, n)| format!("\"{n}\": 1"))
-                        .collect();
-                    for k in 0..n_extra {
-                        members.push(format!("\"x{k}\": 2"));
-                    }
+                    let members = const_members(&names, subset, n_extra);
                     let ok = subset & req_mask == req_mask && (extras || n_extra == 0);
-                    for p in perms(&members) {
+                    for p in permutations(&members) {
                         let text = format!("{{{}}}", p.join(", "));
                         assert_eq!(r.is_match(&text), ok, "{schema} on {text}");
                         if !p.is_empty() {
@@ -675,21 +676,6 @@ fn any_order_objects() {
 /// with 0–2 extras, against the expected answer; and no reachable dead end.
 #[test]
 fn member_counts_match_brute_force() {
-    fn perms(xs: &[String]) -> Vec<Vec<String>> {
-        if xs.len() <= 1 {
-            return vec![xs.to_vec()];
-        }
-        let mut out = Vec::new();
-        for i in 0..xs.len() {
-            let mut rest = xs.to_vec();
-            let x = rest.remove(i);
-            for mut p in perms(&rest) {
-                p.insert(0, x.clone());
-                out.push(p);
-            }
-        }
-        out
-    }
     let names = ["a", "b", "c"];
     let mut checked = 0;
     for any in [false, true] {
@@ -703,19 +689,8 @@ fn member_counts_match_brute_force() {
                     (2, Some(4)),
                     (4, None),
                 ] {
-                    let props: serde_json::Map<String, Value> = names
-                        .iter()
-                        .map(|n| (n.to_string(), json!({"const": 1})))
-                        .collect();
-                    let required: Vec<&str> = names
-                        .iter()
-                        .enumerate()
-                        .filter(|(i, _)| req_mask & (1 << i) != 0)
-                        .map(|(_, n)| *n)
-                        .collect();
-                    let mut schema = json!({"type": "object", "properties": props,
-                        "required": required, "minProperties": min,
-                        "additionalProperties": if extras { json!({"const": 2}) } else { json!(false) }});
+                    let mut schema = const_members_schema(&names, req_mask, extras);
+                    schema["minProperties"] = json!(min);
                     if let Some(m) = max {
                         schema["maxProperties"] = json!(m);
                     }
@@ -731,22 +706,14 @@ fn member_counts_match_brute_force() {
                     let r = compile(&schema, &o).ok().map(|c| Re::new(&c.expr));
                     for subset in 0u32..8 {
                         for n_extra in 0..3usize {
-                            let mut members: Vec<String> = names
-                                .iter()
-                                .enumerate()
-                                .filter(|(i, _)| subset & (1 << i) != 0)
-                                .map(|(_, n)| format!("\"{n}\": 1"))
-                                .collect();
-                            let n = members.len() + n_extra;
-                            for k in 0..n_extra {
-                                members.push(format!("\"x{k}\": 2"));
-                            }
+                            let members = const_members(&names, subset, n_extra);
+                            let n = members.len();
                             let ok = subset & req_mask == req_mask
                                 && (extras || n_extra == 0)
                                 && n >= min
                                 && max.is_none_or(|m| n <= m);
                             let orders = if any {
-                                perms(&members)
+                                permutations(&members)
                             } else {
                                 vec![members.clone()]
                             };
