@@ -128,10 +128,14 @@ pub(crate) struct Names {
 #[derive(Debug)]
 pub(crate) struct CharState {
     pub accept: bool,
-    /// Where every non-ASCII character leads (`None`: nowhere).
+    /// Where every non-ASCII character leads (`None`: nowhere, or as `wide` says).
     pub rest: Option<usize>,
     /// ASCII ranges and their targets.
     pub ascii: Vec<(u8, u8, usize)>,
+    /// Where non-ASCII characters lead when they do not all lead to one state: disjoint
+    /// ranges of code points (`0x80..=0x10FFFF`, surrogates ignored) in increasing order and
+    /// their targets; empty when `rest` says it all.
+    pub wide: Vec<(u32, u32, usize)>,
 }
 
 /// The states of an [`Expr::CharDfa`].
@@ -540,8 +544,10 @@ const FIRST_NON_ASCII: u32 = 0x80;
 /// characters without dead states), compiled straight into automaton states: one state per
 /// DFA state reading one character in any spelling. The same language as `encode` of the
 /// DFA's regular expression, without the expression: state elimination can grow
-/// exponentially (a format with a length bound). `None` unless every state sends either all
-/// non-ASCII characters to one state or none of them (what formats and most patterns do).
+/// exponentially (a format with a length bound). A state that sends all non-ASCII characters
+/// to one state (what formats and most patterns do) reads them through shared states; one
+/// that splits them (`\s`, `[^é]`, a Unicode class) reads each range's spellings apart.
+/// `None` when `d` is malformed (overlapping ranges with different targets).
 pub(crate) fn char_dfa(d: &CharDfa) -> Option<Expr> {
     let n = d.accept.len();
     if d.start >= n || d.edges.len() != n {
@@ -551,8 +557,7 @@ pub(crate) fn char_dfa(d: &CharDfa) -> Option<Expr> {
     let mut states = Vec::with_capacity(n);
     for (s, edges) in d.edges.iter().enumerate() {
         let mut ascii: Vec<(u8, u8, usize)> = Vec::new();
-        let mut rest: Option<usize> = None;
-        let mut covered: u64 = 0;
+        let mut wide: Vec<(u32, u32, usize)> = Vec::new();
         for &(lo, hi, t) in edges {
             if t >= n || lo > hi {
                 return None;
@@ -561,21 +566,48 @@ pub(crate) fn char_dfa(d: &CharDfa) -> Option<Expr> {
                 ascii.push((lo as u8, hi.min(FIRST_NON_ASCII - 1) as u8, t));
             }
             if hi >= FIRST_NON_ASCII {
-                if rest.is_some_and(|r| r != t) {
-                    return None;
+                // surrogates are no characters: cut them out
+                let lo = lo.max(FIRST_NON_ASCII);
+                for (a, b) in [(lo, hi.min(0xD7FF)), (lo.max(0xE000), hi.min(0x10FFFF))] {
+                    if a <= b {
+                        wide.push((a, b, t));
+                    }
                 }
-                rest = Some(t);
-                covered += non_ascii_chars(lo.max(FIRST_NON_ASCII), hi);
             }
         }
-        if rest.is_some() && covered != non_ascii_chars(FIRST_NON_ASCII, 0x10FFFF) {
-            return None;
+        wide.sort_unstable();
+        let mut merged: Vec<(u32, u32, usize)> = Vec::with_capacity(wide.len());
+        for (a, b, t) in wide {
+            match merged.last_mut() {
+                Some(last) if a <= last.1 => {
+                    if last.2 != t {
+                        return None;
+                    }
+                    last.1 = last.1.max(b);
+                }
+                // neighbours (the surrogate block between counts as no gap) with one target
+                Some(last)
+                    if last.2 == t && (a == last.1 + 1 || (last.1 == 0xD7FF && a == 0xE000)) =>
+                {
+                    last.1 = b
+                }
+                _ => merged.push((a, b, t)),
+            }
         }
-        weight += 12 + if rest.is_some() { 24 } else { 0 };
+        let rest = match merged.as_slice() {
+            [(FIRST_NON_ASCII, 0x10FFFF, t)] => Some(*t),
+            _ => None,
+        };
+        if rest.is_some() {
+            merged.clear();
+        }
+        // a split state reads each range in raw UTF-8 and in `\u` escapes
+        weight += 12 + if rest.is_some() { 24 } else { 0 } + 48 * merged.len() as u64;
         states.push(CharState {
             accept: d.accept[s],
             rest,
             ascii,
+            wide: merged,
         });
     }
     Some(Expr::CharDfa(Arc::new(CharStates {
@@ -675,13 +707,6 @@ pub(crate) fn completion_lengths(
     None
 }
 
-/// Characters in `lo..=hi`, not counting surrogates.
-fn non_ascii_chars(lo: u32, hi: u32) -> u64 {
-    let all = u64::from(hi) + 1 - u64::from(lo);
-    let (a, b) = (lo.max(0xD800), hi.min(0xDFFF));
-    all - if a <= b { u64::from(b - a) + 1 } else { 0 }
-}
-
 impl Expr {
     /// A hash of the expression's structure: equal for [`Expr::same_as`] expressions (shared
     /// parts by identity, everything else by content).
@@ -720,7 +745,7 @@ impl Expr {
             Expr::CharDfa(d) => {
                 (d.start, d.len).hash(h);
                 for s in &d.states {
-                    (s.accept, s.rest, &s.ascii).hash(h);
+                    (s.accept, s.rest, &s.ascii, &s.wide).hash(h);
                 }
             }
             Expr::Part(p) => (Arc::as_ptr(p) as usize).hash(h),
@@ -810,7 +835,10 @@ impl Expr {
                     && a.len == b.len
                     && a.states.len() == b.states.len()
                     && a.states.iter().zip(&b.states).all(|(x, y)| {
-                        x.accept == y.accept && x.rest == y.rest && x.ascii == y.ascii
+                        x.accept == y.accept
+                            && x.rest == y.rest
+                            && x.ascii == y.ascii
+                            && x.wide == y.wide
                     })
             }
             (Expr::Part(a), Expr::Part(b)) => Arc::ptr_eq(a, b),

@@ -463,6 +463,7 @@ fn char_dfa_inhabited(d: &expr::CharStates) -> bool {
             return true;
         }
         let nexts = st.ascii.iter().map(|&(_, _, t)| t).chain(st.rest);
+        let nexts = nexts.chain(st.wide.iter().map(|&(_, _, t)| t));
         for t in nexts {
             if t < n && !seen[t] {
                 seen[t] = true;

@@ -114,6 +114,273 @@ impl Runs {
     }
 }
 
+/// A set of bytes: disjoint ranges in increasing order.
+type ByteClass = Vec<(u8, u8)>;
+
+/// Spellings of some characters: one byte class per byte read.
+type Spelling = Vec<ByteClass>;
+
+/// Where a byte of a [`Partition`]'s trie leads: another node, or the end of a character of
+/// a range (by index).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Node(u32),
+    End(u32),
+}
+
+/// The tries reading the spellings of the characters of some disjoint ranges, ending in the
+/// range read: after `\\u` (every range; ASCII by `00XX`, astral characters by surrogate
+/// pairs) and raw UTF-8 from its lead byte (the ranges above ASCII).
+struct Partition {
+    /// Each node's transitions, in increasing byte order.
+    nodes: Vec<Vec<(u8, u8, Step)>>,
+    /// The range every end below a node is in, when that is one range.
+    only: Vec<Option<u32>>,
+    esc: u32,
+    raw: u32,
+}
+
+/// The partitions of a character DFA's split states, and the sub-tries copied so far that
+/// lead to one target (by partition, node and target).
+#[derive(Default)]
+pub(super) struct SplitCache {
+    ids: FxHashMap<Vec<(u32, u32)>, usize>,
+    parts: Vec<Partition>,
+    shared: FxHashMap<(usize, u32, StateID), StateID>,
+}
+
+impl Partition {
+    fn new(ranges: &[(u32, u32)]) -> Result<Partition> {
+        let mut esc: Vec<(Spelling, u32)> = Vec::new();
+        let mut raw: Vec<(Spelling, u32)> = Vec::new();
+        let mut buf = Vec::new();
+        for (i, &(lo, hi)) in ranges.iter().enumerate() {
+            let i = i as u32;
+            if lo < 0x80 {
+                esc.extend(hex_spellings(lo, hi.min(0x7F)).map(|s| (s, i)));
+            }
+            for (a, b) in scalar_ranges(lo.max(0x80), hi) {
+                escape_spellings(a, b, &mut buf);
+                esc.extend(buf.drain(..).map(|s| (s, i)));
+                utf8_spellings(a, b, &mut buf);
+                raw.extend(buf.drain(..).map(|s| (s, i)));
+            }
+        }
+        let mut p = Partition {
+            nodes: Vec::new(),
+            only: Vec::new(),
+            esc: 0,
+            raw: 0,
+        };
+        let mut memo = FxHashMap::default();
+        p.esc = p.node(&refs(&esc), &mut memo)?;
+        p.raw = p.node(&refs(&raw), &mut memo)?;
+        Ok(p)
+    }
+
+    /// The node reading any of `seqs` (spellings, each with its range); no spelling is a
+    /// prefix of another.
+    fn node(
+        &mut self,
+        seqs: &[(&[ByteClass], u32)],
+        memo: &mut FxHashMap<Vec<(Spelling, u32)>, u32>,
+    ) -> Result<u32> {
+        let mut cuts: Vec<u16> = seqs
+            .iter()
+            .flat_map(|(c, _)| c[0].iter())
+            .flat_map(|&(a, b)| [u16::from(a), u16::from(b) + 1])
+            .collect();
+        cuts.sort_unstable();
+        cuts.dedup();
+        let mut trans: Vec<(u8, u8, Step)> = Vec::new();
+        for w in cuts.windows(2) {
+            let (a, b) = (w[0], w[1] - 1);
+            let mut end: Option<u32> = None;
+            let mut more: Vec<(Spelling, u32)> = Vec::new();
+            for &(c, i) in seqs {
+                if c[0]
+                    .iter()
+                    .any(|&(x, y)| u16::from(x) <= a && a <= u16::from(y))
+                {
+                    if c.len() == 1 {
+                        if end.is_some_and(|e| e != i) {
+                            return Err(overlap());
+                        }
+                        end = Some(i);
+                    } else {
+                        more.push((c[1..].to_vec(), i));
+                    }
+                }
+            }
+            let step = match (end, more.is_empty()) {
+                (None, true) => continue,
+                (Some(i), true) => Step::End(i),
+                (Some(_), false) => return Err(overlap()),
+                (None, false) => {
+                    more.sort_unstable();
+                    more.dedup();
+                    match memo.get(&more) {
+                        Some(&n) => Step::Node(n),
+                        None => {
+                            let n = self.node(&refs(&more), memo)?;
+                            memo.insert(more, n);
+                            Step::Node(n)
+                        }
+                    }
+                }
+            };
+            match trans.last_mut() {
+                Some(l) if l.2 == step && u16::from(l.1) + 1 == a => l.1 = b as u8,
+                _ => trans.push((a as u8, b as u8, step)),
+            }
+        }
+        let mut only = None;
+        let mut one = true;
+        for &(_, _, step) in &trans {
+            let r = match step {
+                Step::End(i) => Some(i),
+                Step::Node(n) => self.only[n as usize],
+            };
+            match (r, only) {
+                (None, _) => one = false,
+                (Some(r), None) => only = Some(r),
+                (Some(r), Some(o)) => one &= r == o,
+            }
+        }
+        self.nodes.push(trans);
+        self.only.push(if one { only } else { None });
+        Ok(self.nodes.len() as u32 - 1)
+    }
+}
+
+fn overlap() -> crate::error::Error {
+    crate::error::Error::Internal("two spellings of characters overlap".into())
+}
+
+/// Spellings and what they lead to, borrowed.
+fn refs<T: Copy>(v: &[(Spelling, T)]) -> Vec<(&[ByteClass], T)> {
+    v.iter().map(|(c, t)| (c.as_slice(), *t)).collect()
+}
+
+/// The hex digit bytes of the values `a..=b` (both cases).
+fn hex_class(a: u8, b: u8) -> ByteClass {
+    let mut c = Vec::with_capacity(3);
+    if a <= 9 {
+        c.push((b'0' + a, b'0' + b.min(9)));
+    }
+    if b >= 10 {
+        let a = a.max(10) - 10;
+        c.push((b'A' + a, b'A' + b - 10));
+        c.push((b'a' + a, b'a' + b - 10));
+    }
+    c
+}
+
+/// The `digits` hex digits of the numbers `lo..=hi`: sequences of digit value ranges, one
+/// range per digit, together spelling each number exactly once.
+fn hex_split(lo: u32, hi: u32, digits: u32) -> Vec<Vec<(u8, u8)>> {
+    if digits == 1 {
+        return vec![vec![(lo as u8, hi as u8)]];
+    }
+    let w = 16u32.pow(digits - 1);
+    let (lh, ll, hh, hl) = (lo / w, lo % w, hi / w, hi % w);
+    let with = |d: u32, tails: Vec<Vec<(u8, u8)>>| {
+        tails.into_iter().map(move |t| {
+            let mut v = vec![(d as u8, d as u8)];
+            v.extend(t);
+            v
+        })
+    };
+    if lh == hh {
+        return with(lh, hex_split(ll, hl, digits - 1)).collect();
+    }
+    let mut out = Vec::new();
+    let (mut first_full, mut last_full) = (lh, hh);
+    if ll != 0 {
+        out.extend(with(lh, hex_split(ll, w - 1, digits - 1)));
+        first_full = lh + 1;
+    }
+    let last = (hl != w - 1).then(|| {
+        last_full = hh - 1;
+        with(hh, hex_split(0, hl, digits - 1)).collect::<Vec<_>>()
+    });
+    if first_full <= last_full {
+        let mut v = vec![(first_full as u8, last_full as u8)];
+        v.extend((1..digits).map(|_| (0u8, 15u8)));
+        out.push(v);
+    }
+    out.extend(last.into_iter().flatten());
+    out
+}
+
+/// The `\uXXXX` digits of the codes `lo..=hi` (at most `0xFFFF`).
+fn hex_spellings(lo: u32, hi: u32) -> impl Iterator<Item = Spelling> {
+    hex_split(lo, hi, 4)
+        .into_iter()
+        .map(|ds| ds.into_iter().map(|(a, b)| hex_class(a, b)).collect())
+}
+
+/// `lo..=hi` without the surrogate block.
+fn scalar_ranges(lo: u32, hi: u32) -> impl Iterator<Item = (u32, u32)> {
+    [(lo, hi.min(0xD7FF)), (lo.max(0xE000), hi.min(0x10FFFF))]
+        .into_iter()
+        .filter(|(a, b)| a <= b)
+}
+
+/// The spellings after `\u` of the characters `lo..=hi` (no surrogates, above ASCII): four hex
+/// digits in the BMP, a surrogate pair's digits, `\u` and the low surrogate's digits above it.
+fn escape_spellings(lo: u32, hi: u32, out: &mut Vec<Spelling>) {
+    if lo <= 0xFFFF {
+        out.extend(hex_spellings(lo, hi.min(0xFFFF)));
+    }
+    if hi < 0x10000 {
+        return;
+    }
+    let split = |c: u32| {
+        let v = c - 0x10000;
+        (0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF))
+    };
+    let ((h1, l1), (h2, l2)) = (split(lo.max(0x10000)), split(hi));
+    // (high surrogates, low surrogates) pairs covering the range
+    let mut parts = Vec::new();
+    if h1 == h2 {
+        parts.push((h1, h1, l1, l2));
+    } else {
+        parts.push((h1, h1, l1, 0xDFFF));
+        if h1 + 1 < h2 {
+            parts.push((h1 + 1, h2 - 1, 0xDC00, 0xDFFF));
+        }
+        parts.push((h2, h2, 0xDC00, l2));
+    }
+    for (ha, hb, la, lb) in parts {
+        let lows: Vec<Spelling> = hex_spellings(la, lb).collect();
+        for high in hex_spellings(ha, hb) {
+            for low in &lows {
+                let mut s = high.clone();
+                s.push(vec![(b'\\', b'\\')]);
+                s.push(vec![(b'u', b'u')]);
+                s.extend(low.iter().cloned());
+                out.push(s);
+            }
+        }
+    }
+}
+
+/// The raw UTF-8 spellings of the characters `lo..=hi` (no surrogates, above ASCII).
+fn utf8_spellings(lo: u32, hi: u32, out: &mut Vec<Spelling>) {
+    let (Some(a), Some(b)) = (char::from_u32(lo), char::from_u32(hi)) else {
+        return;
+    };
+    for seq in regex_syntax::utf8::Utf8Sequences::new(a, b) {
+        out.push(
+            seq.as_slice()
+                .iter()
+                .map(|r| vec![(r.start, r.end)])
+                .collect(),
+        );
+    }
+}
+
 /// Whether `h` is [`crate::automata::spell::any_char`]'s HIR.
 pub(super) fn is_any_char(h: &Hir) -> bool {
     thread_local! {
@@ -331,6 +598,7 @@ impl Compiler {
             None => end,
         };
         let mut tails: FxHashMap<usize, CharTails> = FxHashMap::default();
+        let mut split = SplitCache::default();
         for (s, st) in states.iter().enumerate() {
             let (accept, rest) = (st.accept, st.rest);
             let mut to = [None; 128];
@@ -344,7 +612,28 @@ impl Compiler {
                     e.insert(self.char_tails(into[r])?);
                 }
             }
-            let mut read = self.one_char_of(&to, rest.and_then(|r| tails.get(&r)))?;
+            let mut read = if st.wide.is_empty() {
+                self.one_char_of(&to, rest.and_then(|r| tails.get(&r)))?
+            } else {
+                // every range of characters allowed here, ASCII ones by target, and its target
+                let mut ranges: Vec<(u32, u32)> = Vec::new();
+                let mut targets: Vec<StateID> = Vec::new();
+                for c in 0..128u32 {
+                    let Some(t) = to[c as usize] else { continue };
+                    match (ranges.last_mut(), targets.last()) {
+                        (Some(r), Some(&l)) if l == t && r.1 + 1 == c => r.1 = c,
+                        _ => {
+                            ranges.push((c, c));
+                            targets.push(t);
+                        }
+                    }
+                }
+                for &(a, b, t) in &st.wide {
+                    ranges.push((a, b));
+                    targets.push(into[t]);
+                }
+                self.one_char_split(ranges, &targets, &mut split)?
+            };
             if let Some((min, max)) = d.len {
                 read = self.mark(
                     Count::Take {
@@ -366,6 +655,109 @@ impl Compiler {
             Some(_) => Ok((self.mark(Count::Enter, heads[start])?, end)),
             None => Ok((heads[start], end)),
         }
+    }
+
+    /// A state reading one character in any JSON string spelling, where the characters
+    /// allowed are split between targets: `ranges` (disjoint, increasing; ASCII and above)
+    /// lead to `targets`. The tries reading their spellings are built once per set of ranges
+    /// (`cache`) and copied for each set of targets, sub-tries that lead to one target shared.
+    fn one_char_split(
+        &mut self,
+        ranges: Vec<(u32, u32)>,
+        targets: &[StateID],
+        cache: &mut SplitCache,
+    ) -> Result<StateID> {
+        let id = match cache.ids.get(&ranges) {
+            Some(&id) => id,
+            None => {
+                let id = cache.parts.len();
+                cache.parts.push(Partition::new(&ranges)?);
+                cache.ids.insert(ranges.clone(), id);
+                id
+            }
+        };
+        let mut local = FxHashMap::default();
+        let part = &cache.parts[id];
+        let mut esc = Runs::default();
+        for (e, code) in ESCAPES_BY_LETTER {
+            let code = u32::from(code);
+            if let Some(i) = ranges.iter().position(|&(a, b)| a <= code && code <= b) {
+                esc.push(e, targets[i]);
+            }
+        }
+        let u = self.copy_trie(id, part, part.esc, targets, &mut local, &mut cache.shared)?;
+        if !u.is_empty() {
+            let u = self.sparse(u)?;
+            esc.push(b'u', u);
+        }
+        let mut raw = Runs::default();
+        let mut i = 0;
+        for c in 0x20..0x80u32 {
+            while i < ranges.len() && ranges[i].1 < c {
+                i += 1;
+            }
+            let t = (i < ranges.len() && ranges[i].0 <= c).then(|| targets[i]);
+            match c as u8 {
+                b'"' => {}
+                b'\\' => {
+                    if !esc.0.is_empty() {
+                        let e = self.runs(std::mem::take(&mut esc))?;
+                        raw.push(b'\\', e);
+                    }
+                }
+                b => {
+                    if let Some(next) = t {
+                        raw.push(b, next);
+                    }
+                }
+            }
+        }
+        let utf8 = self.copy_trie(id, part, part.raw, targets, &mut local, &mut cache.shared)?;
+        raw.0.extend(utf8);
+        self.runs(raw)
+    }
+
+    /// The transitions of a copy of `node` of partition `id`'s tries whose ends lead to
+    /// `targets` (by range).
+    fn copy_trie(
+        &mut self,
+        id: usize,
+        part: &Partition,
+        node: u32,
+        targets: &[StateID],
+        local: &mut FxHashMap<u32, StateID>,
+        shared: &mut FxHashMap<(usize, u32, StateID), StateID>,
+    ) -> Result<Vec<Transition>> {
+        let mut trans: Vec<Transition> = Vec::new();
+        for &(a, b, step) in &part.nodes[node as usize] {
+            let next = match step {
+                Step::End(i) => targets[i as usize],
+                Step::Node(c) => {
+                    let only = part.only[c as usize].map(|i| (id, c, targets[i as usize]));
+                    match local.get(&c).or_else(|| only.and_then(|k| shared.get(&k))) {
+                        Some(&s) => s,
+                        None => {
+                            let t = self.copy_trie(id, part, c, targets, local, shared)?;
+                            let s = self.sparse(t)?;
+                            local.insert(c, s);
+                            if let Some(k) = only {
+                                shared.insert(k, s);
+                            }
+                            s
+                        }
+                    }
+                }
+            };
+            match trans.last_mut() {
+                Some(l) if l.next == next && u16::from(l.end) + 1 == u16::from(a) => l.end = b,
+                _ => trans.push(Transition {
+                    start: a,
+                    end: b,
+                    next,
+                }),
+            }
+        }
+        Ok(trans)
     }
 
     /// A state reading one character in any JSON string spelling: an ASCII character `c`

@@ -391,13 +391,31 @@ fn string_dfas_compile_to_the_same_language_as_their_expressions() {
         (&["^[^\"\\\\]*$"], (1, Some(3)), &["^ab$"]),
         (&["^[\\n\\t\"/\\\\]{1,2}$"], (0, None), &[]),
         (&["^\\d{2}-\\d{2}$", "1"], (0, None), &["00"]),
+        // non-ASCII characters split between targets: read range by range, raw and escaped
+        (&["^[a-zé]+$"], (0, Some(3)), &[]),
+        (&["^\\S+\\s\\S$"], (0, Some(4)), &[]),
+        (&["^[^é]{1,2}$"], (0, None), &["^\u{7ff}"]),
+        // astral characters (surrogate pairs), a range across the BMP's end
+        (&["^[😀-🙏a]{1,2}$"], (0, None), &[]),
+        (
+            &["^[\u{fff0}-\u{10010}\u{10fff0}-\u{10ffff}]$"],
+            (0, None),
+            &[],
+        ),
+        // ranges next to the surrogate block, and one across it
+        (
+            &["^([\u{d000}-\u{d7ff}]x|[\u{d7fe}-\u{e001}])$"],
+            (0, None),
+            &[],
+        ),
+        (&["^(é|ü)[^\u{100}-\u{fff}]?$"], (1, Some(2)), &[]),
     ];
     for (pats, (min, max), negs) in cases {
         let mut pos: Vec<Hir> = pats.iter().map(|p| pattern_language(p).unwrap()).collect();
         pos.push(rep(dot_all(), *min, *max));
         let neg: Vec<Hir> = negs.iter().map(|p| pattern_language(p).unwrap()).collect();
         let d = combined_dfa(&pos, &neg).unwrap().expect("not empty");
-        let states = crate::automata::expr::char_dfa(&d).expect("uniform non-ASCII edges");
+        let states = crate::automata::expr::char_dfa(&d).expect("a DFA");
         assert!(!states.is_plain());
         let expr = encode(&combine(&pos, &neg).unwrap().unwrap()).unwrap();
         let quoted_states = crate::automata::expr::concat(vec![
@@ -407,11 +425,17 @@ fn string_dfas_compile_to_the_same_language_as_their_expressions() {
         ]);
         super::test_util::assert_same_language(&quoted_states, &quoted(expr));
     }
-    // some non-ASCII characters but not all: no direct states (the expression is used)
+    // the split states are built as such (not one shared reader for non-ASCII)
     let d = combined_dfa(&[pattern_language("^[a-zé]+$").unwrap()], &[])
         .unwrap()
         .unwrap();
-    assert!(crate::automata::expr::char_dfa(&d).is_none());
+    let Some(Expr::CharDfa(c)) = crate::automata::expr::char_dfa(&d) else {
+        panic!("a character DFA");
+    };
+    assert!(c
+        .states
+        .iter()
+        .any(|s| !s.wide.is_empty() && s.rest.is_none()));
     // an empty combination
     let pos = [
         pattern_language("^a+$").unwrap(),
