@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 
 use super::scalars::{spelled_combination, spelled_not_in};
 use super::{child, literal_values, schema_error, Compiler, MAX_BUILT, MAX_WEIGHT};
+use crate::automata::charlang::{Lang, LangBudget};
 use crate::automata::expr::{alt, concat, lit, rep, Expr, MAX_WITNESS_KINDS};
 use crate::automata::hir as hirs;
 use crate::automata::spell::dot_all;
@@ -432,6 +433,24 @@ impl<'a> Compiler<'a> {
         pn: &Value,
         ptr: &str,
     ) -> Result<Vec<Hir>> {
+        if needs_key_algebra(pn) || needs_key_algebra(self.deref(pn, ptr)?) {
+            // combinators inside: the key language as a boolean combination of string
+            // languages, turned back into one expression
+            let l = self.key_lang(pn, ptr, 0);
+            let r = l.and_then(|l| {
+                crate::automata::strlang::lang_hir(&l, &LangBudget::default())
+                    .map_err(|e| schema_error("propertyNames", ptr, e))
+            });
+            return match r {
+                Ok(Some(h)) => Ok(vec![h]),
+                Ok(None) => Ok(vec![Hir::fail()]),
+                Err(Error::Schema { message, .. }) if self.opts.lenient => {
+                    self.unsupported("propertyNames", ptr, &message)?;
+                    Ok(vec![])
+                }
+                Err(e) => Err(e),
+            };
+        }
         let pn = self.deref(pn, ptr)?;
         let m = match pn {
             Value::Bool(false) => return Ok(vec![Hir::fail()]),
@@ -479,7 +498,8 @@ impl<'a> Compiler<'a> {
                         pos.push(Hir::fail());
                     }
                 }
-                k if !Self::is_validity(k) => {}
+                // keys are strings: keywords of other types hold for every key
+                k if !Self::is_validity(k) || NOT_FOR_STRINGS.contains(&k) => {}
                 k => self.unsupported(
                     "propertyNames",
                     ptr,
@@ -488,6 +508,128 @@ impl<'a> Compiler<'a> {
             }
         }
         Ok(pos)
+    }
+
+    /// The language of keys a `propertyNames` schema `pn` allows, with `not`, `allOf`,
+    /// `anyOf`, `oneOf`, `if`/`then`/`else` and `$ref` (beside other keywords) read as the
+    /// boolean combinations they are: keys are strings, so the string keywords decide and
+    /// the keywords of other types hold for every key.
+    fn key_lang(&mut self, pn: &Value, ptr: &str, depth: u32) -> Result<Lang> {
+        if depth > 64 {
+            return Err(schema_error(
+                "propertyNames",
+                ptr,
+                "the key schema nests or refers to itself more than 64 levels deep",
+            ));
+        }
+        let m = match pn {
+            Value::Bool(true) => return Ok(Lang::any()),
+            Value::Bool(false) => return Ok(Lang::nothing()),
+            Value::Object(m) => m,
+            _ => {
+                return Err(schema_error(
+                    "propertyNames",
+                    ptr,
+                    "a schema must be an object",
+                ))
+            }
+        };
+        let lang = |h: Hir| Lang::from_hir(&h).map_err(|e| schema_error("propertyNames", ptr, e));
+        let subs = |k: &str| -> Result<&Vec<Value>> {
+            m.get(k)
+                .and_then(Value::as_array)
+                .filter(|a| !a.is_empty())
+                .ok_or_else(|| {
+                    schema_error(k, ptr, format!("{k} must be a non-empty array of schemas"))
+                })
+        };
+        let mut l = Lang::any();
+        // the keywords of other types and annotations hold for every key
+        let mut plain = Map::new();
+        for (k, v) in m {
+            let here = child(ptr, k);
+            match k.as_str() {
+                "$ref" => {
+                    let r = v
+                        .as_str()
+                        .ok_or_else(|| schema_error("$ref", ptr, "$ref must be a string"))?;
+                    let (target, tptr) = self.resolve(r, ptr)?;
+                    l = l.and(&self.key_lang(target, &tptr, depth + 1)?);
+                }
+                "not" => l = l.and(&self.key_lang(v, &here, depth + 1)?.not()),
+                "allOf" => {
+                    for (i, x) in subs(k)?.iter().enumerate() {
+                        l = l.and(&self.key_lang(x, &child(&here, &i.to_string()), depth + 1)?);
+                    }
+                }
+                "anyOf" => {
+                    let mut any = Lang::nothing();
+                    for (i, x) in subs(k)?.iter().enumerate() {
+                        any =
+                            any.or(&self.key_lang(x, &child(&here, &i.to_string()), depth + 1)?);
+                    }
+                    l = l.and(&any);
+                }
+                "oneOf" => {
+                    let mut bs = Vec::new();
+                    for (i, x) in subs(k)?.iter().enumerate() {
+                        bs.push(self.key_lang(x, &child(&here, &i.to_string()), depth + 1)?);
+                    }
+                    // exactly one branch: some branch, and no two
+                    let mut two = Lang::nothing();
+                    let mut some = Lang::nothing();
+                    for b in &bs {
+                        two = two.or(&some.and(b));
+                        some = some.or(b);
+                    }
+                    l = l.and(&some.and(&two.not()));
+                }
+                "if" => {
+                    let c = self.key_lang(v, &here, depth + 1)?;
+                    let then = match m.get("then") {
+                        Some(t) => self.key_lang(t, &child(ptr, "then"), depth + 1)?,
+                        None => Lang::any(),
+                    };
+                    let other = match m.get("else") {
+                        Some(e) => self.key_lang(e, &child(ptr, "else"), depth + 1)?,
+                        None => Lang::any(),
+                    };
+                    l = l.and(&c.and(&then).or(&c.not().and(&other)));
+                }
+                "then" | "else" => {}
+                _ => {
+                    plain.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        for k in NOT_FOR_STRINGS {
+            plain.remove(*k);
+        }
+        for (k, v) in &plain {
+            let ok = match k.as_str() {
+                "pattern" | "minLength" | "maxLength" | "const" | "enum" | "type" => true,
+                // a format's expression may approximate it, which a negation would turn
+                // the other way
+                "format" => v.as_str().and_then(|f| self.asserted_format(f)).is_none(),
+                k => !Self::is_validity(k),
+            };
+            if !ok {
+                return Err(schema_error(
+                    k,
+                    ptr,
+                    format!(
+                        "`{k}` inside propertyNames together with not/allOf/anyOf/oneOf/if is \
+                         not supported"
+                    ),
+                ));
+            }
+        }
+        if !plain.is_empty() {
+            for h in self.key_language(&Value::Object(plain), ptr)? {
+                l = l.and(&lang(h)?);
+            }
+        }
+        Ok(l)
     }
 
     /// Members for undeclared keys: each combination of matched `patternProperties` gets its
@@ -762,5 +904,49 @@ impl WitnessKind {
             Some(h) => full_match(h, name),
             None => Ok(true),
         }
+    }
+}
+
+/// Keywords that only constrain values other than strings: every key satisfies them.
+const NOT_FOR_STRINGS: &[&str] = &[
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "items",
+    "prefixItems",
+    "additionalItems",
+    "contains",
+    "minContains",
+    "maxContains",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "unevaluatedItems",
+    "properties",
+    "patternProperties",
+    "additionalProperties",
+    "unevaluatedProperties",
+    "required",
+    "minProperties",
+    "maxProperties",
+    "propertyNames",
+    "dependentRequired",
+    "dependentSchemas",
+    "dependencies",
+];
+
+/// Whether a `propertyNames` schema holds a combinator (at its top, or under a `$ref` with
+/// siblings) that [`Compiler::key_lang`] reads.
+fn needs_key_algebra(pn: &Value) -> bool {
+    match pn {
+        Value::Object(m) => {
+            ["not", "allOf", "anyOf", "oneOf", "if"]
+                .iter()
+                .any(|k| m.contains_key(*k))
+                || (m.contains_key("$ref") && m.len() > 1)
+        }
+        _ => false,
     }
 }
