@@ -452,18 +452,64 @@ pub(crate) fn members_counted(
 /// The most witness kinds one [`Expr::Members`] may need.
 pub(crate) const MAX_WITNESS_KINDS: usize = 4;
 
+/// The least cost of covering the witness kinds `need` (a mask within [`MAX_WITNESS_KINDS`]
+/// bits): each of `items` (its cost, the kinds of each of its branches) used at most once,
+/// with one branch; each of `tails` (kinds) any number of times, costing one each. `None` when
+/// no choice covers `need`. Found over the subsets of `need`, item by item.
+pub(crate) fn witness_cover_cost<I, B>(items: I, tails: &[u32], need: u32) -> Option<u64>
+where
+    I: IntoIterator<Item = (u64, B)>,
+    B: IntoIterator<Item = u32>,
+{
+    const NONE: u64 = u64::MAX;
+    const SETS: usize = 1 << MAX_WITNESS_KINDS;
+    // cost[s]: the least cost of covering the kinds `s` (within `need`) so far
+    fn relax(from: &[u64; SETS], into: &mut [u64; SETS], mask: u32, step: u64) {
+        for (s, &c) in from.iter().enumerate() {
+            if c != NONE {
+                let to = s | mask as usize;
+                into[to] = into[to].min(c + step);
+            }
+        }
+    }
+    let mut cost = [NONE; SETS];
+    cost[0] = 0;
+    for (step, branches) in items {
+        let mut next = cost;
+        for mask in branches {
+            relax(&cost, &mut next, mask & need, step);
+        }
+        cost = next;
+    }
+    for _ in 0..MAX_WITNESS_KINDS {
+        for &mask in tails {
+            let from = cost;
+            relax(&from, &mut cost, mask & need, 1);
+        }
+    }
+    let best = cost
+        .iter()
+        .enumerate()
+        .filter(|&(s, _)| s as u32 & need == need)
+        .map(|(_, &c)| c)
+        .min()
+        .unwrap_or(NONE);
+    (best != NONE).then_some(best)
+}
+
 /// See [`Expr::Members`]: members among which each kind of `kinds` (a mask) needs a witness —
 /// a member of `witness` (by the kinds it is a witness of), or an item's
-/// [`Expr::Witness`] branch.
+/// [`Expr::Witness`] branch — within `bounds` on the number of members, when given.
 pub(crate) fn members_witnessed(
     items: Vec<(Expr, bool)>,
     sep: Expr,
     tail: Option<Expr>,
     any_order: bool,
+    bounds: Option<(u32, Option<u32>)>,
     witness: Vec<(u32, Expr)>,
     kinds: u32,
 ) -> Expr {
-    let mut x = members(items, sep, tail, any_order, None);
+    let mut x = members(items, sep, tail, any_order, bounds);
     if let Expr::Members {
         witness: w,
         needs_witness,

@@ -358,7 +358,8 @@ impl LazyDfa {
                     && top.rec == MEMBER_SET
                     && t.g.set_groups.get(group as usize).is_some_and(|g| {
                         let set = &t.member_sets[top.site as usize];
-                        self.witnesses_can_come(t, g, set, missing(g, set), Ahead::After(bit), c)
+                        !takes_are_checked(g, set)
+                            || self.set_viable(t, g, set, Taking::Flag(bit, 0), c)
                     }) =>
             {
                 t.stack.push((next, c, past_end))
@@ -427,11 +428,13 @@ impl LazyDfa {
 
     /// Whether member set `g`, having written `written`, can still be finished once it takes
     /// `taking`: every required member still to come can be written and finished at the
-    /// current depth (registers `c`); the bounds can be met — at most `max` with the required
-    /// ones, at least `min` with every member still possible (a tail member: any number); and
-    /// a witness, where one is needed, was written or can still come. Each member returns to
-    /// the depth it started at, and the number of members a set can still reach is every
-    /// count between those two, so this is exact (a set needs a witness only without bounds).
+    /// current depth (registers `c`); a witness of each kind still missing can come; and the
+    /// bounds can be met — at most `max` with the required members and the fewest further
+    /// members the missing witnesses need, at least `min` with every member still possible (a
+    /// tail or witness member: any number). Each member returns to the depth it started at;
+    /// from the fewest members that finish the set, any further possible member can be added
+    /// one at a time without undoing a witness, so the counts that can be reached are every
+    /// count between those two, and this is exact.
     fn set_viable(&self, t: &Table, g: &SetGroup, written: &[u64], taking: Taking, c: u64) -> bool {
         let n = count_of(written)
             + u64::from(matches!(
@@ -454,6 +457,7 @@ impl LazyDfa {
             }
             can += u64::from(ok);
         }
+        let mut extra = 0;
         let mut need = missing(g, written);
         if need != 0 {
             let ahead = match taking {
@@ -469,24 +473,34 @@ impl LazyDfa {
                 Taking::Tail => Ahead::Tail,
                 Taking::Nothing => Ahead::All,
             };
-            if !self.witnesses_can_come(t, g, written, need, ahead, c) {
-                return false;
+            match self.witness_cost(t, g, written, need, ahead, c) {
+                Some(k) => extra = k,
+                None => return false,
             }
         }
         if !counted {
             return true;
         }
-        if g.tail.is_some_and(|m| self.marker_can_finish(t, m, c)) {
+        let unbounded = g
+            .tail
+            .into_iter()
+            .chain(g.witness_tails.iter().map(|w| w.1));
+        if unbounded
+            .into_iter()
+            .any(|m| self.marker_can_finish(t, m, c))
+        {
             can = u64::MAX / 2;
         }
-        n + must <= u64::from(g.max) && n + can >= u64::from(g.min)
+        n + must + extra <= u64::from(g.max) && n + can >= u64::from(g.min)
     }
 
-    /// Whether witnesses of every kind in `need` can still be written in set `g` (having
-    /// written `written`): witness members (any number of them), and at most one witness
-    /// branch of each item still to come (`ahead`) — found by trying the items' branches in
-    /// turn over the sets of kinds they cover (at most 16).
-    fn witnesses_can_come(
+    /// The fewest members, beyond those that come anyway (required items still to come, and
+    /// the item being taken now), with which set `g` (having written `written`) can still
+    /// write a witness of every kind in `need`: witness members (any number of them, one
+    /// member each) and at most one witness branch of each item still to come (`ahead`; an
+    /// optional one counts one member). `None` when no choice covers `need`. Found over the
+    /// subsets of `need` (at most 16), item by item.
+    fn witness_cost(
         &self,
         t: &Table,
         g: &SetGroup,
@@ -494,24 +508,19 @@ impl LazyDfa {
         need: u32,
         ahead: Ahead,
         c: u64,
-    ) -> bool {
-        let mut need = need;
+    ) -> Option<u64> {
         if need == 0 {
-            return true;
+            return Some(0);
         }
-        for &(mask, m) in &g.witness_tails {
-            if mask & need != 0 && self.marker_can_finish(t, m, c) {
-                need &= !mask;
-            }
-        }
-        if need == 0 {
-            return true;
-        }
-        // reach: bit `s` set when the kinds `s` (within `need`) can be covered so far
-        let mut reach: u32 = 1;
-        let mut i = 0;
-        while i < g.flags.len() {
-            let bit = g.flags[i].0;
+        let tails: Vec<u32> = g
+            .witness_tails
+            .iter()
+            .filter(|&&(mask, m)| mask & need != 0 && self.marker_can_finish(t, m, c))
+            .map(|&(mask, _)| mask)
+            .collect();
+        // the items' witness branches that can still come, by item (`flags` is by bit)
+        let mut items: Vec<(u64, Vec<u32>, u32)> = Vec::new();
+        for &(bit, mask, m) in &g.flags {
             let open = match (ahead, g.any_order) {
                 (Ahead::Tail, false) => false,
                 (Ahead::All, _) => true,
@@ -520,26 +529,26 @@ impl LazyDfa {
                 (Ahead::From(b), true) => bit == b || !has_bit(written, bit),
                 (Ahead::After(_) | Ahead::Tail, true) => !has_bit(written, bit),
             };
-            let mut next = reach;
-            while i < g.flags.len() && g.flags[i].0 == bit {
-                let (_, mask, m) = g.flags[i];
-                i += 1;
-                let mask = mask & need;
-                if !open || mask == 0 || !self.marker_can_finish(t, m, c) {
-                    continue;
-                }
-                for s in 0..16u32 {
-                    if reach >> s & 1 == 1 {
-                        next |= 1 << (s | mask);
-                    }
-                }
+            if !open || mask & need == 0 || !self.marker_can_finish(t, m, c) {
+                continue;
             }
-            reach = next;
-            if reach >> need & 1 == 1 {
-                return true;
+            // an item that comes anyway (required, or being taken now) costs nothing more
+            let free = matches!(ahead, Ahead::From(b) if b == bit)
+                || g.marks
+                    .binary_search_by_key(&bit, |x| x.0)
+                    .is_ok_and(|k| g.marks[k].2);
+            match items.last_mut() {
+                Some(last) if last.2 == bit => {
+                    last.1.push(mask)
+                }
+                _ => items.push((u64::from(!free), vec![mask], bit)),
             }
         }
-        false
+        crate::automata::expr::witness_cover_cost(
+            items.into_iter().map(|(cost, masks, _)| (cost, masks)),
+            &tails,
+            need,
+        )
     }
 
     /// Whether some member of set `group` (in any order) not in member set `set`, or a tail or
@@ -872,7 +881,7 @@ fn remaining(g: &SetGroup, written: &[u64], taking: Taking, bit: u32) -> bool {
     match (g.any_order, taking) {
         (true, Taking::Mark(b)) => bit != b && !has_bit(written, bit),
         (true, _) => !has_bit(written, bit),
-        (false, Taking::Mark(b)) => bit > b,
+        (false, Taking::Mark(b) | Taking::Flag(b, _)) => bit > b,
         (false, Taking::Nothing) => true,
         (false, _) => false,
     }

@@ -108,6 +108,8 @@ impl<'a> Compiler<'a> {
         let mut items: Vec<(Expr, bool)> = Vec::new();
         // the kinds some declared member can be a witness of (see `kinds`)
         let mut item_cover = 0u32;
+        // each item's witness branches (their kinds), and whether it is required
+        let mut item_kinds: Vec<(bool, Vec<u32>)> = Vec::new();
         let entries: Vec<(String, Option<&Value>)> = props
             .iter()
             .map(|(k, v)| (k.clone(), Some(v)))
@@ -215,6 +217,7 @@ impl<'a> Compiler<'a> {
                     ]);
                     // this member is a witness of some kinds, or of none (then they must come
                     // from other members)
+                    item_kinds.push((is_req, witness_values.iter().map(|w| w.0).collect()));
                     let kv = if witness_values.is_empty() {
                         kv
                     } else {
@@ -299,13 +302,14 @@ impl<'a> Compiler<'a> {
             if maxp.is_some_and(|mx| mx < lo) {
                 return Ok(None);
             }
-            let trivially =
-                lo <= n_req && maxp.is_none_or(|mx| extra_kv.is_none() && mx >= n_req + n_opt);
-            if maxp.is_some_and(|mx| mx < n_req) || (extra_kv.is_none() && lo > n_req + n_opt) {
+            // undeclared members: the extra ones, and the witnesses of negated maps
+            let no_extras = extra_kv.is_none() && witness_kv.is_empty();
+            let trivially = lo <= n_req && maxp.is_none_or(|mx| no_extras && mx >= n_req + n_opt);
+            if maxp.is_some_and(|mx| mx < n_req) || (no_extras && lo > n_req + n_opt) {
                 return Ok(None);
             }
             if !trivially {
-                if n_opt == 0 && extra_kv.is_some() && !any_order {
+                if n_opt == 0 && extra_kv.is_some() && !any_order && kinds.is_empty() {
                     extra_bounds = (lo.saturating_sub(n_req), maxp.map(|mx| mx - n_req));
                 } else {
                     let small = |x: u64| x.min(u64::from(u32::MAX - 1)) as u32;
@@ -363,29 +367,34 @@ impl<'a> Compiler<'a> {
                  max_recursion_depth, or use additional_properties=\"forbid\""
             )));
         }
-        if !kinds.is_empty() && (counted.is_some() || !shared) {
-            return Err(schema_error(
-                if minp.is_some() {
-                    "minProperties"
-                } else {
-                    "maxProperties"
-                },
-                ptr,
-                "minProperties/maxProperties together with a negated \
-                 additionalProperties/patternProperties are not supported",
-            ));
-        }
         let body = if !kinds.is_empty() {
             let cover = witness_kv.iter().fold(item_cover, |a, w| a | w.0);
             if cover != all_kinds {
                 // some kind has no member that can be its witness: no object is in the language
                 return Ok(None);
             }
+            if let Some((lo, hi)) = counted {
+                // the fewest members that write every witness, and the most members there can
+                // be: no count within the bounds between them, no object
+                let tails: Vec<u32> = witness_kv.iter().map(|w| w.0).collect();
+                let fewest = fewest_with_witnesses(&item_kinds, &tails, all_kinds);
+                let most = if extra_kv.is_some() || !tails.is_empty() {
+                    u64::MAX
+                } else {
+                    item_kinds.len() as u64
+                };
+                if fewest.is_none_or(|f| hi.is_some_and(|h| f > u64::from(h)))
+                    || most < u64::from(lo)
+                {
+                    return Ok(None);
+                }
+            }
             crate::automata::expr::members_witnessed(
                 items,
                 self.comma(),
                 extra_kv,
                 any_order,
+                counted,
                 witness_kv,
                 all_kinds,
             )
@@ -949,4 +958,16 @@ fn needs_key_algebra(pn: &Value) -> bool {
         }
         _ => false,
     }
+}
+
+/// The fewest members an object can have with a witness of every kind in `all` (a mask): each
+/// required item is written anyway and can take one of its witness branches (`items`: required,
+/// the kinds of each branch), an optional item or a witness member (`tails`, any number of
+/// them) counts one more. `None` when no choice covers `all`.
+fn fewest_with_witnesses(items: &[(bool, Vec<u32>)], tails: &[u32], all: u32) -> Option<u64> {
+    let required = items.iter().filter(|i| i.0).count() as u64;
+    let costs = items
+        .iter()
+        .map(|(req, masks)| (u64::from(!req), masks.iter().copied()));
+    crate::automata::expr::witness_cover_cost(costs, tails, all).map(|c| c + required)
 }

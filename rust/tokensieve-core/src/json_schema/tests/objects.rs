@@ -872,3 +872,95 @@ fn negated_object_keywords_need_a_witness() {
         }
     }
 }
+
+/// `minProperties`/`maxProperties` beside negated object keywords: the member set counts the
+/// members and keeps the witness kinds written, and a member (or a member's non-witness
+/// branch) is taken only where both can still be met.
+#[test]
+fn witnesses_within_member_counts() {
+    let cases = [
+        // one property, which must not be declared by the negated map
+        (
+            json!({"type": "object", "properties": {"a": {}}, "maxProperties": 1,
+                   "not": {"properties": {"a": {}}, "additionalProperties": false}}),
+            vec![r#"{"z": 1}"#, r#"{"q": "s"}"#],
+            vec![
+                "{}",
+                r#"{"a": 1}"#,
+                r#"{"a": 1, "z": 1}"#,
+                r#"{"z": 1, "y": 2}"#,
+            ],
+        ),
+        // at least two, one of them with a key starting with x and a non-string value
+        (
+            json!({"type": "object", "minProperties": 2,
+                   "not": {"patternProperties": {"^x": {"type": "string"}}}}),
+            vec![r#"{"xa": 1, "b": 1}"#, r#"{"b": "s", "c": 2, "x": null}"#],
+            vec![
+                r#"{"xa": 1}"#,
+                r#"{"b": 1, "c": 2}"#,
+                r#"{"xa": "s", "b": 1}"#,
+            ],
+        ),
+        // the only member is the witness: its non-witness values are refused
+        (
+            json!({"type": "object", "properties": {"a": {"type": "integer"}},
+                   "additionalProperties": {"type": "integer"}, "maxProperties": 1,
+                   "not": {"additionalProperties": {"not": {"minimum": 5}}}}),
+            vec![r#"{"a": 6}"#, r#"{"z": 5}"#],
+            vec!["{}", r#"{"a": 1}"#, r#"{"a": 1, "z": 7}"#],
+        ),
+        // two kinds within two members, a required one among them
+        (
+            json!({"type": "object", "properties": {"a": {"type": "integer"}},
+                   "required": ["a"], "additionalProperties": {"type": "integer"},
+                   "maxProperties": 2,
+                   "allOf": [{"not": {"additionalProperties": {"not": {"minimum": 5}}}},
+                             {"not": {"patternProperties": {"^z": {"maximum": 2}}}}]}),
+            vec![r#"{"a": 6, "z1": 3}"#, r#"{"a": 1, "z1": 9}"#],
+            vec![
+                r#"{"a": 6}"#,
+                r#"{"a": 1, "z1": 3}"#,
+                r#"{"a": 6, "z1": 3, "q": 1}"#,
+                r#"{"a": 1, "q": 7, "z1": 3}"#,
+            ],
+        ),
+    ];
+    for (schema, ok, bad) in cases {
+        for any in [false, true] {
+            let o = JsonSchemaOptions {
+                property_order: if any {
+                    PropertyOrder::Any
+                } else {
+                    PropertyOrder::Schema
+                },
+                ..Default::default()
+            };
+            let r = lang_with(schema.clone(), &o);
+            for t in &ok {
+                assert!(r.is_match(t), "{schema} ({any}) should accept {t}");
+            }
+            for t in &bad {
+                assert!(!r.is_match(t), "{schema} ({any}) should reject {t}");
+            }
+            let shallow = JsonSchemaOptions {
+                max_nesting_depth: 1,
+                ..o
+            };
+            assert_no_dead_ends(schema.clone(), &shallow, 50_000);
+        }
+    }
+    // no count within the bounds has every witness: no object, an error at compile time
+    for schema in [
+        json!({"type": "object", "properties": {"a": {}}, "required": ["a"], "maxProperties": 1,
+               "not": {"properties": {"a": {}}, "additionalProperties": false}}),
+        json!({"type": "object", "properties": {"a": {}}, "additionalProperties": false,
+               "minProperties": 2, "not": {"additionalProperties": false}}),
+    ] {
+        let e = compile(&schema, &JsonSchemaOptions::default()).err();
+        assert!(
+            e.is_some_and(|e| e.to_string().contains("no JSON value")),
+            "{schema}"
+        );
+    }
+}
