@@ -152,6 +152,17 @@ impl<'a> Compiler<'a> {
                 }
             }
         }
+        if let Value::Array(a) = v {
+            for c in &x.more_contains {
+                let mut n = 0u64;
+                for item in a {
+                    n += u64::from(self.validates_sub(item, &c.schema, ptr, depth + 1)?);
+                }
+                if n < c.min || c.max.is_some_and(|h| n > h) {
+                    return Ok(false);
+                }
+            }
+        }
         if let Value::Object(o) = v {
             for view in &x.key_views {
                 for (name, val) in o {

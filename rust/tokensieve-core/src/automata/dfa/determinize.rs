@@ -538,9 +538,7 @@ impl LazyDfa {
                     .binary_search_by_key(&bit, |x| x.0)
                     .is_ok_and(|k| g.marks[k].2);
             match items.last_mut() {
-                Some(last) if last.2 == bit => {
-                    last.1.push(mask)
-                }
+                Some(last) if last.2 == bit => last.1.push(mask),
                 _ => items.push((u64::from(!free), vec![mask], bit)),
             }
         }

@@ -526,6 +526,10 @@ impl<'a> Compiler<'a> {
                 "the items a negated items schema counts",
             ),
             (
+                !x.more_contains.is_empty(),
+                "the contains of two merged allOf branches",
+            ),
+            (
                 !x.some_extra.is_empty(),
                 "a negated additionalProperties or patternProperties",
             ),

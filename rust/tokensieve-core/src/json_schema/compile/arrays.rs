@@ -53,6 +53,32 @@ impl<'a> Compiler<'a> {
                 )?,
             }
         }
+        if !x.more_contains.is_empty() {
+            // several different `contains` (merged allOf branches), each with its own count
+            let mut cs: Vec<(Sub, u64, Option<u64>)> = Vec::new();
+            if let Some(c) = m.get("contains") {
+                let lo = self.count(m, "minContains", ptr)?.unwrap_or(1);
+                let hi = self.count(m, "maxContains", ptr)?;
+                if lo > 0 || hi.is_some() {
+                    let c = x.contains.clone().unwrap_or_else(|| Sub::Json(c.clone()));
+                    cs.push((c, lo, hi));
+                }
+            }
+            if x.contains_from.is_some_and(|f| f > 0) {
+                return Err(schema_error(
+                    "contains",
+                    ptr,
+                    "allOf: a contains counted from an index beside another contains is not \
+                     supported",
+                ));
+            }
+            cs.extend(
+                x.more_contains
+                    .iter()
+                    .map(|c| (c.schema.clone(), c.min, c.max)),
+            );
+            return self.array_contains_multi(prefix, &typed_items, rest, &cs, (min, max), ptr);
+        }
         if let Some(c) = m.get("contains") {
             let lo = self.count(m, "minContains", ptr)?.unwrap_or(1);
             let hi = self.count(m, "maxContains", ptr)?;
@@ -341,6 +367,161 @@ impl<'a> Compiler<'a> {
         let mut budget = 0u64;
         let body = self.contains_seq(&pairs, &rest_pair, 0, 0, counts, len, &mut budget, ptr)?;
         Ok(body.map(|b| self.wrap("[", b, "]")))
+    }
+
+    /// Arrays with several `contains` counts `cs` (schema, `minContains`, `maxContains`):
+    /// each item is in the class of the subset of the `contains` schemas it matches (item
+    /// schema ∧ those ∧ the negation of the others), and each count is kept, saturating at its
+    /// minimum when it has no maximum.
+    pub(super) fn array_contains_multi(
+        &mut self,
+        prefix: &[Value],
+        typed_items: &[Option<&Sub>],
+        rest: Option<&Value>,
+        cs: &[(Sub, u64, Option<u64>)],
+        len: (u64, Option<u64>),
+        ptr: &str,
+    ) -> Result<Option<Expr>> {
+        const MAX_CONTAINS: usize = 3;
+        if cs.len() > MAX_CONTAINS {
+            return Err(schema_error(
+                "contains",
+                ptr,
+                format!("allOf: more than {MAX_CONTAINS} different contains on one array"),
+            ));
+        }
+        let cptr = child(ptr, "contains");
+        // the item classes of a position whose schema is `s`, by subset of `cs` (a mask)
+        let classes = |c: &mut Self, s: Sub| -> Result<Vec<Option<Expr>>> {
+            let mut out = Vec::new();
+            for mask in 0..1usize << cs.len() {
+                let mut all = vec![s.clone()];
+                for (i, (ci, _, _)) in cs.iter().enumerate() {
+                    all.push(if mask >> i & 1 == 1 {
+                        ci.clone()
+                    } else {
+                        Sub::Not(Box::new(ci.clone()))
+                    });
+                }
+                out.push(c.compile_sub(&Sub::All(all), &cptr)?);
+            }
+            Ok(out)
+        };
+        let mut at: Vec<Vec<Option<Expr>>> = Vec::new();
+        for (i, s) in prefix.iter().enumerate() {
+            let s = match typed_items[i] {
+                Some(sub) => sub.clone(),
+                None => Sub::Json(s.clone()),
+            };
+            at.push(classes(self, s)?);
+        }
+        let any = Value::Bool(true);
+        let tail = classes(self, Sub::Json(rest.unwrap_or(&any).clone()))?;
+        let counts: Vec<(u64, Option<u64>)> = cs.iter().map(|&(_, lo, hi)| (lo, hi)).collect();
+        let start = vec![0u64; cs.len()];
+        let mut budget = 0u64;
+        let body = self.multi_seq(&at, &tail, &counts, 0, &start, len, &mut budget, ptr)?;
+        Ok(body.map(|b| self.wrap("[", b, "]")))
+    }
+
+    /// [`Self::array_contains_multi`]'s items from position `i` on, with the counts `v` so
+    /// far; past the prefix and any length bound, the rest in closed form: the items that
+    /// change no count repeated, then one that changes some and what follows it.
+    #[allow(clippy::too_many_arguments)]
+    fn multi_seq(
+        &self,
+        at: &[Vec<Option<Expr>>],
+        tail: &[Option<Expr>],
+        counts: &[(u64, Option<u64>)],
+        i: u64,
+        v: &[u64],
+        len: (u64, Option<u64>),
+        budget: &mut u64,
+        ptr: &str,
+    ) -> Result<Option<Expr>> {
+        *budget += 1;
+        if *budget > 4096 {
+            return Err(schema_error(
+                "contains",
+                ptr,
+                "contains with these item counts unrolls into too many cases",
+            ));
+        }
+        // the counts after an item of class `mask`, `None` past a maximum
+        let step = |mask: usize| -> Option<Vec<u64>> {
+            let mut n = v.to_vec();
+            for (k, &(lo, hi)) in counts.iter().enumerate() {
+                if mask >> k & 1 == 1 {
+                    n[k] += 1;
+                    match hi {
+                        Some(h) if n[k] > h => return None,
+                        Some(_) => {}
+                        None => n[k] = n[k].min(lo),
+                    }
+                }
+            }
+            Some(n)
+        };
+        let done = counts.iter().zip(v).all(|(&(lo, _), &n)| n >= lo);
+        let item = |e: &Expr| {
+            if i > 0 {
+                concat(vec![self.comma(), e.clone()])
+            } else {
+                e.clone()
+            }
+        };
+        let (min, max) = len;
+        let in_prefix = (i as usize) < at.len();
+        let classes = if in_prefix { &at[i as usize] } else { tail };
+        if !in_prefix && i > 0 && min <= i && max.is_none() {
+            let mut same = Vec::new();
+            let mut alts = Vec::new();
+            if done {
+                alts.push(Some(Expr::empty()));
+            }
+            for (mask, e) in classes.iter().enumerate() {
+                let (Some(e), Some(n)) = (e, step(mask)) else {
+                    continue;
+                };
+                if n == v {
+                    same.push(e.clone());
+                } else if let Some(t) =
+                    self.multi_seq(at, tail, counts, i + 1, &n, len, budget, ptr)?
+                {
+                    alts.push(Some(concat(vec![item(e), t])));
+                }
+            }
+            let Some(after) = alt_opt(alts) else {
+                return Ok(None);
+            };
+            return Ok(Some(if same.is_empty() {
+                after
+            } else {
+                concat(vec![star(item(&alt(same))), after])
+            }));
+        }
+        let mut alts: Vec<Option<Expr>> = Vec::new();
+        if i >= min && done {
+            alts.push(Some(Expr::empty()));
+        }
+        if max.is_none_or(|m| i < m) {
+            if !in_prefix && min.saturating_sub(i) > 64 {
+                return Err(schema_error(
+                    "contains",
+                    ptr,
+                    "contains together with a large minItems is not supported",
+                ));
+            }
+            for (mask, e) in classes.iter().enumerate() {
+                let (Some(e), Some(n)) = (e, step(mask)) else {
+                    continue;
+                };
+                if let Some(t) = self.multi_seq(at, tail, counts, i + 1, &n, len, budget, ptr)? {
+                    alts.push(Some(concat(vec![item(e), t])));
+                }
+            }
+        }
+        Ok(alt_opt(alts))
     }
 
     /// Items from position `i` on, `c` matches so far.

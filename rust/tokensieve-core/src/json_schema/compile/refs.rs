@@ -6,7 +6,7 @@ use super::scalars::pattern_language;
 use super::{json_eq, schema_error, Compiler, RecTarget};
 use crate::automata::expr::{concat, Expr};
 use crate::error::Result;
-use crate::json_schema::extra::{all_of_sub, Built, Extra, KeyView, Sub};
+use crate::json_schema::extra::{all_of_sub, Built, Extra, KeyView, MoreContains, Sub};
 use crate::json_schema::keywords::{bits_to_types, type_bits, ANNOTATIONS, T_ALL};
 use crate::json_schema::number::Dec;
 
@@ -487,7 +487,10 @@ pub(super) fn merge(out: Built, b: Built, ptr: &str) -> Result<Built> {
         map: mut out,
         x: mut ox,
     } = out;
-    let Built { map: mut b, x: bx } = b;
+    let Built {
+        map: mut b,
+        x: mut bx,
+    } = b;
     let prefix_len = |m: &Map<String, Value>| match m.get("prefixItems") {
         Some(Value::Array(p)) => p.len(),
         _ => 0,
@@ -536,19 +539,51 @@ pub(super) fn merge(out: Built, b: Built, ptr: &str) -> Result<Built> {
             items_x.push((*i, s));
         }
     }
-    let contains_x = match (&ox.contains, &bx.contains) {
-        (None, None) => None,
-        (a, c) => {
-            let a = a
-                .clone()
-                .or_else(|| out.get("contains").cloned().map(Sub::Json));
-            let c = c
-                .clone()
-                .or_else(|| b.get("contains").cloned().map(Sub::Json));
-            match (a, c) {
-                (Some(a), Some(c)) if a != c => return Err(cannot_merge("contains", ptr)),
-                (a, c) => a.or(c),
+    let typed_contains = ox.contains.is_some() || bx.contains.is_some();
+    let contains_x = {
+        let a = ox
+            .contains
+            .clone()
+            .or_else(|| out.get("contains").cloned().map(Sub::Json));
+        let c = bx
+            .contains
+            .clone()
+            .or_else(|| b.get("contains").cloned().map(Sub::Json));
+        match (a, c) {
+            (Some(a), Some(c))
+                if a != c
+                    && ox.contains_from.unwrap_or(0) == 0
+                    && bx.contains_from.unwrap_or(0) == 0 =>
+            {
+                // a different `contains`: its own count, kept apart
+                let bound = |v: Option<Value>, k: &str| -> Result<Option<u64>> {
+                    v.map(|v| {
+                        v.as_u64()
+                            .or_else(|| {
+                                v.as_f64()
+                                    .filter(|f| f.fract() == 0.0 && *f >= 0.0)
+                                    .map(|f| f as u64)
+                            })
+                            .ok_or_else(|| schema_error(k, ptr, format!("{k} must be a count")))
+                    })
+                    .transpose()
+                };
+                let min = bound(b.remove("minContains"), "minContains")?.unwrap_or(1);
+                let max = bound(b.remove("maxContains"), "maxContains")?;
+                b.remove("contains");
+                if min > 0 || max.is_some() {
+                    bx.more_contains.push(MoreContains {
+                        schema: c,
+                        min,
+                        max,
+                    });
+                }
+                typed_contains.then_some(a)
             }
+            (Some(a), Some(c)) if a != c => return Err(cannot_merge("contains", ptr)),
+            // plain JSON on both sides stays in the map
+            _ if !typed_contains => None,
+            (a, c) => a.or(c),
         }
     };
     let a_props: Vec<String> = match out.get("properties") {
@@ -750,6 +785,10 @@ pub(super) fn merge(out: Built, b: Built, ptr: &str) -> Result<Built> {
                     va
                 }
                 "$defs" | "definitions" => va,
+                // both hold: distinct items when either asks for them
+                "uniqueItems" if va.is_boolean() && vb.is_boolean() => {
+                    Value::Bool(va == Value::Bool(true) || vb == Value::Bool(true))
+                }
                 _ if json_eq(&va, &vb) => va,
                 // annotations, `x-` keys and unknown keywords constrain nothing: keep the first
                 _ if !Compiler::is_validity(&k) => va,
@@ -823,6 +862,11 @@ pub(super) fn merge(out: Built, b: Built, ptr: &str) -> Result<Built> {
         }
     }
     ox.key_views.extend(bx.key_views);
+    for c in bx.more_contains {
+        if !ox.more_contains.contains(&c) {
+            ox.more_contains.push(c);
+        }
+    }
     match (ox.contains_from, bx.contains_from) {
         (Some(a), Some(c)) if a != c => return Err(cannot_merge("contains", ptr)),
         (None, c) => ox.contains_from = c,

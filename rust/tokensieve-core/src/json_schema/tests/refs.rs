@@ -136,13 +136,28 @@ fn all_of_still_merges_or_refuses_validation_keywords() {
     );
     // a validity keyword that cannot be merged is still refused, annotations or not
     let (k, _) = schema_err(
-        json!({"type": "array", "allOf": [
-            {"contains": {"type": "integer"}, "x-foo": 1},
-            {"contains": {"type": "string"}, "x-foo": 2}
+        json!({"type": "string", "allOf": [
+            {"format": "email", "x-foo": 1},
+            {"format": "date", "x-foo": 2}
         ]}),
         &JsonSchemaOptions::default(),
     );
-    assert_eq!(k, "contains");
+    assert_eq!(k, "format");
+    // two different `contains` each keep their own count; `uniqueItems` true wins
+    check(
+        json!({"type": "array", "allOf": [
+            {"contains": {"type": "integer"}, "maxContains": 1, "x-foo": 1},
+            {"contains": {"type": "string"}, "minContains": 2, "x-foo": 2}
+        ]}),
+        &[r#"[1, "a", "b"]"#, r#"["a", null, "b", 2]"#],
+        &[r#"[1, "a"]"#, r#"[1, 2, "a", "b"]"#, r#"["a", "b"]"#, "[]"],
+    );
+    check(
+        json!({"type": "array", "items": {"enum": [1, 2]}, "maxItems": 3,
+               "allOf": [{"uniqueItems": true}, {"uniqueItems": false}]}),
+        &["[1, 2]", "[]"],
+        &["[1, 1]"],
+    );
 }
 
 #[test]
