@@ -2,7 +2,7 @@
 `items` schemas become), each with its own `minContains`/`maxContains`, against `jsonschema`.
 
 Random array schemas: `allOf` of two or three branches, each a `contains` with random counts or
-a negated `items`, beside random `prefixItems`, `items` and length bounds; every array of up to
+a negated `items` (after `prefixItems` or not: counted from an index), beside random `prefixItems`, `items` and length bounds; every array of up to
 four values from a small pool is fed byte by byte through a one-token-per-byte vocabulary, each
 mask bit checked against `accept_token`."""
 
@@ -42,7 +42,11 @@ def _branch(r: random.Random) -> dict[str, Any]:
     if r.random() < 0.25:
         # (a negated enum of strings under a second negation is refused: not drawn)
         leaf = r.choice([{"const": 1}, {"const": 2}, {"type": "integer"}, {"type": "string"}])
-        return {"not": {"items": leaf}}
+        negated: dict[str, Any] = {"items": leaf}
+        if r.random() < 0.5:
+            # an offending item after the first one or two (counted from that index)
+            negated["prefixItems"] = [{}] * r.randint(1, 2)
+        return {"not": negated}
     b: dict[str, Any] = {"contains": _item(r)}
     if r.random() < 0.4:
         b["minContains"] = r.randint(0, 2)

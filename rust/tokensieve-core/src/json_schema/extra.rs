@@ -39,19 +39,20 @@ pub(super) struct Extra {
     /// A `contains` schema that is not plain JSON (`true` in the map).
     pub contains: Option<Sub>,
     /// Further `contains` counts of merged `allOf` branches whose `contains` differs from the
-    /// map's (each counting every item).
+    /// map's.
     pub more_contains: Vec<MoreContains>,
     /// `allOf` branches whose view of the keys is kept apart from the map (see [`KeyView`]).
     pub key_views: Vec<KeyView>,
 }
 
-/// "Between `min` and `max` items match `schema`": the `contains` of a merged `allOf`
-/// branch beside another one.
+/// "Between `min` and `max` of the items from index `from` on match `schema`": the `contains`
+/// of a merged `allOf` branch beside another one.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct MoreContains {
     pub schema: Sub,
     pub min: u64,
     pub max: Option<u64>,
+    pub from: u64,
 }
 
 /// One `allOf` branch's constraints on an object's keys, kept apart from the merged map when

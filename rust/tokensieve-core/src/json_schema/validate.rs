@@ -155,7 +155,7 @@ impl<'a> Compiler<'a> {
         if let Value::Array(a) = v {
             for c in &x.more_contains {
                 let mut n = 0u64;
-                for item in a {
+                for item in a.iter().skip(c.from as usize) {
                     n += u64::from(self.validates_sub(item, &c.schema, ptr, depth + 1)?);
                 }
                 if n < c.min || c.max.is_some_and(|h| n > h) {

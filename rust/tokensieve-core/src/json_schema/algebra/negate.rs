@@ -136,7 +136,8 @@ impl<'a> Compiler<'a> {
     /// One keyword map (no applicators) violated: the union of the ways to violate one of its
     /// keywords.
     /// The map's placeholders (`true` where `x` holds a sub-schema, see [`Extra`]) are read
-    /// through `x`; `x`'s own constraints cannot be negated again.
+    /// through `x`; `x`'s own constraints are negated too, except the object witnesses and
+    /// key views (an error naming them).
     pub(super) fn negate_core(
         &mut self,
         m: &Map<String, Value>,
@@ -407,6 +408,7 @@ impl<'a> Compiler<'a> {
                     // a placeholder `contains` keeps its schema in `x`
                     let with_contains = |mut b: Built| {
                         b.x.contains = x.contains.clone();
+                        b.x.contains_from = x.contains_from;
                         b
                     };
                     if lo > 0 {
@@ -509,26 +511,48 @@ impl<'a> Compiler<'a> {
                 }
             }
         }
-        // The typed constraints (the placeholders' sub-schemas were read above).
+        // The typed constraints (the placeholders' sub-schemas were read above), each
+        // violated on its own: a value they exclude, a string matching a pattern none may
+        // match, one missing a pattern all must match, a multiple of an excluded divisor, a
+        // further `contains` count missed.
+        if !x.not_in.is_empty() {
+            out.push(built(obj(vec![("enum", Value::Array(x.not_in.clone()))])));
+        }
+        for p in &x.not_patterns {
+            out.push(typed("string", vec![("pattern", p.clone())]));
+        }
+        for p in &x.all_patterns {
+            let mut b = typed("string", vec![]);
+            b.x.not_patterns = vec![p.clone()];
+            out.push(b);
+        }
+        for d in &x.not_multiple_of {
+            out.push(typed("number", vec![("multipleOf", d.clone())]));
+        }
+        for c in &x.more_contains {
+            let (v, sub) = match &c.schema {
+                Sub::Json(v) => (v.clone(), None),
+                s => (Value::Bool(true), Some(s.clone())),
+            };
+            let mut counts = Vec::new();
+            if c.min > 0 {
+                counts.push((0, Some(c.min - 1)));
+            }
+            if let Some(h) = c.max {
+                counts.push((h + 1, None));
+            }
+            for (lo, hi) in counts {
+                let mut pairs = vec![("contains", v.clone()), ("minContains", Value::from(lo))];
+                if let Some(hi) = hi {
+                    pairs.push(("maxContains", Value::from(hi)));
+                }
+                let mut b = typed("array", pairs);
+                b.x.contains = sub.clone();
+                b.x.contains_from = (c.from > 0).then_some(c.from);
+                out.push(b);
+            }
+        }
         for (present, what) in [
-            (
-                !x.not_in.is_empty(),
-                "the strings a negated const/enum excludes",
-            ),
-            (!x.not_patterns.is_empty(), "a negated pattern"),
-            (
-                !x.all_patterns.is_empty(),
-                "the patterns of merged allOf branches",
-            ),
-            (!x.not_multiple_of.is_empty(), "a negated multipleOf"),
-            (
-                x.contains_from.is_some(),
-                "the items a negated items schema counts",
-            ),
-            (
-                !x.more_contains.is_empty(),
-                "the contains of two merged allOf branches",
-            ),
             (
                 !x.some_extra.is_empty(),
                 "a negated additionalProperties or patternProperties",

@@ -9,6 +9,9 @@ use crate::error::Result;
 use crate::json_schema::extra::{Extra, Sub};
 use crate::json_schema::keywords::{applies_to, T_ARRAY, T_BOOL, T_NULL};
 
+/// A `contains` count: its schema, `minContains`, `maxContains`, the index counting starts at.
+type Counted = (Sub, u64, Option<u64>, u64);
+
 impl<'a> Compiler<'a> {
     pub(super) fn array(
         &mut self,
@@ -55,27 +58,19 @@ impl<'a> Compiler<'a> {
         }
         if !x.more_contains.is_empty() {
             // several different `contains` (merged allOf branches), each with its own count
-            let mut cs: Vec<(Sub, u64, Option<u64>)> = Vec::new();
+            let mut cs: Vec<Counted> = Vec::new();
             if let Some(c) = m.get("contains") {
                 let lo = self.count(m, "minContains", ptr)?.unwrap_or(1);
                 let hi = self.count(m, "maxContains", ptr)?;
                 if lo > 0 || hi.is_some() {
                     let c = x.contains.clone().unwrap_or_else(|| Sub::Json(c.clone()));
-                    cs.push((c, lo, hi));
+                    cs.push((c, lo, hi, x.contains_from.unwrap_or(0)));
                 }
-            }
-            if x.contains_from.is_some_and(|f| f > 0) {
-                return Err(schema_error(
-                    "contains",
-                    ptr,
-                    "allOf: a contains counted from an index beside another contains is not \
-                     supported",
-                ));
             }
             cs.extend(
                 x.more_contains
                     .iter()
-                    .map(|c| (c.schema.clone(), c.min, c.max)),
+                    .map(|c| (c.schema.clone(), c.min, c.max, c.from)),
             );
             return self.array_contains_multi(prefix, &typed_items, rest, &cs, (min, max), ptr);
         }
@@ -369,16 +364,16 @@ impl<'a> Compiler<'a> {
         Ok(body.map(|b| self.wrap("[", b, "]")))
     }
 
-    /// Arrays with several `contains` counts `cs` (schema, `minContains`, `maxContains`):
-    /// each item is in the class of the subset of the `contains` schemas it matches (item
-    /// schema ∧ those ∧ the negation of the others), and each count is kept, saturating at its
-    /// minimum when it has no maximum.
+    /// Arrays with several `contains` counts `cs` (schema, `minContains`, `maxContains`, the
+    /// index counting starts at): each item is in the class of the subset of the `contains`
+    /// schemas counting there that it matches (item schema ∧ those ∧ the negation of the
+    /// others), and each count is kept, saturating at its minimum when it has no maximum.
     pub(super) fn array_contains_multi(
         &mut self,
         prefix: &[Value],
         typed_items: &[Option<&Sub>],
         rest: Option<&Value>,
-        cs: &[(Sub, u64, Option<u64>)],
+        cs: &[Counted],
         len: (u64, Option<u64>),
         ptr: &str,
     ) -> Result<Option<Expr>> {
@@ -387,37 +382,52 @@ impl<'a> Compiler<'a> {
             return Err(schema_error(
                 "contains",
                 ptr,
-                format!("allOf: more than {MAX_CONTAINS} different contains on one array"),
+                format!(
+                    "more than {MAX_CONTAINS} different contains on one array are not supported"
+                ),
             ));
         }
         let cptr = child(ptr, "contains");
-        // the item classes of a position whose schema is `s`, by subset of `cs` (a mask)
-        let classes = |c: &mut Self, s: Sub| -> Result<Vec<Option<Expr>>> {
+        // the item classes of position `i` whose schema is `s`, by subset of `cs` (a mask; a
+        // `contains` not counting there is in none)
+        let classes = |c: &mut Self, s: Sub, i: u64| -> Result<Vec<Option<Expr>>> {
             let mut out = Vec::new();
             for mask in 0..1usize << cs.len() {
                 let mut all = vec![s.clone()];
-                for (i, (ci, _, _)) in cs.iter().enumerate() {
-                    all.push(if mask >> i & 1 == 1 {
-                        ci.clone()
+                let mut ok = true;
+                for (k, (ck, _, _, from)) in cs.iter().enumerate() {
+                    let set = mask >> k & 1 == 1;
+                    if i < *from {
+                        ok &= !set;
+                    } else if set {
+                        all.push(ck.clone());
                     } else {
-                        Sub::Not(Box::new(ci.clone()))
-                    });
+                        all.push(Sub::Not(Box::new(ck.clone())));
+                    }
                 }
-                out.push(c.compile_sub(&Sub::All(all), &cptr)?);
+                out.push(if ok {
+                    c.compile_sub(&Sub::All(all), &cptr)?
+                } else {
+                    None
+                });
             }
             Ok(out)
         };
-        let mut at: Vec<Vec<Option<Expr>>> = Vec::new();
-        for (i, s) in prefix.iter().enumerate() {
-            let s = match typed_items[i] {
-                Some(sub) => sub.clone(),
-                None => Sub::Json(s.clone()),
-            };
-            at.push(classes(self, s)?);
-        }
         let any = Value::Bool(true);
-        let tail = classes(self, Sub::Json(rest.unwrap_or(&any).clone()))?;
-        let counts: Vec<(u64, Option<u64>)> = cs.iter().map(|&(_, lo, hi)| (lo, hi)).collect();
+        let rest_s = Sub::Json(rest.unwrap_or(&any).clone());
+        // the prefix, and the positions of the rest before every count has started
+        let starts = cs.iter().map(|c| c.3).max().unwrap_or(0);
+        let mut at: Vec<Vec<Option<Expr>>> = Vec::new();
+        for i in 0..(prefix.len() as u64).max(starts) {
+            let s = match (prefix.get(i as usize), typed_items.get(i as usize)) {
+                (_, Some(Some(sub))) => (*sub).clone(),
+                (Some(s), _) => Sub::Json(s.clone()),
+                (None, _) => rest_s.clone(),
+            };
+            at.push(classes(self, s, i)?);
+        }
+        let tail = classes(self, rest_s, at.len() as u64)?;
+        let counts: Vec<(u64, Option<u64>)> = cs.iter().map(|&(_, lo, hi, _)| (lo, hi)).collect();
         let start = vec![0u64; cs.len()];
         let mut budget = 0u64;
         let body = self.multi_seq(&at, &tail, &counts, 0, &start, len, &mut budget, ptr)?;

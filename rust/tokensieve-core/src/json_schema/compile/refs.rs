@@ -551,11 +551,10 @@ pub(super) fn merge(out: Built, b: Built, ptr: &str) -> Result<Built> {
             .or_else(|| b.get("contains").cloned().map(Sub::Json));
         match (a, c) {
             (Some(a), Some(c))
-                if a != c
-                    && ox.contains_from.unwrap_or(0) == 0
-                    && bx.contains_from.unwrap_or(0) == 0 =>
+                if a != c || ox.contains_from.unwrap_or(0) != bx.contains_from.unwrap_or(0) =>
             {
-                // a different `contains`: its own count, kept apart
+                // a different `contains` (or one counted from another index): its own count,
+                // kept apart
                 let bound = |v: Option<Value>, k: &str| -> Result<Option<u64>> {
                     v.map(|v| {
                         v.as_u64()
@@ -571,18 +570,27 @@ pub(super) fn merge(out: Built, b: Built, ptr: &str) -> Result<Built> {
                 let min = bound(b.remove("minContains"), "minContains")?.unwrap_or(1);
                 let max = bound(b.remove("maxContains"), "maxContains")?;
                 b.remove("contains");
+                // counted from its own index (a negated `items` after `prefixItems`)
+                let from = bx.contains_from.take().unwrap_or(0);
                 if min > 0 || max.is_some() {
                     bx.more_contains.push(MoreContains {
                         schema: c,
                         min,
                         max,
+                        from,
                     });
                 }
                 typed_contains.then_some(a)
             }
-            (Some(a), Some(c)) if a != c => return Err(cannot_merge("contains", ptr)),
             // plain JSON on both sides stays in the map
             _ if !typed_contains => None,
+            (Some(a), Some(_)) => {
+                // the same schema on both sides, one typed: both maps hold its placeholder
+                // (their counts are merged below)
+                out.insert("contains".into(), Value::Bool(true));
+                b.insert("contains".into(), Value::Bool(true));
+                Some(a)
+            }
             (a, c) => a.or(c),
         }
     };
