@@ -8,7 +8,7 @@ use super::{
     required, types, Term,
 };
 use crate::error::Result;
-use crate::json_schema::compile::{child, schema_error, Compiler};
+use crate::json_schema::compile::{child, json_eq, schema_error, Compiler};
 use crate::json_schema::extra::{Built, Extra, SomeExtra, Sub};
 use crate::json_schema::keywords::{
     applies_to, value_bits, T_ALL, T_ARRAY, T_FRAC, T_INT, T_OBJECT,
@@ -212,18 +212,40 @@ impl<'a> Compiler<'a> {
                     out.push(typed("number", vec![("exclusiveMinimum", p.clone())]));
                 }
             }
-            if vals.iter().any(|v| v.is_array() || v.is_object()) {
-                let kw = if m.contains_key("const") {
-                    "const"
-                } else {
-                    "enum"
-                };
-                self.unsupported(
-                    kw,
-                    ptr,
-                    &format!("`not` of a `{kw}` holding arrays or objects is not supported"),
-                )?;
-                out.push(types(T_ARRAY | T_OBJECT));
+            // an array or object other than the one listed: the ways it can differ, each an
+            // alternative (with several listed values of one of these types they would have to
+            // be intersected: not supported)
+            for (bit, is_t) in [
+                (T_ARRAY, Value::is_array as fn(&Value) -> bool),
+                (T_OBJECT, Value::is_object),
+            ] {
+                let of_t: Vec<&Value> = vals.iter().filter(|v| is_t(v)).collect();
+                let mut distinct: Vec<&Value> = Vec::new();
+                for v in of_t {
+                    if !distinct.iter().any(|d| json_eq(d, v)) {
+                        distinct.push(v);
+                    }
+                }
+                match distinct.as_slice() {
+                    [] => {}
+                    [v] => out.extend(differing(v)),
+                    _ => {
+                        let kw = if m.contains_key("const") {
+                            "const"
+                        } else {
+                            "enum"
+                        };
+                        self.unsupported(
+                            kw,
+                            ptr,
+                            &format!(
+                                "`not` of an `{kw}` holding several arrays or several objects is \
+                                 not supported"
+                            ),
+                        )?;
+                        out.push(types(bit));
+                    }
+                }
             }
         }
         for (k, v) in m {
@@ -585,6 +607,85 @@ fn witnessed(m: &Map<String, Value>, some: SomeExtra) -> Built {
     ]));
     b.x.some_extra = vec![some];
     b
+}
+
+/// The arrays or objects other than `v` (one of them), as alternatives: another length, or an
+/// item that differs (`not` of its `const`, so nested values are compared the same way);
+/// another property, a property missing, or one whose value differs.
+fn differing(v: &Value) -> Vec<Built> {
+    let not_const = |x: &Value| {
+        obj(vec![(
+            "not",
+            Value::Object(obj(vec![("const", x.clone())])),
+        )])
+    };
+    let typed = |t: &str, mut pairs: Vec<(&str, Value)>| {
+        pairs.push(("type", Value::from(t)));
+        built(obj(pairs))
+    };
+    let mut out = Vec::new();
+    match v {
+        Value::Array(items) => {
+            let n = items.len() as u64;
+            out.push(typed("array", vec![("minItems", Value::from(n + 1))]));
+            if n > 0 {
+                out.push(typed("array", vec![("maxItems", Value::from(n - 1))]));
+            }
+            for (i, x) in items.iter().enumerate() {
+                let mut prefix = vec![Value::Bool(true); i];
+                prefix.push(Value::Object(not_const(x)));
+                out.push(typed(
+                    "array",
+                    vec![
+                        ("minItems", Value::from(i as u64 + 1)),
+                        ("prefixItems", Value::Array(prefix)),
+                    ],
+                ));
+            }
+        }
+        Value::Object(members) => {
+            // every alternative declares the listed names in their order (any value), so that
+            // in schema order an object keeps the listed order
+            let names: Vec<String> = members.keys().cloned().collect();
+            let with = |k: &str, s: Value| {
+                let mut p: Map<String, Value> = names
+                    .iter()
+                    .map(|n| (n.clone(), Value::Bool(true)))
+                    .collect();
+                p.insert(k.to_string(), s);
+                Value::Object(p)
+            };
+            // a property other than the listed ones, any value
+            let all: Map<String, Value> = names
+                .iter()
+                .map(|n| (n.clone(), Value::Bool(true)))
+                .collect();
+            let mut other = typed("object", vec![("properties", Value::Object(all))]);
+            other.x.some_extra = vec![SomeExtra {
+                names: names.clone(),
+                patterns: None,
+                key: None,
+                not_keys: Vec::new(),
+                schema: Sub::Json(Value::Bool(true)),
+            }];
+            out.push(other);
+            for (k, x) in members {
+                out.push(typed(
+                    "object",
+                    vec![("properties", with(k, Value::Bool(false)))],
+                ));
+                out.push(typed(
+                    "object",
+                    vec![
+                        ("required", Value::Array(vec![Value::from(k.as_str())])),
+                        ("properties", with(k, Value::Object(not_const(x)))),
+                    ],
+                ));
+            }
+        }
+        _ => {}
+    }
+    out
 }
 
 /// The names a `properties` value declares, in order, each allowing any value (the terms of
