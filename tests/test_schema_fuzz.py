@@ -67,7 +67,8 @@ Serialization ("the documented language", docs/json-schema.md *JSON text*):
     union view and up to 48 views per convention, consistently at every level of the instance);
   - then the names only `required` introduces (and a dependency whose trigger is present: the
     trigger, then what it needs), in their order; then the other keys;
-  - names inside `not` keep their place (`¬properties {a, b}` still orders `a, b`);
+  - names inside `not` keep their place (`¬properties {a, b}` still orders `a, b`), and so do
+    the names of a negated `const`/`enum` object (`¬const {a: 1, b: 2}` orders `a, b`);
   - an object equal in keys to a `const`/`enum` object that applies: that object's order.
 
 A disagreement is minimized (keywords and sub-schemas removed, instance parts removed) and
@@ -817,6 +818,11 @@ def declared_order(root: Any, ctx: list[Any], own_first: bool, pick: Pick) -> li
     def own(s: dict[str, Any], neg: bool) -> None:
         if isinstance(s.get("properties"), dict):
             decl.extend(s["properties"])
+        if neg:
+            # an object other than a listed one declares the listed names
+            for lit in literals(s):
+                if isinstance(lit, dict):
+                    decl.extend(lit)
         if not neg and isinstance(s.get("required"), list):
             req.extend(x for x in s["required"] if isinstance(x, str))
 
