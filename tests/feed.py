@@ -5,6 +5,10 @@ The matchers are byte-level, so one tokenization (longest prefix first) decides 
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
 import numpy as np
 
 import tokensieve as ts
@@ -52,6 +56,24 @@ def accepts(grammar: ts.Grammar, text: str, lookup: Lookup) -> bool:
             return False
         i += n
     return m.is_accepting()
+
+
+def agree(
+    grammar: ts.Grammar,
+    is_valid: Callable[[Any], bool],
+    values: Iterable[Any],
+    lookup: Lookup,
+    checked: dict[bool, int],
+    text: Callable[[Any], str] = json.dumps,
+    what: Any = "",
+) -> None:
+    """Each of `values`, written by `text`, is accepted (see `accepts`) exactly when `is_valid`
+    says it is valid; `checked` counts the verdicts. `what` names the grammar in a failure."""
+    for v in values:
+        want = bool(is_valid(v))
+        checked[want] += 1
+        t = text(v)
+        assert accepts(grammar, t, lookup) == want, (what, t)
 
 
 def next_mask(m: ts.Matcher, bm: object, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:

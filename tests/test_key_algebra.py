@@ -16,7 +16,7 @@ import random
 from typing import Any
 
 import pytest
-from feed import Lookup, accepts
+from feed import Lookup, agree
 
 import tokensieve as ts
 
@@ -95,9 +95,13 @@ def test_key_schema_combinators_agree_with_jsonschema(
                 assert not jsonschema.Draft202012Validator(schema).is_valid(o), (schema, o)
             continue
         v = jsonschema.Draft202012Validator(schema)
-        for o in objects:
-            want = v.is_valid(o)
-            checked[want] += 1
-            text = json.dumps(o, ensure_ascii=r.random() < 0.5)
-            assert accepts(g, text, byte_lookup) == want, (schema, text)
+        agree(
+            g,
+            v.is_valid,
+            objects,
+            byte_lookup,
+            checked,
+            text=lambda o: json.dumps(o, ensure_ascii=r.random() < 0.5),
+            what=schema,
+        )
     assert checked[True] > 100 and checked[False] > 100, checked

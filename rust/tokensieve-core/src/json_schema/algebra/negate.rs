@@ -8,7 +8,7 @@ use super::{
     required, types, Term,
 };
 use crate::error::Result;
-use crate::json_schema::compile::{child, json_eq, schema_error, Compiler};
+use crate::json_schema::compile::{child, count_in, json_eq, schema_error, Compiler};
 use crate::json_schema::extra::{Built, Extra, SomeExtra, Sub};
 use crate::json_schema::keywords::{
     applies_to, value_bits, T_ALL, T_ARRAY, T_FRAC, T_INT, T_OBJECT,
@@ -258,14 +258,7 @@ impl<'a> Compiler<'a> {
                 }
             };
             let count = |delta: i64| -> Result<Option<Value>> {
-                let n = v.as_u64().or_else(|| {
-                    v.as_f64()
-                        .filter(|f| f.fract() == 0.0 && *f >= 0.0)
-                        .map(|f| f as u64)
-                });
-                let n = n.ok_or_else(|| {
-                    schema_error(k, ptr, format!("{k} must be a non-negative integer"))
-                })?;
+                let n = count_in(m, k, ptr)?.unwrap_or(0);
                 let r = n as i64 + delta;
                 Ok((r >= 0).then(|| Value::from(r as u64)))
             };

@@ -9,6 +9,32 @@ use crate::error::Result;
 use crate::json_schema::extra::{Extra, Sub};
 use crate::json_schema::keywords::{applies_to, T_ARRAY, T_BOOL, T_NULL};
 
+/// One more case of a `contains` count unrolled over item positions: at most 4,096.
+fn unroll_case(budget: &mut u64, ptr: &str) -> Result<()> {
+    *budget += 1;
+    if *budget > 4096 {
+        return Err(schema_error(
+            "contains",
+            ptr,
+            "contains with these item counts unrolls into too many cases",
+        ));
+    }
+    Ok(())
+}
+
+/// Positions past the prefix unrolled one by one up to `minItems` (`min`, from position `i`):
+/// at most 64.
+fn unroll_to_min(min: u64, i: u64, ptr: &str) -> Result<()> {
+    if min.saturating_sub(i) > 64 {
+        return Err(schema_error(
+            "contains",
+            ptr,
+            "contains together with a large minItems is not supported",
+        ));
+    }
+    Ok(())
+}
+
 /// A `contains` count: its schema, `minContains`, `maxContains`, the index counting starts at.
 type Counted = (Sub, u64, Option<u64>, u64);
 
@@ -449,14 +475,7 @@ impl<'a> Compiler<'a> {
         budget: &mut u64,
         ptr: &str,
     ) -> Result<Option<Expr>> {
-        *budget += 1;
-        if *budget > 4096 {
-            return Err(schema_error(
-                "contains",
-                ptr,
-                "contains with these item counts unrolls into too many cases",
-            ));
-        }
+        unroll_case(budget, ptr)?;
         // the counts after an item of class `mask`, `None` past a maximum
         let step = |mask: usize| -> Option<Vec<u64>> {
             let mut n = v.to_vec();
@@ -473,13 +492,7 @@ impl<'a> Compiler<'a> {
             Some(n)
         };
         let done = counts.iter().zip(v).all(|(&(lo, _), &n)| n >= lo);
-        let item = |e: &Expr| {
-            if i > 0 {
-                concat(vec![self.comma(), e.clone()])
-            } else {
-                e.clone()
-            }
-        };
+        let item = |e: &Expr| self.nth_item(i, e);
         let (min, max) = len;
         let in_prefix = (i as usize) < at.len();
         let classes = if in_prefix { &at[i as usize] } else { tail };
@@ -515,12 +528,8 @@ impl<'a> Compiler<'a> {
             alts.push(Some(Expr::empty()));
         }
         if max.is_none_or(|m| i < m) {
-            if !in_prefix && min.saturating_sub(i) > 64 {
-                return Err(schema_error(
-                    "contains",
-                    ptr,
-                    "contains together with a large minItems is not supported",
-                ));
+            if !in_prefix {
+                unroll_to_min(min, i, ptr)?;
             }
             for (mask, e) in classes.iter().enumerate() {
                 let (Some(e), Some(n)) = (e, step(mask)) else {
@@ -532,6 +541,15 @@ impl<'a> Compiler<'a> {
             }
         }
         Ok(alt_opt(alts))
+    }
+
+    /// Item `e` at position `i` of an array (after a comma but the first).
+    fn nth_item(&self, i: u64, e: &Expr) -> Expr {
+        if i > 0 {
+            concat(vec![self.comma(), e.clone()])
+        } else {
+            e.clone()
+        }
     }
 
     /// Items from position `i` on, `c` matches so far.
@@ -547,23 +565,10 @@ impl<'a> Compiler<'a> {
         budget: &mut u64,
         ptr: &str,
     ) -> Result<Option<Expr>> {
-        *budget += 1;
-        if *budget > 4096 {
-            return Err(schema_error(
-                "contains",
-                ptr,
-                "contains with these item counts unrolls into too many cases",
-            ));
-        }
+        unroll_case(budget, ptr)?;
         let (lo, hi) = counts;
         let (min, max) = len;
-        let item = |h: &Expr| {
-            if i > 0 {
-                concat(vec![self.comma(), h.clone()])
-            } else {
-                h.clone()
-            }
-        };
+        let item = |e: &Expr| self.nth_item(i, e);
         let in_prefix = (i as usize) < pairs.len();
         // Closed form once past the prefix, past the first item and free of length bounds.
         if !in_prefix && i > 0 && min <= i && max.is_none() {
@@ -596,12 +601,8 @@ impl<'a> Compiler<'a> {
             alts.push(Some(Expr::empty()));
         }
         if max.is_none_or(|m| i < m) {
-            if !in_prefix && min.saturating_sub(i) > 64 {
-                return Err(schema_error(
-                    "contains",
-                    ptr,
-                    "contains together with a large minItems is not supported",
-                ));
+            if !in_prefix {
+                unroll_to_min(min, i, ptr)?;
             }
             let (x, y) = if in_prefix {
                 pairs[i as usize].clone()

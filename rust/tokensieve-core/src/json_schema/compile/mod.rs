@@ -13,6 +13,7 @@ mod refs;
 mod scalars;
 
 pub(super) use refs::{normalize, Piece};
+pub(in crate::json_schema) use scalars::count_in;
 #[cfg(test)]
 pub(crate) use scalars::{not_in, pattern_language, spelled_not_in};
 

@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use super::scalars::pattern_language;
+use super::scalars::{count_in, pattern_language};
 use super::{json_eq, schema_error, Compiler, RecTarget};
 use crate::automata::expr::{concat, Expr};
 use crate::error::Result;
@@ -555,21 +555,11 @@ pub(super) fn merge(out: Built, b: Built, ptr: &str) -> Result<Built> {
             {
                 // a different `contains` (or one counted from another index): its own count,
                 // kept apart
-                let bound = |v: Option<Value>, k: &str| -> Result<Option<u64>> {
-                    v.map(|v| {
-                        v.as_u64()
-                            .or_else(|| {
-                                v.as_f64()
-                                    .filter(|f| f.fract() == 0.0 && *f >= 0.0)
-                                    .map(|f| f as u64)
-                            })
-                            .ok_or_else(|| schema_error(k, ptr, format!("{k} must be a count")))
-                    })
-                    .transpose()
-                };
-                let min = bound(b.remove("minContains"), "minContains")?.unwrap_or(1);
-                let max = bound(b.remove("maxContains"), "maxContains")?;
-                b.remove("contains");
+                let min = count_in(&b, "minContains", ptr)?.unwrap_or(1);
+                let max = count_in(&b, "maxContains", ptr)?;
+                for k in ["contains", "minContains", "maxContains"] {
+                    b.remove(k);
+                }
                 // counted from its own index (a negated `items` after `prefixItems`)
                 let from = bx.contains_from.take().unwrap_or(0);
                 if min > 0 || max.is_some() {

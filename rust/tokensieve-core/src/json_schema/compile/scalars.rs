@@ -393,21 +393,7 @@ impl<'a> Compiler<'a> {
         k: &str,
         ptr: &str,
     ) -> Result<Option<u64>> {
-        match m.get(k) {
-            None => Ok(None),
-            Some(v) => match v.as_u64().or_else(|| {
-                v.as_f64()
-                    .filter(|f| f.fract() == 0.0 && *f >= 0.0)
-                    .map(|f| f as u64)
-            }) {
-                Some(n) => Ok(Some(n)),
-                None => Err(schema_error(
-                    k,
-                    ptr,
-                    format!("{k} must be a non-negative integer"),
-                )),
-            },
-        }
+        count_in(m, k, ptr)
     }
 
     pub(super) fn big(&self, k: &str, ptr: &str, n: u64) -> Result<()> {
@@ -562,6 +548,30 @@ fn counted_lengths(pos: &[Hir], neg: &[Hir], min: u64, max: Option<u64>) -> Opti
             crate::automata::expr::counted_char_dfa(&d, clamp_count(min), max.map(clamp_count))
         }
         Err(_) => None,
+    }
+}
+
+/// The count keyword `k` of map `m` (`2.0` is 2); `None` when absent, an error naming it when
+/// it is not a non-negative integer.
+pub(in crate::json_schema) fn count_in(
+    m: &Map<String, Value>,
+    k: &str,
+    ptr: &str,
+) -> Result<Option<u64>> {
+    match m.get(k) {
+        None => Ok(None),
+        Some(v) => match v.as_u64().or_else(|| {
+            v.as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 0.0)
+                .map(|f| f as u64)
+        }) {
+            Some(n) => Ok(Some(n)),
+            None => Err(schema_error(
+                k,
+                ptr,
+                format!("{k} must be a non-negative integer"),
+            )),
+        },
     }
 }
 

@@ -737,9 +737,38 @@ fn member_counts_match_brute_force() {
 
 /// A negated additionalProperties or patternProperties needs a witness: some member of the
 /// kind with a value of the kind, among the declared members or the others, in either order.
+/// Each case's texts accepted and rejected in both property orders, and no reachable state a
+/// dead end (any-JSON values one level deep, so that every state can be visited).
+fn check_both_orders(cases: Vec<(Value, Vec<&str>, Vec<&str>)>) {
+    for (schema, ok, bad) in cases {
+        for any in [false, true] {
+            let o = JsonSchemaOptions {
+                property_order: if any {
+                    PropertyOrder::Any
+                } else {
+                    PropertyOrder::Schema
+                },
+                ..Default::default()
+            };
+            let r = lang_with(schema.clone(), &o);
+            for t in &ok {
+                assert!(r.is_match(t), "{schema} ({any}) should accept {t}");
+            }
+            for t in &bad {
+                assert!(!r.is_match(t), "{schema} ({any}) should reject {t}");
+            }
+            let shallow = JsonSchemaOptions {
+                max_nesting_depth: 1,
+                ..o
+            };
+            assert_no_dead_ends(schema.clone(), &shallow, 50_000);
+        }
+    }
+}
+
 #[test]
 fn negated_object_keywords_need_a_witness() {
-    let cases = [
+    let cases = vec![
         // at least one property not declared by the negated map (here: any property)
         (
             json!({"type": "object", "properties": {"a": {"type": "integer"}},
@@ -846,31 +875,7 @@ fn negated_object_keywords_need_a_witness() {
             vec!["{}", r#"{"a1": 10}"#, r#"{"a1": 1, "b1": 2}"#],
         ),
     ];
-    for (schema, ok, bad) in cases {
-        for any in [false, true] {
-            let o = JsonSchemaOptions {
-                property_order: if any {
-                    PropertyOrder::Any
-                } else {
-                    PropertyOrder::Schema
-                },
-                ..Default::default()
-            };
-            let r = lang_with(schema.clone(), &o);
-            for t in &ok {
-                assert!(r.is_match(t), "{schema} ({any}) should accept {t}");
-            }
-            for t in &bad {
-                assert!(!r.is_match(t), "{schema} ({any}) should reject {t}");
-            }
-            // (any-JSON values one level deep, so that every state can be visited)
-            let shallow = JsonSchemaOptions {
-                max_nesting_depth: 1,
-                ..o
-            };
-            assert_no_dead_ends(schema.clone(), &shallow, 50_000);
-        }
-    }
+    check_both_orders(cases);
 }
 
 /// `minProperties`/`maxProperties` beside negated object keywords: the member set counts the
@@ -878,7 +883,7 @@ fn negated_object_keywords_need_a_witness() {
 /// branch) is taken only where both can still be met.
 #[test]
 fn witnesses_within_member_counts() {
-    let cases = [
+    let cases = vec![
         // one property, which must not be declared by the negated map
         (
             json!({"type": "object", "properties": {"a": {}}, "maxProperties": 1,
@@ -926,30 +931,7 @@ fn witnesses_within_member_counts() {
             ],
         ),
     ];
-    for (schema, ok, bad) in cases {
-        for any in [false, true] {
-            let o = JsonSchemaOptions {
-                property_order: if any {
-                    PropertyOrder::Any
-                } else {
-                    PropertyOrder::Schema
-                },
-                ..Default::default()
-            };
-            let r = lang_with(schema.clone(), &o);
-            for t in &ok {
-                assert!(r.is_match(t), "{schema} ({any}) should accept {t}");
-            }
-            for t in &bad {
-                assert!(!r.is_match(t), "{schema} ({any}) should reject {t}");
-            }
-            let shallow = JsonSchemaOptions {
-                max_nesting_depth: 1,
-                ..o
-            };
-            assert_no_dead_ends(schema.clone(), &shallow, 50_000);
-        }
-    }
+    check_both_orders(cases);
     // no count within the bounds has every witness: no object, an error at compile time
     for schema in [
         json!({"type": "object", "properties": {"a": {}}, "required": ["a"], "maxProperties": 1,
