@@ -222,6 +222,12 @@ impl Cutter {
     /// replaced by a rule leaf when it qualifies.
     fn visit(&mut self, x: &mut Expr, ctx: Ctx) -> Info {
         let info = self.children(x, ctx);
+        self.cut(x, info, ctx)
+    }
+
+    /// `x`, whose children were visited (its info `info`), replaced by a rule leaf when it
+    /// qualifies; returns its info as its parent sees it.
+    fn cut(&mut self, x: &mut Expr, info: Info, ctx: Ctx) -> Info {
         if !ctx.frozen
             && !info.free_jump
             && !info.free_witness
@@ -256,27 +262,55 @@ impl Cutter {
         info
     }
 
+    /// The children of `x`, an [`Expr::Hir`] whose weights are `w`, visited. A large plain
+    /// concatenation or alternation (an object member with its key, a format) is opened into
+    /// expression nodes, so that its large parts can be cut and its small ones (a key) stay
+    /// where they decide the way on; the weights of its parts were computed with its own, once
+    /// (weighing each opened level again would be quadratic in the nesting).
+    fn hir(&mut self, x: &mut Expr, w: Weights, ctx: Ctx) -> Info {
+        let Expr::Hir(h) = x else {
+            unreachable!("called on plain leaves")
+        };
+        // in tests, every weight computed in one pass is checked against weighing the part
+        #[cfg(test)]
+        assert_eq!(
+            w.w,
+            hir::weight(h),
+            "the weight of a part computed with its parent"
+        );
+        let Some(kids) = w.kids else {
+            let p = h.properties();
+            return Info {
+                pinned: !p.look_set().is_empty(),
+                ..Info::leaf(w.w, p.minimum_len().is_some())
+            };
+        };
+        let Expr::Hir(h) = std::mem::replace(x, Expr::empty()) else {
+            unreachable!("matched above")
+        };
+        let (concat, subs) = open(h);
+        let mut parts = Vec::with_capacity(subs.len());
+        let mut exprs = Vec::with_capacity(subs.len());
+        for (sub, kw) in subs.into_iter().zip(kids) {
+            let mut e = Expr::Hir(sub);
+            let info = self.hir(&mut e, kw, ctx);
+            parts.push(self.cut(&mut e, info, ctx));
+            exprs.push(e);
+        }
+        *x = if concat {
+            Expr::Concat(exprs)
+        } else {
+            Expr::Alt(exprs)
+        };
+        Info::of(&parts, concat)
+    }
+
     /// Visits `x`'s children (cutting where worth it) and returns `x`'s info.
     fn children(&mut self, x: &mut Expr, ctx: Ctx) -> Info {
         match x {
             Expr::Hir(h) if !ctx.frozen && self.min_weight < u64::MAX => {
-                // A large plain concatenation or alternation (an object member with its key, a
-                // format) is opened into expression nodes, so that its large parts can be cut
-                // and its small ones (a key) stay where they decide the way on.
-                let w = hir::weight(h);
-                if w >= self.min_weight && openable(h) {
-                    let Expr::Hir(h) = std::mem::replace(x, Expr::empty()) else {
-                        unreachable!("matched above")
-                    };
-                    *x = open(h);
-                    self.children(x, ctx)
-                } else {
-                    let p = h.properties();
-                    Info {
-                        pinned: !p.look_set().is_empty(),
-                        ..Info::leaf(w, p.minimum_len().is_some())
-                    }
-                }
+                let w = Weights::of(h, self.min_weight);
+                self.hir(x, w, ctx)
             }
             Expr::Hir(h) => {
                 let p = h.properties();
@@ -427,24 +461,43 @@ impl Cutter {
     }
 }
 
-/// Whether `h` is a concatenation or an alternation (inside capture groups).
-fn openable(h: &regex_syntax::hir::Hir) -> bool {
-    use regex_syntax::hir::HirKind;
-    match h.kind() {
-        HirKind::Concat(_) | HirKind::Alternation(_) => true,
-        HirKind::Capture(c) => openable(&c.sub),
-        _ => false,
+/// The weight of a plain expression ([`hir::weight`]) and, where it is at least the weight
+/// from which parts are cut and it is a concatenation or an alternation (inside capture
+/// groups), those of its parts, computed in one pass.
+struct Weights {
+    w: u64,
+    kids: Option<Vec<Weights>>,
+}
+
+impl Weights {
+    fn of(h: &regex_syntax::hir::Hir, min: u64) -> Weights {
+        use regex_syntax::hir::HirKind;
+        match h.kind() {
+            HirKind::Capture(c) => Weights::of(&c.sub, min),
+            HirKind::Concat(xs) | HirKind::Alternation(xs) => {
+                let kids: Vec<Weights> = xs.iter().map(|x| Weights::of(x, min)).collect();
+                let w = kids.iter().fold(1u64, |a, k| a.saturating_add(k.w));
+                Weights {
+                    w,
+                    kids: (w >= min).then_some(kids),
+                }
+            }
+            _ => Weights {
+                w: hir::weight(h),
+                kids: None,
+            },
+        }
     }
 }
 
-/// An [`openable`] `h` as a concatenation or alternation of plain leaves.
-fn open(h: regex_syntax::hir::Hir) -> Expr {
+/// The parts of a concatenation (`true`) or an alternation (inside capture groups).
+fn open(h: regex_syntax::hir::Hir) -> (bool, Vec<regex_syntax::hir::Hir>) {
     use regex_syntax::hir::HirKind;
     match h.into_kind() {
-        HirKind::Concat(xs) => Expr::Concat(xs.into_iter().map(Expr::Hir).collect()),
-        HirKind::Alternation(xs) => Expr::Alt(xs.into_iter().map(Expr::Hir).collect()),
+        HirKind::Concat(xs) => (true, xs),
+        HirKind::Alternation(xs) => (false, xs),
         HirKind::Capture(c) => open(*c.sub),
-        _ => unreachable!("checked openable"),
+        _ => unreachable!("opened only where Weights kept the parts"),
     }
 }
 
