@@ -38,14 +38,15 @@ const DIRECT_DFA_STATES: usize = 1 << 17;
 
 /// The minimal DFA of `pos₁ ∩ … ∩ ¬neg₁ ∩ …` without dead states, `None` when empty.
 ///
-/// Results are kept process-wide (at most [`DFA_CACHE`] of them, the cache emptied when full),
-/// keyed by the printed regexes of the parts: the same format or pattern recurs across schemas
-/// and requests, and determinizing and minimizing one (`uri`: about 3 ms) is most of its
-/// compile.
+/// Results are kept process-wide, keyed by the printed regexes of the parts: the same format or
+/// pattern recurs across schemas and requests, and determinizing and minimizing one (`uri`:
+/// about 3 ms) is most of its compile. A large part of a combination (a format beside a
+/// pattern) is itself such an entry, so a format met before is not determinized again in a new
+/// combination. The cache keeps two generations of at most [`DFA_CACHE`] entries each: when
+/// the newer is full it becomes the older and the oldest is dropped; an entry found in the
+/// older moves to the newer, so the parts in use stay.
 pub(crate) fn combined_dfa(pos: &[Hir], neg: &[Hir]) -> Result<Option<CharDfa>, String> {
     use std::fmt::Write;
-    type Cache = rustc_hash::FxHashMap<String, Result<Option<CharDfa>, String>>;
-    static CACHE: std::sync::OnceLock<std::sync::Mutex<Cache>> = std::sync::OnceLock::new();
     let mut key = String::new();
     for h in pos {
         let _ = writeln!(key, "+{h}");
@@ -53,23 +54,88 @@ pub(crate) fn combined_dfa(pos: &[Hir], neg: &[Hir]) -> Result<Option<CharDfa>, 
     for h in neg {
         let _ = writeln!(key, "-{h}");
     }
-    let cache = CACHE.get_or_init(Default::default);
-    if let Some(r) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-        return r.clone();
+    if let Some(r) = cached(&key) {
+        return r;
     }
-    let r = conjunction(pos, neg)?.to_char_dfa(&LangBudget {
-        max_states: DIRECT_DFA_STATES,
-        ..LangBudget::default()
-    });
-    let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
-    if c.len() >= DFA_CACHE {
-        c.clear();
-    }
-    c.insert(key, r.clone());
+    let r = build_combined(pos, neg);
+    remember(key, r.clone());
     r
 }
 
-/// Entries of [`combined_dfa`]'s cache.
+/// The parts of [`combined_dfa`]'s results, built: each part of weight at least
+/// [`SHARED_PART_WEIGHT`] from its own cached DFA when there are several.
+fn build_combined(pos: &[Hir], neg: &[Hir]) -> Result<Option<CharDfa>, String> {
+    let budget = LangBudget {
+        max_states: DIRECT_DFA_STATES,
+        ..LangBudget::default()
+    };
+    if pos.len() + neg.len() < 2 {
+        return conjunction(pos, neg)?.to_char_dfa(&budget);
+    }
+    let part = |h: &Hir| -> Result<Option<Lang>, String> {
+        if super::hir::weight(h) < SHARED_PART_WEIGHT {
+            return Lang::from_hir(h).map(Some);
+        }
+        combined_dfa(std::slice::from_ref(h), &[])?
+            .map(|d| Lang::from_dfa(&d))
+            .transpose()
+    };
+    let mut l = Lang::any();
+    for h in pos {
+        match part(h)? {
+            Some(p) => l = l.and(&p),
+            // one required language is empty: so is the combination
+            None => return Ok(None),
+        }
+    }
+    for h in neg {
+        // a language taken away that is empty takes nothing away
+        if let Some(p) = part(h)? {
+            l = l.and(&p.not());
+        }
+    }
+    l.to_char_dfa(&budget)
+}
+
+/// Parts of a combination at least this heavy ([`super::hir::weight`]) are built from their
+/// own cached DFA (a format); lighter ones (a short pattern) straight from their expression.
+const SHARED_PART_WEIGHT: u64 = 200;
+
+type DfaResult = Result<Option<CharDfa>, String>;
+
+/// [`combined_dfa`]'s cache: the newer generation, then the older.
+type Generations = [rustc_hash::FxHashMap<String, DfaResult>; 2];
+
+fn dfa_cache() -> std::sync::MutexGuard<'static, Generations> {
+    static CACHE: std::sync::OnceLock<std::sync::Mutex<Generations>> = std::sync::OnceLock::new();
+    CACHE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+fn cached(key: &str) -> Option<DfaResult> {
+    let mut c = dfa_cache();
+    if let Some(r) = c[0].get(key) {
+        return Some(r.clone());
+    }
+    let r = c[1].remove(key)?;
+    insert(&mut c, key.to_string(), r.clone());
+    Some(r)
+}
+
+fn remember(key: String, r: DfaResult) {
+    insert(&mut dfa_cache(), key, r);
+}
+
+fn insert(c: &mut Generations, key: String, r: DfaResult) {
+    if c[0].len() >= DFA_CACHE {
+        c[1] = std::mem::take(&mut c[0]);
+    }
+    c[0].insert(key, r);
+}
+
+/// Entries of each generation of [`combined_dfa`]'s cache.
 const DFA_CACHE: usize = 256;
 
 /// The HIR of `l`, `None` when the language is empty (the automaton is built once).
@@ -613,5 +679,87 @@ mod tests {
             .is_none());
         assert!(combine(&[p(".{0,5000}")], &[p("a")]).is_err());
         assert!(product::combine_product(&[p(".{0,5000}")], &[p("a")]).is_err());
+    }
+
+    /// The language of `d` (`None`: empty).
+    fn lang(d: &Option<CharDfa>) -> Lang {
+        d.as_ref()
+            .map_or_else(Lang::nothing, |d| Lang::from_dfa(d).unwrap())
+    }
+
+    /// Combinations whose large parts (formats) come from their own cached automata are the
+    /// same languages as the whole conjunction built at once, for required and excluded parts,
+    /// empty parts and parts met before in another combination; checked on automata and on
+    /// strings.
+    #[test]
+    fn combinations_of_cached_parts() {
+        use crate::json_schema::string::{format_hir, search_form};
+        let search = |s: &str| search_form(&p(s));
+        let uri = format_hir("uri").unwrap();
+        let email = format_hir("email").unwrap();
+        let host = format_hir("hostname").unwrap();
+        assert!(crate::automata::hir::weight(&uri) >= SHARED_PART_WEIGHT);
+        let cases: Vec<(Vec<Hir>, Vec<Hir>)> = vec![
+            (vec![uri.clone(), search("^https:")], vec![]),
+            (vec![search("^https:"), uri.clone()], vec![]),
+            (vec![uri.clone()], vec![search("example")]),
+            (vec![search("^a")], vec![uri.clone()]),
+            (vec![email.clone(), p(".{0,20}")], vec![search("@x\\.")]),
+            (vec![host.clone(), uri.clone()], vec![]),
+            (vec![uri.clone(), p("a+")], vec![]),
+            (vec![email.clone()], vec![p("(?s:.)*")]),
+            (vec![p("[ab]*")], vec![email.clone(), p("a")]),
+        ];
+        let budget = LangBudget {
+            max_states: DIRECT_DFA_STATES,
+            ..LangBudget::default()
+        };
+        for (pos, neg) in &cases {
+            let got = combined_dfa(pos, neg).unwrap();
+            let whole = conjunction(pos, neg).unwrap().to_char_dfa(&budget).unwrap();
+            let (a, b) = (lang(&got), lang(&whole));
+            let differ = a.and(&b.not()).or(&b.and(&a.not()));
+            assert!(
+                differ.is_empty(&LangBudget::default()).unwrap(),
+                "{pos:?} minus {neg:?}"
+            );
+            assert_eq!(got.is_none(), whole.is_none());
+            for w in [
+                "https://example.com/a",
+                "http://a.b/c",
+                "a@b.co",
+                "a@x.io",
+                "ab",
+                "",
+                "host-name.example",
+                "https:x",
+            ] {
+                assert_eq!(a.matches(w), b.matches(w), "{w:?}: {pos:?} minus {neg:?}");
+            }
+        }
+        // the same combination again comes from the cache, unchanged
+        let (pos, neg) = &cases[0];
+        assert_eq!(
+            combined_dfa(pos, neg).unwrap(),
+            combined_dfa(pos, neg).unwrap()
+        );
+    }
+
+    /// The cache keeps the entries in use: one read again while newer ones fill the cache
+    /// survives a generation change; one never read again is dropped after two.
+    #[test]
+    fn cache_generations_keep_entries_in_use() {
+        let key = |i: usize| format!("+test-entry-{i}\n");
+        remember(key(0), Ok(None));
+        remember(key(1), Ok(None));
+        for i in 2..(2 * DFA_CACHE + 2) {
+            remember(key(i), Ok(None));
+            // entry 0 is read all along
+            assert!(cached(&key(0)).is_some(), "entry 0 lost at {i}");
+        }
+        assert!(
+            cached(&key(1)).is_none(),
+            "an entry never read again is dropped"
+        );
     }
 }

@@ -704,6 +704,33 @@ fn closure(nfa: &Nfa, seeds: &[u32], seen: &mut [u32], gen: u32, stack: &mut Vec
     out
 }
 
+/// The complete DFA over the alphabet's classes of an explicit DFA leaf `d` whose edges from
+/// each state are disjoint (a minimal DFA kept from an earlier build): its states, plus a dead
+/// one, read straight off its edges (`nfa` is its NFA, with the same state numbers) instead of
+/// a subset construction. `None` when two edges of a state overlap with different targets (a
+/// nondeterministic `d`: the subset construction handles it).
+fn direct(nfa: &Nfa, d: &CharDfa, alpha: &Alphabet) -> Result<Option<Dfa>, String> {
+    let (n, k) = (d.edges.len(), alpha.k);
+    check_cells(n + 1, k)?;
+    let dead = n as u32;
+    let mut trans = vec![dead; (n + 1) * k];
+    for s in 0..n {
+        for &(set, t) in &nfa.tr[s] {
+            for &c in &alpha.set_classes[set as usize] {
+                let cell = &mut trans[s * k + c as usize];
+                if *cell == dead {
+                    *cell = t;
+                } else if *cell != t {
+                    return Ok(None);
+                }
+            }
+        }
+    }
+    let mut accept = d.accept.clone();
+    accept.push(false);
+    Ok(Some(canonical(&Dfa { k, trans, accept }, d.start)))
+}
+
 /// Subset construction (complete: the empty subset is the dead state).
 fn determinize(nfa: &Nfa, alpha: &Alphabet, b: &LangBudget) -> Result<Dfa, String> {
     let k = alpha.k;
@@ -720,6 +747,9 @@ fn determinize(nfa: &Nfa, alpha: &Alphabet, b: &LangBudget) -> Result<Dfa, Strin
     let mut trans: Vec<u32> = Vec::new();
     let mut accept = Vec::new();
     let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); k];
+    // the targets already met from the current subset, and the empty subset's id
+    let mut local: FxHashMap<Vec<u32>, u32> = FxHashMap::default();
+    let mut dead: Option<u32> = None;
     let mut i = 0;
     while i < subsets.len() {
         check_cells(i + 1, k)?;
@@ -731,10 +761,26 @@ fn determinize(nfa: &Nfa, alpha: &Alphabet, b: &LangBudget) -> Result<Dfa, Strin
                 }
             }
         }
+        // many classes lead to the same states (or to none): each distinct set of targets is
+        // closed and looked up once per subset
+        local.clear();
         for bucket in buckets.iter_mut() {
+            if bucket.is_empty() {
+                if let Some(d) = dead {
+                    trans.push(d);
+                    continue;
+                }
+            } else {
+                bucket.sort_unstable();
+                bucket.dedup();
+                if let Some(&id) = local.get(bucket.as_slice()) {
+                    bucket.clear();
+                    trans.push(id);
+                    continue;
+                }
+            }
             gen += 1;
             let target = closure(nfa, bucket, &mut seen, gen, &mut stack);
-            bucket.clear();
             let id = match ids.get(&target) {
                 Some(&id) => id,
                 None => {
@@ -751,6 +797,11 @@ fn determinize(nfa: &Nfa, alpha: &Alphabet, b: &LangBudget) -> Result<Dfa, Strin
                     id
                 }
             };
+            if bucket.is_empty() {
+                dead = Some(id);
+            } else {
+                local.insert(std::mem::take(bucket), id);
+            }
             trans.push(id);
         }
         i += 1;
@@ -758,12 +809,26 @@ fn determinize(nfa: &Nfa, alpha: &Alphabet, b: &LangBudget) -> Result<Dfa, Strin
     Ok(Dfa { k, trans, accept })
 }
 
+/// Largest pair table of [`product`] (entries; above it, pairs are numbered through a map).
+const PRODUCT_TABLE: usize = 1 << 20;
+
 /// The reachable product of two complete DFAs, accepting by `f`.
 fn product(a: &Dfa, b: &Dfa, f: fn(bool, bool) -> bool, bud: &LangBudget) -> Result<Dfa, String> {
     let k = a.k;
+    // pairs numbered through a table when it is small, a map otherwise
+    let nb = b.n();
+    let mut table: Vec<u32> = if a.n().saturating_mul(nb) <= PRODUCT_TABLE {
+        vec![u32::MAX; a.n() * nb]
+    } else {
+        Vec::new()
+    };
     let mut ids: FxHashMap<(u32, u32), u32> = FxHashMap::default();
     let mut pairs = vec![(0u32, 0u32)];
-    ids.insert((0, 0), 0);
+    if table.is_empty() {
+        ids.insert((0, 0), 0);
+    } else {
+        table[0] = 0;
+    }
     let mut trans = Vec::new();
     let mut accept = Vec::new();
     let mut i = 0;
@@ -773,14 +838,23 @@ fn product(a: &Dfa, b: &Dfa, f: fn(bool, bool) -> bool, bud: &LangBudget) -> Res
         accept.push(f(a.accept[x as usize], b.accept[y as usize]));
         for c in 0..k {
             let t = (a.trans[x as usize * k + c], b.trans[y as usize * k + c]);
-            let id = match ids.get(&t) {
-                Some(&id) => id,
+            let known = if table.is_empty() {
+                ids.get(&t).copied()
+            } else {
+                Some(table[t.0 as usize * nb + t.1 as usize]).filter(|&id| id != u32::MAX)
+            };
+            let id = match known {
+                Some(id) => id,
                 None => {
                     if pairs.len() >= bud.max_states {
                         return Err(too_many_states(bud));
                     }
                     let id = pairs.len() as u32;
-                    ids.insert(t, id);
+                    if table.is_empty() {
+                        ids.insert(t, id);
+                    } else {
+                        table[t.0 as usize * nb + t.1 as usize] = id;
+                    }
                     pairs.push(t);
                     id
                 }
@@ -994,7 +1068,14 @@ impl<'b> Ctx<'b> {
         let d = match &*l.0 {
             Node::Any => Dfa::constant(k, true),
             Node::Nothing => Dfa::constant(k, false),
-            Node::Hir(_) | Node::Lit(_) | Node::Dfa(_) => {
+            Node::Dfa(cd) => {
+                let nfa = &self.nfas[&key];
+                match direct(nfa, cd, &self.alpha)? {
+                    Some(d) => minimize(&d),
+                    None => minimize(&determinize(nfa, &self.alpha, self.b)?),
+                }
+            }
+            Node::Hir(_) | Node::Lit(_) => {
                 let nfa = &self.nfas[&key];
                 minimize(&determinize(nfa, &self.alpha, self.b)?)
             }

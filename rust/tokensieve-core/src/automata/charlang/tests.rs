@@ -235,6 +235,49 @@ proptest! {
         }
         prop_assert!(equivalent(&l, &Lang::from_hir(&h).unwrap()));
     }
+
+    /// Explicit automata read straight off their edges (deterministic ones) and by subset
+    /// construction (overlapping edges to different states: a nondeterministic choice) agree
+    /// with walking them, alone and combined with patterns.
+    #[test]
+    fn random_explicit_automata_combined(
+        n in 1usize..6,
+        raw in prop::collection::vec((0usize..6, 0usize..8, 0usize..6), 0..20),
+        acc in prop::collection::vec(any::<bool>(), 6),
+        other in 0..PATS.len(),
+        overlap in any::<bool>(),
+    ) {
+        const RANGES: [(u32, u32); 8] = [
+            ('a' as u32, 'a' as u32),
+            ('b' as u32, 'c' as u32),
+            ('c' as u32, 'é' as u32),
+            ('é' as u32, 'é' as u32),
+            (0x1F600, 0x1F600),
+            (0, 0x10FFFF),
+            (0xD000, 0xE100),
+            ('a' as u32, 'b' as u32),
+        ];
+        let mut d = CharDfa { start: 0, accept: acc[..n].to_vec(), edges: vec![Vec::new(); n] };
+        for (s, r, t) in raw {
+            let (s, t) = (s % n, t % n);
+            let (lo, hi) = RANGES[r];
+            if overlap || d.edges[s].iter().all(|&(a, b, _)| hi < a || b < lo) {
+                d.edges[s].push((lo, hi, t));
+            }
+        }
+        let l = Lang::from_dfa(&d).unwrap();
+        let o = pat(PATS[other]);
+        let both = l.and(&o);
+        let either = l.or(&o.not());
+        let re_both = Re::new(&to_hir(&both));
+        let re_either = Re::new(&to_hir(&either));
+        let ro = &pat_res()[other];
+        for s in test_strings() {
+            let (x, y) = (l.matches(s), ro.is_match(s));
+            prop_assert_eq!(re_both.is_match(s), x && y, "{:?} and {} on {:?}", d, PATS[other], s);
+            prop_assert_eq!(re_either.is_match(s), x || !y, "{:?} or not {} on {:?}", d, PATS[other], s);
+        }
+    }
 }
 
 #[test]
