@@ -261,6 +261,25 @@ pub(crate) fn char_len(h: &Hir) -> (u64, Option<u64>) {
 }
 
 /// The regex (decoded-string language, ASCII) of a format, if the format is asserted.
+/// The decoded-string language of a known format ([`format_regex`], parsed once per process:
+/// a format recurs across schemas, and parsing `uri` costs more than the rest of a small
+/// schema).
+pub(crate) fn format_hir(name: &str) -> Option<Hir> {
+    use std::sync::{Mutex, OnceLock};
+    static PARSED: OnceLock<Mutex<rustc_hash::FxHashMap<&'static str, Hir>>> = OnceLock::new();
+    let re = format_regex(name)?;
+    let cache = PARSED.get_or_init(Default::default);
+    if let Some(h) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(re) {
+        return Some(h.clone());
+    }
+    let h = crate::regex::parse(re, 250).expect("built-in format regex");
+    cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(re, h.clone());
+    Some(h)
+}
+
 pub(crate) fn format_regex(name: &str) -> Option<&'static str> {
     Some(match name {
         "date" => DATE,

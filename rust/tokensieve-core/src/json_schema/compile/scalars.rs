@@ -16,7 +16,7 @@ use crate::json_schema::keywords::{
 };
 use crate::json_schema::number::{number_literal, number_range, Bound, Dec};
 use crate::json_schema::options::{Formats, PropertyOrder};
-use crate::json_schema::string::{char_len, format_regex, search_form, translate_ecma};
+use crate::json_schema::string::{char_len, search_form, translate_ecma};
 
 /// Automaton nodes one character of a string literal costs, at most (all its JSON spellings).
 const NODES_PER_CHAR: u64 = 8;
@@ -412,7 +412,7 @@ impl<'a> Compiler<'a> {
         if self.opts.formats != Formats::Assert {
             return None;
         }
-        format_regex(name).map(|re| crate::regex::parse(re, 250).expect("built-in format regex"))
+        crate::json_schema::string::format_hir(name)
     }
 
     /// The decoded-string language of an ECMA pattern (search semantics).
