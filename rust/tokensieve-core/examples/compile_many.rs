@@ -2,7 +2,8 @@
 //! in one process (as a server meets new schemas), and reports the distribution of times:
 //! `cargo run --release -p tokensieve-core --example compile_many -- TOKENIZER_JSON SCHEMAS_JSONL`
 //! Each line is a JSON Schema, or an object with the schema under "schema" (and an "id").
-//! `REPEAT=n` runs the whole file n times (for profiling); `SLOWEST=k` lists the k slowest.
+//! `REPEAT=n` runs the whole file n times (for profiling); `SLOWEST=k` lists the k slowest;
+//! `FAILS=1` names the schemas that do not compile.
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -80,7 +81,13 @@ fn main() {
                     m.fill_next_token_bitmask(&mut row).expect("mask");
                     times.push((t.elapsed().as_secs_f64() * 1e3, id.as_str()));
                 }
-                Err(_) => failed += 1,
+                Err(e) => {
+                    failed += 1;
+                    // FAILS=1: name each schema that does not compile, with its error
+                    if env("FAILS", 0) != 0 {
+                        println!("  failed: {id}: {e}");
+                    }
+                }
             }
         }
     }
