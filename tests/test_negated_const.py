@@ -96,3 +96,47 @@ def test_negated_compound_const_agrees_with_jsonschema(
             text = _text(c, r if order == "any" else None)
             assert accepts(g, text, byte_lookup) == want, (json.dumps(schema), text)
     assert checked[True] > 300 and checked[False] > 60, checked
+
+
+def _array(r: random.Random, depth: int = 0) -> Any:
+    """A random array nested up to two levels (no objects: their key order is not at stake)."""
+    if depth >= 2 or r.random() < 0.3:
+        return r.choice(LEAVES)
+    return [_array(r, depth + 1) for _ in range(r.randint(0, 3))]
+
+
+@pytest.mark.parametrize("order", ["schema", "any"])
+def test_negated_enum_of_several_compound_values(
+    order: str, byte_vocab: ts.Vocabulary, byte_lookup: Lookup
+) -> None:
+    """`not` of an `enum` listing several arrays or several objects (with scalars beside them):
+    none of them. In schema order the values are arrays (an object's alternatives declare its
+    names in their order, and several objects' orders need not agree); in any order, anything."""
+    r = random.Random(f"negated-enum-{order}")
+    checked = {True: 0, False: 0}
+    for _ in range(SCHEMAS):
+        gen = _array if order == "schema" else _value
+        listed: list[Any] = []
+        while len(listed) < r.randint(2, 3):
+            v = gen(r)
+            if isinstance(v, (list, dict)):
+                listed.append(v)
+        if r.random() < 0.4:
+            listed.append(r.choice(LEAVES))
+        r.shuffle(listed)
+        schema: dict[str, Any] = {"not": {"enum": listed}}
+        if r.random() < 0.3:
+            schema = {"type": "array", "items": schema}
+        check = jsonschema.Draft202012Validator(schema)
+        g = ts.Grammar.from_json_schema(schema, byte_vocab, property_order=order)
+        cands: list[Any] = [1, "a", None, [], {}]
+        for v in listed:
+            cands += [v, *_mutations(r, v)]
+        if "items" in schema:
+            cands = [[c] for c in cands] + [[listed[0], 1], []]
+        for c in cands:
+            want = check.is_valid(c)
+            checked[want] += 1
+            text = _text(c, r if order == "any" else None)
+            assert accepts(g, text, byte_lookup) == want, (json.dumps(schema), text)
+    assert checked[True] > 300 and checked[False] > 100, checked

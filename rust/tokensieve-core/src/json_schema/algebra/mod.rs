@@ -34,7 +34,7 @@ use serde_json::{Map, Value};
 
 use super::compile::{normalize, schema_error, Compiler, Piece};
 use super::extra::{Built, Extra};
-use super::keywords::{bits_to_types, ALGEBRA, APPLICATORS};
+use super::keywords::{bits_to_types, ALGEBRA, APPLICATORS, T_ALL};
 use super::options::OneOf;
 use crate::automata::expr::Expr;
 use crate::error::{Error, Result};
@@ -56,6 +56,10 @@ pub(super) type Term = Vec<Part>;
 
 /// Largest number of terms one expansion may produce.
 const MAX_TERMS: usize = 512;
+
+/// Most pairs of terms one product looks at (those whose types exclude each other are left
+/// out before [`MAX_TERMS`] applies).
+const PRODUCT_PAIRS: usize = MAX_TERMS * 64;
 
 fn part(map: Map<String, Value>, eval: bool) -> Part {
     Part {
@@ -230,12 +234,25 @@ impl<'a> Compiler<'a> {
 
     /// `a × b`: every term of `a` conjoined with every term of `b`.
     fn product(&self, a: Vec<Term>, b: Vec<Term>, ptr: &str) -> Result<Vec<Term>> {
-        if a.len().saturating_mul(b.len()) > MAX_TERMS {
+        // Pairs whose types exclude each other (an array's alternative and an object's) are
+        // empty and left out; the limit holds for what is left, after at most
+        // `PRODUCT_PAIRS` pairs looked at.
+        if a.len().saturating_mul(b.len()) > PRODUCT_PAIRS {
             return Err(too_many_terms(ptr));
         }
-        let mut out = Vec::with_capacity(a.len() * b.len());
-        for x in &a {
-            for y in &b {
+        let (ta, tb): (Vec<u8>, Vec<u8>) = (
+            a.iter().map(|t| self.term_types(t)).collect(),
+            b.iter().map(|t| self.term_types(t)).collect(),
+        );
+        let mut out = Vec::new();
+        for (x, bx) in a.iter().zip(&ta) {
+            for (y, by) in b.iter().zip(&tb) {
+                if bx & by == 0 {
+                    continue;
+                }
+                if out.len() >= MAX_TERMS {
+                    return Err(too_many_terms(ptr));
+                }
                 // a term can hold large sub-schemas: the clock is read per copy
                 crate::budget::check("expanding schema combinators")?;
                 let mut t = x.clone();
@@ -244,6 +261,14 @@ impl<'a> Compiler<'a> {
             }
         }
         Ok(out)
+    }
+
+    /// The types a value matching every part of `t` can have, as far as their `type`
+    /// keywords say (all types where one is malformed: the compile reports it).
+    fn term_types(&self, t: &Term) -> u8 {
+        t.iter().fold(T_ALL, |acc, p| {
+            acc & self.type_bits_x(&p.map, &p.x, "").unwrap_or(T_ALL)
+        })
     }
 
     fn union(&self, mut a: Vec<Term>, b: Vec<Term>, ptr: &str) -> Result<Vec<Term>> {

@@ -126,7 +126,36 @@ impl<'a> Compiler<'a> {
                 )?;
             }
         }
-        let core = core_keywords(m);
+        let mut core = core_keywords(m);
+        if let Some(Value::Array(vals)) = core.get("enum") {
+            if several_compound(vals) {
+                // none of several arrays (or objects): "not this one" for each (a union of the
+                // ways to differ from it), all of them, beside "none of the other values"
+                let (compound, rest): (Vec<Value>, Vec<Value>) = vals
+                    .iter()
+                    .cloned()
+                    .partition(|v| v.is_array() || v.is_object());
+                core.remove("enum");
+                let eptr = child(ptr, "enum");
+                let mut acc: Vec<Term> = if rest.is_empty() {
+                    vec![vec![]]
+                } else {
+                    let o = Value::Object(obj(vec![("enum", Value::Array(rest))]));
+                    self.negate(&o, &eptr, depth + 1)?
+                };
+                let mut seen: Vec<&Value> = Vec::new();
+                for c in &compound {
+                    if seen.iter().any(|d| json_eq(d, c)) {
+                        continue;
+                    }
+                    seen.push(c);
+                    let o = Value::Object(obj(vec![("const", c.clone())]));
+                    let n = self.negate(&o, &eptr, depth + 1)?;
+                    acc = self.product(acc, n, ptr)?;
+                }
+                out = self.union(out, acc, ptr)?;
+            }
+        }
         for b in self.negate_core(&core, &Extra::default(), ptr)? {
             out.push(vec![built_part(b)]);
         }
@@ -605,6 +634,18 @@ fn witnessed(m: &Map<String, Value>, some: SomeExtra) -> Built {
 /// The arrays or objects other than `v` (one of them), as alternatives: another length, or an
 /// item that differs (`not` of its `const`, so nested values are compared the same way);
 /// another property, a property missing, or one whose value differs.
+/// Whether `vals` lists two different arrays or two different objects (their negation is a
+/// conjunction, built by [`Compiler::negate`]).
+fn several_compound(vals: &[Value]) -> bool {
+    [Value::is_array as fn(&Value) -> bool, Value::is_object]
+        .iter()
+        .any(|is_t| {
+            let mut of_t = vals.iter().filter(|v| is_t(v));
+            of_t.next()
+                .is_some_and(|first| of_t.any(|v| !json_eq(first, v)))
+        })
+}
+
 fn differing(v: &Value) -> Vec<Built> {
     let not_const = |x: &Value| {
         obj(vec![(
