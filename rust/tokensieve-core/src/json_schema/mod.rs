@@ -27,8 +27,6 @@ pub(crate) mod resolve;
 pub(crate) mod string;
 mod validate;
 
-use std::sync::{mpsc, Mutex, OnceLock};
-
 use regex_syntax::hir::Hir;
 use serde_json::Value;
 
@@ -156,18 +154,22 @@ impl CompiledSchema {
 /// Compile `schema` into the language of its JSON texts.
 ///
 /// The schema walker recurses once per nesting level of the schema (bounded by
-/// `compile::MAX_DEPTH`). Schemas with references or deep nesting are compiled on a thread with
-/// a large stack, so that they get a clear error rather than exhausting the caller's stack;
-/// shallow ones without references on the calling thread.
+/// `compile::MAX_DEPTH`). Schemas with references or deep nesting are compiled on a stack
+/// segment of [`BIG_STACK`] bytes switched to on the calling thread (mapped for the call, its
+/// pages touched only as deep as the walk goes), so that they get a clear error rather than
+/// exhausting the caller's stack; shallow ones without references on the caller's own stack.
+/// (A thread of its own with such a stack would cost a copy of the schema and a hand-over to
+/// another core, whose caches then hold what the rest of the compile reads.)
 pub fn compile(schema: &Value, opts: &JsonSchemaOptions) -> Result<CompiledSchema> {
     // Shallow schemas without references recurse little: compile them right here.
     if opts.registry.is_empty() && shallow_without_refs(schema, 0) {
         return compile_here(schema, opts);
     }
-    let (schema, opts) = (schema.clone(), opts.clone());
-    let deadline = crate::budget::current();
-    on_big_stack(move || crate::budget::scope(deadline, || compile_here(&schema, &opts)))?
+    stacker::grow(BIG_STACK, || compile_here(schema, opts))
 }
+
+/// The stack of deep schema walks.
+const BIG_STACK: usize = 256 << 20;
 
 fn compile_here(schema: &Value, opts: &JsonSchemaOptions) -> Result<CompiledSchema> {
     let registry = opts
@@ -185,72 +187,6 @@ fn compile_here(schema: &Value, opts: &JsonSchemaOptions) -> Result<CompiledSche
         expr,
         warnings: c.warnings,
     })
-}
-
-type Job = Box<dyn FnOnce() + Send>;
-
-/// Idle compiler threads (256 MiB stacks), each waiting on its job channel. Starting a thread
-/// costs about 0.2 ms, a large share of a small compile; kept threads cost only address space
-/// and the stack pages a deep schema once touched.
-fn idle_workers() -> &'static Mutex<Vec<mpsc::Sender<Job>>> {
-    static IDLE: OnceLock<Mutex<Vec<mpsc::Sender<Job>>>> = OnceLock::new();
-    IDLE.get_or_init(|| Mutex::new(Vec::new()))
-}
-
-/// At most this many idle compiler threads are kept.
-const MAX_IDLE_WORKERS: usize = 4;
-
-/// Run `f` on a thread with a 256 MiB stack (a kept one when idle), so that deep recursion in
-/// the schema walker gets a clear error rather than exhausting the caller's stack. A panic in
-/// `f` is resumed on the calling thread.
-fn on_big_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T> {
-    let worker = idle_workers()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .pop();
-    let worker = match worker {
-        Some(w) => w,
-        None => {
-            let (tx, rx) = mpsc::channel::<Job>();
-            std::thread::Builder::new()
-                .name("tokensieve-schema".into())
-                .stack_size(256 << 20)
-                .spawn(move || {
-                    while let Ok(job) = rx.recv() {
-                        job();
-                    }
-                })
-                .map_err(|e| {
-                    crate::error::Error::InvalidArgument(format!(
-                        "cannot start the schema compiler thread: {e}"
-                    ))
-                })?;
-            tx
-        }
-    };
-    let (done_tx, done_rx) = mpsc::channel();
-    let job: Job = Box::new(move || {
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-        let _ = done_tx.send(r);
-    });
-    if worker.send(job).is_err() {
-        return Err(crate::error::Error::InvalidArgument(
-            "the schema compiler thread is gone".into(),
-        ));
-    }
-    let r = done_rx.recv().map_err(|_| {
-        crate::error::Error::InvalidArgument("the schema compiler thread stopped".into())
-    })?;
-    {
-        let mut idle = idle_workers().lock().unwrap_or_else(|e| e.into_inner());
-        if idle.len() < MAX_IDLE_WORKERS {
-            idle.push(worker);
-        }
-    }
-    match r {
-        Ok(v) => Ok(v),
-        Err(panic) => std::panic::resume_unwind(panic),
-    }
 }
 
 /// Whether `v` nests at most 32 levels and holds no `$ref`/`$dynamicRef`/`$recursiveRef` key.
