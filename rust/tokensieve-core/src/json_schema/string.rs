@@ -280,6 +280,25 @@ pub(crate) fn format_hir(name: &str) -> Option<Hir> {
     Some(h)
 }
 
+/// The JSON spelling ([`encode`]) of a known format's language, built once per process (for
+/// a lone `uri` it is most of the schema walk).
+pub(crate) fn format_spelled(name: &str) -> Option<Result<Hir, String>> {
+    use std::sync::{Mutex, OnceLock};
+    type Spelled = rustc_hash::FxHashMap<&'static str, Result<Hir, String>>;
+    static SPELLED: OnceLock<Mutex<Spelled>> = OnceLock::new();
+    let re = format_regex(name)?;
+    let cache = SPELLED.get_or_init(Default::default);
+    if let Some(h) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(re) {
+        return Some(h.clone());
+    }
+    let h = crate::automata::spell::encode(&format_hir(name)?);
+    cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(re, h.clone());
+    Some(h)
+}
+
 pub(crate) fn format_regex(name: &str) -> Option<&'static str> {
     Some(match name {
         "date" => DATE,
@@ -451,6 +470,21 @@ mod tests {
         assert!(translate_ecma(r"(a)\1").is_err());
         let r = pattern(r"^[\w-]+\/\x41$");
         assert!(r.is_match(r#""a-b/A""#) && !r.is_match(r#""a b/A""#));
+    }
+
+    /// The languages and spellings kept per process are those parsed and spelled afresh.
+    #[test]
+    fn kept_formats_are_fresh_ones() {
+        for f in ["date", "time", "date-time", "duration", "uuid", "ipv4", "ipv6"] {
+            for _ in 0..2 {
+                let fresh = crate::regex::parse(format_regex(f).unwrap(), 250).unwrap();
+                assert_eq!(format_hir(f).unwrap(), fresh, "{f}");
+                let spelled = format_spelled(f).unwrap().unwrap();
+                assert_eq!(spelled, encode(&fresh).unwrap(), "{f}");
+            }
+        }
+        assert!(format_hir("no-such-format").is_none());
+        assert!(format_spelled("no-such-format").is_none());
     }
 
     #[test]

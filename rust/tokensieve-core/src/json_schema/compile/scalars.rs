@@ -480,8 +480,17 @@ impl<'a> Compiler<'a> {
                 let fits = lo >= min && max.is_none_or(|mx| hi.is_some_and(|h| h <= mx));
                 let disjoint = hi.is_some_and(|h| h < min) || max.is_some_and(|mx| lo > mx);
                 if fits {
+                    // a lone format's spelled form is kept process-wide, like its language
+                    let name = m.get("format").and_then(Value::as_str);
+                    let spelled = match name {
+                        Some(f) if *what == "format" => {
+                            crate::json_schema::string::format_spelled(f)
+                                .unwrap_or_else(|| encode(h))
+                        }
+                        _ => encode(h),
+                    };
                     fast = Some(Some(
-                        encode(h).map_err(|e| schema_error(what, ptr, e))?.into(),
+                        spelled.map_err(|e| schema_error(what, ptr, e))?.into(),
                     ));
                 } else if disjoint {
                     fast = Some(None);
