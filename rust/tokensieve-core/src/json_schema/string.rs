@@ -475,7 +475,15 @@ mod tests {
     /// The languages and spellings kept per process are those parsed and spelled afresh.
     #[test]
     fn kept_formats_are_fresh_ones() {
-        for f in ["date", "time", "date-time", "duration", "uuid", "ipv4", "ipv6"] {
+        for f in [
+            "date",
+            "time",
+            "date-time",
+            "duration",
+            "uuid",
+            "ipv4",
+            "ipv6",
+        ] {
             for _ in 0..2 {
                 let fresh = crate::regex::parse(format_regex(f).unwrap(), 250).unwrap();
                 assert_eq!(format_hir(f).unwrap(), fresh, "{f}");
