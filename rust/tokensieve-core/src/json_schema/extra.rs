@@ -177,7 +177,10 @@ fn terms_to_value(terms: Vec<Term>) -> Value {
     let alts: Vec<Value> = terms
         .into_iter()
         .map(|t| {
-            let all: Vec<Value> = t.into_iter().map(|p| Value::Object(p.map)).collect();
+            let all: Vec<Value> = t
+                .into_iter()
+                .map(|p| Value::Object(std::sync::Arc::unwrap_or_clone(p.map)))
+                .collect();
             match all.len() {
                 0 => Value::Bool(true),
                 1 => all.into_iter().next().expect("one"),

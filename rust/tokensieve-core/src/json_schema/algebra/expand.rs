@@ -94,7 +94,7 @@ impl<'a> Compiler<'a> {
     ) -> Result<Vec<Term>> {
         let core = core_keywords(m);
         let mut own = part(core, true);
-        own.x = x.clone();
+        own.x = std::sync::Arc::new(x.clone());
         let mut terms: Vec<Term> = vec![vec![own]];
         if let Some(r) = m.get("$ref") {
             let sub = self.expand_ref(r, ptr, depth, false)?;

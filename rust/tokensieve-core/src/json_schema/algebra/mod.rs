@@ -30,6 +30,8 @@ mod negate;
 mod sub;
 mod unevaluated;
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
 use super::compile::{normalize, schema_error, Compiler, Piece};
@@ -40,11 +42,12 @@ use crate::automata::expr::Expr;
 use crate::error::{Error, Result};
 
 /// One conjunct: an applicator-free keyword map with its typed constraints, and whether it
-/// produces annotations.
+/// produces annotations. The map and the constraints are shared: products of unions copy
+/// parts into many terms, and none of them changes a part's keywords.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct Part {
-    pub map: Map<String, Value>,
-    pub x: Extra,
+    pub map: Arc<Map<String, Value>>,
+    pub x: Arc<Extra>,
     pub eval: bool,
     /// `$ref` targets this part was expanded inside: they stay active (for the recursion
     /// limit) while the part's sub-schemas are compiled.
@@ -63,8 +66,8 @@ const PRODUCT_PAIRS: usize = MAX_TERMS * 64;
 
 fn part(map: Map<String, Value>, eval: bool) -> Part {
     Part {
-        map,
-        x: Extra::default(),
+        map: Arc::new(map),
+        x: Arc::default(),
         eval,
         refs: Vec::new(),
     }
@@ -72,8 +75,8 @@ fn part(map: Map<String, Value>, eval: bool) -> Part {
 
 fn built_part(b: Built) -> Part {
     Part {
-        map: b.map,
-        x: b.x,
+        map: Arc::new(b.map),
+        x: Arc::new(b.x),
         eval: false,
         refs: Vec::new(),
     }
@@ -298,7 +301,12 @@ impl<'a> Compiler<'a> {
             }
             let pieces: Vec<Piece> = t
                 .into_iter()
-                .map(|p| Piece::Built(Box::new(Built { map: p.map, x: p.x })))
+                .map(|p| {
+                    Piece::Built(Box::new(Built {
+                        map: Arc::unwrap_or_clone(p.map),
+                        x: Arc::unwrap_or_clone(p.x),
+                    }))
+                })
                 .collect();
             let merged = self.merge_all(pieces, ptr)?;
             if seen.contains(&merged) {

@@ -75,8 +75,8 @@ impl<'a> Compiler<'a> {
             [] => self.schema(&Value::Bool(true), ptr),
             [p] => self.schema_built(
                 &Some(Built {
-                    map: p.map.clone(),
-                    x: p.x.clone(),
+                    map: (*p.map).clone(),
+                    x: (*p.x).clone(),
                 }),
                 ptr,
             ),
@@ -88,8 +88,8 @@ impl<'a> Compiler<'a> {
                     .iter()
                     .map(|p| {
                         Piece::Built(Box::new(Built {
-                            map: p.map.clone(),
-                            x: p.x.clone(),
+                            map: (*p.map).clone(),
+                            x: (*p.x).clone(),
                         }))
                     })
                     .collect();

@@ -308,8 +308,8 @@ impl<'a> Compiler<'a> {
                 [t] if t.len() <= 1 => {
                     for p in t {
                         let b = Built {
-                            map: p.map.clone(),
-                            x: p.x.clone(),
+                            map: (*p.map).clone(),
+                            x: (*p.x).clone(),
                         };
                         if !self.flatten_piece(Piece::Built(Box::new(b)), ptr, depth, out)? {
                             return Ok(false);
@@ -320,8 +320,8 @@ impl<'a> Compiler<'a> {
                 [t] => {
                     for p in t {
                         let b = Built {
-                            map: p.map.clone(),
-                            x: p.x.clone(),
+                            map: (*p.map).clone(),
+                            x: (*p.x).clone(),
                         };
                         if !self.flatten_piece(Piece::Built(Box::new(b)), ptr, depth + 1, out)? {
                             return Ok(false);
