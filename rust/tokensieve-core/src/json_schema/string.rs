@@ -260,45 +260,49 @@ pub(crate) fn char_len(h: &Hir) -> (u64, Option<u64>) {
     }
 }
 
-/// The regex (decoded-string language, ASCII) of a format, if the format is asserted.
+/// A format's entry in `cache`, made by `make` from the format's regex the first time it is
+/// asked for (made outside the lock: two threads may both make it, and the second one's is
+/// kept); `None` for a format `format_regex` does not know.
+fn kept_per_format<T: Clone>(
+    cache: &'static PerFormat<T>,
+    name: &str,
+    make: impl FnOnce(&'static str) -> Option<T>,
+) -> Option<T> {
+    let re = format_regex(name)?;
+    let cache = cache.get_or_init(Default::default);
+    if let Some(v) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(re) {
+        return Some(v.clone());
+    }
+    let v = make(re)?;
+    cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(re, v.clone());
+    Some(v)
+}
+
+type PerFormat<T> = std::sync::OnceLock<std::sync::Mutex<rustc_hash::FxHashMap<&'static str, T>>>;
+
 /// The decoded-string language of a known format ([`format_regex`], parsed once per process:
 /// a format recurs across schemas, and parsing `uri` costs more than the rest of a small
 /// schema).
 pub(crate) fn format_hir(name: &str) -> Option<Hir> {
-    use std::sync::{Mutex, OnceLock};
-    static PARSED: OnceLock<Mutex<rustc_hash::FxHashMap<&'static str, Hir>>> = OnceLock::new();
-    let re = format_regex(name)?;
-    let cache = PARSED.get_or_init(Default::default);
-    if let Some(h) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(re) {
-        return Some(h.clone());
-    }
-    let h = crate::regex::parse(re, 250).expect("built-in format regex");
-    cache
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(re, h.clone());
-    Some(h)
+    static PARSED: PerFormat<Hir> = PerFormat::new();
+    kept_per_format(&PARSED, name, |re| {
+        Some(crate::regex::parse(re, 250).expect("built-in format regex"))
+    })
 }
 
 /// The JSON spelling ([`encode`]) of a known format's language, built once per process (for
 /// a lone `uri` it is most of the schema walk).
 pub(crate) fn format_spelled(name: &str) -> Option<Result<Hir, String>> {
-    use std::sync::{Mutex, OnceLock};
-    type Spelled = rustc_hash::FxHashMap<&'static str, Result<Hir, String>>;
-    static SPELLED: OnceLock<Mutex<Spelled>> = OnceLock::new();
-    let re = format_regex(name)?;
-    let cache = SPELLED.get_or_init(Default::default);
-    if let Some(h) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(re) {
-        return Some(h.clone());
-    }
-    let h = crate::automata::spell::encode(&format_hir(name)?);
-    cache
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(re, h.clone());
-    Some(h)
+    static SPELLED: PerFormat<Result<Hir, String>> = PerFormat::new();
+    kept_per_format(&SPELLED, name, |_| {
+        Some(crate::automata::spell::encode(&format_hir(name)?))
+    })
 }
 
+/// The regex (decoded-string language, ASCII) of a format, if the format is asserted.
 pub(crate) fn format_regex(name: &str) -> Option<&'static str> {
     Some(match name {
         "date" => DATE,
@@ -472,18 +476,25 @@ mod tests {
         assert!(r.is_match(r#""a-b/A""#) && !r.is_match(r#""a b/A""#));
     }
 
+    /// Every format `format_regex` knows.
+    const FORMATS: [&str; 11] = [
+        "date",
+        "time",
+        "date-time",
+        "duration",
+        "uuid",
+        "ipv4",
+        "ipv6",
+        "hostname",
+        "email",
+        "uri",
+        "uri-reference",
+    ];
+
     /// The languages and spellings kept per process are those parsed and spelled afresh.
     #[test]
     fn kept_formats_are_fresh_ones() {
-        for f in [
-            "date",
-            "time",
-            "date-time",
-            "duration",
-            "uuid",
-            "ipv4",
-            "ipv6",
-        ] {
+        for f in FORMATS {
             for _ in 0..2 {
                 let fresh = crate::regex::parse(format_regex(f).unwrap(), 250).unwrap();
                 assert_eq!(format_hir(f).unwrap(), fresh, "{f}");
@@ -497,19 +508,7 @@ mod tests {
 
     #[test]
     fn formats_compile() {
-        for f in [
-            "date",
-            "time",
-            "date-time",
-            "duration",
-            "uuid",
-            "ipv4",
-            "ipv6",
-            "hostname",
-            "email",
-            "uri",
-            "uri-reference",
-        ] {
+        for f in FORMATS {
             let h = crate::regex::parse(format_regex(f).unwrap(), 250).unwrap();
             encode(&h).unwrap();
         }
