@@ -54,6 +54,24 @@ pub(super) struct Part {
     pub refs: Vec<String>,
 }
 
+impl Part {
+    /// The part's keywords and typed constraints as a schema of their own (a copy).
+    pub(in crate::json_schema) fn to_built(&self) -> Built {
+        Built {
+            map: (*self.map).clone(),
+            x: (*self.x).clone(),
+        }
+    }
+
+    /// [`Part::to_built`], copying only what another term still shares.
+    fn into_built(self) -> Built {
+        Built {
+            map: Arc::unwrap_or_clone(self.map),
+            x: Arc::unwrap_or_clone(self.x),
+        }
+    }
+}
+
 /// A conjunction of parts; a schema expands into a union of terms.
 pub(super) type Term = Vec<Part>;
 
@@ -301,12 +319,7 @@ impl<'a> Compiler<'a> {
             }
             let pieces: Vec<Piece> = t
                 .into_iter()
-                .map(|p| {
-                    Piece::Built(Box::new(Built {
-                        map: Arc::unwrap_or_clone(p.map),
-                        x: Arc::unwrap_or_clone(p.x),
-                    }))
-                })
+                .map(|p| Piece::Built(Box::new(p.into_built())))
                 .collect();
             let merged = self.merge_all(pieces, ptr)?;
             if seen.contains(&merged) {

@@ -143,12 +143,7 @@ impl<'a> Compiler<'a> {
                     let o = Value::Object(obj(vec![("enum", Value::Array(rest))]));
                     self.negate(&o, &eptr, depth + 1)?
                 };
-                let mut seen: Vec<&Value> = Vec::new();
-                for c in &compound {
-                    if seen.iter().any(|d| json_eq(d, c)) {
-                        continue;
-                    }
-                    seen.push(c);
+                for c in distinct(&compound) {
                     let o = Value::Object(obj(vec![("const", c.clone())]));
                     let n = self.negate(&o, &eptr, depth + 1)?;
                     acc = self.product(acc, n, ptr)?;
@@ -248,14 +243,7 @@ impl<'a> Compiler<'a> {
                 (T_ARRAY, Value::is_array as fn(&Value) -> bool),
                 (T_OBJECT, Value::is_object),
             ] {
-                let of_t: Vec<&Value> = vals.iter().filter(|v| is_t(v)).collect();
-                let mut distinct: Vec<&Value> = Vec::new();
-                for v in of_t {
-                    if !distinct.iter().any(|d| json_eq(d, v)) {
-                        distinct.push(v);
-                    }
-                }
-                match distinct.as_slice() {
+                match distinct(vals.iter().filter(|v| is_t(v))).as_slice() {
                     [] => {}
                     [v] => out.extend(differing(v)),
                     _ => {
@@ -631,21 +619,28 @@ fn witnessed(m: &Map<String, Value>, some: SomeExtra) -> Built {
     b
 }
 
-/// The arrays or objects other than `v` (one of them), as alternatives: another length, or an
-/// item that differs (`not` of its `const`, so nested values are compared the same way);
-/// another property, a property missing, or one whose value differs.
+/// The values of `vals`, each once (compared as JSON values: `1` and `1.0` are one).
+fn distinct<'v>(vals: impl IntoIterator<Item = &'v Value>) -> Vec<&'v Value> {
+    let mut out: Vec<&Value> = Vec::new();
+    for v in vals {
+        if !out.iter().any(|d| json_eq(d, v)) {
+            out.push(v);
+        }
+    }
+    out
+}
+
 /// Whether `vals` lists two different arrays or two different objects (their negation is a
 /// conjunction, built by [`Compiler::negate`]).
 fn several_compound(vals: &[Value]) -> bool {
     [Value::is_array as fn(&Value) -> bool, Value::is_object]
         .iter()
-        .any(|is_t| {
-            let mut of_t = vals.iter().filter(|v| is_t(v));
-            of_t.next()
-                .is_some_and(|first| of_t.any(|v| !json_eq(first, v)))
-        })
+        .any(|is_t| distinct(vals.iter().filter(|v| is_t(v))).len() > 1)
 }
 
+/// The arrays or objects other than `v` (one of them), as alternatives: another length, or an
+/// item that differs (`not` of its `const`, so nested values are compared the same way);
+/// another property, a property missing, or one whose value differs.
 fn differing(v: &Value) -> Vec<Built> {
     let not_const = |x: &Value| {
         obj(vec![(

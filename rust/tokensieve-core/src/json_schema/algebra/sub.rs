@@ -10,7 +10,7 @@ use super::{
 use crate::automata::expr::Expr;
 use crate::error::Result;
 use crate::json_schema::compile::{child, Compiler, Piece};
-use crate::json_schema::extra::{Built, Sub};
+use crate::json_schema::extra::Sub;
 
 impl<'a> Compiler<'a> {
     // ---- sub-schemas the algebra built -------------------------------------------------
@@ -73,25 +73,14 @@ impl<'a> Compiler<'a> {
     fn compile_term(&mut self, t: &Term, ptr: &str) -> Result<Option<Expr>> {
         match t.as_slice() {
             [] => self.schema(&Value::Bool(true), ptr),
-            [p] => self.schema_built(
-                &Some(Built {
-                    map: (*p.map).clone(),
-                    x: (*p.x).clone(),
-                }),
-                ptr,
-            ),
+            [p] => self.schema_built(&Some(p.to_built()), ptr),
             _ => {
                 if self.sub_needs_algebra(&Sub::Terms(vec![t.clone()]), ptr)? {
                     return self.compile_terms(vec![t.clone()], ptr);
                 }
                 let mut items: Vec<Piece> = t
                     .iter()
-                    .map(|p| {
-                        Piece::Built(Box::new(Built {
-                            map: (*p.map).clone(),
-                            x: (*p.x).clone(),
-                        }))
-                    })
+                    .map(|p| Piece::Built(Box::new(p.to_built())))
                     .collect();
                 items.push(Piece::Built(Box::default()));
                 let merged = self.merge_all(items, &child(ptr, "allOf"))?;

@@ -307,10 +307,7 @@ impl<'a> Compiler<'a> {
                 [] => Ok(false),
                 [t] if t.len() <= 1 => {
                     for p in t {
-                        let b = Built {
-                            map: (*p.map).clone(),
-                            x: (*p.x).clone(),
-                        };
+                        let b = p.to_built();
                         if !self.flatten_piece(Piece::Built(Box::new(b)), ptr, depth, out)? {
                             return Ok(false);
                         }
@@ -319,10 +316,7 @@ impl<'a> Compiler<'a> {
                 }
                 [t] => {
                     for p in t {
-                        let b = Built {
-                            map: (*p.map).clone(),
-                            x: (*p.x).clone(),
-                        };
+                        let b = p.to_built();
                         if !self.flatten_piece(Piece::Built(Box::new(b)), ptr, depth + 1, out)? {
                             return Ok(false);
                         }
