@@ -202,6 +202,37 @@ fn expr() -> impl Strategy<Value = E> {
     })
 }
 
+/// An explicit automaton of `n` states: `raw` lists (state, range, target), states and targets
+/// taken modulo `n`, ranges indexing ranges over and around the test alphabet (some overlapping
+/// the surrogates);
+/// an edge overlapping an earlier one of its state is dropped unless `overlap` (then a
+/// character may lead to several states: a nondeterministic choice).
+fn explicit_dfa(n: usize, raw: &[(usize, usize, usize)], acc: &[bool], overlap: bool) -> CharDfa {
+    const RANGES: [(u32, u32); 8] = [
+        ('a' as u32, 'a' as u32),
+        ('b' as u32, 'c' as u32),
+        ('c' as u32, 'é' as u32),
+        ('é' as u32, 'é' as u32),
+        (0x1F600, 0x1F600),
+        (0, 0x10FFFF),
+        (0xD000, 0xE100),
+        ('a' as u32, 'b' as u32),
+    ];
+    let mut d = CharDfa {
+        start: 0,
+        accept: acc[..n].to_vec(),
+        edges: vec![Vec::new(); n],
+    };
+    for &(s, r, t) in raw {
+        let (s, t) = (s % n, t % n);
+        let (lo, hi) = RANGES[r];
+        if overlap || d.edges[s].iter().all(|&(a, b, _)| hi < a || b < lo) {
+            d.edges[s].push((lo, hi, t));
+        }
+    }
+    d
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
@@ -220,26 +251,8 @@ proptest! {
         raw in prop::collection::vec((0usize..6, 0usize..8, 0usize..6), 0..20),
         acc in prop::collection::vec(any::<bool>(), 6),
     ) {
-        // ranges over and around the test alphabet (some overlapping the surrogates)
-        const RANGES: [(u32, u32); 8] = [
-            ('a' as u32, 'a' as u32),
-            ('b' as u32, 'c' as u32),
-            ('c' as u32, 'é' as u32),
-            ('é' as u32, 'é' as u32),
-            (0x1F600, 0x1F600),
-            (0, 0x10FFFF),
-            (0xD000, 0xE100),
-            ('a' as u32, 'b' as u32),
-        ];
-        let mut d = CharDfa { start: 0, accept: acc[..n].to_vec(), edges: vec![Vec::new(); n] };
-        // keep it deterministic: one target per (state, range) and disjoint ranges per state
-        for (s, r, t) in raw {
-            let (s, t) = (s % n, t % n);
-            let (lo, hi) = RANGES[r];
-            if d.edges[s].iter().all(|&(a, b, _)| hi < a || b < lo) {
-                d.edges[s].push((lo, hi, t));
-            }
-        }
+        // keep it deterministic: disjoint ranges per state
+        let d = explicit_dfa(n, &raw, &acc, false);
         let l = Lang::from_dfa(&d).unwrap();
         let h = Lang::from_dfa(&d).unwrap().to_hir(&LangBudget::default()).unwrap();
         assert_char_hir(&h);
@@ -261,24 +274,7 @@ proptest! {
         other in 0..PATS.len(),
         overlap in any::<bool>(),
     ) {
-        const RANGES: [(u32, u32); 8] = [
-            ('a' as u32, 'a' as u32),
-            ('b' as u32, 'c' as u32),
-            ('c' as u32, 'é' as u32),
-            ('é' as u32, 'é' as u32),
-            (0x1F600, 0x1F600),
-            (0, 0x10FFFF),
-            (0xD000, 0xE100),
-            ('a' as u32, 'b' as u32),
-        ];
-        let mut d = CharDfa { start: 0, accept: acc[..n].to_vec(), edges: vec![Vec::new(); n] };
-        for (s, r, t) in raw {
-            let (s, t) = (s % n, t % n);
-            let (lo, hi) = RANGES[r];
-            if overlap || d.edges[s].iter().all(|&(a, b, _)| hi < a || b < lo) {
-                d.edges[s].push((lo, hi, t));
-            }
-        }
+        let d = explicit_dfa(n, &raw, &acc, overlap);
         let l = Lang::from_dfa(&d).unwrap();
         let o = pat(PATS[other]);
         let b = LangBudget::default();

@@ -694,13 +694,10 @@ fn member_counts_match_brute_force() {
                     if let Some(m) = max {
                         schema["maxProperties"] = json!(m);
                     }
-                    let o = JsonSchemaOptions {
-                        property_order: if any {
-                            PropertyOrder::Any
-                        } else {
-                            PropertyOrder::Schema
-                        },
-                        ..Default::default()
+                    let o = if any {
+                        any_order()
+                    } else {
+                        JsonSchemaOptions::default()
                     };
                     // an unsatisfiable schema is an error: then no text may be expected
                     let r = compile(&schema, &o).ok().map(|c| Re::new(&c.expr));
@@ -742,13 +739,10 @@ fn member_counts_match_brute_force() {
 fn check_both_orders(cases: Vec<(Value, Vec<&str>, Vec<&str>)>) {
     for (schema, ok, bad) in cases {
         for any in [false, true] {
-            let o = JsonSchemaOptions {
-                property_order: if any {
-                    PropertyOrder::Any
-                } else {
-                    PropertyOrder::Schema
-                },
-                ..Default::default()
+            let o = if any {
+                any_order()
+            } else {
+                JsonSchemaOptions::default()
             };
             let r = lang_with(schema.clone(), &o);
             for t in &ok {
