@@ -25,6 +25,7 @@ mod number;
 pub mod options;
 pub(crate) mod resolve;
 pub(crate) mod string;
+mod stack;
 mod validate;
 
 use regex_syntax::hir::Hir;
@@ -155,8 +156,8 @@ impl CompiledSchema {
 ///
 /// The schema walker recurses once per nesting level of the schema (bounded by
 /// `compile::MAX_DEPTH`). Schemas with references or deep nesting are compiled on a stack
-/// segment of [`BIG_STACK`] bytes switched to on the calling thread (mapped for the call, its
-/// pages touched only as deep as the walk goes), so that they get a clear error rather than
+/// segment of [`BIG_STACK`] bytes switched to on the calling thread (`stack`: mapped for the
+/// call, its pages touched only as deep as the walk goes, a guard page below), so that they get a clear error rather than
 /// exhausting the caller's stack; shallow ones without references on the caller's own stack.
 /// (A thread of its own with such a stack would cost a copy of the schema and a hand-over to
 /// another core, whose caches then hold what the rest of the compile reads.)
@@ -165,7 +166,7 @@ pub fn compile(schema: &Value, opts: &JsonSchemaOptions) -> Result<CompiledSchem
     if opts.registry.is_empty() && shallow_without_refs(schema, 0) {
         return compile_here(schema, opts);
     }
-    stacker::grow(BIG_STACK, || compile_here(schema, opts))
+    stack::on_big_stack(BIG_STACK, || compile_here(schema, opts))
 }
 
 /// The stack of deep schema walks.
