@@ -24,8 +24,8 @@ mod multiple;
 mod number;
 pub mod options;
 pub(crate) mod resolve;
-pub(crate) mod string;
 mod stack;
+pub(crate) mod string;
 mod validate;
 
 use regex_syntax::hir::Hir;

@@ -538,7 +538,15 @@ impl Compiler {
 
     /// The trie node after reading some prefix of the names: `names` are what is left of the
     /// names with that prefix. The string may end here unless a name does.
-    fn name_node(&mut self, names: &[&[u8]], t: &CharTails, end: StateID) -> Result<StateID> {
+    /// Nodes where every name has ended read one more character of any kind into `t.to`:
+    /// one such state (`leaf`, built on first use) serves all of them.
+    fn name_node(
+        &mut self,
+        names: &[&[u8]],
+        t: &CharTails,
+        end: StateID,
+        leaf: &mut Option<StateID>,
+    ) -> Result<StateID> {
         let mut firsts: Vec<u8> = names.iter().filter_map(|n| n.first().copied()).collect();
         firsts.sort_unstable();
         firsts.dedup();
@@ -549,9 +557,17 @@ impl Compiler {
                 .filter(|n| n.first() == Some(&c))
                 .map(|n| &n[1..])
                 .collect();
-            kids.push((c, self.name_node(&rest, t, end)?));
+            kids.push((c, self.name_node(&rest, t, end, leaf)?));
         }
-        let read = self.one_char(&kids, t)?;
+        let read = match (kids.is_empty(), *leaf) {
+            (true, Some(l)) => l,
+            (true, None) => {
+                let l = self.one_char(&[], t)?;
+                *leaf = Some(l);
+                l
+            }
+            (false, _) => self.one_char(&kids, t)?,
+        };
         if names.iter().any(|n| n.is_empty()) {
             Ok(read)
         } else {
@@ -563,7 +579,7 @@ impl Compiler {
     pub(super) fn names_excluded(&mut self, n: &Names) -> Result<Frag> {
         let names: Vec<&[u8]> = n.names.iter().map(Vec::as_slice).collect();
         let (_, end, t) = self.any_chars()?;
-        let entry = self.name_node(&names, &t, end)?;
+        let entry = self.name_node(&names, &t, end, &mut None)?;
         Ok((entry, end))
     }
 
