@@ -157,8 +157,9 @@ impl CompiledSchema {
 /// The schema walker recurses once per nesting level of the schema (bounded by
 /// `compile::MAX_DEPTH`). Schemas with references or deep nesting are compiled on a stack
 /// segment of [`BIG_STACK`] bytes switched to on the calling thread (`stack`: mapped for the
-/// call, its pages touched only as deep as the walk goes, a guard page below), so that they get a clear error rather than
-/// exhausting the caller's stack; shallow ones without references on the caller's own stack.
+/// call, its pages touched only as deep as the walk goes, a guard page below), so that they
+/// get a clear error rather than exhausting the caller's stack; shallow ones without
+/// references on the caller's own stack.
 /// (A thread of its own with such a stack would cost a copy of the schema and a hand-over to
 /// another core, whose caches then hold what the rest of the compile reads.)
 pub fn compile(schema: &Value, opts: &JsonSchemaOptions) -> Result<CompiledSchema> {

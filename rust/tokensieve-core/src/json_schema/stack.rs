@@ -7,52 +7,17 @@
 //! process with many libraries loaded, paid once per thread by a generic stack-growing helper.
 
 /// Run `f` on a stack of its own of at least `size` bytes; a panic inside `f` continues on the
-/// caller's stack.
+/// caller's stack. Where the region cannot be mapped, the generic helper runs it instead.
 #[cfg(unix)]
 pub(super) fn on_big_stack<R>(size: usize, f: impl FnOnce() -> R) -> R {
-    // SAFETY: sysconf has no preconditions.
-    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
-        .ok()
-        .filter(|p| p.is_power_of_two())
-        .unwrap_or(4096);
-    let usable = size.div_ceil(page) * page;
-    let Some(total) = usable.checked_add(page) else {
+    let Some(region) = Region::map(size) else {
         return stacker::grow(size, f);
     };
-    // SAFETY: an anonymous private mapping of `total` bytes, checked below; the guard page
-    // (the lowest one) stays inaccessible and the rest is made readable and writable.
-    let base = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            total,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANON,
-            -1,
-            0,
-        )
-    };
-    if base == libc::MAP_FAILED {
-        return stacker::grow(size, f);
-    }
-    let region = Region { base, total };
-    // SAFETY: `base + page .. base + total` lies inside the mapping just made.
-    let stack = unsafe { (base as *mut u8).add(page) };
-    if unsafe {
-        libc::mprotect(
-            stack as *mut libc::c_void,
-            usable,
-            libc::PROT_READ | libc::PROT_WRITE,
-        )
-    } != 0
-    {
-        drop(region);
-        return stacker::grow(size, f);
-    }
-    // SAFETY: `stack` is page-aligned (more than any target's stack alignment), `usable` a
+    // SAFETY: the stack is page-aligned (more than any target's stack alignment), its length a
     // multiple of the page size and far below isize::MAX; the callback never unwinds (a panic
     // is caught and resumed after switching back); the mapping outlives the call.
     let out = unsafe {
-        psm::on_stack(stack, usable, move || {
+        psm::on_stack(region.stack, region.usable, move || {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
         })
     };
@@ -69,17 +34,65 @@ pub(super) fn on_big_stack<R>(size: usize, f: impl FnOnce() -> R) -> R {
     stacker::grow(size, f)
 }
 
-/// A mapping unmapped when dropped.
+/// A stack mapping: an inaccessible guard page, then `usable` readable and writable bytes
+/// from `stack`; unmapped when dropped.
 #[cfg(unix)]
 struct Region {
     base: *mut libc::c_void,
     total: usize,
+    stack: *mut u8,
+    usable: usize,
+}
+
+#[cfg(unix)]
+impl Region {
+    /// At least `size` usable bytes, or `None` where the system refuses them.
+    fn map(size: usize) -> Option<Region> {
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+            .ok()
+            .filter(|p| p.is_power_of_two())
+            .unwrap_or(4096);
+        let usable = size.div_ceil(page) * page;
+        let total = usable.checked_add(page)?;
+        // SAFETY: an anonymous private mapping of `total` bytes, checked below.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                total,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANON,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return None;
+        }
+        // SAFETY: `base + page .. base + total` lies inside the mapping just made.
+        let stack = unsafe { base.cast::<u8>().add(page) };
+        let region = Region {
+            base,
+            total,
+            stack,
+            usable,
+        };
+        // SAFETY: the range above the guard page, inside the mapping (dropped on failure).
+        let rw = unsafe {
+            libc::mprotect(
+                stack.cast::<libc::c_void>(),
+                usable,
+                libc::PROT_READ | libc::PROT_WRITE,
+            )
+        };
+        (rw == 0).then_some(region)
+    }
 }
 
 #[cfg(unix)]
 impl Drop for Region {
     fn drop(&mut self) {
-        // SAFETY: exactly the mapping made in `on_big_stack`, no longer in use.
+        // SAFETY: exactly the mapping made in `Region::map`, no longer in use.
         unsafe {
             libc::munmap(self.base, self.total);
         }
@@ -90,6 +103,8 @@ impl Drop for Region {
 mod tests {
     use super::on_big_stack;
 
+    /// `n` nested calls, each with a 256-byte frame kept alive across the call (no tail call
+    /// for the compiler to turn into a loop).
     fn depth(n: u32) -> u32 {
         let pad = std::hint::black_box([n as u8; 256]);
         if n == 0 {
@@ -99,8 +114,8 @@ mod tests {
         }
     }
 
-    /// Recursion far deeper than a default thread stack allows (8 MiB with ~300 bytes a
-    /// frame: about 30,000 levels) fits; the caller's stack is back afterwards.
+    /// Recursion far deeper than the calling thread's 256 KiB stack allows (about 30 MB of
+    /// frames) fits, and the thread goes on afterwards.
     #[test]
     fn deep_recursion_fits() {
         let n = std::thread::Builder::new()
