@@ -28,6 +28,7 @@ pub mod reasoning;
 pub mod regex;
 pub mod serialize;
 pub mod trie;
+pub mod unique;
 pub mod vocab;
 
 pub use ebnf::EbnfOptions;

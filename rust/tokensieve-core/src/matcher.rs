@@ -34,6 +34,7 @@ use crate::index::{IndexStats, TokenIndex};
 use crate::json_schema::JsonSchemaOptions;
 use crate::reasoning::{Span, Step};
 use crate::regex::RegexOptions;
+use crate::unique::{Lex, Uniques};
 use crate::vocab::Vocabulary;
 use regex_syntax::hir::Hir;
 
@@ -171,6 +172,8 @@ pub struct Grammar {
     fit: Fit,
     /// Reasoning spans before the grammar, by end marker (built on first use).
     spans: Mutex<FxHashMap<Vec<u8>, Arc<Span>>>,
+    /// The unique arrays of strings a JSON Schema registered ([`crate::unique`]).
+    uniques: Option<Arc<Uniques>>,
 }
 
 /// What a grammar was compiled from, in canonical form (the key of caches and index files).
@@ -294,6 +297,7 @@ impl Grammar {
             warnings: Vec::new(),
             fit: Fit::default(),
             spans: Mutex::default(),
+            uniques: None,
         };
         g.index.mask(&g.vocab, &g.dfa, g.dfa.start())?;
         Ok(g)
@@ -315,7 +319,15 @@ impl Grammar {
             warnings: Vec::new(),
             fit: Fit::default(),
             spans: Mutex::default(),
+            uniques: None,
         }
+    }
+
+    /// Whether the grammar has arrays with `uniqueItems` over strings, which its matchers
+    /// enforce beside the automaton ([`crate::unique`]): [`Grammar::fill_mask`] and
+    /// [`Grammar::advance`], which see the automaton alone, do not.
+    pub fn has_unique_arrays(&self) -> bool {
+        self.uniques.is_some()
     }
 
     /// What the grammar was compiled from.
@@ -355,6 +367,9 @@ impl Grammar {
             let mut g = Grammar::from_dfa(dfa, vocab, opts)?;
             g.dfa.build_rules_in_background();
             g.warnings = c.warnings;
+            if !c.uniques.is_empty() {
+                g.uniques = Some(Arc::new(Uniques::new(c.uniques)));
+            }
             g.source = ConstraintSource::json_schema(schema, schema_opts);
             Ok(g)
         })
@@ -566,14 +581,17 @@ struct Think {
     tokens: u32,
 }
 
+/// A matcher's position before a token: state, finished, reasoning position, reader.
+type Before = (u32, bool, Option<Think>, Option<Arc<Lex>>);
+
 /// One sequence's position in a grammar.
 #[derive(Debug, Clone)]
 pub struct Matcher {
     grammar: Arc<Grammar>,
     state: u32,
     finished: bool,
-    /// (state, finished, reasoning position) before each accepted token, oldest first.
-    history: VecDeque<(u32, bool, Option<Think>)>,
+    /// (state, finished, reasoning position, reader) before each accepted token, oldest first.
+    history: VecDeque<Before>,
     max_rollback: Option<usize>,
     /// The most tokens the output may have (EOS included), when the output must fit them.
     max_tokens: Option<u32>,
@@ -583,6 +601,8 @@ pub struct Matcher {
     span: Option<(Arc<Span>, Option<u32>)>,
     /// Inside the reasoning span: how far; `None` once the grammar has started.
     think: Option<Think>,
+    /// The reader of the output, when the grammar has unique arrays ([`crate::unique`]).
+    lex: Option<Arc<Lex>>,
 }
 
 const THINK_START: Think = Think {
@@ -594,7 +614,9 @@ impl Matcher {
     /// A matcher at the start state; `max_rollback` bounds the history kept (None: unlimited).
     pub fn new(grammar: Arc<Grammar>, max_rollback: Option<usize>) -> Matcher {
         let state = grammar.dfa.start();
+        let lex = grammar.uniques.as_ref().map(|_| Arc::new(Lex::new()));
         Matcher {
+            lex,
             grammar,
             state,
             finished: false,
@@ -613,6 +635,9 @@ impl Matcher {
     pub fn set_max_tokens(&mut self, max_tokens: Option<u32>) -> Result<()> {
         if max_tokens.is_some() && self.span.is_some() {
             return Err(unsupported_fit_with_reasoning());
+        }
+        if max_tokens.is_some() && self.grammar.uniques.is_some() {
+            return Err(unsupported_with_unique("a token budget (max_tokens)"));
         }
         self.max_tokens = max_tokens;
         Ok(())
@@ -644,6 +669,9 @@ impl Matcher {
             Some(marker) => {
                 if self.max_tokens.is_some() {
                     return Err(unsupported_fit_with_reasoning());
+                }
+                if self.grammar.uniques.is_some() {
+                    return Err(unsupported_with_unique("a reasoning span"));
                 }
                 self.span = Some((self.grammar.reasoning_span(marker)?, thinking_budget));
                 self.think = Some(THINK_START);
@@ -725,7 +753,7 @@ impl Matcher {
     fn push_history(&mut self) {
         self.consumed = self.consumed.saturating_add(1);
         self.history
-            .push_back((self.state, self.finished, self.think));
+            .push_back((self.state, self.finished, self.think, self.lex.clone()));
         if let Some(max) = self.max_rollback {
             while self.history.len() > max {
                 self.history.pop_front();
@@ -772,14 +800,25 @@ impl Matcher {
             }
             return Ok(true);
         }
-        match self.grammar.advance(self.state, token)? {
-            Some(s) => {
-                self.push_history();
-                self.state = s;
-                Ok(true)
+        let Some(s) = self.grammar.advance(self.state, token)? else {
+            return Ok(false);
+        };
+        let lex = match (&self.grammar.uniques, &self.lex) {
+            (Some(u), Some(lex)) => {
+                let mut l = Lex::clone(lex);
+                if !(l.step(u, vocab.raw_bytes(token)) && l.live(u)) {
+                    return Ok(false);
+                }
+                Some(Arc::new(l))
             }
-            None => Ok(false),
+            _ => None,
+        };
+        self.push_history();
+        self.state = s;
+        if lex.is_some() {
+            self.lex = lex;
         }
+        Ok(true)
     }
 
     /// Consume tokens in order until one is refused; returns how many were accepted.
@@ -805,10 +844,11 @@ impl Matcher {
             )));
         }
         for _ in 0..n {
-            let (s, f, t) = self.history.pop_back().expect("checked length");
+            let (s, f, t, l) = self.history.pop_back().expect("checked length");
             self.state = s;
             self.finished = f;
             self.think = t;
+            self.lex = l;
             self.consumed = self.consumed.saturating_sub(1);
         }
         Ok(())
@@ -821,12 +861,19 @@ impl Matcher {
         self.history.clear();
         self.consumed = 0;
         self.think = self.span.as_ref().map(|_| THINK_START);
+        self.lex = self.grammar.uniques.as_ref().map(|_| Arc::new(Lex::new()));
     }
 
     /// Overwrite `row` with the mask of tokens allowed next.
     pub fn fill_next_token_bitmask(&self, row: &mut [u32]) -> Result<()> {
         MaskRequest::from(self).fill(row)
     }
+}
+
+fn unsupported_with_unique(what: &str) -> Error {
+    Error::InvalidArgument(format!(
+        "{what} is not supported with a schema whose arrays have uniqueItems over strings"
+    ))
 }
 
 fn unsupported_fit_with_reasoning() -> Error {
@@ -849,6 +896,8 @@ pub struct MaskRequest {
     /// Inside a reasoning span: the span, the marker bytes matched, and whether the thinking
     /// budget is spent.
     pub reasoning: Option<(Arc<Span>, u32, bool)>,
+    /// The matcher's reader of its output, when the grammar has unique arrays.
+    pub unique: Option<Arc<Lex>>,
 }
 
 impl From<&Matcher> for MaskRequest {
@@ -862,6 +911,7 @@ impl From<&Matcher> for MaskRequest {
             finished: m.finished,
             tokens_left: m.tokens_left(),
             reasoning,
+            unique: m.lex.clone(),
         }
     }
 }
@@ -882,7 +932,16 @@ impl MaskRequest {
             return Ok(());
         }
         self.grammar
-            .fill_mask_within(self.state, self.finished, self.tokens_left, row)
+            .fill_mask_within(self.state, self.finished, self.tokens_left, row)?;
+        if let (Some(u), Some(lex), false) = (&self.grammar.uniques, &self.unique, self.finished) {
+            crate::unique::filter(u, lex, &self.grammar.vocab, row);
+            if row.iter().all(|&w| w == 0) {
+                return Err(Error::Unspellable {
+                    bytes: "(any that do not repeat an item of a uniqueItems array)".into(),
+                });
+            }
+        }
+        Ok(())
     }
 }
 

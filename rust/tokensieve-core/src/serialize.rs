@@ -74,6 +74,14 @@ fn put_u32s(out: &mut Vec<u8>, xs: impl IntoIterator<Item = u32>) {
 
 /// Serialize a grammar, precomputing its full index first if needed.
 pub fn save(grammar: &Grammar) -> Result<Vec<u8>> {
+    if grammar.has_unique_arrays() {
+        return Err(Error::InvalidArgument(
+            "a grammar whose schema has uniqueItems over strings cannot be saved as an index \
+             file (the values an array holds are checked beside the automaton, which the file \
+             does not carry); compile the schema where it is used"
+                .into(),
+        ));
+    }
     if !grammar.is_precomputed() {
         grammar.precompute()?;
     }

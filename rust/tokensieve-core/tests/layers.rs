@@ -22,6 +22,17 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("fit", &["error", "budget", "automata", "vocab", "index"]),
     ("reasoning", &["error", "budget", "automata", "vocab"]),
     (
+        "unique",
+        &[
+            "error",
+            "budget",
+            "automata",
+            "trie",
+            "vocab",
+            "json_schema",
+        ],
+    ),
+    (
         "matcher",
         &[
             "error",
@@ -35,6 +46,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "index",
             "fit",
             "reasoning",
+            "unique",
         ],
     ),
     (
@@ -51,6 +63,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "index",
             "fit",
             "reasoning",
+            "unique",
             "matcher",
         ],
     ),

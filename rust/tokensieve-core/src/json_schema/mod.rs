@@ -26,6 +26,7 @@ pub mod options;
 pub(crate) mod resolve;
 mod stack;
 pub(crate) mod string;
+pub(crate) mod unique;
 mod validate;
 
 use regex_syntax::hir::Hir;
@@ -125,6 +126,8 @@ pub fn too_deep() -> crate::error::Error {
 pub struct CompiledSchema {
     pub(crate) expr: Expr,
     pub warnings: Vec<String>,
+    /// The arrays with `uniqueItems` over strings, which matchers enforce beside the automaton.
+    pub(crate) uniques: Vec<unique::UniqueArray>,
 }
 
 impl CompiledSchema {
@@ -188,6 +191,7 @@ fn compile_here(schema: &Value, opts: &JsonSchemaOptions) -> Result<CompiledSche
     Ok(CompiledSchema {
         expr,
         warnings: c.warnings,
+        uniques: c.uniques.into_iter().map(|(_, a)| a).collect(),
     })
 }
 
@@ -213,6 +217,7 @@ pub fn any_object(opts: &JsonSchemaOptions) -> Result<CompiledSchema> {
     Ok(CompiledSchema {
         expr: c.any_object()?,
         warnings: vec![],
+        uniques: vec![],
     })
 }
 

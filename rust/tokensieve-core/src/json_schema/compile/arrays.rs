@@ -8,6 +8,7 @@ use crate::automata::expr::{alt, alt_opt, concat, opt, rep, star, Expr};
 use crate::error::Result;
 use crate::json_schema::extra::{Extra, Sub};
 use crate::json_schema::keywords::{applies_to, T_ARRAY, T_BOOL, T_NULL};
+use crate::json_schema::unique::{ItemLang, Step, UniqueArray};
 
 /// One more case of a `contains` count unrolled over item positions: at most 4,096.
 fn unroll_case(budget: &mut u64, ptr: &str) -> Result<()> {
@@ -74,12 +75,21 @@ impl<'a> Compiler<'a> {
         if m.get("uniqueItems") == Some(&Value::Bool(true)) {
             match self.unique_array(m, x, prefix, &typed_items, rest, (min, max), ptr)? {
                 Some(h) => return Ok(h),
-                None => self.unsupported(
-                    "uniqueItems",
-                    ptr,
-                    "uniqueItems: true is supported only when every item comes from a small \
-                     finite set of values (enum, const, boolean, null) and the length is bounded",
-                )?,
+                None => match self.unique_strings(m, x, prefix, rest, min, ptr)? {
+                    // registered: the array is compiled as usual, its matchers keep it unique
+                    Some(true) => {}
+                    Some(false) => return Ok(None),
+                    None => self.unsupported(
+                        "uniqueItems",
+                        ptr,
+                        "uniqueItems: true is supported when every item comes from a small \
+                         finite set of values (enum, const, boolean, null) and the length is \
+                         bounded, or when the items are strings (type string with pattern, \
+                         format, minLength, maxLength, enum, const) and the array is reached \
+                         from the root through properties, items (without prefixItems), $ref \
+                         and allOf only",
+                    )?,
+                },
             }
         }
         if !x.more_contains.is_empty() {
@@ -131,7 +141,13 @@ impl<'a> Compiler<'a> {
         }
         let rest_h = match rest {
             None => Some(self.any_value(self.opts.max_nesting_depth)?),
-            Some(s) => self.schema(s, &child(ptr, rest_kw))?,
+            Some(s) => {
+                if prefix.is_empty() {
+                    // every item has this schema
+                    self.pass_path(Some(Step::Item));
+                }
+                self.schema(s, &child(ptr, rest_kw))?
+            }
         };
         let body = self.array_tail(&mut pre, rest_h, 0, min, max);
         Ok(body.map(|b| self.wrap("[", b, "]")))
@@ -211,6 +227,139 @@ impl<'a> Compiler<'a> {
             }
         }
         Ok(Some(out))
+    }
+
+    /// `uniqueItems: true` over strings, registered for the matchers to enforce
+    /// ([`crate::unique`]): `Some(true)` when registered (or when no item is possible), then the
+    /// array is compiled as if it had no `uniqueItems`; `Some(false)` when no array is possible
+    /// (fewer distinct strings than `minItems`); `None` when it does not apply here: the items
+    /// are not strings described by string keywords alone, the array has `prefixItems`,
+    /// `contains` or typed constraints, or its instance path does not decide its schema
+    /// (see [`Compiler::path`]).
+    fn unique_strings(
+        &mut self,
+        m: &Map<String, Value>,
+        x: &Extra,
+        prefix: &[Value],
+        rest: Option<&Value>,
+        min: u64,
+        ptr: &str,
+    ) -> Result<Option<bool>> {
+        use crate::automata::charlang::{Lang, LangBudget};
+        use crate::automata::hir as hirs;
+        use crate::automata::spell::dot_all;
+        let Some(path) = self.path.clone() else {
+            return Ok(None);
+        };
+        if !prefix.is_empty() || !x.is_empty() || m.contains_key("contains") {
+            return Ok(None);
+        }
+        // the item schema, through `$ref`s that stand alone
+        let mut item = match rest {
+            Some(v) => v,
+            None => return Ok(None),
+        };
+        for _ in 0..64 {
+            let Value::Object(im) = item else { break };
+            let r = match im.get("$ref").and_then(Value::as_str) {
+                Some(r) => r,
+                None => break,
+            };
+            if im.keys().any(|k| k != "$ref" && Self::is_validity(k)) {
+                return Ok(None);
+            }
+            item = self.resolve(r, ptr)?.0;
+        }
+        let Value::Object(im) = item else {
+            return Ok(None);
+        };
+        let iptr = child(ptr, "items");
+        let mut strings = false;
+        let mut pos = Vec::new();
+        for (k, v) in im {
+            if !Self::is_validity(k) {
+                continue;
+            }
+            match k.as_str() {
+                "type" => {
+                    strings = v.as_str() == Some("string")
+                        || matches!(v, Value::Array(t) if t.len() == 1 && t[0] == "string");
+                    if !strings {
+                        return Ok(None);
+                    }
+                }
+                "pattern" => pos.push(self.pattern_hir(v, "pattern", &iptr)?),
+                "format" => {
+                    if let Some(h) = v.as_str().and_then(|f| self.asserted_format(f)) {
+                        pos.push(h);
+                    }
+                }
+                "minLength" | "maxLength" | "enum" | "const" => {}
+                _ => return Ok(None),
+            }
+        }
+        let lo = clamped(self.count(im, "minLength", &iptr)?.unwrap_or(0));
+        let hi = self.count(im, "maxLength", &iptr)?.map(clamped);
+        if lo > 0 || hi.is_some() {
+            if lo > 4096 || hi.is_some_and(|h| h > 4096) {
+                return Ok(None);
+            }
+            pos.push(hirs::rep(dot_all(), lo as u32, hi.map(|h| h as u32)));
+        }
+        let mut lang = Lang::any();
+        if let Some(values) = literal_values(im) {
+            let mut listed = Lang::nothing();
+            for v in values {
+                match v {
+                    Value::String(s) => listed = listed.or(&Lang::literal(&s)),
+                    _ if strings => {}
+                    _ => return Ok(None),
+                }
+            }
+            lang = listed;
+            strings = true;
+        }
+        if !strings {
+            return Ok(None);
+        }
+        for h in &pos {
+            match Lang::from_hir(h) {
+                Ok(l) => lang = lang.and(&l),
+                Err(_) => return Ok(None),
+            }
+        }
+        let dfa = match lang.to_char_dfa(&LangBudget::default()) {
+            Ok(d) => d,
+            Err(e) => {
+                let why =
+                    format!("the items' string language is too large to keep them unique: {e}");
+                // lenient: compiled without uniqueness
+                self.unsupported("uniqueItems", ptr, &why)?;
+                return Ok(Some(true));
+            }
+        };
+        let Some(dfa) = dfa else {
+            // no item at all: `[]` alone, unique already
+            return Ok(Some(true));
+        };
+        let item = ItemLang::new(dfa);
+        if item.total().is_some_and(|n| n < min) {
+            return Ok(Some(false));
+        }
+        self.unique_regs += 1;
+        let key = Value::Object(im.clone()).to_string();
+        match self.uniques.iter().find(|(_, a)| a.path == path) {
+            Some((k, _)) if *k == key => {}
+            Some(_) => {
+                return Err(schema_error(
+                    "uniqueItems",
+                    ptr,
+                    "two unique arrays with different items at the same place",
+                ))
+            }
+            None => self.uniques.push((key, UniqueArray { path, item })),
+        }
+        Ok(Some(true))
     }
 
     /// `uniqueItems: true` over finite item domains: every array of distinct values, listed.

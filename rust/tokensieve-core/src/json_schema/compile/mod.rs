@@ -28,6 +28,7 @@ use crate::automata::expr::{alt, alt_opt, concat, lit, opt, rep, Expr};
 use crate::automata::hir::{self as hirs, class, star};
 use crate::automata::spell::any_char;
 use crate::error::{Error, Result};
+use crate::json_schema::unique::{Step, UniqueArray};
 
 /// Rough upper bound on the HIR size of one schema (see `hirs::weight`). A HIR node costs on
 /// the order of 100 bytes, and the NFA built from it more, so this keeps a compile well below a
@@ -132,6 +133,39 @@ pub(crate) struct Compiler<'a> {
     /// far (copies included): bounds the memory spent while compiling, before the final size
     /// check.
     built: u64,
+    /// The instance path of the schema being compiled, when the path alone decides that this
+    /// schema (and nothing beside it) describes the values there: reached from the root only
+    /// through `properties`, `items` without `prefixItems`, `$ref` and `allOf` (see
+    /// [`Compiler::pass_path`]). `None` below any other keyword.
+    pub(super) path: Option<Vec<Step>>,
+    /// The path the next [`Compiler::schema`] or [`Compiler::schema_built`] call takes as its
+    /// own; every such call takes it away, so a sub-schema compiled from anywhere else has none.
+    pass: Option<Vec<Step>>,
+    /// The unique arrays of strings registered so far, by a text of their item schema.
+    pub(crate) uniques: Vec<(String, UniqueArray)>,
+    /// Registrations made (a repeated one included): a recursive `$ref` target compiled once
+    /// for every place it is called must not make any.
+    pub(super) unique_regs: u64,
+    /// Whether some document says `"uniqueItems": true` (paths are followed only then).
+    track_paths: bool,
+}
+
+/// Whether `uniqueItems: true` appears anywhere in `v`.
+fn says_unique(v: &Value) -> bool {
+    let mut todo = vec![v];
+    while let Some(v) = todo.pop() {
+        match v {
+            Value::Object(m) => {
+                if m.get("uniqueItems") == Some(&Value::Bool(true)) {
+                    return true;
+                }
+                todo.extend(m.values());
+            }
+            Value::Array(xs) => todo.extend(xs),
+            _ => {}
+        }
+    }
+    false
 }
 
 fn ws_chars_only(h: &Hir) -> bool {
@@ -202,6 +236,11 @@ impl<'a> Compiler<'a> {
             any_cache: Vec::new(),
             any_string,
             built: 0,
+            path: None,
+            pass: None,
+            uniques: Vec::new(),
+            unique_regs: 0,
+            track_paths: docs.iter().any(says_unique),
         })
     }
 
@@ -218,7 +257,10 @@ impl<'a> Compiler<'a> {
         if let Some(m) = self.scope_at("#") {
             self.dyn_scope.push(m.clone());
         }
-        let h = self.recursive_target("", |c| c.schema(root, ""))?;
+        let h = self.recursive_target("", |c| {
+            c.pass = Some(Vec::new());
+            c.schema(root, "")
+        })?;
         let h = match h {
             Some(h) => h,
             None if self.cuts > 0 => {
@@ -391,7 +433,31 @@ impl<'a> Compiler<'a> {
 
     pub fn schema(&mut self, s: &Value, ptr: &str) -> Result<Option<Expr>> {
         crate::budget::check("compiling the schema")?;
-        self.one_level_deeper(ptr, |c| c.schema_unchecked(s, ptr))
+        self.with_passed_path(|c| c.one_level_deeper(ptr, |c| c.schema_unchecked(s, ptr)))
+    }
+
+    /// Run `f` with the path passed to this call (see [`Compiler::path`]) as the current one.
+    fn with_passed_path(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> Result<Option<Expr>>,
+    ) -> Result<Option<Expr>> {
+        let p = self.pass.take();
+        let outer = std::mem::replace(&mut self.path, p);
+        let out = f(self);
+        self.path = outer;
+        out
+    }
+
+    /// Give the next sub-schema compile the current path, one `step` further (`None`: the
+    /// same path, for a conjunction such as `allOf` or a `$ref`).
+    pub(super) fn pass_path(&mut self, step: Option<Step>) {
+        if !self.track_paths {
+            return;
+        }
+        self.pass = self.path.clone().map(|mut p| {
+            p.extend(step);
+            p
+        });
     }
 
     /// Run `f` (the compilation of one schema) one nesting level deeper, unless the schema
@@ -492,8 +558,11 @@ impl<'a> Compiler<'a> {
     /// A schema the compiler assembled (`None`: `false`), like [`Compiler::schema`].
     pub(super) fn schema_built(&mut self, b: &Option<Built>, ptr: &str) -> Result<Option<Expr>> {
         crate::budget::check("compiling the schema")?;
-        let Some(b) = b else { return Ok(None) };
-        self.one_level_deeper(ptr, |c| c.object_schema(&b.map, &b.x, ptr))
+        let Some(b) = b else {
+            self.pass = None;
+            return Ok(None);
+        };
+        self.with_passed_path(|c| c.one_level_deeper(ptr, |c| c.object_schema(&b.map, &b.x, ptr)))
     }
 
     /// A keyword map with its typed constraints `x` (see [`Extra`]).
@@ -660,6 +729,8 @@ impl<'a> Compiler<'a> {
         let lost = self.lossy.replace(was);
         let merged = merged?;
         self.scope_lost += u32::from(lost);
+        // a conjunction: the same values as the schema holding it
+        self.pass_path(None);
         let out = self.owned(merged, ptr);
         self.scope_lost -= u32::from(lost);
         out

@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::json_schema::extra::{Extra, KeyView, SomeExtra, Sub};
 use crate::json_schema::keywords::T_STRING;
 use crate::json_schema::options::{AdditionalProperties, PropertyOrder};
+use crate::json_schema::unique::Step;
 
 impl<'a> Compiler<'a> {
     pub(super) fn object(
@@ -191,11 +192,16 @@ impl<'a> Compiler<'a> {
                 }
             } else {
                 match (s, matching.is_empty()) {
-                    (Some(s), true) => self.schema(s, &pptr)?,
+                    (Some(s), true) => {
+                        self.pass_path(Some(Step::Key(name.clone())));
+                        self.schema(s, &pptr)?
+                    }
                     (Some(s), false) => {
+                        // the property's schema and the patternProperties matching its name
                         matching.insert(0, s.clone());
                         let mut o = Map::new();
                         o.insert("allOf".into(), Value::Array(matching));
+                        self.pass_path(Some(Step::Key(name.clone())));
                         self.schema(&Value::Object(o), &pptr)?
                     }
                     (None, true) => extra.clone(),

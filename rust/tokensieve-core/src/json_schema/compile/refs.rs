@@ -143,7 +143,11 @@ impl<'a> Compiler<'a> {
         if let Some(m) = scope {
             self.dyn_scope.push(m.clone());
         }
-        let out = self.recursive_target(&tptr, |c| c.schema(target, &tptr));
+        let out = self.recursive_target(&tptr, |c| {
+            // the target describes the values where the `$ref` stands
+            c.pass_path(None);
+            c.schema(target, &tptr)
+        });
         if scope.is_some() {
             self.dyn_scope.pop();
         }
@@ -170,9 +174,19 @@ impl<'a> Compiler<'a> {
             id,
             called: false,
         });
+        let regs = self.unique_regs;
         let out = build(self);
         let t = self.recs.pop().expect("pushed above");
         let out = out?;
+        if t.called && self.unique_regs != regs {
+            // one copy of the target serves every depth of the recursion, but a unique array
+            // is registered at one instance path
+            return Err(super::schema_error(
+                "uniqueItems",
+                tptr,
+                "uniqueItems over strings inside a recursive $ref is not supported",
+            ));
+        }
         Ok(match out {
             Some(body) if t.called => Some(Expr::Recursive {
                 id,

@@ -1,0 +1,652 @@
+//! `uniqueItems: true` over strings, enforced beside the automaton.
+//!
+//! An automaton cannot remember which strings an array already holds, so the JSON Schema
+//! compiler registers each unique array of strings by where it stands in the document (its
+//! instance path: property names and item positions, see [`Step`]) together with its items'
+//! decoded-string language ([`ItemLang`]). A matcher of such a grammar reads its own output with
+//! a small JSON reader ([`Lex`]) that knows, at every byte, the path it is at, the values each
+//! open unique array holds, and the decoded prefix of the item being written.
+//!
+//! A mask is the automaton's mask with the tokens taken away that would (a) finish an item equal
+//! to one the array already holds, or (b) leave the output where no finish is possible any more
+//! because every way to end the current item gives a value already held (a prefix whose
+//! completions in the item language are all taken), or a new item is needed and every value of
+//! a finite item language is taken. Only few tokens can do either: those holding `"`, `\` or
+//! `,` (or `[` with `"`, outside such an array), and, inside an item, the tokens spelling the
+//! next bytes of a value already held; each of them is run through a copy of the reader
+//! ([`filter`]). The compiler registers an array only where the path alone decides which schema
+//! the array has (see `json_schema::compile`), so the reader never needs the automaton's state.
+
+use std::sync::{Arc, OnceLock};
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::json_schema::unique::{ItemLang, Step, UniqueArray};
+use crate::vocab::Vocabulary;
+
+/// The unique arrays of a grammar, and the vocabulary's token lists the masks need.
+#[derive(Debug)]
+pub struct Uniques {
+    arrays: Vec<UniqueArray>,
+    lists: OnceLock<Lists>,
+}
+
+/// Tokens of a vocabulary that [`filter`] runs through the reader.
+#[derive(Debug)]
+struct Lists {
+    /// Holding `"` or `\`: inside a unique array.
+    quotes: Vec<u32>,
+    /// Holding `,` and neither `"` nor `\`: between the items of a unique array whose item
+    /// language is finite.
+    commas: Vec<u32>,
+    /// Holding `[` and `"`: elsewhere.
+    opening: Vec<u32>,
+    /// Tokens spelling the same bytes as another, by the one the trie keeps.
+    duplicates: FxHashMap<u32, Vec<u32>>,
+}
+
+impl Uniques {
+    pub(crate) fn new(arrays: Vec<UniqueArray>) -> Uniques {
+        Uniques {
+            arrays,
+            lists: OnceLock::new(),
+        }
+    }
+
+    fn lists(&self, vocab: &Vocabulary) -> &Lists {
+        self.lists.get_or_init(|| {
+            let mut quotes = Vec::new();
+            let mut commas = Vec::new();
+            let mut opening = Vec::new();
+            for id in 0..vocab.vocab_size() as u32 {
+                let Some(b) = vocab.token_bytes(id) else {
+                    continue;
+                };
+                let quote = b.contains(&b'"');
+                if quote || b.contains(&b'\\') {
+                    quotes.push(id);
+                } else if b.contains(&b',') {
+                    commas.push(id);
+                }
+                if quote && b.contains(&b'[') {
+                    opening.push(id);
+                }
+            }
+            let mut duplicates: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
+            for &(p, d) in vocab.trie().duplicates() {
+                duplicates.entry(p).or_default().push(d);
+            }
+            Lists {
+                quotes,
+                commas,
+                opening,
+                duplicates,
+            }
+        })
+    }
+
+    /// The array registered at this path, if any.
+    fn at(&self, frames: &[Frame]) -> Option<u32> {
+        'arrays: for (i, a) in self.arrays.iter().enumerate() {
+            if a.path.len() != frames.len() {
+                continue;
+            }
+            for (step, f) in a.path.iter().zip(frames) {
+                let ok = match (step, f) {
+                    (Step::Key(k), Frame::Obj { key: Some(key), .. }) => k.as_bytes() == &key[..],
+                    (Step::Item, Frame::Arr { .. }) => true,
+                    _ => false,
+                };
+                if !ok {
+                    continue 'arrays;
+                }
+            }
+            return Some(i as u32);
+        }
+        None
+    }
+}
+
+/// An open container of the output.
+#[derive(Debug, Clone)]
+enum Frame {
+    /// An object: the key of the member being written, and whether a key comes next.
+    Obj {
+        key: Option<Arc<[u8]>>,
+        want_key: bool,
+    },
+    /// An array, and its values when it is a registered unique array.
+    Arr { set: Option<Set> },
+}
+
+/// What a unique array holds so far.
+#[derive(Debug, Clone)]
+struct Set {
+    /// Index into [`Uniques::arrays`].
+    id: u32,
+    /// The decoded values of its items (UTF-8; a lone surrogate as its three-byte form).
+    values: Arc<FxHashSet<Vec<u8>>>,
+    /// After a `,`: an item must come.
+    want_item: bool,
+}
+
+/// Where the reader is inside a string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Str {
+    /// Not in a string.
+    Out,
+    /// An object key.
+    Key,
+    /// An item of the innermost unique array.
+    Item,
+    /// Any other string.
+    Other,
+}
+
+/// An escape being read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Esc {
+    None,
+    /// After `\`.
+    Slash,
+    /// After `\u` and this many hex digits, of this value so far.
+    U(u8, u32),
+}
+
+/// The reader of a matcher's output (see the module comment).
+#[derive(Debug)]
+pub struct Lex {
+    frames: Vec<Frame>,
+    str: Str,
+    esc: Esc,
+    /// A high surrogate read as `\uXXXX`, waiting for its low half.
+    high: Option<u32>,
+    /// The decoded bytes of the key or item being read.
+    buf: Vec<u8>,
+}
+
+impl Clone for Lex {
+    fn clone(&self) -> Self {
+        Lex {
+            frames: self.frames.clone(),
+            str: self.str,
+            esc: self.esc,
+            high: self.high,
+            buf: self.buf.clone(),
+        }
+    }
+
+    /// Without allocating once `self` has room: [`filter`] reads each token from a copy.
+    fn clone_from(&mut self, src: &Self) {
+        self.frames.clone_from(&src.frames);
+        self.str = src.str;
+        self.esc = src.esc;
+        self.high = src.high;
+        self.buf.clone_from(&src.buf);
+    }
+}
+
+impl Default for Lex {
+    fn default() -> Self {
+        Lex::new()
+    }
+}
+
+fn push_code(buf: &mut Vec<u8>, c: u32) {
+    // UTF-8, with surrogates in the same three-byte form (they never form a valid value, but
+    // stay distinct from each other)
+    if c < 0x80 {
+        buf.push(c as u8);
+    } else if c < 0x800 {
+        buf.extend_from_slice(&[0xC0 | (c >> 6) as u8, 0x80 | (c & 0x3F) as u8]);
+    } else if c < 0x10000 {
+        buf.extend_from_slice(&[
+            0xE0 | (c >> 12) as u8,
+            0x80 | ((c >> 6) & 0x3F) as u8,
+            0x80 | (c & 0x3F) as u8,
+        ]);
+    } else {
+        buf.extend_from_slice(&[
+            0xF0 | (c >> 18) as u8,
+            0x80 | ((c >> 12) & 0x3F) as u8,
+            0x80 | ((c >> 6) & 0x3F) as u8,
+            0x80 | (c & 0x3F) as u8,
+        ]);
+    }
+}
+
+/// Decode generalized UTF-8 (as [`push_code`] writes it): the complete characters, and the
+/// bytes of an incomplete last one.
+fn decode(bytes: &[u8]) -> (Vec<u32>, &[u8]) {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let n = match b {
+            0x00..=0x7F => 1,
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            _ => 4,
+        };
+        if i + n > bytes.len() {
+            return (out, &bytes[i..]);
+        }
+        let c = match n {
+            1 => u32::from(b),
+            2 => (u32::from(b & 0x1F) << 6) | u32::from(bytes[i + 1] & 0x3F),
+            3 => {
+                (u32::from(b & 0x0F) << 12)
+                    | (u32::from(bytes[i + 1] & 0x3F) << 6)
+                    | u32::from(bytes[i + 2] & 0x3F)
+            }
+            _ => {
+                (u32::from(b & 0x07) << 18)
+                    | (u32::from(bytes[i + 1] & 0x3F) << 12)
+                    | (u32::from(bytes[i + 2] & 0x3F) << 6)
+                    | u32::from(bytes[i + 3] & 0x3F)
+            }
+        };
+        out.push(c);
+        i += n;
+    }
+    (out, &[])
+}
+
+/// The characters whose UTF-8 form starts with `part` (the first bytes of one character).
+fn utf8_range(part: &[u8]) -> (u32, u32) {
+    let n = match part[0] {
+        0xC0..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        _ => 4,
+    };
+    let mut lo = part.to_vec();
+    let mut hi = part.to_vec();
+    lo.resize(n, 0x80);
+    hi.resize(n, 0xBF);
+    (decode(&lo).0[0], decode(&hi).0[0])
+}
+
+fn simple_escape(b: u8) -> u32 {
+    match b {
+        b'b' => 0x08,
+        b'f' => 0x0C,
+        b'n' => 0x0A,
+        b'r' => 0x0D,
+        b't' => 0x09,
+        other => u32::from(other),
+    }
+}
+
+fn hex(b: u8) -> u32 {
+    match b {
+        b'0'..=b'9' => u32::from(b - b'0'),
+        b'a'..=b'f' => u32::from(b - b'a' + 10),
+        b'A'..=b'F' => u32::from(b - b'A' + 10),
+        _ => 0,
+    }
+}
+
+/// The characters whose JSON spelling can start with a `\\u` code unit in `lo..=hi`, after a
+/// high surrogate `high` if one is waiting. The grammar spells no lone surrogate (a character
+/// above the BMP is a high and a low surrogate), so after a high one only a low one can come.
+fn unit_ranges(high: Option<u32>, lo: u32, hi: u32) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    match high {
+        Some(h) => {
+            let (a, b) = (lo.max(0xDC00), hi.min(0xDFFF));
+            if a <= b {
+                let base = 0x10000 + ((h - 0xD800) << 10);
+                out.push((base + (a - 0xDC00), base + (b - 0xDC00)));
+            }
+        }
+        None => {
+            if lo < 0xD800 {
+                out.push((lo, hi.min(0xD7FF)));
+            }
+            let (a, b) = (lo.max(0xD800), hi.min(0xDBFF));
+            if a <= b {
+                out.push((
+                    0x10000 + ((a - 0xD800) << 10),
+                    0x10000 + ((b - 0xD800) << 10) + 0x3FF,
+                ));
+            }
+            if hi > 0xDFFF {
+                out.push((lo.max(0xE000), hi));
+            }
+        }
+    }
+    out
+}
+
+impl Lex {
+    /// Before the output's first byte.
+    pub fn new() -> Lex {
+        Lex {
+            frames: Vec::new(),
+            str: Str::Out,
+            esc: Esc::None,
+            high: None,
+            buf: Vec::new(),
+        }
+    }
+
+    fn set(&self) -> Option<&Set> {
+        match self.frames.last() {
+            Some(Frame::Arr { set: Some(s) }) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn set_mut(&mut self) -> Option<&mut Set> {
+        match self.frames.last_mut() {
+            Some(Frame::Arr { set: Some(s) }) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn flush_high(&mut self) {
+        if let Some(h) = self.high.take() {
+            if self.str != Str::Other {
+                push_code(&mut self.buf, h);
+            }
+        }
+    }
+
+    fn code_unit(&mut self, u: u32) {
+        let keep = self.str != Str::Other;
+        match self.high.take() {
+            Some(h) if (0xDC00..=0xDFFF).contains(&u) => {
+                if keep {
+                    push_code(&mut self.buf, 0x10000 + ((h - 0xD800) << 10) + (u - 0xDC00));
+                }
+            }
+            h => {
+                if let (Some(h), true) = (h, keep) {
+                    push_code(&mut self.buf, h);
+                }
+                if (0xD800..=0xDBFF).contains(&u) {
+                    self.high = Some(u);
+                } else if keep {
+                    push_code(&mut self.buf, u);
+                }
+            }
+        }
+    }
+
+    /// The string just read has ended. `false`: it was an item already in its array.
+    fn end_string(&mut self) -> bool {
+        self.flush_high();
+        let kind = std::mem::replace(&mut self.str, Str::Out);
+        if kind == Str::Other {
+            return true;
+        }
+        let buf = std::mem::take(&mut self.buf);
+        match kind {
+            Str::Key => {
+                if let Some(Frame::Obj { key, .. }) = self.frames.last_mut() {
+                    *key = Some(buf.into());
+                }
+                return true;
+            }
+            Str::Item => {
+                if let Some(s) = self.set_mut() {
+                    if s.values.contains(&buf) {
+                        return false;
+                    }
+                    Arc::make_mut(&mut s.values).insert(buf);
+                    s.want_item = false;
+                }
+            }
+            _ => {}
+        }
+        true
+    }
+
+    /// Read `bytes` of output. `false`: they finish an item equal to an earlier one of its
+    /// unique array (the reader is then left part way).
+    pub fn step(&mut self, u: &Uniques, bytes: &[u8]) -> bool {
+        for &b in bytes {
+            if self.str != Str::Out {
+                match self.esc {
+                    Esc::Slash => {
+                        if b == b'u' {
+                            self.esc = Esc::U(0, 0);
+                        } else {
+                            self.esc = Esc::None;
+                            self.code_unit(simple_escape(b));
+                        }
+                    }
+                    Esc::U(n, v) => {
+                        let v = v * 16 + hex(b);
+                        if n == 3 {
+                            self.esc = Esc::None;
+                            self.code_unit(v);
+                        } else {
+                            self.esc = Esc::U(n + 1, v);
+                        }
+                    }
+                    Esc::None => match b {
+                        b'"' => {
+                            if !self.end_string() {
+                                return false;
+                            }
+                        }
+                        b'\\' => self.esc = Esc::Slash,
+                        _ => {
+                            self.flush_high();
+                            if self.str != Str::Other {
+                                self.buf.push(b);
+                            }
+                        }
+                    },
+                }
+                continue;
+            }
+            match b {
+                b'"' => {
+                    self.str = match self.frames.last() {
+                        Some(Frame::Obj { want_key: true, .. }) => Str::Key,
+                        Some(Frame::Arr { set: Some(_) }) => Str::Item,
+                        _ => Str::Other,
+                    };
+                    self.buf.clear();
+                }
+                b'{' => self.frames.push(Frame::Obj {
+                    key: None,
+                    want_key: true,
+                }),
+                b'[' => {
+                    let set = u.at(&self.frames).map(|id| Set {
+                        id,
+                        values: Arc::default(),
+                        want_item: false,
+                    });
+                    self.frames.push(Frame::Arr { set });
+                }
+                b'}' | b']' => {
+                    self.frames.pop();
+                }
+                b':' => {
+                    if let Some(Frame::Obj { want_key, .. }) = self.frames.last_mut() {
+                        *want_key = false;
+                    }
+                }
+                b',' => match self.frames.last_mut() {
+                    Some(Frame::Obj { key, want_key }) => {
+                        *key = None;
+                        *want_key = true;
+                    }
+                    Some(Frame::Arr { set: Some(s) }) => s.want_item = true,
+                    _ => {}
+                },
+                _ => {}
+            }
+        }
+        true
+    }
+
+    /// Whether the output read so far can still be finished as far as uniqueness goes (the
+    /// automaton answers for the rest): the item being written has a completion that its array
+    /// does not hold yet, and an item that must come has a value left.
+    pub fn live(&self, u: &Uniques) -> bool {
+        let Some(set) = self.set() else { return true };
+        let lang = &u.arrays[set.id as usize].item;
+        match self.str {
+            Str::Item => !self.dead_item(lang, set),
+            Str::Out if set.want_item => lang.total().is_none_or(|n| n > set.values.len() as u64),
+            _ => true,
+        }
+    }
+
+    /// Every completion of the item being written is a value its array holds already.
+    fn dead_item(&self, lang: &ItemLang, set: &Set) -> bool {
+        let (chars, part) = decode(&self.buf);
+        let mut s = lang.start;
+        for &c in &chars {
+            match lang.step(s, c) {
+                Some(t) => s = t,
+                None => return true,
+            }
+        }
+        // the next character, where it is partly read already
+        let ranges: Option<Vec<(u32, u32)>> = if !part.is_empty() {
+            Some(vec![utf8_range(part)])
+        } else {
+            match (self.esc, self.high) {
+                (Esc::None, None) => None,
+                (Esc::Slash, h) => Some(unit_ranges(h, 0, 0xFFFF)),
+                (Esc::U(n, v), h) => {
+                    let shift = 4 * (4 - u32::from(n));
+                    Some(unit_ranges(h, v << shift, ((v + 1) << shift) - 1))
+                }
+                (Esc::None, Some(h)) => Some(unit_ranges(Some(h), 0xDC00, 0xDFFF)),
+            }
+        };
+        let count = lang.count_from(s, ranges.as_deref());
+        let Some(count) = count else { return false };
+        let fixed = chars.len();
+        let held = set
+            .values
+            .iter()
+            .filter(|v| {
+                let (vc, _) = decode(v);
+                vc.len() >= fixed
+                    && vc[..fixed] == chars[..]
+                    && match &ranges {
+                        None => true,
+                        Some(r) => vc
+                            .get(fixed)
+                            .is_some_and(|&c| r.iter().any(|&(a, b)| a <= c && c <= b)),
+                    }
+            })
+            .count() as u64;
+        count <= held
+    }
+
+    /// Inside an item with an escape or a character partly read.
+    fn pending(&self) -> bool {
+        self.esc != Esc::None || self.high.is_some()
+    }
+}
+
+fn allowed(row: &[u32], t: u32) -> bool {
+    row.get(t as usize / 32)
+        .is_some_and(|w| w >> (t % 32) & 1 == 1)
+}
+
+fn clear(row: &mut [u32], t: u32) {
+    row[t as usize / 32] &= !(1 << (t % 32));
+}
+
+/// Take away from `row` (the automaton's mask at the position `lex` has read up to) the tokens
+/// that uniqueness forbids (see the module comment).
+pub(crate) fn filter(u: &Uniques, lex: &Lex, vocab: &Vocabulary, row: &mut [u32]) {
+    let lists = u.lists(vocab);
+    let mut l = lex.clone();
+    let mut check = |t: u32, row: &mut [u32]| {
+        if !allowed(row, t) {
+            return;
+        }
+        let Some(bytes) = vocab.token_bytes(t) else {
+            return;
+        };
+        l.clone_from(lex);
+        if !(l.step(u, bytes) && l.live(u)) {
+            clear(row, t);
+        }
+    };
+    let Some(set) = lex.set() else {
+        for &t in &lists.opening {
+            check(t, row);
+        }
+        return;
+    };
+    if lex.str == Str::Item && lex.pending() {
+        // an escape or a surrogate pair under way: few tokens continue it
+        for w in 0..row.len() {
+            let mut bits = row[w];
+            while bits != 0 {
+                let t = (w * 32) as u32 + bits.trailing_zeros();
+                bits &= bits - 1;
+                check(t, row);
+            }
+        }
+        return;
+    }
+    for &t in &lists.quotes {
+        check(t, row);
+    }
+    if lex.str != Str::Item {
+        // a `,` asks for one more item: it matters only when the values can run out
+        if u.arrays[set.id as usize].item.total().is_some() {
+            for &t in &lists.commas {
+                check(t, row);
+            }
+        }
+        return;
+    }
+    // tokens of plain bytes that continue the item into a prefix of a value it holds
+    let trie = vocab.trie();
+    let nodes = trie.nodes();
+    let mut seen: FxHashSet<u32> = FxHashSet::default();
+    for v in set.values.iter() {
+        let Some(rest) = v.strip_prefix(&lex.buf[..]) else {
+            continue;
+        };
+        let mut at: Option<usize> = None;
+        for &b in rest {
+            if matches!(b, b'"' | b'\\') || b < 0x20 {
+                break;
+            }
+            let next = match at {
+                None => trie
+                    .roots()
+                    .iter()
+                    .find(|&&(c, _)| c == b)
+                    .map(|&(_, i)| i as usize),
+                Some(i) => {
+                    let end = i + nodes[i].subtree as usize;
+                    let mut j = i + 1;
+                    let mut found = None;
+                    while j < end {
+                        if nodes[j].byte == b {
+                            found = Some(j);
+                            break;
+                        }
+                        j += nodes[j].subtree as usize;
+                    }
+                    found
+                }
+            };
+            let Some(j) = next else { break };
+            at = Some(j);
+            let t = nodes[j].token;
+            if t != crate::trie::NO_TOKEN && seen.insert(t) {
+                check(t, row);
+                for &d in lists.duplicates.get(&t).map_or(&[][..], |d| &d[..]) {
+                    check(d, row);
+                }
+            }
+        }
+    }
+}
