@@ -165,6 +165,34 @@ def test_multibyte_characters_split_across_tokens() -> None:
     assert brute_force(g, toks, eos, docs) > 500
 
 
+INT_TOKENS = ["[", "]", ",", "-", "0", "1", "8", "9", "10", "11", "-0", "-1", ",1", "0,", "1]"]
+INT_TOKENS += ["[1", "[-0,0", "1,1", "[10,11,1", " "]
+
+
+@pytest.mark.parametrize(
+    ("bounds", "values"),
+    [
+        # once 10 and 11 are held, an item starting with 1 can only repeat one
+        ({"minimum": 8, "maximum": 11}, [8, 9, 10, 11]),
+        # -0 is zero: once -1 and 0 are held, an item starting with - repeats one
+        ({"minimum": -1, "maximum": 1}, [-1, 0, 1]),
+    ],
+)
+def test_integers_brute_force(bounds: dict[str, int], values: list[int]) -> None:
+    """A unique array of integers, zero also spelled `-0`, at most three items."""
+    schema = {"type": "array", "items": {"type": "integer", **bounds}, "uniqueItems": True}
+    schema["maxItems"] = 3
+    vocab, toks, eos = small_vocab(INT_TOKENS)
+    g = ts.Grammar.from_json_schema(schema, vocab, whitespace="compact")
+    spell = {v: [str(v)] + (["-0"] if v == 0 else []) for v in values}
+    docs = {
+        ("[" + ",".join(p) + "]").encode()
+        for arr in arrays([str(v) for v in values], 3, True)
+        for p in itertools.product(*(spell[int(v)] for v in arr))
+    }
+    assert brute_force(g, toks, eos, docs) > 30
+
+
 def test_unique_and_plain_arrays_by_path() -> None:
     """Only the array at the registered path is unique: `more` (same items, no uniqueItems)
     repeats values; every object of an outer array has its own unique `t`."""
@@ -258,8 +286,9 @@ REFUSED = [
         "items": {"type": "string"},
         "uniqueItems": True,
     },
-    # items that are not only strings
+    # items that are not only strings (or only integers)
     {"type": "array", "items": {"type": ["string", "null"]}, "uniqueItems": True},
+    {"type": "array", "items": {"type": "number", "maximum": 3}, "uniqueItems": True},
     {"type": "array", "items": {"type": "object"}, "uniqueItems": True},
     # under additionalProperties: any key
     {
@@ -386,6 +415,8 @@ def walk(g: ts.Grammar, vocab: ts.Vocabulary, rng: random.Random, steps: int) ->
         {"type": "string", "maxLength": 1, "pattern": "^[xy]*$"},
         {"type": "string", "enum": [chr(c) for c in range(ord("a"), ord("a") + 40)]},
         {"type": "string", "format": "date", "pattern": "^2024-01-0"},
+        {"type": "integer", "minimum": -3, "maximum": 12},
+        {"type": "integer", "multipleOf": 5},
     ],
 )
 def test_random_outputs_are_unique_and_never_stuck(

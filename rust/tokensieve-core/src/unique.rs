@@ -1,27 +1,30 @@
-//! `uniqueItems: true` over strings, enforced beside the automaton.
+//! `uniqueItems: true` over strings and integers, enforced beside the automaton.
 //!
-//! An automaton cannot remember which strings an array already holds, so the JSON Schema
-//! compiler registers each unique array of strings by where it stands in the document (its
-//! instance path: property names and item positions, see [`Step`]) together with its items'
-//! decoded-string language ([`ItemLang`]). A matcher of such a grammar reads its own output with
-//! a small JSON reader ([`Lex`]) that knows, at every byte, the path it is at, the values each
-//! open unique array holds, and the decoded prefix of the item being written.
+//! An automaton cannot remember which values an array already holds, so the JSON Schema
+//! compiler registers each unique array of strings or integers by where it stands in the
+//! document (its instance path: property names and item positions, see [`Step`]) together with
+//! its items' language ([`ItemLang`]: decoded strings, or integer spellings). A matcher of such a
+//! grammar reads its own output with a small JSON reader ([`Lex`]) that knows, at every byte,
+//! the path it is at, the values each open unique array holds, and the decoded prefix of the
+//! item being written.
 //!
 //! A mask is the automaton's mask with the tokens taken away that would (a) finish an item equal
 //! to one the array already holds, or (b) leave the output where no finish is possible any more
 //! because every way to end the current item gives a value already held (a prefix whose
 //! completions in the item language are all taken), or a new item is needed and every value of
-//! a finite item language is taken. Only few tokens can do either: those holding `"`, `\` or
-//! `,` (or `[` with `"`, outside such an array), and, inside an item, the tokens spelling the
-//! next bytes of a value already held; each of them is run through a copy of the reader
-//! ([`filter`]). The compiler registers an array only where the path alone decides which schema
-//! the array has (see `json_schema::compile`), so the reader never needs the automaton's state.
+//! a finite item language is taken. Over strings only few tokens can do either: those holding
+//! `"` or `\` (`,` when the item language is finite; `[` with `"`, a digit or `-` outside such
+//! an array), and, inside an item, the tokens spelling the next bytes of a value already held.
+//! Over integers every allowed token is checked (few are allowed there). Each is run through a
+//! copy of the reader ([`filter`]). The compiler registers an array only where the path alone
+//! decides which schema the array has (see `json_schema::compile`), so the reader never needs
+//! the automaton's state.
 
 use std::sync::{Arc, OnceLock};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::json_schema::unique::{ItemLang, Step, UniqueArray};
+use crate::json_schema::unique::{ItemLang, Kind, Step, UniqueArray};
 use crate::vocab::Vocabulary;
 
 /// The unique arrays of a grammar, and the vocabulary's token lists the masks need.
@@ -39,7 +42,7 @@ struct Lists {
     /// Holding `,` and neither `"` nor `\`: between the items of a unique array whose item
     /// language is finite.
     commas: Vec<u32>,
-    /// Holding `[` and `"`: elsewhere.
+    /// Holding `[` and `"`, `-` or a digit: elsewhere.
     opening: Vec<u32>,
     /// Tokens spelling the same bytes as another, by the one the trie keeps.
     duplicates: FxHashMap<u32, Vec<u32>>,
@@ -68,7 +71,8 @@ impl Uniques {
                 } else if b.contains(&b',') {
                     commas.push(id);
                 }
-                if quote && b.contains(&b'[') {
+                let item = quote || b.iter().any(|&c| c == b'-' || c.is_ascii_digit());
+                if item && b.contains(&b'[') {
                     opening.push(id);
                 }
             }
@@ -139,6 +143,8 @@ enum Str {
     Key,
     /// An item of the innermost unique array.
     Item,
+    /// An integer item of the innermost unique array (its spelling so far in `buf`).
+    Num,
     /// Any other string.
     Other,
 }
@@ -402,10 +408,36 @@ impl Lex {
         true
     }
 
+    /// An integer item has ended. `false`: it was already in its array.
+    fn end_number(&mut self) -> bool {
+        self.str = Str::Out;
+        let mut buf = std::mem::take(&mut self.buf);
+        if buf == b"-0" {
+            buf.remove(0);
+        }
+        if let Some(s) = self.set_mut() {
+            if s.values.contains(&buf) {
+                return false;
+            }
+            Arc::make_mut(&mut s.values).insert(buf);
+            s.want_item = false;
+        }
+        true
+    }
+
     /// Read `bytes` of output. `false`: they finish an item equal to an earlier one of its
     /// unique array (the reader is then left part way).
     pub fn step(&mut self, u: &Uniques, bytes: &[u8]) -> bool {
         for &b in bytes {
+            if self.str == Str::Num {
+                if b == b'-' || b.is_ascii_digit() {
+                    self.buf.push(b);
+                    continue;
+                }
+                if !self.end_number() {
+                    return false;
+                }
+            }
             if self.str != Str::Out {
                 match self.esc {
                     Esc::Slash => {
@@ -443,6 +475,15 @@ impl Lex {
                 continue;
             }
             match b {
+                b'-' | b'0'..=b'9' => {
+                    if let Some(s) = self.set() {
+                        if u.arrays[s.id as usize].kind == Kind::Int {
+                            self.str = Str::Num;
+                            self.buf.clear();
+                            self.buf.push(b);
+                        }
+                    }
+                }
                 b'"' => {
                     self.str = match self.frames.last() {
                         Some(Frame::Obj { want_key: true, .. }) => Str::Key,
@@ -490,12 +531,36 @@ impl Lex {
     /// does not hold yet, and an item that must come has a value left.
     pub fn live(&self, u: &Uniques) -> bool {
         let Some(set) = self.set() else { return true };
-        let lang = &u.arrays[set.id as usize].item;
+        let a = &u.arrays[set.id as usize];
+        let lang = &a.item;
         match self.str {
             Str::Item => !self.dead_item(lang, set),
-            Str::Out if set.want_item => lang.total().is_none_or(|n| n > set.values.len() as u64),
+            Str::Num => !self.dead_number(lang, set),
+            Str::Out if set.want_item => distinct(a).is_none_or(|n| n > set.values.len() as u64),
             _ => true,
         }
+    }
+
+    /// Every way to finish the integer being written spells a value its array holds already
+    /// (`-0` spells zero too).
+    fn dead_number(&self, lang: &ItemLang, set: &Set) -> bool {
+        let mut s = lang.start;
+        for &c in &self.buf {
+            match lang.step(s, u32::from(c)) {
+                Some(t) => s = t,
+                None => return true,
+            }
+        }
+        let Some(count) = lang.count_from(s, None) else {
+            return false;
+        };
+        let minus_zero = lang.accepts("-0") && b"-0".starts_with(&self.buf);
+        let held = set
+            .values
+            .iter()
+            .map(|v| u64::from(v.starts_with(&self.buf)) + u64::from(minus_zero && v == b"0"))
+            .sum::<u64>();
+        count <= held
     }
 
     /// Every completion of the item being written is a value its array holds already.
@@ -549,6 +614,15 @@ impl Lex {
     }
 }
 
+/// How many distinct values a unique array's items can take (`None`: very many).
+fn distinct(a: &UniqueArray) -> Option<u64> {
+    let n = a.item.total()?;
+    Some(match a.kind {
+        Kind::Str => n,
+        Kind::Int => n - u64::from(a.item.accepts("-0")),
+    })
+}
+
 fn allowed(row: &[u32], t: u32) -> bool {
     row.get(t as usize / 32)
         .is_some_and(|w| w >> (t % 32) & 1 == 1)
@@ -581,8 +655,10 @@ pub(crate) fn filter(u: &Uniques, lex: &Lex, vocab: &Vocabulary, row: &mut [u32]
         }
         return;
     };
-    if lex.str == Str::Item && lex.pending() {
-        // an escape or a surrogate pair under way: few tokens continue it
+    let int = u.arrays[set.id as usize].kind == Kind::Int;
+    if int || (lex.str == Str::Item && lex.pending()) {
+        // integers (few tokens continue or end one: digits, separators), or an escape or a
+        // surrogate pair under way: every token allowed
         for w in 0..row.len() {
             let mut bits = row[w];
             while bits != 0 {
@@ -598,7 +674,7 @@ pub(crate) fn filter(u: &Uniques, lex: &Lex, vocab: &Vocabulary, row: &mut [u32]
     }
     if lex.str != Str::Item {
         // a `,` asks for one more item: it matters only when the values can run out
-        if u.arrays[set.id as usize].item.total().is_some() {
+        if distinct(&u.arrays[set.id as usize]).is_some() {
             for &t in &lists.commas {
                 check(t, row);
             }

@@ -21,6 +21,7 @@ const COUNT_CAP: u64 = 1 << 40;
 #[derive(Debug, Clone)]
 pub(crate) struct ItemLang {
     pub(crate) start: usize,
+    accept: Vec<bool>,
     edges: Vec<Vec<(u32, u32, usize)>>,
     counts: Vec<Option<u64>>,
 }
@@ -33,6 +34,7 @@ impl ItemLang {
         debug_assert_eq!(counts.len(), n);
         ItemLang {
             start: d.start,
+            accept: d.accept,
             edges: d.edges,
             counts,
         }
@@ -41,6 +43,18 @@ impl ItemLang {
     /// How many strings the language has (`None`: infinitely many, or very many).
     pub(crate) fn total(&self) -> Option<u64> {
         self.counts[self.start]
+    }
+
+    /// Whether the language holds `s`.
+    pub(crate) fn accepts(&self, s: &str) -> bool {
+        let mut at = self.start;
+        for c in s.chars() {
+            match self.step(at, c as u32) {
+                Some(t) => at = t,
+                None => return false,
+            }
+        }
+        self.accept[at]
     }
 
     pub(crate) fn step(&self, s: usize, c: u32) -> Option<usize> {
@@ -131,10 +145,21 @@ fn count_strings(d: &CharDfa) -> Vec<Option<u64>> {
     out
 }
 
-/// A registered unique array of strings.
+/// What a unique array's items are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Strings: the language is of their decoded values.
+    Str,
+    /// Integers: the language is of their spellings, `-?(0|[1-9][0-9]*)` within the bounds
+    /// (`-0` as well as `0` where zero is in range; nothing else spells one value twice).
+    Int,
+}
+
+/// A registered unique array of strings or integers.
 #[derive(Debug, Clone)]
 pub(crate) struct UniqueArray {
     pub path: Vec<Step>,
+    pub kind: Kind,
     pub item: ItemLang,
 }
 

@@ -8,7 +8,7 @@ use crate::automata::expr::{alt, alt_opt, concat, opt, rep, star, Expr};
 use crate::error::Result;
 use crate::json_schema::extra::{Extra, Sub};
 use crate::json_schema::keywords::{applies_to, T_ARRAY, T_BOOL, T_NULL};
-use crate::json_schema::unique::{ItemLang, Step, UniqueArray};
+use crate::json_schema::unique::{ItemLang, Kind, Step, UniqueArray};
 
 /// One more case of a `contains` count unrolled over item positions: at most 4,096.
 fn unroll_case(budget: &mut u64, ptr: &str) -> Result<()> {
@@ -274,6 +274,9 @@ impl<'a> Compiler<'a> {
             return Ok(None);
         };
         let iptr = child(ptr, "items");
+        if im.get("type").and_then(Value::as_str) == Some("integer") {
+            return self.unique_integers(im, path, min, &iptr);
+        }
         let mut strings = false;
         let mut pos = Vec::new();
         for (k, v) in im {
@@ -342,8 +345,69 @@ impl<'a> Compiler<'a> {
             // no item at all: `[]` alone, unique already
             return Ok(Some(true));
         };
+        self.register_unique(im, path, Kind::Str, dfa, min, ptr)
+    }
+
+    /// [`Compiler::unique_strings`] for items `{"type": "integer"}` with bounds and
+    /// `multipleOf` (`im`, at `iptr`): their spellings as the grammar writes them.
+    fn unique_integers(
+        &mut self,
+        im: &Map<String, Value>,
+        path: Vec<Step>,
+        min: u64,
+        iptr: &str,
+    ) -> Result<Option<bool>> {
+        use crate::automata::charlang::{Lang, LangBudget};
+        const KEYS: [&str; 6] = [
+            "type",
+            "minimum",
+            "maximum",
+            "exclusiveMinimum",
+            "exclusiveMaximum",
+            "multipleOf",
+        ];
+        if im
+            .keys()
+            .any(|k| Self::is_validity(k) && !KEYS.contains(&k.as_str()))
+        {
+            return Ok(None);
+        }
+        let Some(h) = self.number(im, &Extra::default(), iptr, true)? else {
+            return Ok(Some(true));
+        };
+        let Ok(lang) = Lang::from_hir(&h) else {
+            return Ok(None);
+        };
+        let dfa = match lang.to_char_dfa(&LangBudget::default()) {
+            Ok(Some(d)) => d,
+            Ok(None) => return Ok(Some(true)),
+            Err(e) => {
+                let why = format!("the items' language is too large to keep them unique: {e}");
+                self.unsupported("uniqueItems", iptr, &why)?;
+                return Ok(Some(true));
+            }
+        };
+        self.register_unique(im, path, Kind::Int, dfa, min, iptr)
+    }
+
+    /// Register a unique array at `path` whose items (schema `im`) have the language `dfa`;
+    /// `Some(false)` when fewer than `min` distinct values exist.
+    fn register_unique(
+        &mut self,
+        im: &Map<String, Value>,
+        path: Vec<Step>,
+        kind: Kind,
+        dfa: crate::automata::charlang::CharDfa,
+        min: u64,
+        ptr: &str,
+    ) -> Result<Option<bool>> {
         let item = ItemLang::new(dfa);
-        if item.total().is_some_and(|n| n < min) {
+        // distinct values: every integer has one spelling, but zero also `-0`
+        let values = match kind {
+            Kind::Str => item.total(),
+            Kind::Int => item.total().map(|n| n - u64::from(item.accepts("-0"))),
+        };
+        if values.is_some_and(|n| n < min) {
             return Ok(Some(false));
         }
         self.unique_regs += 1;
@@ -357,7 +421,7 @@ impl<'a> Compiler<'a> {
                     "two unique arrays with different items at the same place",
                 ))
             }
-            None => self.uniques.push((key, UniqueArray { path, item })),
+            None => self.uniques.push((key, UniqueArray { path, kind, item })),
         }
         Ok(Some(true))
     }

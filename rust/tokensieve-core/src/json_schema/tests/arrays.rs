@@ -60,9 +60,9 @@ fn unique_items_over_finite_domains() {
         &["[1]", "[1, 2]", "[2, 3]", "[1.0, 3]"],
         &["[1, 1]", "[2, 2.0]", "[1, 2, 3]"],
     );
-    // an unbounded domain of other values than strings is refused
+    // an unbounded domain of other values than strings and integers is refused
     let (k, _) = schema_err(
-        json!({"type": "array", "items": {"type": "integer"}, "uniqueItems": true}),
+        json!({"type": "array", "items": {"type": "number"}, "uniqueItems": true}),
         &JsonSchemaOptions::default(),
     );
     assert_eq!(k, "uniqueItems");
