@@ -872,7 +872,8 @@ impl Matcher {
 
 fn unsupported_with_unique(what: &str) -> Error {
     Error::InvalidArgument(format!(
-        "{what} is not supported with a schema whose arrays have uniqueItems over strings"
+        "{what} is not supported with a schema whose arrays have uniqueItems over strings or \
+         integers"
     ))
 }
 

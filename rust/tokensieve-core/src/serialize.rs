@@ -76,9 +76,9 @@ fn put_u32s(out: &mut Vec<u8>, xs: impl IntoIterator<Item = u32>) {
 pub fn save(grammar: &Grammar) -> Result<Vec<u8>> {
     if grammar.has_unique_arrays() {
         return Err(Error::InvalidArgument(
-            "a grammar whose schema has uniqueItems over strings cannot be saved as an index \
-             file (the values an array holds are checked beside the automaton, which the file \
-             does not carry); compile the schema where it is used"
+            "a grammar whose schema has uniqueItems over strings or integers cannot be saved as \
+             an index file (the values an array holds are checked beside the automaton, which \
+             the file does not carry); compile the schema where it is used"
                 .into(),
         ));
     }

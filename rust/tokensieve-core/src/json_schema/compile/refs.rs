@@ -184,7 +184,7 @@ impl<'a> Compiler<'a> {
             return Err(super::schema_error(
                 "uniqueItems",
                 tptr,
-                "uniqueItems over strings inside a recursive $ref is not supported",
+                "uniqueItems over strings or integers inside a recursive $ref is not supported",
             ));
         }
         Ok(match out {
