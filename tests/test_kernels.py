@@ -410,7 +410,8 @@ def test_triton_backend_interpreted() -> None:
 @needs_torch
 @pytest.mark.filterwarnings("ignore:TRITON_DEFAULT_FP_FUSION")
 def test_triton_kernel_compiles_for_cuda_without_a_gpu() -> None:
-    """The interpreter skips triton's compiler; compile ahead of time for sm_80 (PTX) as well."""
+    """The interpreter skips triton's compiler; compile ahead of time for sm_80 and sm_90 (PTX)
+    as well, for every dtype, with and without row indices."""
     triton = pytest.importorskip("triton", reason="triton is not installed (pip install triton)")
     from tokensieve import kernels
 
@@ -421,32 +422,39 @@ def test_triton_kernel_compiles_for_cuda_without_a_gpu() -> None:
     except ImportError as e:  # pragma: no cover - other triton layouts
         pytest.skip(f"no triton.backends.compiler.GPUTarget: {e}")
     kernel = kernels._triton_kernel()
-    for dtype in ["fp32", "fp16", "bf16"]:
-        for has_indices in [False, True]:
-            signature = {
-                "logits_ptr": f"*{dtype}",
-                "bitmask_ptr": "*i32",
-                "indices_ptr": "*i32",
-                "num_cols": "i32",
-                "limit": "i32",
-                "logits_row_stride": "i64",
-                "bitmask_row_stride": "i32",
-                "HAS_INDICES": "constexpr",
-                "WORDS": "constexpr",
-            }
-            constexprs = {"HAS_INDICES": has_indices, "WORDS": kernels._TRITON_WORDS_PER_BLOCK}
-            src = triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constexprs)
-            try:
-                compiled = triton.compile(src, target=GPUTarget("cuda", 80, 32))
-            except (RuntimeError, FileNotFoundError) as e:  # pragma: no cover - no ptxas etc.
-                if "ptxas" in str(e) or "not found" in str(e).lower():
-                    pytest.skip(f"triton cannot compile for CUDA here: {e}")
-                raise
-            ptx = compiled.asm["ptx"]
-            # Write-only on the logits: the global loads are the bitmask words (+ the row index),
-            # a handful of vector loads, not one per (predicated) store as a read-back would be.
-            loads, stores = ptx.count("ld.global"), ptx.count("st.global")
-            assert stores > 0 and loads <= 2 + has_indices < stores, (dtype, loads, stores)
+    for arch in [80, 90]:
+        for dtype in ["fp32", "fp16", "bf16"]:
+            for has_indices in [False, True]:
+                signature = {
+                    "logits_ptr": f"*{dtype}",
+                    "bitmask_ptr": "*i32",
+                    "indices_ptr": "*i32",
+                    "num_cols": "i32",
+                    "limit": "i32",
+                    "logits_row_stride": "i64",
+                    "bitmask_row_stride": "i32",
+                    "HAS_INDICES": "constexpr",
+                    "WORDS": "constexpr",
+                }
+                constexprs = {"HAS_INDICES": has_indices, "WORDS": kernels._TRITON_WORDS_PER_BLOCK}
+                # what triton's launcher assumes of 16-aligned pointers and strides that are
+                # multiples of 16 (the vocabularies' rows: 128,256 and 151,936 columns)
+                aligned = [["tt.divisibility", 16]]
+                attrs = {(i,): aligned for i in (0, 1, 2, 5, 6)}
+                src = triton.compiler.ASTSource(
+                    fn=kernel, signature=signature, constexprs=constexprs, attrs=attrs
+                )
+                try:
+                    compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32))
+                except (RuntimeError, FileNotFoundError) as e:  # pragma: no cover - no ptxas
+                    if "ptxas" in str(e) or "not found" in str(e).lower():
+                        pytest.skip(f"triton cannot compile for CUDA here: {e}")
+                    raise
+                ptx = compiled.asm["ptx"]
+                assert f".target sm_{arch}" in ptx, (arch, ptx[:400])
+                # the logits are read and written with 16-byte vector instructions (predicated
+                # per word), not one scalar access per column
+                assert "st.global.v4" in ptx and "ld.global.v4" in ptx, (arch, dtype, has_indices)
 
 
 if TRITON_INNER:
@@ -480,6 +488,32 @@ if TRITON_INNER:
     def test_triton_inner_odd_vocab(dtype: str) -> None:
         check("triton", 2, 32001, dtype, seed=7, vocab_size=32000)
         check("triton", 2, 32001, dtype, seed=8, indices=[1], mask_rows=3)
+
+    @pytest.mark.parametrize("dtype", DTYPES)
+    def test_triton_inner_whole_blocks(dtype: str) -> None:
+        """Rows of several whole blocks (the vector path) and a tail: rows with nothing and
+        everything allowed, `vocab_size` cutting a block, a word or the last block, a bitmask
+        wider than needed whose rows are strided."""
+        from tokensieve import kernels
+
+        block = 32 * kernels._TRITON_WORDS_PER_BLOCK
+        cols = 3 * block + 77
+        gen = torch.Generator().manual_seed(11)
+        words = (cols + 31) // 32 + 3
+        allowed = random_allowed(5, 32 * words, gen)
+        allowed[0] = False
+        allowed[1] = True
+        logits = torch.randn(5, cols, generator=gen).to(getattr(torch, dtype))
+        wide = pack(allowed, words + 5)
+        bitmask = wide[:, :words]  # row stride words + 5
+        for vocab_size in [None, cols - 5, block + 40, 2 * block, block - 1, 16]:
+            for indices in [None, [4, 1, 0]]:
+                want = reference(logits, allowed, words, indices, vocab_size)
+                got = logits.clone()
+                ts.apply_token_bitmask_inplace(
+                    got, bitmask, indices=indices, vocab_size=vocab_size, backend="triton"
+                )
+                assert torch.equal(got, want), (dtype, vocab_size, indices)
 
     def test_triton_inner_one_dimensional_and_strided() -> None:
         logits, allowed, bitmask, words = make_case(1, 77, "float32", seed=1)

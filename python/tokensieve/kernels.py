@@ -7,8 +7,10 @@
 
 Three backends:
 
-* ``"triton"`` — CUDA tensors: one fused kernel reads the packed words and stores ``-inf`` only
-  where a bit is 0 (masked stores; no unpacked mask is materialized).
+* ``"triton"`` — CUDA tensors: one fused kernel over blocks of 64 words (2,048 columns) per
+  row. It reads the logits only where a word allows some token and writes them only where it
+  disallows some (all-zero words: a store of ``-inf``; all-one words: nothing), with 16-byte
+  vector loads and stores predicated per word; no unpacked mask is materialized.
 * ``"cpu"`` — CPU tensors: a Rust kernel over the tensor's memory, parallel over rows (and column
   blocks for small batches), GIL released. All-ones words are skipped; on AVX-512 CPUs each
   other word is one or two masked stores of ``-inf`` (write-only), elsewhere a fill, a few
@@ -35,8 +37,8 @@ _OP_NAME = "tokensieve::apply_token_bitmask_inplace"
 _OP_SCHEMA = (
     "(Tensor(a!) logits, Tensor bitmask, int[]? indices, int? vocab_size, str backend) -> ()"
 )
-# Column words per triton program: 128 words = 4096 logits.
-_TRITON_WORDS_PER_BLOCK = 128
+# Bitmask words per triton program (64 words = 2,048 logits); a power of two.
+_TRITON_WORDS_PER_BLOCK = 64
 
 
 def _require_torch() -> Any:
@@ -79,8 +81,9 @@ def apply_token_bitmask_inplace(
         ImportError: torch (``pip install tokensieve[torch]``) or, for ``backend="triton"``,
             triton is not installed.
 
-    Inside ``torch.compile``, pass ``indices`` as a list (a tensor is converted with
-    ``.tolist()``, which breaks the graph).
+    Pass ``indices`` as a list: it is checked on the host and copied to the GPU from pinned
+    memory without blocking. A tensor is read with ``.tolist()`` first (for a CUDA tensor that
+    waits for the GPU; inside ``torch.compile`` it breaks the graph).
     """
     torch = _require_torch()
     from tokensieve.kernels import _torch_op  # registers the op on first use (dynamo-safe)
@@ -325,6 +328,12 @@ def _triton_kernel() -> Any:
         raise ImportError("backend='triton' needs triton: pip install triton") from e
 
     # No annotations but tl.constexpr: triton resolves them as globals when compiling.
+    # One program per (row, WORDS bitmask words = 32 * WORDS columns), laid out [WORDS, 32]: a
+    # word's 32 columns share its load/store predicate, so the logits move in vector
+    # instructions. The logits are read only where a word has an allowed bit and written only
+    # where it has a disallowed one: a block with nothing allowed is a write, one with
+    # everything allowed a read of its words alone, a mixed one a read and a write. The last
+    # block of a row (columns past `num_cols` or `limit`) takes per-column predicates.
     def _apply_token_bitmask_kernel(  # type: ignore[no-untyped-def]
         logits_ptr,
         bitmask_ptr,
@@ -341,22 +350,26 @@ def _triton_kernel() -> Any:
             row = tl.load(indices_ptr + pid).to(tl.int64)
         else:
             row = pid.to(tl.int64)
-        word = tl.program_id(1) * WORDS + tl.arange(0, WORDS)
-        # Words at or past ceil(limit / 32) are never read: their columns are all disallowed.
-        bits = tl.load(
-            bitmask_ptr + row * bitmask_row_stride + word,
-            mask=word < (limit + 31) // 32,
-            other=0,
-        )
+        block = tl.program_id(1)
+        word_ix = block * WORDS + tl.arange(0, WORDS)
         lane = tl.arange(0, 32)
-        col = word[:, None] * 32 + lane[None, :]
-        allowed = (((bits[:, None] >> lane[None, :]) & 1) != 0) & (col < limit)
-        neg_inf = tl.full([WORDS, 32], float("-inf"), logits_ptr.dtype.element_ty)
-        tl.store(
-            logits_ptr + row * logits_row_stride + col,
-            neg_inf,
-            mask=(~allowed) & (col < num_cols),
-        )
+        col = word_ix[:, None] * 32 + lane[None, :]
+        ptrs = logits_ptr + row * logits_row_stride + col
+        words_ptr = bitmask_ptr + row * bitmask_row_stride + word_ix
+        if (block + 1) * WORDS * 32 <= tl.minimum(num_cols, limit):
+            word = tl.load(words_ptr)[:, None]
+            allowed = ((word >> lane[None, :]) & 1) != 0
+            some = tl.broadcast_to(word != 0, (WORDS, 32))
+            every = tl.broadcast_to(word == -1, (WORDS, 32))
+            x = tl.load(ptrs, mask=some & ~every, other=float("-inf"))
+            tl.store(ptrs, tl.where(allowed, x, float("-inf")), mask=~every)
+        else:
+            # Columns at or past `limit` are disallowed; words past ceil(limit / 32) unread.
+            word = tl.load(words_ptr, mask=word_ix < (limit + 31) // 32, other=0)[:, None]
+            in_row = col < num_cols
+            allowed = (((word >> lane[None, :]) & 1) != 0) & (col < limit)
+            x = tl.load(ptrs, mask=in_row & allowed, other=float("-inf"))
+            tl.store(ptrs, tl.where(allowed, x, float("-inf")), mask=in_row)
 
     from triton import knobs
 
@@ -378,6 +391,11 @@ def _apply_triton(torch: Any, logits: Any, bitmask: Any, plan: _Plan) -> None:
         return
     if plan.indices is None:
         indices = bitmask  # unused (HAS_INDICES=False); any pointer will do
+    elif logits.device.type == "cuda":
+        # from pinned memory without blocking: the host does not wait for the copy (the
+        # caching host allocator keeps the buffer until the copy has run)
+        host = torch.tensor(plan.indices, dtype=torch.int32, pin_memory=True)
+        indices = host.to(logits.device, non_blocking=True)
     else:
         indices = torch.tensor(plan.indices, dtype=torch.int32, device=logits.device)
     mask_row_stride = bitmask.stride(0) if bitmask.dim() == 2 else plan.mask_words
