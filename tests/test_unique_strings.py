@@ -271,12 +271,34 @@ def test_through_ref_and_all_of() -> None:
         ts.Grammar.from_json_schema(too_many, vocab)
 
 
+@pytest.mark.parametrize("kw", ["anyOf", "oneOf"])
+def test_an_array_or_a_scalar(kw: str) -> None:
+    """`Optional[set[str]]` (an array or null), and an array or a string: the array branch is
+    the only one with arrays there, so it is registered; the scalar branches stay open."""
+    item = {"type": "string", "pattern": "^[ab]$"}
+    unique = {"type": "array", "items": item, "uniqueItems": True, "maxItems": 3}
+    schema = {
+        "type": "object",
+        "properties": {"tags": {kw: [unique, {"type": "null"}, {"$ref": "#/$defs/S"}]}},
+        "required": ["tags"],
+        "additionalProperties": False,
+        "$defs": {"S": {"type": "string", "maxLength": 1, "pattern": "^c*$"}},
+    }
+    tokens = ['{"tags":', "}", "[", "]", ",", '"', "a", "b", "c", "null", '"a","a', '"]}']
+    vocab, toks, eos = small_vocab(tokens)
+    g = ts.Grammar.from_json_schema(schema, vocab, whitespace="compact")
+    values = [t for a in arrays(["a", "b"], 3, True) for t in array_texts(a, False)]
+    values += ["null", '""', '"c"']
+    docs = {('{"tags":' + v + "}").encode() for v in values}
+    assert brute_force(g, toks, eos, docs) > 30
+
+
 REFUSED = [
-    # inside anyOf: the path alone does not say which branch an array belongs to
+    # anyOf of two container branches: the path alone does not say which one an array is
     {
         "anyOf": [
             {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
-            {"type": "null"},
+            {"type": "object"},
         ]
     },
     # prefixItems: items of different schemas
@@ -439,3 +461,22 @@ def test_random_outputs_are_unique_and_never_stuck(
         jsonschema.validate(doc, schema, format_checker=jsonschema.FormatChecker())
         done += 1
     assert done >= 10
+
+
+def test_pydantic_sets(vocab: ts.Vocabulary, lookup: Any) -> None:
+    """`set[str]`, `Optional[set[str]]` and `frozenset[int]` fields of a pydantic model."""
+    pydantic = pytest.importorskip("pydantic")
+
+    class Paper(pydantic.BaseModel):  # type: ignore[name-defined,misc]
+        title: str
+        authors: set[str]
+        keywords: set[str] | None = None
+        years: frozenset[int] = frozenset()
+
+    g = ts.Grammar.from_json_schema(Paper, vocab)
+    ok = '{"title": "x", "authors": ["A", "B"], "keywords": %s, "years": %s}'
+    assert accepts(g, ok % ("null", "[2020, 2021]"), lookup)
+    assert accepts(g, ok % ('["k", "l"]', "[1, 10, 0]"), lookup)
+    assert not accepts(g, ok.replace('"B"', '"A"') % ("null", "[]"), lookup)
+    assert not accepts(g, ok % ('["k", "k"]', "[]"), lookup)
+    assert not accepts(g, ok % ("null", "[1, -0, 0]"), lookup)

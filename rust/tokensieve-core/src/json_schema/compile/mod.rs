@@ -687,10 +687,20 @@ impl<'a> Compiler<'a> {
                 .filter(|(k, _)| k.as_str() != kw && Self::is_validity(k))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
+            // the one branch that may hold a container here, when every other is a scalar
+            // (`Optional[set[str]]`: an array or null): it alone describes the values below
+            let sole = if self.track_paths && self.path.is_some() {
+                self.sole_container_branch(branches)?
+            } else {
+                None
+            };
             let mut alts = Vec::new();
             for (i, b) in branches.iter().enumerate() {
                 let bptr = child(&child(ptr, kw), &i.to_string());
                 let h = if rest.is_empty() && x.is_empty() {
+                    if sole == Some(i) {
+                        self.pass_path(None);
+                    }
                     self.schema(b, &bptr)?
                 } else {
                     let own = Piece::Built(Box::new(Built {
@@ -698,6 +708,9 @@ impl<'a> Compiler<'a> {
                         x: x.clone(),
                     }));
                     let merged = self.merge_all(vec![own, Piece::Json(b)], &bptr)?;
+                    if sole == Some(i) {
+                        self.pass_path(None);
+                    }
                     self.owned(merged, &bptr)?
                 };
                 alts.push(h);
@@ -708,6 +721,55 @@ impl<'a> Compiler<'a> {
             return self.values(m, x, ptr);
         }
         self.typed(m, x, ptr)
+    }
+
+    /// The index of the only branch that may be an object or an array, when every other branch
+    /// surely is a scalar (`null`, a boolean, a number or a string, by its `type`, `const` or
+    /// `enum`, through `$ref`s that stand alone) or `false`.
+    fn sole_container_branch(&self, branches: &[Value]) -> Result<Option<usize>> {
+        let mut sole = None;
+        for (i, b) in branches.iter().enumerate() {
+            if !self.surely_scalar(b)? {
+                if sole.is_some() {
+                    return Ok(None);
+                }
+                sole = Some(i);
+            }
+        }
+        Ok(sole)
+    }
+
+    fn surely_scalar<'b>(&self, mut v: &'b Value) -> Result<bool>
+    where
+        'a: 'b,
+    {
+        const SCALARS: [&str; 5] = ["null", "boolean", "integer", "number", "string"];
+        for _ in 0..64 {
+            let m = match v {
+                Value::Bool(b) => return Ok(!b),
+                Value::Object(m) => m,
+                _ => return Ok(false),
+            };
+            match m.get("$ref").and_then(Value::as_str) {
+                Some(r) if !m.keys().any(|k| k != "$ref" && Self::is_validity(k)) => {
+                    v = self.resolve(r, "")?.0;
+                    continue;
+                }
+                Some(_) => return Ok(false),
+                None => {}
+            }
+            let typed = match m.get("type") {
+                Some(Value::String(t)) => SCALARS.contains(&t.as_str()),
+                Some(Value::Array(ts)) => ts
+                    .iter()
+                    .all(|t| t.as_str().is_some_and(|t| SCALARS.contains(&t))),
+                _ => false,
+            };
+            let listed = literal_values(m)
+                .is_some_and(|vs| vs.iter().all(|v| !v.is_object() && !v.is_array()));
+            return Ok(typed || listed);
+        }
+        Ok(false)
     }
 
     /// A merged schema that is trivially empty (no type left, no value left).
