@@ -312,10 +312,12 @@ REFUSED = [
     {"type": "array", "items": {"type": ["string", "null"]}, "uniqueItems": True},
     {"type": "array", "items": {"type": "number", "maximum": 3}, "uniqueItems": True},
     {"type": "array", "items": {"type": "object"}, "uniqueItems": True},
-    # under additionalProperties: any key
+    # under patternProperties: keys of a pattern
     {
         "type": "object",
-        "additionalProperties": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+        "patternProperties": {
+            "^x": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
+        },
     },
     # inside a recursive $ref: one compiled copy serves every depth
     {
@@ -480,3 +482,43 @@ def test_pydantic_sets(vocab: ts.Vocabulary, lookup: Any) -> None:
     assert not accepts(g, ok.replace('"B"', '"A"') % ("null", "[]"), lookup)
     assert not accepts(g, ok % ('["k", "k"]', "[]"), lookup)
     assert not accepts(g, ok % ("null", "[1, -0, 0]"), lookup)
+
+
+def test_additional_properties(vocab: ts.Vocabulary, lookup: Any) -> None:
+    """`dict[str, set[str]]`: every undeclared key's array is unique on its own; a declared
+    property keeps its own schema (here a plain array)."""
+    plain = {"type": "array", "items": {"type": "string"}}
+    unique = {**plain, "uniqueItems": True}
+    schema = {"type": "object", "properties": {"fixed": plain}, "additionalProperties": unique}
+    g = ts.Grammar.from_json_schema(schema, vocab)
+    assert accepts(g, '{"fixed": ["a", "a"], "x": ["a", "b"], "y": ["a"]}', lookup)
+    assert not accepts(g, '{"fixed": ["a"], "x": ["a", "b", "a"]}', lookup)
+    assert not accepts(g, '{"x": ["a"], "y": ["b", "b"]}', lookup)
+    assert not accepts(g, '{"fixed": [], "fixed2": ["b", "b"]}', lookup)
+    pydantic = pytest.importorskip("pydantic")
+
+    class Index(pydantic.BaseModel):  # type: ignore[name-defined,misc]
+        terms: dict[str, set[str]]
+
+    g = ts.Grammar.from_json_schema(Index, vocab)
+    assert accepts(g, '{"terms": {"a": ["p", "q"], "b": ["p"]}}', lookup)
+    assert not accepts(g, '{"terms": {"a": ["p"], "b": ["q", "q"]}}', lookup)
+
+
+def test_random_maps_of_unique_arrays(vocab: ts.Vocabulary) -> None:
+    items = {"type": "string", "pattern": "^[a-c]$"}
+    schema = {
+        "type": "object",
+        "propertyNames": {"pattern": "^[xy]$"},
+        "additionalProperties": {"type": "array", "items": items, "uniqueItems": True},
+    }
+    g = ts.Grammar.from_json_schema(schema, vocab)
+    rng = random.Random(3)
+    done = 0
+    for _ in range(60):
+        out = walk(g, vocab, rng, 400)
+        if out is None:
+            continue
+        jsonschema.validate(json.loads(out), schema)
+        done += 1
+    assert done >= 10

@@ -81,6 +81,19 @@ PERSON = {
 LIST = {"type": "array", "items": {"type": "boolean"}, "minItems": 1, "maxItems": 4}
 # beyond xgrammar (uniqueItems) and checked exactly: tokensieve serves it
 UNIQUE = {"type": "array", "items": {"enum": [1, 2, 3]}, "uniqueItems": True, "maxItems": 3}
+# uniqueItems over strings and integers: enforced beside the automaton by the matchers; the
+# integers run out after four items, so a `,` must then be refused
+UNIQUE_TAGS = {
+    "type": "array",
+    "items": {"type": "string", "pattern": "^[a-c]$"},
+    "uniqueItems": True,
+    "maxItems": 3,
+}
+UNIQUE_INTS = {
+    "type": "array",
+    "items": {"type": "integer", "minimum": 0, "maximum": 3},
+    "uniqueItems": True,
+}
 REGEX = r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])"
 STOP_REGEX = r"[a-z]{1,3}( [0-9]{1,2})?"
 FIVE = 20  # the Llama 3 token "5"
@@ -182,6 +195,8 @@ def mixed_batch() -> list[tuple[str, Any, dict[str, Any]]]:
         reqs.append(("json", PERSON, {}))
         reqs.append(("json", json.dumps(LIST), {}))
         reqs.append(("json", UNIQUE, {}))
+        reqs.append(("json", UNIQUE_TAGS, {}))
+        reqs.append(("json", UNIQUE_INTS, {}))
         reqs.append(("regex", REGEX, {}))
         reqs.append(("choice", CHOICES, {}))
         reqs.append(("json_object", None, {}))

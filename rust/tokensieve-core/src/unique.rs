@@ -99,6 +99,9 @@ impl Uniques {
                 let ok = match (step, f) {
                     (Step::Key(k), Frame::Obj { key: Some(key), .. }) => k.as_bytes() == &key[..],
                     (Step::Item, Frame::Arr { .. }) => true,
+                    (Step::Other(names), Frame::Obj { key: Some(key), .. }) => {
+                        !names.iter().any(|n| n.as_bytes() == &key[..])
+                    }
                     _ => false,
                 };
                 if !ok {

@@ -11,6 +11,8 @@ pub(crate) enum Step {
     Key(String),
     /// Any item of an array.
     Item,
+    /// The value of any property but these (an object's `additionalProperties`).
+    Other(Vec<String>),
 }
 
 /// Counts of strings at or above this are not told apart from infinitely many.

@@ -73,7 +73,14 @@ impl<'a> Compiler<'a> {
                 AdditionalProperties::Allow => Some(self.any_value(self.opts.max_nesting_depth)?),
                 AdditionalProperties::Forbid => None,
             },
-            Some(s) => self.schema(s, &child(ptr, "additionalProperties"))?,
+            Some(s) => {
+                // every key but the declared ones has this schema when no patternProperties
+                // (nor merged views of other branches) claim some of them
+                if x.is_empty() && !m.contains_key("patternProperties") {
+                    self.pass_path(Some(Step::Other(props.keys().cloned().collect())));
+                }
+                self.schema(s, &child(ptr, "additionalProperties"))?
+            }
         };
         // the same as a schema (for the views of merged allOf branches, see `KeyView`)
         let map_additional = match m.get("additionalProperties") {
