@@ -309,33 +309,35 @@ impl<'a> Compiler<'a> {
             }
             pos.push(hirs::rep(dot_all(), lo as u32, hi.map(|h| h as u32)));
         }
-        let mut lang = Lang::any();
-        if let Some(values) = literal_values(im) {
-            let mut listed = Lang::nothing();
-            for v in values {
-                match v {
-                    Value::String(s) => listed = listed.or(&Lang::literal(&s)),
-                    _ if strings => {}
-                    _ => return Ok(None),
-                }
-            }
-            lang = listed;
+        let listed = literal_values(im);
+        if listed.is_some() {
             strings = true;
         }
         if !strings {
             return Ok(None);
         }
-        for h in &pos {
-            match Lang::from_hir(h) {
-                Ok(l) => lang = lang.and(&l),
-                Err(_) => return Ok(None),
+        let dfa = match listed {
+            // patterns, format and lengths alone: the process-wide cache of string automata
+            // (a format met before is not determinized again)
+            None => crate::automata::strlang::combined_dfa(&pos, &[]),
+            Some(values) => {
+                let mut lang = Lang::nothing();
+                for v in values {
+                    match v {
+                        Value::String(s) => lang = lang.or(&Lang::literal(&s)),
+                        _ if im.contains_key("type") => {}
+                        _ => return Ok(None),
+                    }
+                }
+                pos.iter()
+                    .try_fold(lang, |l, h| Lang::from_hir(h).map(|x| l.and(&x)))
+                    .and_then(|l| l.to_char_dfa(&LangBudget::default()))
             }
-        }
-        let dfa = match lang.to_char_dfa(&LangBudget::default()) {
+        };
+        let dfa = match dfa {
             Ok(d) => d,
             Err(e) => {
-                let why =
-                    format!("the items' string language is too large to keep them unique: {e}");
+                let why = format!("the items' string language cannot be kept unique here: {e}");
                 // lenient: compiled without uniqueness
                 self.unsupported("uniqueItems", ptr, &why)?;
                 return Ok(Some(true));
@@ -357,7 +359,6 @@ impl<'a> Compiler<'a> {
         min: u64,
         iptr: &str,
     ) -> Result<Option<bool>> {
-        use crate::automata::charlang::{Lang, LangBudget};
         const KEYS: [&str; 6] = [
             "type",
             "minimum",
@@ -375,10 +376,7 @@ impl<'a> Compiler<'a> {
         let Some(h) = self.number(im, &Extra::default(), iptr, true)? else {
             return Ok(Some(true));
         };
-        let Ok(lang) = Lang::from_hir(&h) else {
-            return Ok(None);
-        };
-        let dfa = match lang.to_char_dfa(&LangBudget::default()) {
+        let dfa = match crate::automata::strlang::combined_dfa(std::slice::from_ref(&h), &[]) {
             Ok(Some(d)) => d,
             Ok(None) => return Ok(Some(true)),
             Err(e) => {
