@@ -110,10 +110,13 @@ pub(crate) const COUNT_FROM: u32 = 32;
 /// MaskBench sample: first mask p50 0.76 → 0.67 ms, mask p99 113 → 101 µs).
 pub(crate) const CHAR_COUNT_FROM: u32 = 2;
 
-/// Whether `h` is [`crate::automata::spell::any_char`].
-fn is_any_char(h: &Hir) -> bool {
-    matches!(h.kind(), HirKind::Alternation(xs) if xs.len() == 2)
-        && *h == crate::automata::spell::any_char()
+/// Whether `h` is [`crate::automata::spell::any_char`]'s HIR (compared with one copy kept per
+/// thread: the check runs for every repetition weighed or built).
+pub(crate) fn is_any_char(h: &Hir) -> bool {
+    thread_local! {
+        static ANY: Hir = crate::automata::spell::any_char();
+    }
+    matches!(h.kind(), HirKind::Alternation(xs) if xs.len() == 2) && ANY.with(|a| a == h)
 }
 
 /// The weight of a counter's four marker states and loop.

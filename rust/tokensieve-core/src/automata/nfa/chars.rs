@@ -4,7 +4,6 @@
 
 use regex_automata::nfa::thompson::Transition;
 use regex_automata::util::primitives::StateID;
-use regex_syntax::hir::{Hir, HirKind};
 use rustc_hash::FxHashMap;
 
 use super::compiler::{Compiler, Frag};
@@ -379,14 +378,6 @@ fn utf8_spellings(lo: u32, hi: u32, out: &mut Vec<Spelling>) {
                 .collect(),
         );
     }
-}
-
-/// Whether `h` is [`crate::automata::spell::any_char`]'s HIR.
-pub(super) fn is_any_char(h: &Hir) -> bool {
-    thread_local! {
-        static ANY: Hir = crate::automata::spell::any_char();
-    }
-    matches!(h.kind(), HirKind::Alternation(xs) if xs.len() == 2) && ANY.with(|a| a == h)
 }
 
 impl Compiler {

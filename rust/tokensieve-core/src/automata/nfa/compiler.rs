@@ -9,11 +9,11 @@ use regex_syntax::hir::{Class, Hir, HirKind};
 use regex_syntax::utf8::Utf8Sequences;
 use rustc_hash::FxHashMap;
 
-use super::chars::is_any_char;
 use super::parts::{share_calls, Called, Op};
 use super::{Count, MARKER};
 use crate::automata::expr::{self, Expr};
 use crate::automata::hir;
+use crate::automata::hir::is_any_char;
 use crate::error::{Error, Result};
 
 /// A fragment: its entry state and an `Empty` exit state still to be patched.
