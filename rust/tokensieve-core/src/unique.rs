@@ -539,7 +539,7 @@ impl Lex {
         match self.str {
             Str::Item => !self.dead_item(lang, set),
             Str::Num => !self.dead_number(lang, set),
-            Str::Out if set.want_item => distinct(a).is_none_or(|n| n > set.values.len() as u64),
+            Str::Out if set.want_item => a.distinct().is_none_or(|n| n > set.values.len() as u64),
             _ => true,
         }
     }
@@ -617,15 +617,6 @@ impl Lex {
     }
 }
 
-/// How many distinct values a unique array's items can take (`None`: very many).
-fn distinct(a: &UniqueArray) -> Option<u64> {
-    let n = a.item.total()?;
-    Some(match a.kind {
-        Kind::Str => n,
-        Kind::Int => n - u64::from(a.item.accepts("-0")),
-    })
-}
-
 fn allowed(row: &[u32], t: u32) -> bool {
     row.get(t as usize / 32)
         .is_some_and(|w| w >> (t % 32) & 1 == 1)
@@ -677,7 +668,7 @@ pub(crate) fn filter(u: &Uniques, lex: &Lex, vocab: &Vocabulary, row: &mut [u32]
     }
     if lex.str != Str::Item {
         // a `,` asks for one more item: it matters only when the values can run out
-        if distinct(&u.arrays[set.id as usize]).is_some() {
+        if u.arrays[set.id as usize].distinct().is_some() {
             for &t in &lists.commas {
                 check(t, row);
             }

@@ -165,6 +165,18 @@ pub(crate) struct UniqueArray {
     pub item: ItemLang,
 }
 
+impl UniqueArray {
+    /// How many distinct values its items can take (`None`: infinitely many, or very many):
+    /// every string and integer has one spelling in the language, but zero also `-0`.
+    pub(crate) fn distinct(&self) -> Option<u64> {
+        let n = self.item.total()?;
+        Some(match self.kind {
+            Kind::Str => n,
+            Kind::Int => n - u64::from(self.item.accepts("-0")),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

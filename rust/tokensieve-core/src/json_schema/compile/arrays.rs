@@ -255,22 +255,8 @@ impl<'a> Compiler<'a> {
             return Ok(None);
         }
         // the item schema, through `$ref`s that stand alone
-        let mut item = match rest {
-            Some(v) => v,
-            None => return Ok(None),
-        };
-        for _ in 0..64 {
-            let Value::Object(im) = item else { break };
-            let r = match im.get("$ref").and_then(Value::as_str) {
-                Some(r) => r,
-                None => break,
-            };
-            if im.keys().any(|k| k != "$ref" && Self::is_validity(k)) {
-                return Ok(None);
-            }
-            item = self.resolve(r, ptr)?.0;
-        }
-        let Value::Object(im) = item else {
+        let Some(rest) = rest else { return Ok(None) };
+        let Some(Value::Object(im)) = self.through_refs(rest, ptr)? else {
             return Ok(None);
         };
         let iptr = child(ptr, "items");
@@ -334,19 +320,6 @@ impl<'a> Compiler<'a> {
                     .and_then(|l| l.to_char_dfa(&LangBudget::default()))
             }
         };
-        let dfa = match dfa {
-            Ok(d) => d,
-            Err(e) => {
-                let why = format!("the items' string language cannot be kept unique here: {e}");
-                // lenient: compiled without uniqueness
-                self.unsupported("uniqueItems", ptr, &why)?;
-                return Ok(Some(true));
-            }
-        };
-        let Some(dfa) = dfa else {
-            // no item at all: `[]` alone, unique already
-            return Ok(Some(true));
-        };
         self.register_unique(im, path, Kind::Str, dfa, min, ptr)
     }
 
@@ -376,41 +349,44 @@ impl<'a> Compiler<'a> {
         let Some(h) = self.number(im, &Extra::default(), iptr, true)? else {
             return Ok(Some(true));
         };
-        let dfa = match crate::automata::strlang::combined_dfa(std::slice::from_ref(&h), &[]) {
-            Ok(Some(d)) => d,
-            Ok(None) => return Ok(Some(true)),
-            Err(e) => {
-                let why = format!("the items' language is too large to keep them unique: {e}");
-                self.unsupported("uniqueItems", iptr, &why)?;
-                return Ok(Some(true));
-            }
-        };
+        let dfa = crate::automata::strlang::combined_dfa(std::slice::from_ref(&h), &[]);
         self.register_unique(im, path, Kind::Int, dfa, min, iptr)
     }
 
-    /// Register a unique array at `path` whose items (schema `im`) have the language `dfa`;
-    /// `Some(false)` when fewer than `min` distinct values exist.
+    /// Register a unique array at `path` whose items (schema `im`) have the language `dfa`
+    /// (`None`: no item at all, so `[]` alone, unique already; an error: an automaton too large
+    /// to build, unsupported, or ignored under `lenient`); `Some(false)` when fewer than `min`
+    /// distinct values exist.
     fn register_unique(
         &mut self,
         im: &Map<String, Value>,
         path: Vec<Step>,
         kind: Kind,
-        dfa: crate::automata::charlang::CharDfa,
+        dfa: std::result::Result<Option<crate::automata::charlang::CharDfa>, String>,
         min: u64,
         ptr: &str,
     ) -> Result<Option<bool>> {
-        let item = ItemLang::new(dfa);
-        // distinct values: every integer has one spelling, but zero also `-0`
-        let values = match kind {
-            Kind::Str => item.total(),
-            Kind::Int => item.total().map(|n| n - u64::from(item.accepts("-0"))),
+        let dfa = match dfa {
+            Ok(Some(d)) => d,
+            Ok(None) => return Ok(Some(true)),
+            Err(e) => {
+                let why = format!("the items' language cannot be kept unique here: {e}");
+                // lenient: compiled without uniqueness
+                self.unsupported("uniqueItems", ptr, &why)?;
+                return Ok(Some(true));
+            }
         };
-        if values.is_some_and(|n| n < min) {
+        let array = UniqueArray {
+            path,
+            kind,
+            item: ItemLang::new(dfa),
+        };
+        if array.distinct().is_some_and(|n| n < min) {
             return Ok(Some(false));
         }
         self.unique_regs += 1;
         let key = Value::Object(im.clone()).to_string();
-        match self.uniques.iter().find(|(_, a)| a.path == path) {
+        match self.uniques.iter().find(|(_, a)| a.path == array.path) {
             Some((k, _)) if *k == key => {}
             Some(_) => {
                 return Err(schema_error(
@@ -419,7 +395,7 @@ impl<'a> Compiler<'a> {
                     "two unique arrays with different items at the same place",
                 ))
             }
-            None => self.uniques.push((key, UniqueArray { path, kind, item })),
+            None => self.uniques.push((key, array)),
         }
         Ok(Some(true))
     }

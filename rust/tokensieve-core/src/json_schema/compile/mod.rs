@@ -739,37 +739,43 @@ impl<'a> Compiler<'a> {
         Ok(sole)
     }
 
-    fn surely_scalar<'b>(&self, mut v: &'b Value) -> Result<bool>
+    fn surely_scalar(&self, v: &Value) -> Result<bool> {
+        const SCALARS: [&str; 5] = ["null", "boolean", "integer", "number", "string"];
+        let m = match self.through_refs(v, "")? {
+            Some(Value::Bool(b)) => return Ok(!b),
+            Some(Value::Object(m)) => m,
+            _ => return Ok(false),
+        };
+        let typed = match m.get("type") {
+            Some(Value::String(t)) => SCALARS.contains(&t.as_str()),
+            Some(Value::Array(ts)) => ts
+                .iter()
+                .all(|t| t.as_str().is_some_and(|t| SCALARS.contains(&t))),
+            _ => false,
+        };
+        let listed =
+            literal_values(m).is_some_and(|vs| vs.iter().all(|v| !v.is_object() && !v.is_array()));
+        Ok(typed || listed)
+    }
+
+    /// `v` with the `$ref`s that stand alone (no validity keyword beside them) followed; `None`
+    /// when a `$ref` has such a sibling, or after 64 of them.
+    pub(super) fn through_refs<'b>(&self, mut v: &'b Value, ptr: &str) -> Result<Option<&'b Value>>
     where
         'a: 'b,
     {
-        const SCALARS: [&str; 5] = ["null", "boolean", "integer", "number", "string"];
         for _ in 0..64 {
-            let m = match v {
-                Value::Bool(b) => return Ok(!b),
-                Value::Object(m) => m,
-                _ => return Ok(false),
+            let Some(r) = v.get("$ref").and_then(Value::as_str) else {
+                return Ok(Some(v));
             };
-            match m.get("$ref").and_then(Value::as_str) {
-                Some(r) if !m.keys().any(|k| k != "$ref" && Self::is_validity(k)) => {
-                    v = self.resolve(r, "")?.0;
-                    continue;
-                }
-                Some(_) => return Ok(false),
-                None => {}
+            if v.as_object()
+                .is_some_and(|m| m.keys().any(|k| k != "$ref" && Self::is_validity(k)))
+            {
+                return Ok(None);
             }
-            let typed = match m.get("type") {
-                Some(Value::String(t)) => SCALARS.contains(&t.as_str()),
-                Some(Value::Array(ts)) => ts
-                    .iter()
-                    .all(|t| t.as_str().is_some_and(|t| SCALARS.contains(&t))),
-                _ => false,
-            };
-            let listed = literal_values(m)
-                .is_some_and(|vs| vs.iter().all(|v| !v.is_object() && !v.is_array()));
-            return Ok(typed || listed);
+            v = self.resolve(r, ptr)?.0;
         }
-        Ok(false)
+        Ok(None)
     }
 
     /// A merged schema that is trivially empty (no type left, no value left).
