@@ -756,10 +756,7 @@ fn set_duplicates_and_eos(vocab: &Vocabulary, out: &mut [u32], accepting: bool) 
             *w &= !(1 << (t & 31));
         }
     }
-    for &(primary, dup) in vocab.trie().duplicates() {
-        let on = out[(primary >> 5) as usize] >> (primary & 31) & 1 == 1;
-        set(out, dup, on);
-    }
+    vocab.trie().copy_duplicate_bits(out);
     for &e in vocab.eos_ids() {
         set(out, e, accepting);
     }

@@ -398,6 +398,16 @@ impl TokenTrie {
     pub fn duplicates(&self) -> &[(u32, u32)] {
         &self.duplicates
     }
+
+    /// In a packed mask (bit `id % 32` of word `id / 32`) decided for the tokens the trie
+    /// keeps, give each duplicate the bit of the token whose bytes it repeats.
+    pub fn copy_duplicate_bits(&self, out: &mut [u32]) {
+        for &(primary, dup) in &self.duplicates {
+            let on = out[(primary >> 5) as usize] >> (primary & 31) & 1;
+            let w = &mut out[(dup >> 5) as usize];
+            *w = (*w & !(1 << (dup & 31))) | (on << (dup & 31));
+        }
+    }
 }
 
 #[cfg(test)]

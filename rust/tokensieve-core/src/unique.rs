@@ -22,7 +22,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashSet;
 
 use crate::json_schema::unique::{ItemLang, Kind, Step, UniqueArray};
 use crate::vocab::Vocabulary;
@@ -44,8 +44,6 @@ struct Lists {
     commas: Vec<u32>,
     /// Holding `[` and `"`, `-` or a digit: elsewhere.
     opening: Vec<u32>,
-    /// Tokens spelling the same bytes as another, by the one the trie keeps.
-    duplicates: FxHashMap<u32, Vec<u32>>,
 }
 
 impl Uniques {
@@ -76,15 +74,10 @@ impl Uniques {
                     opening.push(id);
                 }
             }
-            let mut duplicates: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
-            for &(p, d) in vocab.trie().duplicates() {
-                duplicates.entry(p).or_default().push(d);
-            }
             Lists {
                 quotes,
                 commas,
                 opening,
-                duplicates,
             }
         })
     }
@@ -397,16 +390,20 @@ impl Lex {
                 }
                 return true;
             }
-            Str::Item => {
-                if let Some(s) = self.set_mut() {
-                    if s.values.contains(&buf) {
-                        return false;
-                    }
-                    Arc::make_mut(&mut s.values).insert(buf);
-                    s.want_item = false;
-                }
-            }
+            Str::Item => return self.add_item(buf),
             _ => {}
+        }
+        true
+    }
+
+    /// Add the value of an item just ended to its array. `false`: the array holds it already.
+    fn add_item(&mut self, value: Vec<u8>) -> bool {
+        if let Some(s) = self.set_mut() {
+            if s.values.contains(&value) {
+                return false;
+            }
+            Arc::make_mut(&mut s.values).insert(value);
+            s.want_item = false;
         }
         true
     }
@@ -418,14 +415,7 @@ impl Lex {
         if buf == b"-0" {
             buf.remove(0);
         }
-        if let Some(s) = self.set_mut() {
-            if s.values.contains(&buf) {
-                return false;
-            }
-            Arc::make_mut(&mut s.values).insert(buf);
-            s.want_item = false;
-        }
-        true
+        self.add_item(buf)
     }
 
     /// Read `bytes` of output. `false`: they finish an item equal to an earlier one of its
@@ -547,13 +537,9 @@ impl Lex {
     /// Every way to finish the integer being written spells a value its array holds already
     /// (`-0` spells zero too).
     fn dead_number(&self, lang: &ItemLang, set: &Set) -> bool {
-        let mut s = lang.start;
-        for &c in &self.buf {
-            match lang.step(s, u32::from(c)) {
-                Some(t) => s = t,
-                None => return true,
-            }
-        }
+        let Some(s) = lang.run(self.buf.iter().map(|&c| u32::from(c))) else {
+            return true;
+        };
         let Some(count) = lang.count_from(s, None) else {
             return false;
         };
@@ -569,13 +555,9 @@ impl Lex {
     /// Every completion of the item being written is a value its array holds already.
     fn dead_item(&self, lang: &ItemLang, set: &Set) -> bool {
         let (chars, part) = decode(&self.buf);
-        let mut s = lang.start;
-        for &c in &chars {
-            match lang.step(s, c) {
-                Some(t) => s = t,
-                None => return true,
-            }
-        }
+        let Some(s) = lang.run(chars.iter().copied()) else {
+            return true;
+        };
         // the next character, where it is partly read already
         let ranges: Option<Vec<(u32, u32)>> = if !part.is_empty() {
             Some(vec![utf8_range(part)])
@@ -713,10 +695,9 @@ pub(crate) fn filter(u: &Uniques, lex: &Lex, vocab: &Vocabulary, row: &mut [u32]
             let t = nodes[j].token;
             if t != crate::trie::NO_TOKEN && seen.insert(t) {
                 check(t, row);
-                for &d in lists.duplicates.get(&t).map_or(&[][..], |d| &d[..]) {
-                    check(d, row);
-                }
             }
         }
     }
+    // the walk met only the tokens the trie keeps; their duplicates follow them
+    trie.copy_duplicate_bits(row);
 }

@@ -49,14 +49,15 @@ impl ItemLang {
 
     /// Whether the language holds `s`.
     pub(crate) fn accepts(&self, s: &str) -> bool {
-        let mut at = self.start;
-        for c in s.chars() {
-            match self.step(at, c as u32) {
-                Some(t) => at = t,
-                None => return false,
-            }
-        }
-        self.accept[at]
+        self.run(s.chars().map(u32::from))
+            .is_some_and(|at| self.accept[at])
+    }
+
+    /// The state after reading `chars` from the start (`None`: no string starts so).
+    pub(crate) fn run(&self, chars: impl IntoIterator<Item = u32>) -> Option<usize> {
+        chars
+            .into_iter()
+            .try_fold(self.start, |at, c| self.step(at, c))
     }
 
     pub(crate) fn step(&self, s: usize, c: u32) -> Option<usize> {
@@ -77,11 +78,7 @@ impl ItemLang {
             for &(a, b) in ranges {
                 let (l, h) = (lo.max(a), hi.min(b));
                 if l <= h {
-                    let k = self.counts[t]?;
-                    sum = sum.saturating_add(k.saturating_mul(u64::from(h - l + 1)));
-                    if sum >= COUNT_CAP {
-                        return None;
-                    }
+                    sum = plus(Some(sum), self.counts[t], h - l + 1)?;
                 }
             }
         }
@@ -118,33 +115,25 @@ fn count_strings(d: &CharDfa) -> Vec<Option<u64>> {
                         stack.push((t, 0));
                     }
                     OPEN => out[s] = None,
-                    _ => {
-                        let w = u64::from(hi - lo + 1);
-                        out[s] = match (out[s], out[t]) {
-                            (Some(a), Some(b)) => a
-                                .checked_add(b.saturating_mul(w))
-                                .filter(|&x| x < COUNT_CAP),
-                            _ => None,
-                        };
-                    }
+                    _ => out[s] = plus(out[s], out[t], hi - lo + 1),
                 }
             } else {
                 stack.pop();
                 mark[s] = DONE;
                 if let Some(&(p, pi)) = stack.last() {
                     let (lo, hi, _) = d.edges[p][pi - 1];
-                    let w = u64::from(hi - lo + 1);
-                    out[p] = match (out[p], out[s]) {
-                        (Some(a), Some(b)) => a
-                            .checked_add(b.saturating_mul(w))
-                            .filter(|&x| x < COUNT_CAP),
-                        _ => None,
-                    };
+                    out[p] = plus(out[p], out[s], hi - lo + 1);
                 }
             }
         }
     }
     out
+}
+
+/// `a + w × b` of two counts (`None`: infinitely many, or at least [`COUNT_CAP`]).
+fn plus(a: Option<u64>, b: Option<u64>, w: u32) -> Option<u64> {
+    a?.checked_add(b?.saturating_mul(u64::from(w)))
+        .filter(|&x| x < COUNT_CAP)
 }
 
 /// What a unique array's items are.
