@@ -432,6 +432,21 @@ def walk(g: ts.Grammar, vocab: ts.Vocabulary, rng: random.Random, steps: int) ->
     return None
 
 
+def walks_validate(schema: dict[str, Any], vocab: ts.Vocabulary, seed: int) -> None:
+    """60 random outputs of the schema's grammar (see `walk`): every one that ends validates
+    (formats checked), and at least 10 end."""
+    g = ts.Grammar.from_json_schema(schema, vocab)
+    rng = random.Random(seed)
+    done = 0
+    for _ in range(60):
+        out = walk(g, vocab, rng, 400)
+        if out is None:
+            continue
+        jsonschema.validate(json.loads(out), schema, format_checker=jsonschema.FormatChecker())
+        done += 1
+    assert done >= 10
+
+
 @pytest.mark.parametrize(
     "items",
     [
@@ -452,17 +467,7 @@ def test_random_outputs_are_unique_and_never_stuck(
         "required": ["tags"],
         "additionalProperties": False,
     }
-    g = ts.Grammar.from_json_schema(schema, vocab)
-    rng = random.Random(7)
-    done = 0
-    for _ in range(60):
-        out = walk(g, vocab, rng, 400)
-        if out is None:
-            continue
-        doc = json.loads(out)
-        jsonschema.validate(doc, schema, format_checker=jsonschema.FormatChecker())
-        done += 1
-    assert done >= 10
+    walks_validate(schema, vocab, seed=7)
 
 
 def test_pydantic_sets(vocab: ts.Vocabulary, lookup: Any) -> None:
@@ -512,13 +517,4 @@ def test_random_maps_of_unique_arrays(vocab: ts.Vocabulary) -> None:
         "propertyNames": {"pattern": "^[xy]$"},
         "additionalProperties": {"type": "array", "items": items, "uniqueItems": True},
     }
-    g = ts.Grammar.from_json_schema(schema, vocab)
-    rng = random.Random(3)
-    done = 0
-    for _ in range(60):
-        out = walk(g, vocab, rng, 400)
-        if out is None:
-            continue
-        jsonschema.validate(json.loads(out), schema)
-        done += 1
-    assert done >= 10
+    walks_validate(schema, vocab, seed=3)
