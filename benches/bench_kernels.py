@@ -65,7 +65,7 @@ def random_bitmask(batch: int, vocab: int, p: float, seed: int) -> Any:
 
 def torch_unpack_masked_fill(logits: Any, bitmask: Any) -> None:
     batch, vocab = logits.shape
-    shifts = torch.arange(32, dtype=torch.int32)
+    shifts = torch.arange(32, dtype=torch.int32, device=bitmask.device)
     allowed = ((bitmask.unsqueeze(-1) >> shifts) & 1).bool().view(batch, -1)[:, :vocab]
     logits.masked_fill_(~allowed, float("-inf"))
 

@@ -36,6 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402
+from bench_kernels import random_bitmask, torch_unpack_masked_fill  # noqa: E402
 from common import md_table, num, text_table  # noqa: E402
 
 import tokensieve as ts  # noqa: E402
@@ -84,19 +85,10 @@ def previous_kernel() -> Any:
     return run
 
 
-def plain_torch(logits: Any, bitmask: Any) -> None:
-    cols = logits.shape[1]
-    shifts = torch.arange(32, device=logits.device, dtype=torch.int32)
-    bits = ((bitmask[:, :, None] >> shifts) & 1).reshape(bitmask.shape[0], -1)[:, :cols]
-    logits.masked_fill_(bits[: logits.shape[0]] == 0, float("-inf"))
-
-
 def make(batch: int, cols: int, dtype: str, p: float, device: str) -> tuple[Any, Any]:
-    gen = torch.Generator().manual_seed(batch * 7 + cols + int(p * 100))
-    words = (cols + 31) // 32
-    allowed = torch.rand(batch, words * 32, generator=gen) < p
-    packed = (allowed.reshape(batch, words, 32).to(torch.int64) << torch.arange(32)).sum(-1)
-    bitmask = torch.where(packed >= 2**31, packed - 2**32, packed).to(torch.int32)
+    seed = batch * 7 + cols + int(p * 100)
+    bitmask = random_bitmask(batch, cols, p, seed)
+    gen = torch.Generator().manual_seed(seed)
     logits = torch.randn(batch, cols, generator=gen).to(getattr(torch, dtype))
     return logits.to(device), bitmask.to(device)
 
@@ -133,7 +125,7 @@ def methods(logits: Any, bitmask: Any, prev: Any) -> dict[str, Callable[[], None
         "fill": lambda: logits.fill_(0),
         "tokensieve": lambda: ts.apply_token_bitmask_inplace(logits, bitmask),
         "ts-previous": lambda: prev(logits, bitmask),
-        "torch": lambda: plain_torch(logits, bitmask),
+        "torch": lambda: torch_unpack_masked_fill(logits, bitmask),
     }
     if xgr is not None:
         for backend in ["cuda", "triton"]:
@@ -152,7 +144,7 @@ def dry_run() -> int:
     for dtype in DTYPES:
         logits, bitmask = make(3, 5000, dtype, 0.5, "cpu")
         want = logits.clone()
-        plain_torch(want, bitmask)
+        torch_unpack_masked_fill(want, bitmask)
         for name in ["tokensieve", "ts-previous", "torch"]:
             got = logits.clone()
             if name == "tokensieve":
