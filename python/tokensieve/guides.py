@@ -334,23 +334,14 @@ def fill_guides(
             bitmask[r] = eos_row
 
 
-def apply_bitmask(
-    logits: Any, bitmask: Any, indices: Sequence[int] | None, vocab_size: int
-) -> None:
+def apply_bitmask(logits: Any, bitmask: Any, indices: Sequence[int], vocab_size: int) -> None:
     """Set disallowed logits to ``-inf`` in rows ``indices`` (bitmask row ``i`` for logits row
-    ``i``; ``None``: every row); columns at or past ``vocab_size`` are disallowed."""
+    ``i``); columns at or past ``vocab_size`` are disallowed."""
     vocab_size = min(vocab_size, int(logits.shape[-1]))
     apply = getattr(ts, "apply_token_bitmask_inplace", None)
     if apply is not None:
-        apply(
-            logits,
-            bitmask,
-            indices=None if indices is None else list(indices),
-            vocab_size=vocab_size,
-        )
+        apply(logits, bitmask, indices=list(indices), vocab_size=vocab_size)
         return
-    if indices is None:
-        indices = range(int(logits.shape[0]))
     _apply_bitmask_torch(logits, bitmask, indices, vocab_size)
 
 
@@ -410,7 +401,5 @@ class MaskBuffer:
             # One host buffer is enough: before the next fill the host has waited for this
             # step's sampled tokens, which the device produces after this copy.
             bitmask = bitmask.to(logits.device, non_blocking=True)
-        # every row in order (a transformers step): no index list to check and copy
-        all_rows = len(indices) == n and all(i == k for k, i in enumerate(indices))
-        apply_bitmask(logits, bitmask, None if all_rows else indices, self.vocab.vocab_size)
+        apply_bitmask(logits, bitmask, indices, self.vocab.vocab_size)
         return logits

@@ -427,6 +427,10 @@ def _run(
     plan = _validate(torch, logits, bitmask, indices, vocab_size, backend)
     if plan.cols == 0 or plan.rows == 0 or (plan.indices is not None and not plan.indices):
         return
+    if plan.indices is not None and plan.indices == list(range(plan.rows)):
+        # every row in order (a transformers step, a full vLLM batch): the same as no indices,
+        # with no index list to copy to the device
+        plan = plan._replace(indices=None)
     if plan.backend == "cpu":
         _apply_cpu(logits, bitmask, plan)
     elif plan.backend == "triton":
