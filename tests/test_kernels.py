@@ -166,6 +166,8 @@ def test_larger_batches_and_index_patterns(backend: str) -> None:
     check(backend, 8, 32001, "float16", seed=3, indices=[7, 1, 4])
     check(backend, 3, 1000, "float32", seed=4, indices=[])
     check(backend, 5, 1000, "float32", seed=5, indices=[4, 3, 2, 1, 0])
+    # every row in order: taken as no index list; a spare bitmask row stays unused
+    check(backend, 5, 1000, "float32", seed=6, indices=[0, 1, 2, 3, 4], mask_rows=6)
 
 
 @needs_torch
@@ -488,6 +490,7 @@ if TRITON_INNER:
     def test_triton_inner_odd_vocab(dtype: str) -> None:
         check("triton", 2, 32001, dtype, seed=7, vocab_size=32000)
         check("triton", 2, 32001, dtype, seed=8, indices=[1], mask_rows=3)
+        check("triton", 2, 32001, dtype, seed=9, indices=[0, 1], mask_rows=3)
 
     @pytest.mark.parametrize("dtype", DTYPES)
     def test_triton_inner_whole_blocks(dtype: str) -> None:
