@@ -94,8 +94,15 @@ const ESCAPES_BY_LETTER: [(u8, u8); 8] = [
 
 /// Byte transitions given in increasing byte order, runs of neighbouring bytes with one
 /// target merged into one range.
-#[derive(Default)]
 struct Runs(Vec<Transition>);
+
+impl Default for Runs {
+    /// Room for the runs of most states read here (a character's raw bytes, hex digits), so
+    /// that building one allocates once: a schema's key readers build thousands of them.
+    fn default() -> Runs {
+        Runs(Vec::with_capacity(16))
+    }
+}
 
 impl Runs {
     fn push(&mut self, b: u8, next: StateID) {
@@ -383,7 +390,7 @@ fn utf8_spellings(lo: u32, hi: u32, out: &mut Vec<Spelling>) {
 impl Compiler {
     /// A state whose byte transitions are `t` (bytes mapped to `None` have none).
     fn table(&mut self, t: &[Option<StateID>; 256]) -> Result<StateID> {
-        let mut trans = Vec::new();
+        let mut trans = Runs::default().0;
         let mut b = 0usize;
         while b < 256 {
             let Some(next) = t[b] else {
@@ -417,15 +424,18 @@ impl Compiler {
         }
     }
 
-    /// A state reading the bytes in `ranges` into `next`.
+    /// A state reading the bytes in `ranges` (disjoint, in increasing order) into `next`.
     fn on(&mut self, ranges: &[(u8, u8)], next: StateID) -> Result<StateID> {
-        let mut t = [None; 256];
-        for &(a, b) in ranges {
-            for x in a..=b {
-                t[x as usize] = Some(next);
-            }
+        debug_assert!(ranges.windows(2).all(|w| w[0].1 < w[1].0));
+        let trans: Vec<Transition> = ranges
+            .iter()
+            .map(|&(start, end)| Transition { start, end, next })
+            .collect();
+        if trans.is_empty() {
+            self.fail()
+        } else {
+            self.sparse(trans)
         }
-        self.table(&t)
     }
 
     fn char_tails(&mut self, to: StateID) -> Result<CharTails> {

@@ -86,42 +86,46 @@ pub(super) fn budget(e: impl std::fmt::Display) -> Error {
 }
 
 impl Compiler {
-    fn log(&mut self, op: Op) -> Result<()> {
+    /// Records the builder call `op` makes (when a shared part is being recorded) and counts
+    /// it against the time budget. `op` is built only when recording: building it allocates.
+    fn log(&mut self, op: impl FnOnce() -> Op) -> Result<()> {
         if let Some(l) = self.log.as_mut() {
-            l.push(op);
+            l.push(op());
         }
         self.every.tick("building the automaton")
     }
 
     pub(super) fn empty(&mut self) -> Result<StateID> {
-        self.log(Op::Empty)?;
+        self.log(|| Op::Empty)?;
         self.b.add_empty().map_err(budget)
     }
 
     pub(super) fn fail(&mut self) -> Result<StateID> {
-        self.log(Op::Fail)?;
+        self.log(|| Op::Fail)?;
         self.b.add_fail().map_err(budget)
     }
 
     pub(super) fn sparse(&mut self, trans: Vec<Transition>) -> Result<StateID> {
-        self.log(Op::Sparse(
-            trans
-                .iter()
-                .map(|t| (t.start, t.end, t.next.as_u32()))
-                .collect(),
-        ))?;
+        self.log(|| {
+            Op::Sparse(
+                trans
+                    .iter()
+                    .map(|t| (t.start, t.end, t.next.as_u32()))
+                    .collect(),
+            )
+        })?;
         self.b.add_sparse(trans).map_err(budget)
     }
 
     pub(super) fn range(&mut self, start: u8, end: u8, next: StateID) -> Result<StateID> {
-        self.log(Op::Range(start, end, next.as_u32()))?;
+        self.log(|| Op::Range(start, end, next.as_u32()))?;
         self.b
             .add_range(Transition { start, end, next })
             .map_err(budget)
     }
 
     pub(super) fn patch(&mut self, from: StateID, to: StateID) -> Result<()> {
-        self.log(Op::Patch(from.as_u32(), to.as_u32()))?;
+        self.log(|| Op::Patch(from.as_u32(), to.as_u32()))?;
         self.b.patch(from, to).map_err(budget)
     }
 
@@ -132,19 +136,19 @@ impl Compiler {
 
     /// A marker state carrying `op`, then `next`.
     pub(super) fn mark(&mut self, op: Count, next: StateID) -> Result<StateID> {
-        self.log(Op::Mark(op, next.as_u32()))?;
+        self.log(|| Op::Mark(op, next.as_u32()))?;
         self.marks.push(op);
         self.b.add_look(next, MARKER).map_err(budget)
     }
 
     /// A look-around state (`\A`, `\z`), then `next`.
     pub(super) fn look(&mut self, look: Look, next: StateID) -> Result<StateID> {
-        self.log(Op::Look(look, next.as_u32()))?;
+        self.log(|| Op::Look(look, next.as_u32()))?;
         self.b.add_look(next, look).map_err(budget)
     }
 
     pub(super) fn union(&mut self, alts: Vec<StateID>) -> Result<StateID> {
-        self.log(Op::Union(alts.iter().map(|a| a.as_u32()).collect()))?;
+        self.log(|| Op::Union(alts.iter().map(|a| a.as_u32()).collect()))?;
         self.b.add_union(alts).map_err(budget)
     }
 
