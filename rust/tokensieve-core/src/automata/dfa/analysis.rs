@@ -219,70 +219,52 @@ pub(super) fn counted_bounds(
 /// a `Push` marker that can match, so every frame on a stack returns to a point that can.
 pub(super) fn compute_can_match(nfa: &NFA, counts: &[Option<Count>], cont: &[u32]) -> Vec<bool> {
     let n = nfa.states().len();
-    // Reverse edges as flat adjacency lists (one allocation each instead of one per state),
-    // split into those usable before and after an end assertion.
-    let mut edges: Vec<(u32, u32, bool, bool)> = Vec::with_capacity(n * 2);
+    // Reverse edges, flat and grouped by target (`into`): counted in a first pass over the
+    // states, filled in a second, so the only allocations are the arrays themselves (a
+    // schema's NFA has thousands of states, and this runs on every new grammar).
     let mut seeds = Vec::new();
     // (Push marker, body entry, return point) and the Pop markers
     let mut calls: Vec<(u32, u32, u32)> = Vec::new();
     let mut ends: Vec<u32> = Vec::new();
+    let mut off = vec![0u32; n + 1];
     for (i, st) in nfa.states().iter().enumerate() {
         let from = i as u32;
-        let mut add =
-            |next: StateID, eps: bool, any: bool| edges.push((next.as_u32(), from, eps, any));
         match st {
-            State::ByteRange { trans } => add(trans.next, false, true),
-            State::Sparse(sp) => sp.transitions.iter().for_each(|t| add(t.next, false, true)),
-            State::Dense(d) => {
-                let mut last = None;
-                for &t in d.transitions.iter() {
-                    if last != Some(t) {
-                        add(t, false, true);
-                        last = Some(t);
-                    }
-                }
-            }
-            State::Union { alternates } => alternates.iter().for_each(|&a| add(a, true, true)),
-            State::BinaryUnion { alt1, alt2 } => {
-                add(*alt1, true, true);
-                add(*alt2, true, true);
-            }
-            State::Capture { next, .. } => add(*next, true, true),
-            // A counter's guards never keep a state from the match: a count stays within the
-            // repetition's bounds, so from any count the loop can go on to its minimum and
-            // leave (see `crate::automata::nfa::Count`).
             State::Look { look: MARKER, next } => match counts.get(i).copied().flatten() {
                 Some(Count::Push { .. }) => calls.push((from, next.as_u32(), cont[i])),
                 Some(Count::Pop { .. } | Count::Return) => ends.push(from),
-                // a rule's language is never empty (see `crate::automata::rules`): the call can finish
-                // when its return point can
-                Some(Count::Call(_)) => add(*next, true, true),
-                _ => add(*next, true, true),
+                _ => {}
             },
-            State::Look {
-                look: Look::End,
-                next,
-            } => add(*next, true, false),
-            State::Look { .. } | State::Fail => {}
             State::Match { .. } => seeds.push(from),
+            _ => {}
         }
-    }
-    // Counting sort by target: rev[off[t]..off[t + 1]] are the (source, eps, any) edges into t.
-    let mut off = vec![0u32; n + 1];
-    for e in &edges {
-        off[e.0 as usize + 1] += 1;
+        reverse_edges(st, counts.get(i).copied().flatten(), |to, _| {
+            off[to.as_usize() + 1] += 1;
+        });
     }
     for i in 0..n {
         off[i + 1] += off[i];
     }
-    let mut fill = off.clone();
-    let mut rev: Vec<(u32, bool, bool)> = vec![(0, false, false); edges.len()];
-    for &(to, from, eps, any) in &edges {
-        let k = &mut fill[to as usize];
-        rev[*k as usize] = (from, eps, any);
-        *k += 1;
+    // sources into `src`, their kinds (`EPS`, `ANY`) into `flags`; `off[t]` walks from the
+    // start of t's edges to its end
+    let total = off[n] as usize;
+    let mut src = vec![0u32; total];
+    let mut flags = vec![0u8; total];
+    for (i, st) in nfa.states().iter().enumerate() {
+        reverse_edges(st, counts.get(i).copied().flatten(), |to, f| {
+            let k = &mut off[to.as_usize()];
+            src[*k as usize] = i as u32;
+            flags[*k as usize] = f;
+            *k += 1;
+        });
     }
-    let into = |t: u32| &rev[off[t as usize] as usize..off[t as usize + 1] as usize];
+    // (each `off[t]` is now where t's edges end, i.e. where t + 1's start)
+    off.copy_within(0..n, 1);
+    off[0] = 0;
+    let into = |t: u32| {
+        let r = off[t as usize] as usize..off[t as usize + 1] as usize;
+        src[r.clone()].iter().copied().zip(flags[r].iter().copied())
+    };
     // eps_end: reaches Match through empty steps, end assertions allowed.
     let mut eps_end = vec![false; n];
     let mut stack = seeds.clone();
@@ -290,8 +272,8 @@ pub(super) fn compute_can_match(nfa: &NFA, counts: &[Option<Count>], cont: &[u32
         eps_end[s as usize] = true;
     }
     while let Some(s) = stack.pop() {
-        for &(p, eps, _) in into(s) {
-            if eps && !eps_end[p as usize] {
+        for (p, f) in into(s) {
+            if f & EPS != 0 && !eps_end[p as usize] {
                 eps_end[p as usize] = true;
                 stack.push(p);
             }
@@ -316,8 +298,8 @@ pub(super) fn compute_can_match(nfa: &NFA, counts: &[Option<Count>], cont: &[u32
         waiting.entry(ret).or_default().push(k as u32);
     }
     while let Some(s) = stack.pop() {
-        for &(p, _, any) in into(s) {
-            if any && !can[p as usize] {
+        for (p, f) in into(s) {
+            if f & ANY != 0 && !can[p as usize] {
                 can[p as usize] = true;
                 stack.push(p);
             }
@@ -333,6 +315,49 @@ pub(super) fn compute_can_match(nfa: &NFA, counts: &[Option<Count>], cont: &[u32
         }
     }
     can
+}
+
+/// An edge [`compute_can_match`] follows through empty steps only (`\z` assertions included).
+const EPS: u8 = 1;
+/// An edge it follows from a state that has read input: any step but an end assertion.
+const ANY: u8 = 2;
+
+/// Calls `edge(target, flags)` for each edge out of `st` (whose marker, if it is one, is
+/// `count`) that [`compute_can_match`] follows backwards. A `Push` marker's edge is handled as a
+/// call, and a `Pop` or `Return` marker ends a body: neither is an edge here.
+fn reverse_edges(st: &State, count: Option<Count>, mut edge: impl FnMut(StateID, u8)) {
+    match st {
+        State::ByteRange { trans } => edge(trans.next, ANY),
+        State::Sparse(sp) => sp.transitions.iter().for_each(|t| edge(t.next, ANY)),
+        State::Dense(d) => {
+            let mut last = None;
+            for &t in d.transitions.iter() {
+                if last != Some(t) {
+                    edge(t, ANY);
+                    last = Some(t);
+                }
+            }
+        }
+        State::Union { alternates } => alternates.iter().for_each(|&a| edge(a, EPS | ANY)),
+        State::BinaryUnion { alt1, alt2 } => {
+            edge(*alt1, EPS | ANY);
+            edge(*alt2, EPS | ANY);
+        }
+        State::Capture { next, .. } => edge(*next, EPS | ANY),
+        // A counter's guards never keep a state from the match: a count stays within the
+        // repetition's bounds, so from any count the loop can go on to its minimum and leave
+        // (see `crate::automata::nfa::Count`). A rule's language is never empty (see
+        // `crate::automata::rules`): a call can finish when its return point can.
+        State::Look { look: MARKER, next } => match count {
+            Some(Count::Push { .. } | Count::Pop { .. } | Count::Return) => {}
+            _ => edge(*next, EPS | ANY),
+        },
+        State::Look {
+            look: Look::End,
+            next,
+        } => edge(*next, EPS),
+        State::Look { .. } | State::Fail | State::Match { .. } => {}
+    }
 }
 
 /// The return dispatches of `nfa` (unions of at least three `Pop` markers of one recursive
