@@ -312,7 +312,8 @@ fn at_mut<'v>(v: &'v mut Value, ptr: &str) -> Option<&'v mut Value> {
 
 /// Prepare `root` and the registry documents (URI → schema).
 pub(crate) fn prepare(root: &Value, registry: &[(String, Value)]) -> Result<Prepared> {
-    let mut docs: Vec<Value> = vec![root.clone()];
+    // the documents as given (each is copied once, into `out`, where references are rewritten)
+    let mut docs: Vec<&Value> = vec![root];
     let mut bases: Vec<String> = vec![ROOT_BASE.to_string()];
     for (uri, doc) in registry {
         if scheme_end(uri).is_none() {
@@ -322,13 +323,13 @@ pub(crate) fn prepare(root: &Value, registry: &[(String, Value)]) -> Result<Prep
                 format!("registry key {uri:?} is not an absolute URI"),
             ));
         }
-        docs.push(doc.clone());
+        docs.push(doc);
         bases.push(split(uri).0.to_string());
     }
     for doc in &docs {
         check_numbers(doc, "", 0)?;
     }
-    let drafts: Vec<Draft> = docs.iter().map(Draft::of).collect();
+    let drafts: Vec<Draft> = docs.iter().map(|d| Draft::of(d)).collect();
     // pass 1: resources and anchors
     let mut idx = Index::default();
     for (d, doc) in docs.iter().enumerate() {
@@ -375,7 +376,7 @@ pub(crate) fn prepare(root: &Value, registry: &[(String, Value)]) -> Result<Prep
         });
     }
     // pass 2: rewrite every $ref (and $dynamicRef)
-    let mut out = docs.clone();
+    let mut out: Vec<Value> = docs.iter().map(|&d| d.clone()).collect();
     let mut dynamic = false;
     for (d, doc) in docs.iter().enumerate() {
         let mut edits: Vec<(String, std::result::Result<String, String>)> = Vec::new();
