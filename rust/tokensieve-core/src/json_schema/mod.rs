@@ -38,6 +38,7 @@ pub use options::{
     AdditionalProperties, Formats, JsonSchemaOptions, OneOf, PropertyOrder, Recursion, Spelling,
     Whitespace,
 };
+pub use string::{prepare_formats, ASSERTED_FORMATS};
 
 /// Largest schema text (or registry document) accepted, in bytes.
 pub const MAX_SCHEMA_BYTES: usize = 64 << 20;
