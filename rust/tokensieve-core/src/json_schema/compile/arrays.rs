@@ -84,10 +84,13 @@ impl<'a> Compiler<'a> {
                         ptr,
                         "uniqueItems: true is supported when every item comes from a small \
                          finite set of values (enum, const, boolean, null) and the length is \
-                         bounded, or when the items are strings (type string with pattern, \
-                         format, minLength, maxLength, enum, const) and the array is reached \
-                         from the root through properties, items (without prefixItems), $ref \
-                         and allOf only",
+                         bounded, or when the items are strings or integers and the array \
+                         (without prefixItems or contains) is reached from the root through \
+                         properties, items, additionalProperties, non-recursive $ref, allOf, \
+                         or the one container branch of an anyOf/oneOf of scalars; not over \
+                         objects, arrays, fractional numbers or mixed types, nor under not, if \
+                         or patternProperties (docs/json-schema.md, Unique strings and \
+                         integers)",
                     )?,
                 },
             }
