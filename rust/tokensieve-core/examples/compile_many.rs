@@ -5,7 +5,8 @@
 //! `REPEAT=n` runs the whole file n times (for profiling); `SLOWEST=k` lists the k slowest;
 //! `FAILS=1` names the schemas that do not compile; `THRASH=1` and `SLEEP_MS=n` start each
 //! compile with cold caches (see below); `ALLOCS=1` reports allocations per compile;
-//! `PREPARE_FORMATS=0` leaves the formats to the first schema that uses each.
+//! `PREPARE=0` leaves what the process keeps across compiles (formats, the any-JSON value) to
+//! the first schema that needs it.
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -64,9 +65,9 @@ fn main() {
     let (repeat, slowest) = (env("REPEAT", 1).max(1), env("SLOWEST", 5));
     let json = std::fs::read_to_string(&args[0]).expect("read tokenizer.json");
     let v = Arc::new(Vocabulary::from_tokenizer_json(&json, None, None, &[]).expect("vocabulary"));
-    // as the Python bindings do with their first vocabulary (PREPARE_FORMATS=0: not)
-    if env("PREPARE_FORMATS", 1) != 0 {
-        tokensieve_core::json_schema::prepare_formats();
+    // as the Python bindings do with their first vocabulary (PREPARE=0: not)
+    if env("PREPARE", 1) != 0 {
+        tokensieve_core::json_schema::prepare();
     }
     let mut schemas = Vec::new();
     for (i, line) in std::fs::read_to_string(&args[1])

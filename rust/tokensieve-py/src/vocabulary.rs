@@ -28,18 +28,18 @@ pub(crate) struct PreparedVocabulary {
 }
 
 /// Runs `build` (a vocabulary's construction). The first time in a process, a second thread
-/// meanwhile builds what every schema that uses a format needs
-/// ([`core::json_schema::prepare_formats`]), so that no request pays for it later (the first
-/// `uri` schema of a process: about 1 ms more, its first combination with a pattern about
-/// 1.5 ms more). The thread is joined before this returns; should it fail, a compile that needs
-/// a format builds it as before.
+/// meanwhile builds what the process keeps across compiles ([`core::json_schema::prepare`]:
+/// the asserted formats' automata, the default any-JSON value), so that no request pays for it
+/// later (the first `uri` schema of a process: about 1 ms more, the first `uri` with a pattern
+/// about 1.5 ms more). The thread is joined before this returns; should it fail, a compile that
+/// needs one of them builds it as before.
 fn with_formats_prepared<T>(build: impl FnOnce() -> T) -> T {
     static FORMATS: std::sync::Once = std::sync::Once::new();
     let mut first = false;
     FORMATS.call_once(|| first = true);
     std::thread::scope(|sc| {
         let prepare = || {
-            let _ = std::panic::catch_unwind(core::json_schema::prepare_formats);
+            let _ = std::panic::catch_unwind(core::json_schema::prepare);
         };
         if first
             && std::thread::Builder::new()

@@ -318,11 +318,9 @@ pub const ASSERTED_FORMATS: [&str; 11] = [
 ];
 
 /// Builds what the process keeps per asserted format, for every one of them: its language
-/// ([`format_hir`]), its JSON spelling ([`format_spelled`]) and its minimal automaton, which a
-/// format combined with a pattern or lengths is built from ([`crate::automata::strlang`]'s
-/// cache). Without this, the first schema of a process that uses a format pays for it (`uri`:
-/// about 1 ms, its first combination about 1.5 ms more); the Python bindings call it once per
-/// process, on a second thread while the first vocabulary is built. Idempotent.
+/// (`format_hir`), its JSON spelling (`format_spelled`) and its minimal automaton, which a
+/// format combined with a pattern or lengths is built from (`automata::strlang`'s
+/// cache), ahead of the first schema that uses it ([`super::prepare`] runs it). Idempotent.
 pub fn prepare_formats() {
     for f in ASSERTED_FORMATS {
         let Some(h) = format_hir(f) else { continue };
