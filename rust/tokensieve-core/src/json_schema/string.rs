@@ -520,6 +520,25 @@ mod tests {
         assert!(format_spelled("no-such-format").is_none());
     }
 
+    /// What `prepare_formats` keeps can be built for every asserted format: a language, a
+    /// spelling and a non-empty minimal DFA within the direct-DFA budget. Preparing twice is
+    /// harmless.
+    #[test]
+    fn every_format_prepares() {
+        prepare_formats();
+        prepare_formats();
+        for f in FORMATS {
+            let h = format_hir(f).unwrap();
+            assert!(format_spelled(f).unwrap().is_ok(), "{f}");
+            let d = crate::automata::strlang::combined_dfa(std::slice::from_ref(&h), &[]);
+            assert!(
+                matches!(d, Ok(Some(_))),
+                "{f}: {:?}",
+                d.map(|d| d.is_some())
+            );
+        }
+    }
+
     #[test]
     fn formats_compile() {
         for f in FORMATS {
