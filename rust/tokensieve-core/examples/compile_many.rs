@@ -22,20 +22,22 @@ struct Counting;
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 static ALLOCATED: AtomicU64 = AtomicU64::new(0);
 
+fn count(size: usize) {
+    ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+    ALLOCATED.fetch_add(size as u64, Ordering::Relaxed);
+}
+
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        ALLOCATED.fetch_add(l.size() as u64, Ordering::Relaxed);
+        count(l.size());
         unsafe { mimalloc::MiMalloc.alloc(l) }
     }
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        ALLOCATED.fetch_add(l.size() as u64, Ordering::Relaxed);
+        count(l.size());
         unsafe { mimalloc::MiMalloc.alloc_zeroed(l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        ALLOCATED.fetch_add(size as u64, Ordering::Relaxed);
+        count(size);
         unsafe { mimalloc::MiMalloc.realloc(p, l, size) }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {

@@ -33,17 +33,17 @@ pub(crate) struct PreparedVocabulary {
 /// later (the first `uri` schema of a process: about 1 ms more, the first `uri` with a pattern
 /// about 1.5 ms more). The thread is joined before this returns; should it fail, a compile that
 /// needs one of them builds it as before.
-fn with_formats_prepared<T>(build: impl FnOnce() -> T) -> T {
-    static FORMATS: std::sync::Once = std::sync::Once::new();
+fn with_process_prepared<T>(build: impl FnOnce() -> T) -> T {
+    static PREPARED: std::sync::Once = std::sync::Once::new();
     let mut first = false;
-    FORMATS.call_once(|| first = true);
+    PREPARED.call_once(|| first = true);
     std::thread::scope(|sc| {
         let prepare = || {
             let _ = std::panic::catch_unwind(core::json_schema::prepare);
         };
         if first
             && std::thread::Builder::new()
-                .name("tokensieve-formats".into())
+                .name("tokensieve-prepare".into())
                 .spawn_scoped(sc, prepare)
                 .is_err()
         {
@@ -87,7 +87,7 @@ impl PyVocabulary {
             let tokens: Vec<Vec<u8>> = tokens.extract()?;
             let v = py
                 .detach(|| {
-                    with_formats_prepared(|| {
+                    with_process_prepared(|| {
                         core::Vocabulary::new(tokens, eos_token_ids, special_token_ids, vocab_size)
                     })
                 })
@@ -116,7 +116,7 @@ impl PyVocabulary {
             };
             let v = py
                 .detach(|| {
-                    with_formats_prepared(|| {
+                    with_process_prepared(|| {
                         core::Vocabulary::from_tokenizer_json(
                             &json,
                             vocab_size,

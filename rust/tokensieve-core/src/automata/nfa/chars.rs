@@ -390,29 +390,13 @@ fn utf8_spellings(lo: u32, hi: u32, out: &mut Vec<Spelling>) {
 impl Compiler {
     /// A state whose byte transitions are `t` (bytes mapped to `None` have none).
     fn table(&mut self, t: &[Option<StateID>; 256]) -> Result<StateID> {
-        let mut trans = Runs::default().0;
-        let mut b = 0usize;
-        while b < 256 {
-            let Some(next) = t[b] else {
-                b += 1;
-                continue;
-            };
-            let mut e = b;
-            while e + 1 < 256 && t[e + 1] == Some(next) {
-                e += 1;
+        let mut r = Runs::default();
+        for (b, next) in t.iter().enumerate() {
+            if let Some(next) = *next {
+                r.push(b as u8, next);
             }
-            trans.push(Transition {
-                start: b as u8,
-                end: e as u8,
-                next,
-            });
-            b = e + 1;
         }
-        if trans.is_empty() {
-            self.fail()
-        } else {
-            self.sparse(trans)
-        }
+        self.runs(r)
     }
 
     /// A state whose byte transitions are `r` (none: the fail state).
@@ -427,15 +411,11 @@ impl Compiler {
     /// A state reading the bytes in `ranges` (disjoint, in increasing order) into `next`.
     fn on(&mut self, ranges: &[(u8, u8)], next: StateID) -> Result<StateID> {
         debug_assert!(ranges.windows(2).all(|w| w[0].1 < w[1].0));
-        let trans: Vec<Transition> = ranges
+        let r = ranges
             .iter()
             .map(|&(start, end)| Transition { start, end, next })
             .collect();
-        if trans.is_empty() {
-            self.fail()
-        } else {
-            self.sparse(trans)
-        }
+        self.runs(Runs(r))
     }
 
     fn char_tails(&mut self, to: StateID) -> Result<CharTails> {
