@@ -224,3 +224,85 @@ def test_generated_regexes_end_typed() -> None:
     outs = run_cases(cases, timeout=300)
     bad = [(c[:200], o) for c, o in zip(cases, outs) if o not in TYPED]
     assert not bad, bad
+
+
+# ---- grammars: depth, rule chains, deadlines --------------------------------------------------
+
+# `chain(n, body)`: `root ::= r0`, then `r{i} ::= body` with `{j}` the next rule, up to `r{n}`
+CHAIN = (
+    "def chain(n, body):\n"
+    "    rules = ''.join(f'r{i} ::= ' + body.replace('{j}', str(i + 1)) + '\\n' for i in range(n))\n"
+    "    return 'root ::= r0\\n' + rules + f'r{n} ::= \"z\"\\n'\n"
+    "def cycle(n):\n"
+    "    return 'root ::= r0\\n' + ''.join(f'r{i} ::= r{(i + 1) % n} \"a\" | \"b\"\\n'"
+    " for i in range(n))\n"
+    "def pending(text, **kw):\n"
+    "    return ts.Grammar.compile_pending('ebnf', text, vocab, **kw).result()\n"
+)
+
+# (statement, expected outcome): each killed the process (stack overflow, out of memory) once
+GRAMMAR_CORPUS: list[tuple[str, str]] = [
+    ("ts.Grammar.from_ebnf('root ::= \"a\"' + '?' * 10000, vocab)", "ok"),
+    ("pending('root ::= \"a\"' + '?' * 10000)", "ok"),
+    ("pending('root ::= \"a\"' + '{2}{2,3}' * 5000)", "TokensieveError"),
+    ("pending('root ::= ' + '(' * 150 + '\"a\"' + ')?+{2}{3,4}' * 150)", "ok"),
+    ('ts.Grammar.from_ebnf(chain(3000, \'r{j} "x" | "y"\'), vocab)', "ok"),
+    ('pending(chain(3000, \'r{j} "x" | "y"\'))', "ok"),
+    ("pending(chain(1000, 'r{j}? \"a\"'))", "ok"),
+    ("ts.Grammar.from_ebnf(chain(5000, 'r{j}? \"a\"'), vocab)", "ok"),
+    ('ts.Grammar.from_ebnf(chain(60000, \'"(" r{j} ")"\'), vocab)', "ok"),
+    ("ts.Grammar.from_ebnf(cycle(500), vocab)", "ok"),
+    ("pending(cycle(5000))", "TokensieveError"),
+]
+
+
+def test_grammar_corpus_of_once_fatal_inputs() -> None:
+    cases = [CHAIN + c for c, _ in GRAMMAR_CORPUS]
+    outs = run_cases(cases, timeout=240)
+    wrong = [(c[:120], want, got) for (c, want), got in zip(GRAMMAR_CORPUS, outs) if got != want]
+    assert not wrong, wrong
+
+
+def test_a_failed_precompute_leaves_the_grammar_whole() -> None:
+    # the states a failed precompute() built are forgotten: later matchers keep the budget
+    code = (
+        "import json, random\n"
+        "props = {f'p{i}': {'type': 'integer'} for i in range(30)}\n"
+        "s = {'type': 'object', 'properties': props, 'additionalProperties': False}\n"
+        "g = ts.Grammar.from_json_schema(s, vocab, property_order='any', max_states=3000)\n"
+        "try:\n"
+        "    g.precompute()\n"
+        "    raise AssertionError('precompute fits')\n"
+        "except ts.BudgetError:\n"
+        "    pass\n"
+        "rng = random.Random(7)\n"
+        "for _ in range(10):\n"
+        "    keys = rng.sample(sorted(props), 6)\n"
+        "    doc = json.dumps({k: rng.randint(0, 99) for k in keys}, separators=(',', ':'))\n"
+        "    m = g.matcher()\n"
+        "    assert m.accept_tokens(list(doc.encode())) == len(doc) and m.is_accepting(), doc\n"
+    )
+    assert run_cases([code], timeout=120) == ["ok"]
+
+
+@pytest.mark.parametrize(
+    ("grammar", "seconds"),
+    [
+        ('\'root ::= x{200000}\\nx ::= "(" x ")" | "y"\'', 1.0),
+        ('\'root ::= x{400000}\\nx ::= "(" x ")" | "y"\'', 1.0),
+        ("cycle(1500)", 0.5),
+    ],
+)
+def test_grammar_compiles_honour_the_deadline(grammar: str, seconds: float) -> None:
+    # measured against the clock: the error (or the grammar) within the deadline and a margin
+    code = (
+        "import time\n"
+        "t = time.perf_counter()\n"
+        "try:\n"
+        f"    ts.Grammar.from_ebnf({grammar}, vocab, max_compile_seconds={seconds})\n"
+        "except ts.TokensieveError:\n"
+        "    pass\n"
+        "took = time.perf_counter() - t\n"
+        f"assert took < {seconds} * 1.5 + 0.5, took\n"
+    )
+    assert run_cases([CHAIN + code], timeout=120) == ["ok"]

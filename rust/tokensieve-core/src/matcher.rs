@@ -403,26 +403,31 @@ impl Grammar {
         ebnf_opts: &crate::ebnf::EbnfOptions,
         opts: &GrammarOptions,
     ) -> Result<Grammar> {
-        opts.compiling(|| {
-            let c = crate::ebnf::compile(text, ebnf_opts)?;
-            let label = grammar_label(&c.expr);
-            let dfa = LazyDfa::from_owned(&label, c.expr, &opts.regex)?;
-            if dfa.start() == DEAD {
-                return Err(Error::Grammar {
-                    line: 1,
-                    column: 1,
-                    message: format!(
-                        "the rule `{}` matches no string with at most max_stack_depth={} rule \
+        // every stage recurses over the grammar's nesting (bounded by the front end, see
+        // `ebnf`): all of them on a big stack, so a compile thread's small one is never the limit
+        let big = budget::stack::BIG_STACK;
+        budget::stack::on_big_stack(big, || {
+            opts.compiling(|| {
+                let c = crate::ebnf::compile(text, ebnf_opts)?;
+                let label = grammar_label(&c.expr);
+                let dfa = LazyDfa::from_owned(&label, c.expr, &opts.regex)?;
+                if dfa.start() == DEAD {
+                    return Err(Error::Grammar {
+                        line: 1,
+                        column: 1,
+                        message: format!(
+                            "the rule `{}` matches no string with at most max_stack_depth={} rule \
                          calls open (a recursion that never ends, or a rule with nothing to \
                          match?)",
-                        ebnf_opts.start, ebnf_opts.max_stack_depth
-                    ),
-                });
-            }
-            let mut g = Grammar::from_dfa(dfa, vocab, opts)?;
-            g.warnings = c.warnings;
-            g.source = ConstraintSource::ebnf(text, ebnf_opts);
-            Ok(g)
+                            ebnf_opts.start, ebnf_opts.max_stack_depth
+                        ),
+                    });
+                }
+                let mut g = Grammar::from_dfa(dfa, vocab, opts)?;
+                g.warnings = c.warnings;
+                g.source = ConstraintSource::ebnf(text, ebnf_opts);
+                Ok(g)
+            })
         })
     }
 

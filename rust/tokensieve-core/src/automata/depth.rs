@@ -381,6 +381,9 @@ fn fixpoint(g: &Graph, guards_open: bool) -> Result<Vec<i64>> {
         let s = s as usize;
         queued[s] = false;
         steps += 1;
+        if steps & 4095 == 0 {
+            crate::budget::check("checking the automaton's recursion")?;
+        }
         if steps > limit {
             return Err(Error::Budget(
                 "the automaton's recursion is too intricate to check (liveness did not settle)"

@@ -419,12 +419,21 @@ pub(super) fn rewrite(g: &Group<'_>, members: &[usize]) -> Result<Vec<Node>> {
             ),
         )
     };
+    let size_of = |a: &[Vec<Node>]| -> usize { a.iter().flatten().map(Node::size).sum() };
+    // the nodes of every rule of the group together, kept within MAX_NODES at every step
+    let mut total: usize = alts.iter().map(|a| size_of(a)).sum();
+    if total > MAX_NODES {
+        let at = g.rules.pos[members[0]];
+        return Err(too_large(at, &names[members[0]]));
+    }
     for i in 0..members.len() {
         let at = g.rules.pos[members[i]];
         let mut rounds = 0usize;
         loop {
             let mut changed = false;
             let mut next = Vec::new();
+            let others = total.saturating_sub(size_of(&alts[i]));
+            let mut size = others;
             for a in std::mem::take(&mut alts[i]) {
                 match starts_with(&a).and_then(|r| g.order.get(&r).copied()) {
                     Some(j) if j < i => {
@@ -432,16 +441,25 @@ pub(super) fn rewrite(g: &Group<'_>, members: &[usize]) -> Result<Vec<Node>> {
                         for b in &alts[j] {
                             let mut s = b.clone();
                             s.extend(a[1..].iter().cloned());
-                            next.extend(g.expand(s, at)?);
+                            for x in g.expand(s, at)? {
+                                size += x.iter().map(Node::size).sum::<usize>();
+                                if size > MAX_NODES {
+                                    return Err(too_large(at, &names[members[i]]));
+                                }
+                                next.push(x);
+                            }
                         }
                     }
-                    _ => next.push(a),
+                    _ => {
+                        size += a.iter().map(Node::size).sum::<usize>();
+                        next.push(a);
+                    }
                 }
             }
-            let size: usize = next.iter().flatten().map(Node::size).sum();
             if size > MAX_NODES {
                 return Err(too_large(at, &names[members[i]]));
             }
+            total = size;
             alts[i] = next;
             rounds += 1;
             if !changed {
@@ -458,6 +476,7 @@ pub(super) fn rewrite(g: &Group<'_>, members: &[usize]) -> Result<Vec<Node>> {
             }
         }
         let me = members[i];
+        let others = total.saturating_sub(size_of(&alts[i]));
         let (lr, other): (Vec<_>, Vec<_>) = std::mem::take(&mut alts[i])
             .into_iter()
             .partition(|a| starts_with(a) == Some(me));
@@ -480,6 +499,7 @@ pub(super) fn rewrite(g: &Group<'_>, members: &[usize]) -> Result<Vec<Node>> {
                 },
             ]]
         };
+        total = others + size_of(&alts[i]);
     }
     Ok(alts
         .into_iter()

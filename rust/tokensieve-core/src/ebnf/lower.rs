@@ -214,12 +214,24 @@ struct Lower<'a> {
     /// Rule → its definition in the knot.
     def_of: Vec<Option<u32>>,
     defs: Vec<Option<Expr>>,
-    /// Rule → its expression, for the rules written in place.
-    inline: Vec<Option<Expr>>,
+    /// Rule → its expression and the expression's height, for the rules written in place
+    /// (taken out by its last use).
+    inline: Vec<Option<(Expr, u32)>>,
+    /// Rule → how many uses of a rule written in place are still to be lowered.
+    uses_left: Vec<u32>,
+    /// Whether this lowering is the one kept: uses are counted down, and the last one takes
+    /// the rule's expression instead of copying it (a chain of rules used once each is then
+    /// built once, not once per rule above it).
+    keep: bool,
     base: u32,
     max_stack: u32,
     every: crate::budget::Every,
 }
+
+/// A rule that is not recursive and whose expression would be higher than this where it is
+/// written is called instead (so a chain of thousands of rules nests no expression deeper
+/// than this plus [`super::parse::MAX_HEIGHT`], for every walk over it).
+const INLINE_HEIGHT: u32 = 256;
 
 impl Lower<'_> {
     fn new_def(&mut self, rule: usize) -> u32 {
@@ -227,6 +239,38 @@ impl Lower<'_> {
         self.defs.push(None);
         self.def_of[rule] = Some(d);
         d
+    }
+
+    /// The height of the expression of `n` (an upper bound: the expression helpers flatten,
+    /// never add levels).
+    fn height(&self, n: &Node) -> u32 {
+        match n {
+            Node::Lit(_) | Node::Class { .. } | Node::Any => 1,
+            Node::Seq(xs) | Node::Alt(xs) => {
+                1 + xs.iter().map(|x| self.height(x)).max().unwrap_or(0)
+            }
+            Node::Rep { max: Some(0), .. } => 1,
+            Node::Rep { sub, .. } => 1 + self.height(sub),
+            Node::Ref { rule, .. } => match (&self.def_of[*rule], &self.inline[*rule]) {
+                (Some(_), _) => 2,
+                (None, Some((_, h))) => *h,
+                (None, None) => 1,
+            },
+        }
+    }
+
+    /// Counts down the uses of the rules `n` writes in place, as a kept lowering would have.
+    fn forget_uses(&mut self, n: &Node) {
+        let mut refs = Vec::new();
+        n.refs(&mut |r, _| refs.push(r));
+        for r in refs {
+            if self.def_of[r].is_none() {
+                self.uses_left[r] = self.uses_left[r].saturating_sub(1);
+                if self.uses_left[r] == 0 {
+                    self.inline[r] = None;
+                }
+            }
+        }
     }
 
     /// `n` as an expression; `tail`: nothing of the current definition follows it (a call
@@ -275,9 +319,19 @@ impl Lower<'_> {
                     Expr::StackBelow(self.max_stack),
                     Expr::Recur(self.base + d),
                 ]),
-                None => self.inline[*rule]
-                    .clone()
-                    .expect("a rule written in place is lowered before its users"),
+                None => {
+                    let r = *rule;
+                    if self.keep {
+                        self.uses_left[r] = self.uses_left[r].saturating_sub(1);
+                    }
+                    let last = self.keep && self.uses_left[r] == 0;
+                    let e = if last {
+                        self.inline[r].take().map(|(e, _)| e)
+                    } else {
+                        self.inline[r].as_ref().map(|(e, _)| e.clone())
+                    };
+                    e.expect("a rule written in place is lowered before its users")
+                }
             },
         })
     }
@@ -420,6 +474,8 @@ pub(super) fn lower(texts: Vec<RuleText>, opts: &EbnfOptions) -> Result<Compiled
         def_of: vec![None; rules.names.len()],
         defs: vec![None],
         inline: vec![None; rules.names.len()],
+        uses_left: uses,
+        keep: true,
         base: 0,
         max_stack: opts.max_stack_depth,
         every: crate::budget::Every::default(),
@@ -446,12 +502,31 @@ pub(super) fn lower(texts: Vec<RuleText>, opts: &EbnfOptions) -> Result<Compiled
             root = Some(lw.node(&lw.rules.bodies[r], true)?);
             continue;
         }
-        let e = lw.node(&lw.rules.bodies[r], false)?;
-        if uses[r] >= 2 && e.weight() >= SHARE_WEIGHT {
+        let height = lw.height(&lw.rules.bodies[r]);
+        let called = if height > INLINE_HEIGHT {
+            true
+        } else if lw.uses_left[r] >= 2 {
+            // large and used in several places: called; weighed on a copy first
+            lw.keep = false;
+            let e = lw.node(&lw.rules.bodies[r], false);
+            lw.keep = true;
+            let e = e?;
+            if e.weight() >= SHARE_WEIGHT {
+                true
+            } else {
+                lw.forget_uses(&lw.rules.bodies[r]);
+                lw.inline[r] = Some((e, height));
+                continue;
+            }
+        } else {
+            false
+        };
+        if called {
             let d = lw.new_def(r) as usize;
             lw.defs[d] = Some(lw.node(&lw.rules.bodies[r], true)?);
         } else {
-            lw.inline[r] = Some(e);
+            let e = lw.node(&lw.rules.bodies[r], false)?;
+            lw.inline[r] = Some((e, height));
         }
     }
     let expr = if lw.defs.len() == 1 && lw.defs[0].is_none() {

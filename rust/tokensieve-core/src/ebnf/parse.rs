@@ -85,6 +85,28 @@ struct Parser<'a> {
 
 /// Groups nest at most this deep.
 const MAX_GROUP_DEPTH: u32 = 200;
+/// A rule's body is a tree at most this high (groups, sequences, alternatives and repetitions
+/// that do not merge, together): every later walk over it recurses at most this deep.
+pub(crate) const MAX_HEIGHT: u32 = 1000;
+
+/// `x{a,b}` repeated `{c,d}` times as one repetition `x{min,max}`, where that is the same
+/// language: when `a` is 0 or 1 (the counts `k·a ..= k·b` of `k` copies then meet for
+/// consecutive `k`), or when the outer count is exact (`c = d`). `None`: the two must nest.
+pub(crate) fn merge_counts(
+    (a, b): (u32, Option<u32>),
+    (c, d): (u32, Option<u32>),
+) -> Option<(u32, Option<u32>)> {
+    if a > 1 && Some(c) != d {
+        return None;
+    }
+    let min = a.checked_mul(c)?;
+    let max = match (b, d) {
+        (Some(0), _) | (_, Some(0)) => Some(0),
+        (Some(b), Some(d)) => Some(b.checked_mul(d)?),
+        _ => None,
+    };
+    Some((min, max))
+}
 
 pub(crate) fn parse(text: &str) -> Result<Vec<RuleText>> {
     let mut p = Parser {
@@ -107,7 +129,7 @@ pub(crate) fn parse(text: &str) -> Result<Vec<RuleText>> {
             return Err(p.err_here(&format!("expected `::=` after the rule name `{name}`")));
         }
         p.skip();
-        let body = p.alternatives()?;
+        let (body, _) = p.alternatives()?;
         if !p.at_end() && !p.at_rule_start() {
             let c = p.peek().unwrap_or(' ');
             let what = match c {
@@ -240,21 +262,26 @@ impl Parser<'_> {
         self.chars.get(k..k + 3) == Some(&[':', ':', '='])
     }
 
-    fn alternatives(&mut self) -> Result<Node> {
-        let mut alts = vec![self.sequence()?];
+    /// The alternatives from here, and the height of their tree (at most [`MAX_HEIGHT`]).
+    fn alternatives(&mut self) -> Result<(Node, u32)> {
+        let (first, mut height) = self.sequence()?;
+        let mut alts = vec![first];
         while self.eat('|') {
             self.skip();
-            alts.push(self.sequence()?);
+            let (x, h) = self.sequence()?;
+            height = height.max(h);
+            alts.push(x);
         }
         Ok(if alts.len() == 1 {
-            alts.pop().expect("one")
+            (alts.pop().expect("one"), height)
         } else {
-            Node::Alt(alts)
+            (Node::Alt(alts), height + 1)
         })
     }
 
-    fn sequence(&mut self) -> Result<Node> {
+    fn sequence(&mut self) -> Result<(Node, u32)> {
         let mut items = Vec::new();
+        let mut height = 1;
         loop {
             self.skip();
             match self.peek() {
@@ -262,19 +289,33 @@ impl Parser<'_> {
                 _ if self.at_rule_start() => break,
                 _ => {}
             }
-            let item = self.primary()?;
-            let item = self.postfix(item)?;
+            let pos = self.pos();
+            let (item, h) = self.primary()?;
+            let (item, h) = self.postfix(item, h)?;
+            // the sequence node above it
+            if h + 1 > MAX_HEIGHT {
+                return Err(grammar_error(
+                    pos,
+                    &format!(
+                        "the expression nests more than {MAX_HEIGHT} levels deep (groups and \
+                         repetitions together)"
+                    ),
+                ));
+            }
+            height = height.max(h);
             items.push(item);
         }
         Ok(if items.len() == 1 {
-            items.pop().expect("one")
+            (items.pop().expect("one"), height)
         } else {
-            Node::Seq(items)
+            (Node::Seq(items), height + 1)
         })
     }
 
-    fn primary(&mut self) -> Result<Node> {
+    /// One item, and the height of its tree.
+    fn primary(&mut self) -> Result<(Node, u32)> {
         let pos = self.pos();
+        let leaf = |n: Node| Ok((n, 1));
         match self.peek() {
             Some('"') => {
                 self.bump();
@@ -293,7 +334,7 @@ impl Parser<'_> {
                         }
                     }
                 }
-                Ok(Node::Lit(s))
+                leaf(Node::Lit(s))
             }
             Some('[') => {
                 self.bump();
@@ -340,11 +381,11 @@ impl Parser<'_> {
                         ranges.push((c, c));
                     }
                 }
-                Ok(Node::Class { ranges, negated })
+                leaf(Node::Class { ranges, negated })
             }
             Some('.') => {
                 self.bump();
-                Ok(Node::Any)
+                leaf(Node::Any)
             }
             Some('(') => {
                 self.bump();
@@ -372,7 +413,7 @@ impl Parser<'_> {
             }
             Some(c) if is_name_char(c) => {
                 let name = self.name().expect("a name character");
-                Ok(Node::Ref {
+                leaf(Node::Ref {
                     name,
                     rule: usize::MAX,
                     pos,
@@ -390,31 +431,69 @@ impl Parser<'_> {
         }
     }
 
-    fn postfix(&mut self, mut item: Node) -> Result<Node> {
+    /// The repetition operators after an item of height `height`. A repetition of a
+    /// repetition is one repetition where that is the same language (`x??`, `x*+`, `x{2}{3}`,
+    /// `x{0,2}*`: see [`merge_counts`]); the others nest, within [`MAX_HEIGHT`].
+    fn postfix(&mut self, mut item: Node, mut height: u32) -> Result<(Node, u32)> {
         loop {
+            let pos = self.pos();
             let (min, max) = match self.peek() {
-                Some('*') => (0, None),
-                Some('+') => (1, None),
-                Some('?') => (0, Some(1)),
-                Some('{') => {
-                    let pos = self.pos();
+                Some('*') => {
                     self.bump();
-                    let (min, max) = self.bounds(pos)?;
-                    item = Node::Rep {
+                    (0, None)
+                }
+                Some('+') => {
+                    self.bump();
+                    (1, None)
+                }
+                Some('?') => {
+                    self.bump();
+                    (0, Some(1))
+                }
+                Some('{') => {
+                    self.bump();
+                    self.bounds(pos)?
+                }
+                _ => return Ok((item, height)),
+            };
+            item = match item {
+                Node::Rep {
+                    sub,
+                    min: a,
+                    max: b,
+                } => match merge_counts((a, b), (min, max)) {
+                    Some((min, max)) => Node::Rep { sub, min, max },
+                    None => {
+                        height += 1;
+                        Node::Rep {
+                            sub: Box::new(Node::Rep {
+                                sub,
+                                min: a,
+                                max: b,
+                            }),
+                            min,
+                            max,
+                        }
+                    }
+                },
+                item => {
+                    height += 1;
+                    Node::Rep {
                         sub: Box::new(item),
                         min,
                         max,
-                    };
-                    continue;
+                    }
                 }
-                _ => return Ok(item),
             };
-            self.bump();
-            item = Node::Rep {
-                sub: Box::new(item),
-                min,
-                max,
-            };
+            if height > MAX_HEIGHT {
+                return Err(grammar_error(
+                    pos,
+                    &format!(
+                        "the expression nests more than {MAX_HEIGHT} levels deep (groups and \
+                         repetitions together)"
+                    ),
+                ));
+            }
         }
     }
 

@@ -258,3 +258,140 @@ name    ::= [a-z]+
         assert!(!accepts(&d, bad), "{bad}");
     }
 }
+
+/// `from_ebnf` on a thread whose own stack is small (a server's compile thread): every stage
+/// runs on the compile's big stack, so only the front end's bounds decide.
+fn compile_on_small_thread(text: String) -> Result<crate::Grammar> {
+    std::thread::Builder::new()
+        .stack_size(256 << 10)
+        .spawn(move || {
+            let toks: Vec<Vec<u8>> = (0..=255u8)
+                .map(|b| vec![b])
+                .chain([b"<e>".to_vec()])
+                .collect();
+            let v = std::sync::Arc::new(crate::Vocabulary::new(toks, vec![256], vec![], None)?);
+            crate::Grammar::from_ebnf(
+                &text,
+                v,
+                &EbnfOptions::default(),
+                &crate::GrammarOptions::default(),
+            )
+        })
+        .unwrap()
+        .join()
+        .unwrap()
+}
+
+/// A chain of `n` rules, `r{i}` written with `body` (`{j}` the next rule), ending in `"z"`.
+fn chain(n: usize, body: &str) -> String {
+    let mut g = String::from("root ::= r0\n");
+    for i in 0..n {
+        g += &format!("r{i} ::= {}\n", body.replace("{j}", &(i + 1).to_string()));
+    }
+    g + &format!("r{n} ::= \"z\"\n")
+}
+
+#[test]
+fn repetitions_of_repetitions_merge_where_the_language_is_the_same() {
+    // brute force over counts: the lengths `k` copies of `x{a,b}`, `k` in `c..=d`, can take
+    for a in 0..4u32 {
+        for b in a..6 {
+            for c in 0..4u32 {
+                for d in c..5 {
+                    let mut lens = std::collections::BTreeSet::new();
+                    for k in c..=d {
+                        lens.extend(k * a..=k * b);
+                    }
+                    let contiguous = lens.len() as u32
+                        == lens.last().map_or(0, |l| l + 1) - lens.first().copied().unwrap_or(0);
+                    match parse::merge_counts((a, Some(b)), (c, Some(d))) {
+                        Some((lo, hi)) => assert_eq!(
+                            lens,
+                            (lo..=hi.unwrap()).collect(),
+                            "x{{{a},{b}}}{{{c},{d}}}"
+                        ),
+                        None => assert!(a > 1 && c != d, "x{{{a},{b}}}{{{c},{d}}}: {contiguous}"),
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(
+        parse::merge_counts((0, Some(1)), (0, None)),
+        Some((0, None))
+    );
+    assert_eq!(parse::merge_counts((1, None), (1, None)), Some((1, None)));
+    assert_eq!(
+        parse::merge_counts((2, None), (3, Some(3))),
+        Some((6, None))
+    );
+    assert_eq!(parse::merge_counts((1, Some(u32::MAX)), (0, Some(2))), None);
+    let d = automaton(&format!("root ::= \"a\"{}", "?".repeat(10_000)), 10);
+    assert!(accepts(&d, "") && accepts(&d, "a") && !accepts(&d, "aa"));
+    let d = automaton("root ::= (\"ab\"{2}){3} \"c\"{1,2}* \"d\"+?", 10);
+    assert!(accepts(&d, &"ab".repeat(6)) && !accepts(&d, &"ab".repeat(5)));
+    assert!(accepts(&d, &("ab".repeat(6) + "cccdd")));
+}
+
+#[test]
+fn deep_nesting_is_an_error_not_a_crash() {
+    // repetitions that do not merge nest; past the bound, an error with a position
+    let e = lang(&format!("root ::= \"a\"{}", "{2,3}{2}{2,3}".repeat(500)))
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("nests more than 1000 levels"), "{e}");
+    assert!(lang(&format!("root ::= \"a\"{}", "{2,3}{2,4}".repeat(200))).is_ok());
+    // merged chains of any length compile, also on a thread with a small stack of its own
+    let g = compile_on_small_thread(format!("root ::= \"a\"{}", "?".repeat(10_000))).unwrap();
+    assert_eq!(g.dfa().walk(g.dfa().start(), b"aa").unwrap(), DEAD);
+    let e = compile_on_small_thread(format!("root ::= \"a\"{}", "{2}{2,3}".repeat(2000)))
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("nests more than"), "{e}");
+}
+
+#[test]
+fn long_rule_chains_compile_on_a_small_stack() {
+    // left corners: `r_i ::= r_{i+1} "x" | "y"`; inlined, the chain would nest 6,000 levels
+    let g = compile_on_small_thread(chain(3000, "r{j} \"x\" | \"y\"")).unwrap();
+    let d = g.dfa();
+    for s in [
+        "y",
+        "yx",
+        &format!("z{}", "x".repeat(3000)),
+        &format!("y{}", "x".repeat(2999)),
+    ] {
+        let st = d.walk(d.start(), s.as_bytes()).unwrap();
+        assert!(st != DEAD && d.is_accepting(st), "{}", &s[..s.len().min(8)]);
+    }
+    let st = d
+        .walk(d.start(), format!("y{}", "x".repeat(3000)).as_bytes())
+        .unwrap();
+    assert!(st == DEAD || !d.is_accepting(st));
+    // optional left corners and parentheses, used once each: built once, not once per rule
+    for (n, body) in [(5000, "r{j}? \"a\""), (60_000, "\"(\" r{j} \")\"")] {
+        let g = compile_on_small_thread(chain(n, body)).unwrap();
+        assert_ne!(g.dfa().start(), DEAD);
+    }
+    // the paren chain: exactly n pairs around "z"
+    let d = automaton(&chain(300, "\"(\" r{j} \")\""), 1000);
+    let s = format!("{}z{}", "(".repeat(300), ")".repeat(300));
+    assert!(accepts(&d, &s));
+    assert!(!accepts(&d, &s[1..s.len() - 1]));
+}
+
+#[test]
+fn left_recursive_cycles_stay_within_the_group_budget() {
+    let cycle = |n: usize| {
+        let mut g = String::from("root ::= r0\n");
+        for i in 0..n {
+            g += &format!("r{i} ::= r{} \"a\" | \"b\"\n", (i + 1) % n);
+        }
+        g
+    };
+    // r0 = b a*: every order of the rewriting keeps the group's nodes within its budget
+    let d = automaton(&cycle(300), 10);
+    assert!(accepts(&d, "b") && accepts(&d, "baaaa") && !accepts(&d, "ab"));
+    let e = lang(&cycle(2000)).err().unwrap();
+    assert!(e.to_string().contains("grows past"), "{e}");
+}

@@ -24,7 +24,6 @@ mod multiple;
 mod number;
 pub mod options;
 pub(crate) mod resolve;
-mod stack;
 pub(crate) mod string;
 pub(crate) mod unique;
 mod validate;
@@ -160,7 +159,7 @@ impl CompiledSchema {
 ///
 /// The schema walker recurses once per nesting level of the schema (bounded by
 /// `compile::MAX_DEPTH`). Schemas with references or deep nesting are compiled on a stack
-/// segment of [`BIG_STACK`] bytes switched to on the calling thread (`stack`: mapped for the
+/// segment of [`crate::budget::stack::BIG_STACK`] bytes switched to on the calling thread (mapped for the
 /// call, its pages touched only as deep as the walk goes, a guard page below), so that they
 /// get a clear error rather than exhausting the caller's stack; shallow ones without
 /// references on the caller's own stack.
@@ -171,11 +170,10 @@ pub fn compile(schema: &Value, opts: &JsonSchemaOptions) -> Result<CompiledSchem
     if opts.registry.is_empty() && shallow_without_refs(schema, 0) {
         return compile_here(schema, opts);
     }
-    stack::on_big_stack(BIG_STACK, || compile_here(schema, opts))
+    crate::budget::stack::on_big_stack(crate::budget::stack::BIG_STACK, || {
+        compile_here(schema, opts)
+    })
 }
-
-/// The stack of deep schema walks.
-const BIG_STACK: usize = 256 << 20;
 
 /// Builds what the process keeps across compiles, ahead of the first schema that needs it:
 /// every asserted format's automata ([`prepare_formats`]: the first `uri` schema of a process

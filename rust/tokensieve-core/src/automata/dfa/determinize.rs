@@ -93,6 +93,24 @@ impl Table {
         }
     }
 
+    /// Forgets the states from `n` on: their subsets, and every transition into them (computed
+    /// again when asked for). Only for states no one outside the table has seen.
+    pub(super) fn forget_from(&mut self, n: usize, stride: usize) {
+        if self.sets.len() <= n {
+            return;
+        }
+        for key in self.sets.drain(n..) {
+            self.ids.remove(&key);
+        }
+        self.accepting.truncate(n);
+        self.trans.truncate(n * stride);
+        for t in self.trans.iter_mut() {
+            if *t != UNKNOWN && *t as usize >= n {
+                *t = UNKNOWN;
+            }
+        }
+    }
+
     /// The entry of rule `r` (compiled first when new), with the scratch space grown to match.
     pub(super) fn enter(&mut self, r: u32) -> Result<u32> {
         let entry = self.g.enter(r)?;

@@ -348,22 +348,36 @@ impl LazyDfa {
     }
 
     /// Determinize every state reachable from the start. Used by eager precomputation.
+    ///
+    /// When it fails (past `max_states` or the deadline), the states it added are forgotten
+    /// again, so that the automaton keeps its whole state budget for the matchers after it:
+    /// the table is locked throughout, so no one else has seen them.
     pub fn determinize_all(&self, deadline: Option<Deadline>) -> Result<usize> {
         let mut view = self.view();
-        let mut i = 0usize;
-        while i < view.table.sets.len() {
-            if let Some(d) = deadline {
-                if i.is_multiple_of(256) {
-                    d.check("determinizing the whole automaton")?;
+        let before = view.table.sets.len();
+        let mut all = || -> Result<()> {
+            let mut i = 0usize;
+            while i < view.table.sets.len() {
+                if let Some(d) = deadline {
+                    if i.is_multiple_of(256) {
+                        d.check("determinizing the whole automaton")?;
+                    }
                 }
+                for c in 0..self.stride {
+                    let b = self.reps[c];
+                    view.next(i as u32, b)?;
+                }
+                i += 1;
             }
-            for c in 0..self.stride {
-                let b = self.reps[c];
-                view.next(i as u32, b)?;
+            Ok(())
+        };
+        match all() {
+            Ok(()) => Ok(view.table.sets.len()),
+            Err(e) => {
+                view.table.forget_from(before, self.stride);
+                Err(e)
             }
-            i += 1;
         }
-        Ok(view.table.sets.len())
     }
 
     /// Byte values on which `state` has a live transition (for error messages).

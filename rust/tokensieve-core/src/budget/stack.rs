@@ -1,4 +1,5 @@
-//! A large stack for deep schema walks, switched to on the calling thread.
+//! A large stack for the compiles that recurse over client-controlled structure (deep schema
+//! walks, grammars), switched to on the calling thread.
 //!
 //! The region is mapped for the call (its pages are committed only as deep as the walk goes)
 //! with an inaccessible guard page below it, so that running past it faults instead of
@@ -6,10 +7,19 @@
 //! own stack ends: finding that out reads `/proc/self/maps` on Linux, about a millisecond in a
 //! process with many libraries loaded, paid once per thread by a generic stack-growing helper.
 
+/// The stack of a compile that may recurse deeply: 256 MiB of address space, committed only as
+/// deep as the recursion goes.
+pub const BIG_STACK: usize = 256 << 20;
+
 /// Run `f` on a stack of its own of at least `size` bytes; a panic inside `f` continues on the
 /// caller's stack. Where the region cannot be mapped, the generic helper runs it instead.
 #[cfg(unix)]
-pub(super) fn on_big_stack<R>(size: usize, f: impl FnOnce() -> R) -> R {
+pub fn on_big_stack<R>(size: usize, f: impl FnOnce() -> R) -> R {
+    if ON_BIG.with(std::cell::Cell::get) >= size {
+        // already on one at least this large (a compile inside a compile): its room is enough
+        // for each of the walks run on it, which do not add up
+        return f();
+    }
     let Some(region) = Region::map(size) else {
         return stacker::grow(size, f);
     };
@@ -18,7 +28,10 @@ pub(super) fn on_big_stack<R>(size: usize, f: impl FnOnce() -> R) -> R {
     // is caught and resumed after switching back); the mapping outlives the call.
     let out = unsafe {
         psm::on_stack(region.stack, region.usable, move || {
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+            let outer = ON_BIG.with(|c| c.replace(size));
+            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+            ON_BIG.with(|c| c.set(outer));
+            out
         })
     };
     drop(region);
@@ -28,9 +41,15 @@ pub(super) fn on_big_stack<R>(size: usize, f: impl FnOnce() -> R) -> R {
     }
 }
 
+#[cfg(unix)]
+thread_local! {
+    /// The size of the big stack this thread runs on (0: its own stack).
+    static ON_BIG: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// Elsewhere: the generic helper.
 #[cfg(not(unix))]
-pub(super) fn on_big_stack<R>(size: usize, f: impl FnOnce() -> R) -> R {
+pub fn on_big_stack<R>(size: usize, f: impl FnOnce() -> R) -> R {
     stacker::grow(size, f)
 }
 
