@@ -306,3 +306,31 @@ def test_grammar_compiles_honour_the_deadline(grammar: str, seconds: float) -> N
         f"assert took < {seconds} * 1.5 + 0.5, took\n"
     )
     assert run_cases([CHAIN + code], timeout=120) == ["ok"]
+
+
+# schemas whose automaton nests one level per element of a long value (a property name excluded
+# character by character, prefixItems): once a stack overflow on a compile thread
+LONG_VALUES = [
+    "{'type': 'array', 'prefixItems': [{'type': 'integer'}] * 50000}",
+    "{'type': 'object', 'properties': {'a' * 100000: {'type': 'integer'}},"
+    " 'additionalProperties': {'type': 'integer'}}",
+    "{'type': 'object', 'properties': {'é' * 50000: {'type': 'integer'}},"
+    " 'additionalProperties': {'type': 'integer'}}",
+    "{'type': 'string', 'not': {'const': 'é' * 50000}}",
+    "{'type': 'object', 'properties': {f'p{i}': {'type': 'integer'} for i in range(20000)},"
+    " 'required': [f'p{i}' for i in range(20000)]}",
+]
+
+
+@pytest.mark.parametrize("schema", LONG_VALUES)
+def test_long_schema_values_compile_on_any_thread(schema: str) -> None:
+    # compiled on a compile thread, then masks filled by the batch fill's worker threads into
+    # the rules the first bytes enter
+    code = (
+        f"g = ts.Grammar.compile_pending('json_schema', {schema}, vocab).result()\n"
+        "m = g.matcher(); bm = np.zeros((1, 9), dtype=np.int32)\n"
+        "for b in b'{\"aa':\n"
+        "    ts.fill_next_token_bitmask([m], bm)\n"
+        "    if not m.accept_token(b): break\n"
+    )
+    assert run_cases([code], timeout=120)[0] in TYPED

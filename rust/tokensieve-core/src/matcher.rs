@@ -348,31 +348,44 @@ impl Grammar {
         schema_opts: &JsonSchemaOptions,
         opts: &GrammarOptions,
     ) -> Result<Grammar> {
-        opts.compiling(|| {
-            let c = crate::json_schema::compile(schema, schema_opts)?;
-            let label = schema_label(&c.expr);
-            let dfa = LazyDfa::from_owned(&label, c.expr, &opts.regex)?;
-            if dfa.start() == DEAD {
-                // only a recursion can hide an empty language from the compiler
-                return Err(Error::Schema {
-                    keyword: "$ref".into(),
-                    pointer: String::new(),
-                    message: format!(
-                        "no JSON value satisfies this schema with at most max_stack_depth={} \
+        // a schema whose automaton may nest deeply is built on a big stack, from the schema walk
+        // to the first mask, and so are its rules later (the small ones on this thread's stack)
+        let big = crate::json_schema::needs_big_stack(schema, schema_opts);
+        let run = || {
+            opts.compiling(|| {
+                let c = crate::json_schema::compile(schema, schema_opts)?;
+                let label = schema_label(&c.expr);
+                let dfa = LazyDfa::from_owned(&label, c.expr, &opts.regex)?;
+                if big {
+                    dfa.build_rules_on_big_stack();
+                }
+                if dfa.start() == DEAD {
+                    // only a recursion can hide an empty language from the compiler
+                    return Err(Error::Schema {
+                        keyword: "$ref".into(),
+                        pointer: String::new(),
+                        message: format!(
+                            "no JSON value satisfies this schema with at most max_stack_depth={} \
                          recursive calls open (a recursion that never ends?)",
-                        schema_opts.max_stack_depth
-                    ),
-                });
-            }
-            let mut g = Grammar::from_dfa(dfa, vocab, opts)?;
-            g.dfa.build_rules_in_background();
-            g.warnings = c.warnings;
-            if !c.uniques.is_empty() {
-                g.uniques = Some(Arc::new(Uniques::new(c.uniques)));
-            }
-            g.source = ConstraintSource::json_schema(schema, schema_opts);
-            Ok(g)
-        })
+                            schema_opts.max_stack_depth
+                        ),
+                    });
+                }
+                let mut g = Grammar::from_dfa(dfa, vocab, opts)?;
+                g.dfa.build_rules_in_background();
+                g.warnings = c.warnings;
+                if !c.uniques.is_empty() {
+                    g.uniques = Some(Arc::new(Uniques::new(c.uniques)));
+                }
+                g.source = ConstraintSource::json_schema(schema, schema_opts);
+                Ok(g)
+            })
+        };
+        if big {
+            budget::stack::on_big_stack(budget::stack::BIG_STACK, run)
+        } else {
+            run()
+        }
     }
 
     /// Any JSON object (nesting bounded by `max_nesting_depth`).

@@ -166,8 +166,8 @@ impl CompiledSchema {
 /// (A thread of its own with such a stack would cost a copy of the schema and a hand-over to
 /// another core, whose caches then hold what the rest of the compile reads.)
 pub fn compile(schema: &Value, opts: &JsonSchemaOptions) -> Result<CompiledSchema> {
-    // Shallow schemas without references recurse little: compile them right here.
-    if opts.registry.is_empty() && shallow_without_refs(schema, 0) {
+    // Small shallow schemas without references recurse little: compile them right here.
+    if !needs_big_stack(schema, opts) {
         return compile_here(schema, opts);
     }
     crate::budget::stack::on_big_stack(crate::budget::stack::BIG_STACK, || {
@@ -210,16 +210,36 @@ fn compile_here(schema: &Value, opts: &JsonSchemaOptions) -> Result<CompiledSche
 }
 
 /// Whether `v` nests at most 32 levels and holds no `$ref`/`$dynamicRef`/`$recursiveRef` key.
-fn shallow_without_refs(v: &Value, depth: usize) -> bool {
+/// Whether compiling `schema` may recurse deeply, anywhere from the schema walk to the
+/// automaton of its rules: with references (recursion, expansions), nesting past 32 levels, or
+/// values large enough that something is built one level per element — a string (a property
+/// name excluded character by character, a `not` of a `const`) or an array (`prefixItems`, an
+/// item after the next) or object of more than 1,024 elements. Such a schema is compiled on a
+/// big stack ([`crate::budget::stack`]), and its rules are built on one too.
+pub fn needs_big_stack(schema: &Value, opts: &JsonSchemaOptions) -> bool {
+    !(opts.registry.is_empty() && small_without_refs(schema, 0))
+}
+
+/// Elements of a schema value past which [`needs_big_stack`] says yes.
+const SMALL: usize = 1024;
+
+fn small_without_refs(v: &Value, depth: usize) -> bool {
     if depth > 32 {
         return false;
     }
     match v {
-        Value::Object(m) => m.iter().all(|(k, x)| {
-            !matches!(k.as_str(), "$ref" | "$dynamicRef" | "$recursiveRef")
-                && shallow_without_refs(x, depth + 1)
-        }),
-        Value::Array(xs) => xs.iter().all(|x| shallow_without_refs(x, depth + 1)),
+        Value::Object(m) => {
+            m.len() <= SMALL
+                && m.iter().all(|(k, x)| {
+                    k.len() <= SMALL
+                        && !matches!(k.as_str(), "$ref" | "$dynamicRef" | "$recursiveRef")
+                        && small_without_refs(x, depth + 1)
+                })
+        }
+        Value::Array(xs) => {
+            xs.len() <= SMALL && xs.iter().all(|x| small_without_refs(x, depth + 1))
+        }
+        Value::String(s) => s.len() <= SMALL,
         _ => true,
     }
 }

@@ -279,6 +279,15 @@ impl LazyDfa {
         }
     }
 
+    /// Compile the rules entered later on a big stack of their own (whatever thread enters
+    /// them), for an expression whose parts nest deeply (a JSON Schema with long names or
+    /// long lists, see `json_schema::needs_big_stack`). Nothing for an automaton without rules.
+    pub fn build_rules_on_big_stack(&self) {
+        if let Some(rules) = &self.lock().g.rules {
+            rules.set_big_stack();
+        }
+    }
+
     /// The number of NFA states built so far (0 when loaded complete from a file).
     #[cfg(test)]
     pub(crate) fn nfa_states(&self) -> usize {

@@ -1,6 +1,7 @@
 //! The rules of a split automaton ([`RuleSet`]): each compiled when first entered or, ahead of
 //! that, by the background builder (one thread per process), and handed to the automaton once.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, Weak};
 
 use super::graph::Segment;
@@ -27,6 +28,9 @@ pub(crate) struct RuleSet {
     slots: Mutex<Vec<Slot>>,
     ready: Condvar,
     max_nfa_bytes: usize,
+    /// Whether rules are compiled on a big stack of their own (see
+    /// [`super::LazyDfa::build_rules_on_big_stack`]): on whatever thread enters them first.
+    big_stack: AtomicBool,
 }
 
 impl RuleSet {
@@ -56,7 +60,22 @@ impl RuleSet {
             exprs,
             slots: Mutex::new(slots),
             ready: Condvar::new(),
+            big_stack: AtomicBool::new(false),
             max_nfa_bytes,
+        }
+    }
+
+    pub(super) fn set_big_stack(&self) {
+        self.big_stack.store(true, Ordering::Relaxed);
+    }
+
+    /// Rule `r` compiled into a segment, on a big stack when the set asks for one.
+    fn build(&self, r: usize) -> Result<Segment> {
+        let build = || Segment::build(&self.exprs[r], self.max_nfa_bytes);
+        if self.big_stack.load(Ordering::Relaxed) {
+            crate::budget::stack::on_big_stack(crate::budget::stack::BIG_STACK, build)
+        } else {
+            build()
         }
     }
 
@@ -78,7 +97,7 @@ impl RuleSet {
                 // not started, or started by a builder this (forked) process does not have
                 Slot::Todo | Slot::Building(_) => {
                     drop(slots);
-                    return Segment::build(&self.exprs[r], self.max_nfa_bytes);
+                    return self.build(r);
                 }
                 Slot::Taken => {
                     return Err(Error::InvalidArgument(format!(
@@ -99,13 +118,12 @@ impl RuleSet {
             slots[r] = Slot::Building(std::process::id());
         }
         // a panic (a bug) is handed to the mask that enters the rule, as an internal error
-        let built =
-            crate::error::catch_panic(|| Segment::build(&self.exprs[r], self.max_nfa_bytes))
-                .and_then(|built| built)
-                .map_err(|e| match e {
-                    Error::Internal(m) => Error::Internal(format!("compiling rule {r}: {m}")),
-                    other => other,
-                });
+        let built = crate::error::catch_panic(|| self.build(r))
+            .and_then(|built| built)
+            .map_err(|e| match e {
+                Error::Internal(m) => Error::Internal(format!("compiling rule {r}: {m}")),
+                other => other,
+            });
         self.slots()[r] = Slot::Done(Box::new(built));
         self.ready.notify_all();
     }

@@ -677,7 +677,8 @@ pub(crate) fn not_in(names: &[Vec<char>]) -> Hir {
 /// "any characters" tail instead of one per position in the names (see
 /// [`crate::automata::expr::with_tail`]).
 pub(crate) fn spelled_not_in(names: &[Vec<char>]) -> Expr {
-    fn node(names: &[Vec<char>]) -> Expr {
+    // (the rests of the names as slices: a copy per level would be quadratic in a long name)
+    fn node(names: &[&[char]]) -> Expr {
         let mut parts = Vec::new();
         if !names.iter().any(|n| n.is_empty()) {
             parts.push(Expr::empty());
@@ -686,10 +687,10 @@ pub(crate) fn spelled_not_in(names: &[Vec<char>]) -> Expr {
         firsts.sort_unstable();
         firsts.dedup();
         for &c in &firsts {
-            let tails: Vec<Vec<char>> = names
+            let tails: Vec<&[char]> = names
                 .iter()
                 .filter(|n| n.first() == Some(&c))
-                .map(|n| n[1..].to_vec())
+                .map(|n| &n[1..])
                 .collect();
             parts.push(concat(vec![spell_char(c).into(), node(&tails)]));
         }
@@ -702,7 +703,8 @@ pub(crate) fn spelled_not_in(names: &[Vec<char>]) -> Expr {
     if let Some(x) = crate::automata::expr::ascii_names_excluded(names) {
         return x;
     }
-    crate::automata::expr::with_tail(node(names), hirs::star(any_char()).into())
+    let names: Vec<&[char]> = names.iter().map(Vec::as_slice).collect();
+    crate::automata::expr::with_tail(node(&names), hirs::star(any_char()).into())
 }
 
 #[cfg(test)]
