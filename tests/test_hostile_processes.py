@@ -334,3 +334,33 @@ def test_long_schema_values_compile_on_any_thread(schema: str) -> None:
         "    if not m.accept_token(b): break\n"
     )
     assert run_cases([code], timeout=120)[0] in TYPED
+
+
+@pytest.mark.parametrize(
+    ("items", "n"),
+    [("{'type': 'integer'}", 30_000), ("{'type': 'string'}", 8_000)],
+)
+def test_unique_arrays_grow_without_quadratic_memory(items: str, n: int) -> None:
+    # once an abort (16,000 integers: every item copied the values held for the history);
+    # the child's address space is 4 GiB, and the memory a value costs must stay flat
+    value = "str(i)" if "integer" in items else "f'\"s{i}\"'"
+    code = (
+        "import resource\n"
+        f"g = ts.Grammar.from_json_schema({{'type': 'array', 'items': {items},"
+        " 'uniqueItems': True}, vocab)\n"
+        f"vals = [{value} for i in range({n})]\n"
+        "doc = ('[' + ','.join(vals)).encode()\n"
+        "m = g.matcher(); bm = np.zeros((1, 9), dtype=np.int32)\n"
+        "for b in doc:\n"
+        "    m.fill_next_token_bitmask(bm)\n"
+        "    assert m.accept_token(b)\n"
+        "rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10\n"
+        "assert rss < 600, rss\n"
+        # the first value once more: its last byte (or the `]` that ends it) is refused
+        "again = (',' + vals[0] + ']').encode()\n"
+        "k = m.accept_tokens(list(again))\n"
+        "assert k < len(again), k\n"
+        "m.rollback(k)\n"
+        "assert m.accept_tokens(list(b']')) == 1 and m.is_accepting()\n"
+    )
+    assert run_cases([code], timeout=240) == ["ok"]

@@ -20,9 +20,13 @@
 //! decides which schema the array has (see `json_schema::compile`), so the reader never needs
 //! the automaton's state.
 
+mod held;
+
 use std::sync::{Arc, OnceLock};
 
 use rustc_hash::FxHashSet;
+
+use held::Held;
 
 use crate::json_schema::unique::{ItemLang, Kind, Step, UniqueArray};
 use crate::vocab::Vocabulary;
@@ -124,8 +128,9 @@ enum Frame {
 struct Set {
     /// Index into [`Uniques::arrays`].
     id: u32,
-    /// The decoded values of its items (UTF-8; a lone surrogate as its three-byte form).
-    values: Arc<FxHashSet<Vec<u8>>>,
+    /// The decoded values of its items (UTF-8; a lone surrogate as its three-byte form), in
+    /// a set whose copies share it (see [`held`]).
+    values: Held,
     /// After a `,`: an item must come.
     want_item: bool,
 }
@@ -399,10 +404,9 @@ impl Lex {
     /// Add the value of an item just ended to its array. `false`: the array holds it already.
     fn add_item(&mut self, value: Vec<u8>) -> bool {
         if let Some(s) = self.set_mut() {
-            if s.values.contains(&value) {
+            if !s.values.insert(&value) {
                 return false;
             }
-            Arc::make_mut(&mut s.values).insert(value);
             s.want_item = false;
         }
         true
@@ -492,7 +496,7 @@ impl Lex {
                 b'[' => {
                     let set = u.at(&self.frames).map(|id| Set {
                         id,
-                        values: Arc::default(),
+                        values: Held::default(),
                         want_item: false,
                     });
                     self.frames.push(Frame::Arr { set });
@@ -544,11 +548,8 @@ impl Lex {
             return false;
         };
         let minus_zero = lang.accepts("-0") && b"-0".starts_with(&self.buf);
-        let held = set
-            .values
-            .iter()
-            .map(|v| u64::from(v.starts_with(&self.buf)) + u64::from(minus_zero && v == b"0"))
-            .sum::<u64>();
+        let held = set.values.count_prefixed(&self.buf)
+            + u64::from(minus_zero && set.values.contains(b"0"));
         count <= held
     }
 
@@ -574,22 +575,36 @@ impl Lex {
         };
         let count = lang.count_from(s, ranges.as_deref());
         let Some(count) = count else { return false };
-        let fixed = chars.len();
-        let held = set
-            .values
-            .iter()
-            .filter(|v| {
-                let (vc, _) = decode(v);
-                vc.len() >= fixed
-                    && vc[..fixed] == chars[..]
-                    && match &ranges {
-                        None => true,
-                        Some(r) => vc
-                            .get(fixed)
-                            .is_some_and(|&c| r.iter().any(|&(a, b)| a <= c && c <= b)),
+        // the values spelling these characters, then (when it is partly read) a next character
+        // in the ranges: values are UTF-8 (surrogates in the same three-byte form), whose byte
+        // order is the order of the characters, so each range is one range of ranks
+        let mut prefix = Vec::with_capacity(self.buf.len());
+        for &c in &chars {
+            push_code(&mut prefix, c);
+        }
+        let held = match ranges {
+            None => set.values.count_prefixed(&prefix),
+            Some(mut r) => {
+                r.sort_unstable();
+                let mut merged: Vec<(u32, u32)> = Vec::with_capacity(r.len());
+                for (a, b) in r {
+                    match merged.last_mut() {
+                        Some(last) if a <= last.1.saturating_add(1) => last.1 = last.1.max(b),
+                        _ => merged.push((a, b)),
                     }
-            })
-            .count() as u64;
+                }
+                let mut n = 0u64;
+                for (a, b) in merged {
+                    let mut lo = prefix.clone();
+                    push_code(&mut lo, a);
+                    let mut hi = prefix.clone();
+                    push_code(&mut hi, b);
+                    hi.push(0xFF);
+                    n += set.values.rank(&hi).saturating_sub(set.values.rank(&lo)) as u64;
+                }
+                n
+            }
+        };
         count <= held
     }
 
@@ -657,18 +672,29 @@ pub(crate) fn filter(u: &Uniques, lex: &Lex, vocab: &Vocabulary, row: &mut [u32]
         }
         return;
     }
-    // tokens of plain bytes that continue the item into a prefix of a value it holds
+    // tokens of plain bytes that continue the item into a prefix of a value it holds: the
+    // values (ordered) and the token trie walked together, one next byte at a time, so the
+    // walk meets each trie node at most once, whatever the number of values
     let trie = vocab.trie();
     let nodes = trie.nodes();
     let mut seen: FxHashSet<u32> = FxHashSet::default();
-    for v in set.values.iter() {
-        let Some(rest) = v.strip_prefix(&lex.buf[..]) else {
-            continue;
-        };
-        let mut at: Option<usize> = None;
-        for &b in rest {
+    let held = &set.values;
+    let mut work: Vec<(Vec<u8>, Option<usize>)> = vec![(lex.buf.clone(), None)];
+    while let Some((prefix, at)) = work.pop() {
+        let range = held.prefixed(&prefix);
+        let (mut i, end) = (range.start, range.end);
+        while i < end {
+            let Some(v) = held.nth(i) else { break };
+            let Some(&b) = v.get(prefix.len()) else {
+                i += 1; // the value that is the prefix itself
+                continue;
+            };
+            let mut next_prefix = prefix.clone();
+            next_prefix.push(b);
+            // past every value continuing with `b`
+            i = held.prefixed(&next_prefix).end;
             if matches!(b, b'"' | b'\\') || b < 0x20 {
-                break;
+                continue;
             }
             let next = match at {
                 None => trie
@@ -690,12 +716,12 @@ pub(crate) fn filter(u: &Uniques, lex: &Lex, vocab: &Vocabulary, row: &mut [u32]
                     found
                 }
             };
-            let Some(j) = next else { break };
-            at = Some(j);
+            let Some(j) = next else { continue };
             let t = nodes[j].token;
             if t != crate::trie::NO_TOKEN && seen.insert(t) {
                 check(t, row);
             }
+            work.push((next_prefix, Some(j)));
         }
     }
     // the walk met only the tokens the trie keeps; their duplicates follow them
