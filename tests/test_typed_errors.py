@@ -425,13 +425,14 @@ def test_budget_arguments_out_of_range_name_their_bound(name: str, value: int) -
 @pytest.mark.parametrize("value", [-1, 2**32, 2**40])
 def test_schema_integer_options_out_of_range_name_their_bound(name: str, value: int) -> None:
     v = small_vocab()
+    bound = "1048576" if name == "max_stack_depth" else "4294967295"
     bad_value(
         lambda: ts.Grammar.from_json_schema({"type": "object"}, v, **{name: value}),
         name,
-        "4294967295",
+        bound,
         str(value),
     )
-    bad_value(lambda: ts.Grammar.from_json_object(v, **{name: value}), name, "4294967295")
+    bad_value(lambda: ts.Grammar.from_json_object(v, **{name: value}), name, bound)
     with pytest.raises(ValueError, match=f"{name} must be an integer"):
         ts.Grammar.from_json_object(v, **{name: "x"})
 
@@ -489,3 +490,52 @@ def test_anchors_at_the_ends_keep_working(pattern: str, yes: list[str], no: list
         m = g.matcher()
         ok = m.accept_tokens([ids[c] for c in text]) == len(text) and m.is_accepting()
         assert ok == want, (pattern, text)
+
+
+VOCAB = ts.Vocabulary([bytes([i]) for i in range(256)] + [b"<e>"], eos_token_ids=[256])
+
+
+@pytest.mark.parametrize("value", [0, -1, 2**20 + 1, 2**32, 2**64, True, False, 1.5, "x", "0"])
+def test_max_stack_depth_is_read_alike_for_grammars_and_schemas(value: Any) -> None:
+    # one range (1 to 1,048,576), one message, a bool refused, for both front ends
+    msgs = []
+    for compile in (
+        lambda: ts.Grammar.from_ebnf('root ::= "a"', VOCAB, max_stack_depth=value),
+        lambda: ts.Grammar.from_json_schema({"type": "integer"}, VOCAB, max_stack_depth=value),
+    ):
+        with pytest.raises(ValueError, match="from 1 to 1048576") as e:
+            compile()
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]
+
+
+@pytest.mark.parametrize("value", [1, 2**20, "7"])
+def test_max_stack_depth_in_range_compiles_for_both(value: Any) -> None:
+    ts.Grammar.from_ebnf('root ::= "a"', VOCAB, max_stack_depth=value)
+    ts.Grammar.from_json_schema({"type": "integer"}, VOCAB, max_stack_depth=value)
+
+
+def test_cli_max_stack_depth_past_its_range_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "g.gbnf").write_text('root ::= "a"\n')
+    p = subprocess.run(
+        [sys.executable, "-m", "tokensieve.cli", "compile", "--ebnf", str(tmp_path / "g.gbnf"),
+         "--max-stack-depth", "2000000", "--tokenizer", str(tmp_path), "-o", str(tmp_path / "o")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert p.returncode == 2 and "--max-stack-depth" in p.stderr, (p.returncode, p.stderr)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "column"),
+    [('root ::= "a\ud800"', 1, 12), ('root ::= "a"\nb ::= [x-\udfff]\n', 2, 10)],
+)
+def test_a_lone_surrogate_in_grammar_text_is_a_grammar_error(
+    text: str, line: int, column: int
+) -> None:
+    for compile in (
+        lambda: ts.Grammar.from_ebnf(text, VOCAB),
+        lambda: ts.Grammar.compile_pending("ebnf", text, VOCAB).result(),
+    ):
+        with pytest.raises(ts.GrammarError, match="lone surrogate") as e:
+            compile()
+        assert (e.value.line, e.value.column) == (line, column)

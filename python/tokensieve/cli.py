@@ -61,6 +61,8 @@ EXIT_OK, EXIT_COMPILE, EXIT_USAGE = 0, 1, 2
 MAX_VOCAB_SIZE: int = getattr(_core, "MAX_VOCAB_SIZE", 1 << 24)
 USIZE_MAX = (1 << 64) - 1
 U32_MAX = (1 << 32) - 1
+# the largest max_stack_depth of a grammar or a schema (the deepest stack an automaton tracks)
+MAX_STACK_DEPTH = 1 << 20
 # A schema's text (a file, a JSONL line, the registry): the core's limit on schema text.
 MAX_SCHEMA_BYTES = 64 << 20
 
@@ -177,7 +179,7 @@ def _parser() -> argparse.ArgumentParser:
         help="recursive $refs as calls on a stack (default) or unrolled; precomputing a schema "
         "that recurses through several places needs unroll or a small --max-stack-depth",
     )
-    g.add_argument("--max-stack-depth", type=_integer(1, U32_MAX))
+    g.add_argument("--max-stack-depth", type=_integer(1, MAX_STACK_DEPTH))
     g.add_argument(
         "--max-nesting-depth",
         type=_integer(0, U32_MAX),

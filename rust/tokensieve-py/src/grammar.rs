@@ -102,6 +102,47 @@ fn option_text(name: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
     }
 }
 
+/// A grammar's text from Python: a `str` that is valid Unicode. A lone surrogate (which
+/// Python strings may hold and UTF-8 cannot) is a `GrammarError` at its line and column.
+fn grammar_text(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult<String> {
+    let s = source.downcast::<PyString>().map_err(|_| {
+        let name = source
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default();
+        pyo3::exceptions::PyTypeError::new_err(format!("a grammar is text (str), got {name}"))
+    })?;
+    if let Ok(t) = s.to_cow() {
+        return Ok(t.into_owned());
+    }
+    let b: Vec<u8> = s
+        .call_method1("encode", ("utf-8", "surrogatepass"))?
+        .extract()?;
+    // a surrogate's three-byte form starts ED A0..BF, which valid UTF-8 never has
+    let at = b
+        .windows(2)
+        .position(|w| w[0] == 0xED && w[1] >= 0xA0)
+        .unwrap_or(b.len());
+    let before = String::from_utf8_lossy(&b[..at]);
+    let line = 1 + before.matches('\n').count();
+    let column = 1 + before.rsplit('\n').next().map_or(0, |l| l.chars().count());
+    let unit = b.get(at..at + 3).map_or(0, |u| {
+        (u32::from(u[0] & 0x0F) << 12) | (u32::from(u[1] & 0x3F) << 6) | u32::from(u[2] & 0x3F)
+    });
+    Err(crate::errors::to_py(
+        py,
+        core::Error::Grammar {
+            line: u32::try_from(line).unwrap_or(u32::MAX),
+            column: u32::try_from(column).unwrap_or(u32::MAX),
+            message: format!(
+                "the text holds a lone surrogate U+{unit:04X}, which is not a Unicode character \
+                 (write characters, or escapes such as \\uXXXX for real ones)"
+            ),
+        },
+    ))
+}
+
 /// Keyword arguments → compile options. Names and values are read by the core
 /// (`CompileOptions::set`); only the registry's Python objects are turned into JSON here.
 pub(crate) fn compile_options(
@@ -163,13 +204,9 @@ pub(crate) fn ebnf_options(
                     .extract()
                     .map_err(|_| PyValueError::new_err("start must be a rule name (a string)"))?;
             }
+            // read as a JSON Schema's is (the same range and message; a bool is no number)
             "max_stack_depth" => {
-                let n: i64 = v
-                    .extract()
-                    .map_err(|_| PyValueError::new_err("max_stack_depth must be an integer"))?;
-                e.max_stack_depth = u32::try_from(n).map_err(|_| {
-                    PyValueError::new_err(format!("max_stack_depth must be positive, got {n}"))
-                })?;
+                e.set(&k, &option_text(&k, &v)?).py(py)?;
             }
             name if core::GrammarOptions::NAMES.contains(&name) => {
                 g.set(name, &option_text(name, &v)?).py(py)?;
@@ -242,7 +279,7 @@ impl PyGrammar {
                 Box::new(move || core::Grammar::from_json_object(v, &o.schema, &o.grammar))
             }
             "ebnf" => {
-                let text: String = source.extract()?;
+                let text = grammar_text(py, source)?;
                 let (e, g) = ebnf_options(py, options)?;
                 Box::new(move || core::Grammar::from_ebnf(&text, v, &e, &g))
             }
@@ -461,11 +498,12 @@ impl PyGrammar {
     #[pyo3(signature = (text, vocab, **options))]
     fn from_ebnf(
         py: Python<'_>,
-        text: String,
+        text: &Bound<'_, PyAny>,
         vocab: Py<PyVocabulary>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         guard(py, || {
+            let text = grammar_text(py, text)?;
             let (e, g) = ebnf_options(py, options)?;
             Self::build(py, vocab, |v| core::Grammar::from_ebnf(&text, v, &e, &g))
         })
@@ -677,9 +715,12 @@ fn constraint_hash_of(
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
     if kind == "ebnf" {
-        let text: String = value
-            .ok_or_else(|| PyValueError::new_err("an ebnf constraint needs the grammar text"))?
-            .extract()?;
+        let text = grammar_text(
+            py,
+            value.ok_or_else(|| {
+                PyValueError::new_err("an ebnf constraint needs the grammar text")
+            })?,
+        )?;
         let (e, _) = ebnf_options(py, options)?;
         return Ok(format!(
             "{:016x}",

@@ -42,6 +42,26 @@ pub(crate) const NONE: u32 = u32::MAX;
 /// The deepest stack any automaton may build, whatever its guards say.
 pub(crate) const MAX_FRAMES: u32 = 1 << 20;
 
+/// The largest `max_stack_depth`, of a grammar and of a JSON Schema alike: the deepest stack the
+/// automaton tracks ([`MAX_FRAMES`]).
+pub const MAX_STACK_DEPTH: u32 = MAX_FRAMES;
+
+pub(crate) fn stack_depth_error(value: &str) -> crate::error::Error {
+    Error::InvalidArgument(format!(
+        "max_stack_depth must be an integer from 1 to {MAX_STACK_DEPTH}, got {value:?}"
+    ))
+}
+
+/// `max_stack_depth` read from its text (a grammar's and a JSON Schema's option): an integer
+/// from 1 to [`MAX_STACK_DEPTH`].
+pub fn stack_depth_option(value: &str) -> Result<u32> {
+    value
+        .parse::<u32>()
+        .ok()
+        .filter(|v| (1..=MAX_STACK_DEPTH).contains(v))
+        .ok_or_else(|| stack_depth_error(value))
+}
+
 /// See the module docs.
 pub(crate) struct Depths {
     /// Per NFA state: the largest stack depth at which its body can still be finished

@@ -52,6 +52,9 @@ pub const EBNF_OPTION_NAMES: &[&str] = &["start", "max_stack_depth"];
 /// Default [`EbnfOptions::max_stack_depth`].
 pub const DEFAULT_MAX_STACK_DEPTH: u32 = 1000;
 
+use crate::automata::depth::stack_depth_error;
+pub use crate::automata::depth::{stack_depth_option, MAX_STACK_DEPTH};
+
 impl Default for EbnfOptions {
     fn default() -> Self {
         EbnfOptions {
@@ -68,13 +71,26 @@ impl EbnfOptions {
             .to_string()
     }
 
+    /// Set an option from its name and text value (the form the bindings pass): `start` (a
+    /// rule name) and `max_stack_depth` ([`stack_depth_option`]).
+    pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
+        match name {
+            "start" => self.start = value.to_string(),
+            "max_stack_depth" => self.max_stack_depth = stack_depth_option(value)?,
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "unknown grammar option {other:?}; options are {}",
+                    EBNF_OPTION_NAMES.join(", ")
+                )))
+            }
+        }
+        Ok(())
+    }
+
     /// Checks the options' ranges.
     pub fn validate(&self) -> Result<()> {
-        if self.max_stack_depth == 0 || self.max_stack_depth > crate::automata::depth::MAX_FRAMES {
-            return Err(Error::InvalidArgument(format!(
-                "max_stack_depth must be between 1 and {}",
-                crate::automata::depth::MAX_FRAMES
-            )));
+        if self.max_stack_depth == 0 || self.max_stack_depth > MAX_STACK_DEPTH {
+            return Err(stack_depth_error(&self.max_stack_depth.to_string()));
         }
         if self.start.is_empty() {
             return Err(Error::InvalidArgument("start must name a rule".into()));

@@ -193,12 +193,7 @@ impl JsonSchemaOptions {
                 }
             }
             "max_stack_depth" => {
-                self.max_stack_depth = int(value)?;
-                if self.max_stack_depth == 0 {
-                    return Err(Error::InvalidArgument(
-                        "max_stack_depth must be at least 1".into(),
-                    ));
-                }
+                self.max_stack_depth = crate::automata::depth::stack_depth_option(value)?
             }
             "max_nesting_depth" => self.max_nesting_depth = int(value)?,
             "truncate_recursion" => self.truncate_recursion = boolean(value)?,

@@ -64,6 +64,40 @@ pub(super) struct Table {
     /// in any order only); set 0 is the empty set.
     pub(super) member_sets: Vec<Box<[u64]>>,
     pub(super) member_set_ids: FxHashMap<Box<[u64]>, u32>,
+    /// About how many bytes the states, frames and member sets hold (within `max_bytes`).
+    pub(super) bytes: usize,
+    /// See [`table_bytes`].
+    pub(super) max_bytes: usize,
+}
+
+/// Most bytes the lazily built part of one automaton may hold: its states' subsets and
+/// transitions, its recorded stack frames and member sets (each counted in its vector and its
+/// index): four times `max_nfa_bytes`, at least 512 MiB. A state's subset grows with the
+/// automaton (an object of 2,000 properties in any order holds a trie of their keys in many
+/// of its states), so `max_states` alone does not bound the memory.
+pub(super) fn table_bytes(max_nfa_bytes: usize) -> usize {
+    max_nfa_bytes.saturating_mul(4).max(512 << 20)
+}
+
+/// The cost of one entry of a table's vectors and maps beside its own bytes.
+const ENTRY_BYTES: usize = 48;
+
+impl Table {
+    /// Count `n` more bytes, or the `BudgetError` past `max_bytes`.
+    pub(super) fn hold(&mut self, n: usize) -> Result<()> {
+        let after = self.bytes.saturating_add(n);
+        if after > self.max_bytes {
+            return Err(Error::Budget(format!(
+                "the automaton's states hold more than {} MiB (their subsets, stack frames and \
+                 member sets grow with the constraint's size and with the variety of the outputs \
+                 it has read; four times max_nfa_bytes, at least 512 MiB); simplify the \
+                 constraint or raise max_nfa_bytes",
+                self.max_bytes >> 20
+            )));
+        }
+        self.bytes = after;
+        Ok(())
+    }
 }
 
 impl Table {
@@ -90,6 +124,8 @@ impl Table {
             frame_ids: FxHashMap::default(),
             member_sets: vec![Box::new([0])],
             member_set_ids: FxHashMap::from_iter([(Box::new([0u64]) as Box<[u64]>, 0)]),
+            bytes: 0,
+            max_bytes: table_bytes(0),
         }
     }
 
@@ -101,6 +137,9 @@ impl Table {
         }
         for key in self.sets.drain(n..) {
             self.ids.remove(&key);
+            self.bytes = self
+                .bytes
+                .saturating_sub(2 * ENTRY_BYTES + 8 * key.len() + 4 * stride);
         }
         self.accepting.truncate(n);
         self.trans.truncate(n * stride);
@@ -691,6 +730,7 @@ impl LazyDfa {
             )));
         }
         crate::budget::check("determinizing the automaton")?;
+        t.hold(2 * ENTRY_BYTES + 8 * key.len() + 4 * self.stride)?;
         let id = t.sets.len() as u32;
         let key: Box<[u32]> = key.into_boxed_slice();
         t.ids.insert(key.clone(), id);
@@ -857,6 +897,7 @@ fn push_frame(t: &mut Table, parent: u32, rec: u32, site: u32) -> Result<u32> {
     if t.frames.len() >= MAX_FRAME_RECORDS {
         return Err(too_many_stacks());
     }
+    t.hold(2 * ENTRY_BYTES)?;
     let f = u32::try_from(t.frames.len()).map_err(|_| too_many_stacks())?;
     t.frames.push(Frame {
         parent,
@@ -939,6 +980,7 @@ fn intern_member_set(t: &mut Table, set: Vec<u64>) -> Result<u32> {
     if t.member_sets.len() >= MAX_FRAME_RECORDS {
         return Err(too_many_stacks());
     }
+    t.hold(2 * ENTRY_BYTES + 16 * set.len())?;
     let id = t.member_sets.len() as u32;
     let set: Box<[u64]> = set.into_boxed_slice();
     t.member_set_ids.insert(set.clone(), id);

@@ -233,6 +233,7 @@ impl LazyDfa {
             Depths::compute(root, &g.counts, &g.cont)?
         };
         let mut table = Table::new(g);
+        table.max_bytes = determinize::table_bytes(opts.max_nfa_bytes);
         // State 0: dead (empty, non-accepting set); its row loops onto itself.
         table.sets.push(Box::new([]));
         table.accepting.push(false);
