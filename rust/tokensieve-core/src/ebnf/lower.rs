@@ -152,20 +152,30 @@ fn recursive_rules(rules: &Rules, comps: &[Vec<usize>]) -> Vec<bool> {
     out
 }
 
-fn nullable_rules(rules: &Rules) -> Vec<bool> {
-    let mut nul = vec![false; rules.bodies.len()];
-    loop {
-        let mut changed = false;
-        for (r, b) in rules.bodies.iter().enumerate() {
-            if !nul[r] && left::nullable(b, &nul) {
-                nul[r] = true;
-                changed = true;
-            }
-        }
-        if !changed {
-            return nul;
+/// Per rule: whether it can match the empty string. A worklist: a rule is looked at again only
+/// when a rule it calls has just been found nullable (each rule at most once per callee), so a
+/// chain of rules defined in any order costs its length, not its square.
+fn nullable_rules(rules: &Rules) -> Result<Vec<bool>> {
+    let n = rules.bodies.len();
+    let mut nul = vec![false; n];
+    let mut callers: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (r, b) in rules.bodies.iter().enumerate() {
+        b.refs(&mut |k, _| callers[k].push(r));
+    }
+    for c in &mut callers {
+        c.sort_unstable();
+        c.dedup();
+    }
+    let mut work: Vec<usize> = (0..n).rev().collect();
+    let mut every = crate::budget::Every::default();
+    while let Some(r) = work.pop() {
+        every.tick("finding the grammar's rules that can match nothing")?;
+        if !nul[r] && left::nullable(&rules.bodies[r], &nul) {
+            nul[r] = true;
+            work.extend(callers[r].iter().copied().filter(|&c| !nul[c]));
         }
     }
+    Ok(nul)
 }
 
 /// Whether the rules of `comp` can call one another in a cycle before reading a character.
@@ -420,7 +430,7 @@ pub(super) fn lower(texts: Vec<RuleText>, opts: &EbnfOptions) -> Result<Compiled
             )
         })
         .collect();
-    let nul = nullable_rules(&rules);
+    let nul = nullable_rules(&rules)?;
     let mut recursive = recursive_rules(&rules, &comps);
     // left recursion → repetition, group by group (splitting off the empty string of the
     // members that can match it first)

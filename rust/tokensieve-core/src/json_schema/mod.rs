@@ -214,7 +214,8 @@ fn compile_here(schema: &Value, opts: &JsonSchemaOptions) -> Result<CompiledSche
 /// automaton of its rules: with references (recursion, expansions), nesting past 32 levels, or
 /// values large enough that something is built one level per element — a string (a property
 /// name excluded character by character, a `not` of a `const`) or an array (`prefixItems`, an
-/// item after the next) or object of more than 1,024 elements. Such a schema is compiled on a
+/// item after the next) or object of more than 1,024 elements, or a number of more than 64
+/// characters or with an exponent past ±64 (its bound is spelled digit by digit). Such a schema is compiled on a
 /// big stack ([`crate::budget::stack`]), and its rules are built on one too.
 pub fn needs_big_stack(schema: &Value, opts: &JsonSchemaOptions) -> bool {
     !(opts.registry.is_empty() && small_without_refs(schema, 0))
@@ -240,6 +241,16 @@ fn small_without_refs(v: &Value, depth: usize) -> bool {
             xs.len() <= SMALL && xs.iter().all(|x| small_without_refs(x, depth + 1))
         }
         Value::String(s) => s.len() <= SMALL,
+        // a number's bounds are spelled digit by digit: a long mantissa or a large exponent
+        // (`1e-9999`, 20,000 nines) nests one level per digit
+        Value::Number(n) => {
+            let t = n.to_string();
+            let exponent = t
+                .find(['e', 'E'])
+                .and_then(|i| t[i + 1..].parse::<i64>().ok())
+                .unwrap_or(0);
+            t.len() <= 64 && exponent.unsigned_abs() <= 64
+        }
         _ => true,
     }
 }
