@@ -52,9 +52,47 @@ const MAX_COUNT: u64 = 10_000;
 pub(crate) fn schema_error(keyword: &str, pointer: &str, message: impl Into<String>) -> Error {
     Error::Schema {
         keyword: keyword.to_string(),
-        pointer: pointer.to_string(),
+        pointer: bounded_pointer(pointer),
         message: message.into(),
     }
+}
+
+/// Most bytes of a pointer an error carries: a recursion unrolled in place (through the merge
+/// of several schemas) repeats the same steps hundreds of times, and the message must stay
+/// readable (a server returns it as the HTTP body).
+const MAX_POINTER: usize = 512;
+
+/// `pointer`, or its beginning and end around a count of the steps left out when it is longer
+/// than [`MAX_POINTER`].
+pub(crate) fn bounded_pointer(pointer: &str) -> String {
+    if pointer.len() <= MAX_POINTER {
+        return pointer.to_string();
+    }
+    let steps: Vec<&str> = pointer.split('/').collect();
+    let (mut head, mut tail) = (0usize, steps.len());
+    let mut len = 0usize;
+    // whole steps from both ends, alternately, within the bound
+    while head < tail {
+        let next = if head <= steps.len() - tail {
+            steps[head]
+        } else {
+            steps[tail - 1]
+        };
+        if len + next.len() + 1 > MAX_POINTER - 40 {
+            break;
+        }
+        len += next.len() + 1;
+        if head <= steps.len() - tail {
+            head += 1;
+        } else {
+            tail -= 1;
+        }
+    }
+    let left_out = tail - head;
+    let mut out = steps[..head].join("/");
+    out.push_str(&format!("/…({left_out} steps)…/"));
+    out.push_str(&steps[tail..].join("/"));
+    out
 }
 
 pub(super) fn escape_token(s: &str) -> String {
@@ -818,5 +856,27 @@ fn literal_values(m: &Map<String, Value>) -> Option<Vec<Value>> {
         (Some(c), _) => Some(vec![c.clone()]),
         (None, Some(Value::Array(e))) => Some(e.clone()),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod pointer_tests {
+    use super::bounded_pointer;
+
+    #[test]
+    fn long_pointers_keep_their_ends_and_count_the_rest() {
+        let short = "#/$defs/node/properties/links";
+        assert_eq!(bounded_pointer(short), short);
+        let long = format!("#/$defs/n{}", "/patternProperties".repeat(1000));
+        let b = bounded_pointer(&long);
+        assert!(b.len() <= 512, "{}", b.len());
+        assert!(b.starts_with("#/$defs/n/patternProperties/"), "{b}");
+        assert!(b.ends_with("/patternProperties"), "{b}");
+        let kept = b.matches("patternProperties").count();
+        assert!(b.contains(&format!("({} steps)", 1000 - kept)), "{b}");
+        // one step longer than the bound: only the count stays
+        let huge = format!("#/properties/{}", "é".repeat(600));
+        let b = bounded_pointer(&huge);
+        assert!(b.len() <= 512 && b.contains("steps)"), "{b}");
     }
 }

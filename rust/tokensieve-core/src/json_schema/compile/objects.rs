@@ -90,8 +90,8 @@ impl<'a> Compiler<'a> {
                 AdditionalProperties::Allow
             )),
         };
-        // patternProperties: (decoded key language, value schema)
-        let mut patterns: Vec<(Hir, Value)> = Vec::new();
+        // patternProperties: (decoded key language, value schema, the value schema's pointer)
+        let mut patterns: Vec<(Hir, Value, String)> = Vec::new();
         if let Some(pp) = m.get("patternProperties") {
             let pp = pp.as_object().ok_or_else(|| {
                 schema_error(
@@ -102,7 +102,8 @@ impl<'a> Compiler<'a> {
             })?;
             for (p, sch) in pp {
                 let h = self.pattern_hir(&Value::from(p.as_str()), "patternProperties", ptr)?;
-                patterns.push((h, sch.clone()));
+                let at = child(&child(ptr, "patternProperties"), p);
+                patterns.push((h, sch.clone(), at));
             }
         }
         // propertyNames: the decoded language every key must be in
@@ -137,7 +138,7 @@ impl<'a> Compiler<'a> {
             }
             // the patternProperties this name matches apply to it as well
             let mut matching: Vec<Value> = Vec::new();
-            for (h, sch) in &patterns {
+            for (h, sch, _) in &patterns {
                 if crate::json_schema::validate::full_match(h, &name)? {
                     matching.push(sch.clone());
                 }
@@ -661,7 +662,7 @@ impl<'a> Compiler<'a> {
     pub(super) fn extra_members(
         &mut self,
         names: &[String],
-        patterns: &[(Hir, Value)],
+        patterns: &[(Hir, Value, String)],
         key_lang: Option<&[Hir]>,
         extra: Option<Expr>,
         ptr: &str,
@@ -691,10 +692,12 @@ impl<'a> Compiler<'a> {
             let mut pos: Vec<Hir> = key_lang.map(<[Hir]>::to_vec).unwrap_or_default();
             let mut neg = declared.clone();
             let mut schemas = Vec::new();
-            for (i, (h, sch)) in patterns.iter().enumerate() {
+            let mut at = None;
+            for (i, (h, sch, sptr)) in patterns.iter().enumerate() {
                 if mask & (1 << i) != 0 {
                     pos.push(h.clone());
                     schemas.push(sch.clone());
+                    at = Some(sptr);
                 } else {
                     neg.push(h.clone());
                 }
@@ -702,6 +705,14 @@ impl<'a> Compiler<'a> {
             let value = if schemas.is_empty() {
                 match &extra {
                     Some(v) => v.clone(),
+                    None => continue,
+                }
+            } else if let (1, Some(at)) = (schemas.len(), at) {
+                // one pattern's schema, compiled where it stands: its `$ref`s are references
+                // like any other (a recursion through it is a call on the stack, not unrolled
+                // as the merge of several patterns' schemas unrolls it)
+                match self.schema(&schemas[0], at)? {
+                    Some(v) => v,
                     None => continue,
                 }
             } else {
@@ -781,7 +792,7 @@ impl<'a> Compiler<'a> {
     fn extra_members_with_views(
         &mut self,
         names: &[String],
-        patterns: &[(Hir, Value)],
+        patterns: &[(Hir, Value, String)],
         map_additional: &Value,
         views: &[KeyView],
         key_lang: Option<&[Hir]>,
@@ -791,7 +802,7 @@ impl<'a> Compiler<'a> {
         // (key language, schema, group): group 0 is this object's own keywords
         let mut all: Vec<(Hir, Value, usize)> = patterns
             .iter()
-            .map(|(h, s)| (h.clone(), s.clone(), 0))
+            .map(|(h, s, _)| (h.clone(), s.clone(), 0))
             .collect();
         let mut additional = vec![map_additional.clone()];
         for (g, view) in views.iter().enumerate() {
