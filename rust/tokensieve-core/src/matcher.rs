@@ -360,13 +360,15 @@ impl Grammar {
                     dfa.build_rules_on_big_stack();
                 }
                 if dfa.start() == DEAD {
-                    // only a recursion can hide an empty language from the compiler
+                    // a recursion, or a string language that only its automaton shows empty
+                    // (a pattern whose anchors no string satisfies), hides it from the compiler
                     return Err(Error::Schema {
                         keyword: "$ref".into(),
                         pointer: String::new(),
                         message: format!(
                             "no JSON value satisfies this schema with at most max_stack_depth={} \
-                         recursive calls open (a recursion that never ends?)",
+                         recursive calls open (a recursion that never ends, or a pattern no \
+                         string matches?)",
                             schema_opts.max_stack_depth
                         ),
                     });

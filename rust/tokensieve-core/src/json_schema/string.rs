@@ -3,7 +3,7 @@
 
 use regex_syntax::hir::{Hir, HirKind, Look};
 
-use crate::automata::hir::{alt, concat, star};
+use crate::automata::hir::{alt, concat, rep, star};
 use crate::automata::spell::dot_all;
 
 fn strip_capture(h: &Hir) -> &Hir {
@@ -53,6 +53,260 @@ pub(crate) fn search_form(h: &Hir) -> Hir {
         out.push(concat(items));
     }
     alt(out)
+}
+
+/// Whether `h` holds a look-around assertion (`^`, `$`, word boundaries) anywhere.
+pub(crate) fn has_look(h: &Hir) -> bool {
+    match h.kind() {
+        HirKind::Look(_) => true,
+        HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) => false,
+        HirKind::Repetition(r) => has_look(&r.sub),
+        HirKind::Capture(c) => has_look(&c.sub),
+        HirKind::Concat(xs) | HirKind::Alternation(xs) => xs.iter().any(has_look),
+    }
+}
+
+/// The decoded-string language of a pattern searched for in the string, with `^` and `$`
+/// standing anywhere in it (`(^a|b)c`, `^a$|^b$` after the parser lifted the common `^`,
+/// `(?:^|/)foo$`): exact, without anchors. [`search_form`] covers the patterns anchored only at
+/// the ends of their top-level alternatives; this is for the others.
+///
+/// A sub-pattern `h` is read in four contexts `(s, e)`: whether its match starts at the
+/// beginning of the whole string, whether it ends at its end. `^` matches the empty string where
+/// `s` holds, `$` where `e` holds; in a concatenation the position between two parts is the
+/// beginning only when `s` holds and the left part matched nothing, the end only when `e`
+/// holds and the right part matches nothing. So each part is kept as its non-empty strings per
+/// context ([`Anchored::plus`]) and whether it matches the empty string per context. The
+/// searched language is then `M(T,T) | .+M(F,T) | M(T,F).+ | .+M(F,F).+`.
+pub(crate) fn anchored_search(h: &Hir) -> Result<Hir, String> {
+    let a = Anchored::of(h, 0)?;
+    let m = |s: bool, e: bool| {
+        let mut v = vec![a.plus[s as usize][e as usize].clone()];
+        if a.empty[s as usize][e as usize] {
+            v.push(Hir::empty());
+        }
+        alt(v)
+    };
+    let some = || rep(dot_all(), 1, None);
+    let out = alt(vec![
+        m(true, true),
+        concat(vec![some(), m(false, true)]),
+        concat(vec![m(true, false), some()]),
+        concat(vec![some(), m(false, false), some()]),
+    ]);
+    if hir_size(&out, 0) > MAX_ANCHORED_NODES {
+        return Err(format!(
+            "anchors inside the pattern make its language too large to spell (more than \
+             {MAX_ANCHORED_NODES} parts); move `^`/`$` to the ends of the pattern"
+        ));
+    }
+    Ok(out)
+}
+
+/// Most nodes the language of a pattern with inner anchors may have.
+const MAX_ANCHORED_NODES: usize = 20_000;
+
+fn hir_size(h: &Hir, acc: usize) -> usize {
+    if acc > MAX_ANCHORED_NODES {
+        return acc;
+    }
+    match h.kind() {
+        HirKind::Repetition(r) => hir_size(&r.sub, acc + 1),
+        HirKind::Capture(c) => hir_size(&c.sub, acc + 1),
+        HirKind::Concat(xs) | HirKind::Alternation(xs) => {
+            xs.iter().fold(acc + 1, |n, x| hir_size(x, n))
+        }
+        _ => acc + 1,
+    }
+}
+
+/// The non-empty strings of an anchor-free `h`.
+fn non_empty(h: &Hir) -> Hir {
+    if !nullable(h) {
+        return h.clone();
+    }
+    match h.kind() {
+        HirKind::Empty | HirKind::Look(_) => Hir::fail(),
+        HirKind::Literal(_) | HirKind::Class(_) => h.clone(),
+        HirKind::Capture(c) => non_empty(&c.sub),
+        HirKind::Alternation(xs) => alt(xs.iter().map(non_empty).collect()),
+        HirKind::Concat(xs) => {
+            // the first non-empty part is some part, the ones before it empty
+            let mut alts = Vec::new();
+            for i in 0..xs.len() {
+                let mut v = vec![non_empty(&xs[i])];
+                v.extend(xs[i + 1..].iter().cloned());
+                alts.push(concat(v));
+                if !nullable(&xs[i]) {
+                    break;
+                }
+            }
+            alt(alts)
+        }
+        // the body matches the empty string: copies may be dropped, the first non-empty one
+        // is followed by at most max - 1 more
+        HirKind::Repetition(r) if r.max == Some(0) => Hir::fail(),
+        HirKind::Repetition(r) => concat(vec![
+            non_empty(&r.sub),
+            rep((*r.sub).clone(), 0, r.max.map(|m| m.saturating_sub(1))),
+        ]),
+    }
+}
+
+fn nullable(h: &Hir) -> bool {
+    h.properties().minimum_len() == Some(0)
+}
+
+/// A sub-pattern in the four contexts of [`anchored_search`]: `plus[s][e]` its non-empty
+/// strings, `empty[s][e]` whether it matches the empty string.
+struct Anchored {
+    plus: [[Hir; 2]; 2],
+    empty: [[bool; 2]; 2],
+}
+
+impl Anchored {
+    fn same(plus: Hir, empty: bool) -> Anchored {
+        Anchored {
+            plus: [[plus.clone(), plus.clone()], [plus.clone(), plus]],
+            empty: [[empty; 2]; 2],
+        }
+    }
+
+    fn empty_only(f: impl Fn(bool, bool) -> bool) -> Anchored {
+        Anchored {
+            plus: std::array::from_fn(|_| std::array::from_fn(|_| Hir::fail())),
+            empty: std::array::from_fn(|s| std::array::from_fn(|e| f(s == 1, e == 1))),
+        }
+    }
+
+    fn of(h: &Hir, depth: u32) -> Result<Anchored, String> {
+        if depth > 250 {
+            return Err("the pattern nests too deeply".into());
+        }
+        if !has_look(h) {
+            return Ok(Anchored::same(non_empty(h), nullable(h)));
+        }
+        Ok(match h.kind() {
+            HirKind::Look(Look::Start) => Anchored::empty_only(|s, _| s),
+            HirKind::Look(Look::End) => Anchored::empty_only(|_, e| e),
+            HirKind::Look(_) => {
+                return Err(
+                    "word boundaries and line anchors are not supported in a pattern".into(),
+                )
+            }
+            HirKind::Capture(c) => Anchored::of(&c.sub, depth + 1)?,
+            HirKind::Alternation(xs) => {
+                let parts = xs
+                    .iter()
+                    .map(|x| Anchored::of(x, depth + 1))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Anchored {
+                    plus: std::array::from_fn(|s| {
+                        std::array::from_fn(|e| {
+                            alt(parts.iter().map(|p| p.plus[s][e].clone()).collect())
+                        })
+                    }),
+                    empty: std::array::from_fn(|s| {
+                        std::array::from_fn(|e| parts.iter().any(|p| p.empty[s][e]))
+                    }),
+                }
+            }
+            HirKind::Concat(xs) => {
+                let mut acc = Anchored::of(&xs[xs.len() - 1], depth + 1)?;
+                for x in xs[..xs.len() - 1].iter().rev() {
+                    acc = Anchored::concat(&Anchored::of(x, depth + 1)?, &acc);
+                }
+                acc
+            }
+            HirKind::Repetition(r) => {
+                let body = Anchored::of(&r.sub, depth + 1)?;
+                let opt = Anchored::optional(&body);
+                let mut acc = match r.max {
+                    None => Anchored::star(&body),
+                    Some(max) => {
+                        if max - r.min > 8 {
+                            return Err(
+                                "an anchor inside a repetition of more than 8 optional copies \
+                                 is not supported"
+                                    .into(),
+                            );
+                        }
+                        let mut acc = Anchored::same(Hir::fail(), true);
+                        for _ in r.min..max {
+                            acc = Anchored::concat(&opt, &acc);
+                        }
+                        acc
+                    }
+                };
+                if r.min > 8 {
+                    return Err(
+                        "an anchor inside a repetition of more than 8 copies is not supported"
+                            .into(),
+                    );
+                }
+                for _ in 0..r.min {
+                    acc = Anchored::concat(&body, &acc);
+                }
+                acc
+            }
+            HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) => {
+                unreachable!("no anchor in a leaf")
+            }
+        })
+    }
+
+    /// `a` then `b` (see [`anchored_search`] for the contexts of the position between them).
+    fn concat(a: &Anchored, b: &Anchored) -> Anchored {
+        let f = 0usize;
+        Anchored {
+            plus: std::array::from_fn(|s| {
+                std::array::from_fn(|e| {
+                    let mut v = Vec::new();
+                    // a empty: the position between is the beginning when s, not the end
+                    if a.empty[s][f] {
+                        v.push(b.plus[s][e].clone());
+                    }
+                    // b empty: the position between is the end when e, not the beginning
+                    if b.empty[f][e] {
+                        v.push(a.plus[s][e].clone());
+                    }
+                    v.push(concat(vec![a.plus[s][f].clone(), b.plus[f][e].clone()]));
+                    alt(v)
+                })
+            }),
+            empty: std::array::from_fn(|s| std::array::from_fn(|e| a.empty[s][e] && b.empty[s][e])),
+        }
+    }
+
+    /// `a` or nothing.
+    fn optional(a: &Anchored) -> Anchored {
+        Anchored {
+            plus: a.plus.clone(),
+            empty: [[true; 2]; 2],
+        }
+    }
+
+    /// Any number of copies of `a`: the empty ones can be left out, so a non-empty string is
+    /// one or more non-empty copies (only the first may start at the beginning, only the last
+    /// end at the end).
+    fn star(a: &Anchored) -> Anchored {
+        let f = 0usize;
+        Anchored {
+            plus: std::array::from_fn(|s| {
+                std::array::from_fn(|e| {
+                    alt(vec![
+                        a.plus[s][e].clone(),
+                        concat(vec![
+                            a.plus[s][f].clone(),
+                            star(a.plus[f][f].clone()),
+                            a.plus[f][e].clone(),
+                        ]),
+                    ])
+                })
+            }),
+            empty: [[true; 2]; 2],
+        }
+    }
 }
 
 /// Translate ECMA-262 pattern syntax into `regex-syntax` syntax: `\d \w \s` and `.` take their

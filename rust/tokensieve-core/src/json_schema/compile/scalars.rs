@@ -627,7 +627,12 @@ pub(super) fn spelled_combination(
 pub(crate) fn pattern_language(p: &str) -> std::result::Result<Hir, String> {
     let t = translate_ecma(p).map_err(|e| format!("{p:?}: {e}"))?;
     let h = crate::regex::parse(&t, 250).map_err(|e| format!("{p:?}: {e}"))?;
-    Ok(search_form(&h))
+    let searched = search_form(&h);
+    if !crate::json_schema::string::has_look(&searched) {
+        return Ok(searched);
+    }
+    // anchors inside the pattern
+    crate::json_schema::string::anchored_search(&h).map_err(|e| format!("{p:?}: {e}"))
 }
 
 /// Any decoded string except the given ones (a trie walk: leave the trie at the first character
