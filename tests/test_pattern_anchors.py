@@ -2,7 +2,8 @@
 beginning and end), not only at the ends of its top-level alternatives: the language is exact,
 checked against Python's `re.search` on random strings (with `$` read as `\\Z`, which is what
 ECMA's `$` means without the multiline flag), as a string's pattern and as a patternProperties
-key language.
+key language; and look-aheads at the start of a string's pattern (`^(?!X)`, `^(?=X)`), the
+others refused by name.
 """
 
 from __future__ import annotations
@@ -94,3 +95,47 @@ def test_a_pattern_no_string_matches_has_no_value() -> None:
     )
     lookup = token_lookup(g.vocab)
     assert accepts(g, "7", lookup) and not accepts(g, '"xa"', lookup)
+
+
+LOOKAHEADS = [
+    r"^(?!@@)[\w@]+$",
+    r"^(?![ \t\n]*\(default(.*)\))[\s\S]*",
+    r"^(?=a)(?!ab)[a-c]*$",
+    r"^(?!x|y)",
+    r"^(?=.*\d)(?=.*[a-z])[a-z0-9]{3,}$",
+    r"^(?!\s*$).+",
+]
+LOOK_ALPHABET = "ab@x y1(default)\t\n"
+
+
+@pytest.mark.parametrize("pattern", LOOKAHEADS)
+def test_lookaheads_at_the_start_match_re_search(pattern: str) -> None:
+    # `^(?!X)rest`: the strings of `^rest` that do not start with X (`(?=X)`: that do)
+    vocab = byte_vocabulary()
+    lookup = token_lookup(vocab)
+    g = ts.Grammar.from_json_schema({"type": "string", "pattern": pattern}, vocab)
+    want_re = re.compile(python_form(pattern))
+    r = random.Random(pattern)
+    texts = {"".join(r.choice(LOOK_ALPHABET) for _ in range(r.randrange(8))) for _ in range(700)}
+    texts |= {"", "@@a", "a@", " (default(x))", "(default)", "abc", "acb", "ab1c", "a1b"}
+    verdicts = {True: 0, False: 0}
+    for s in sorted(texts):
+        want = want_re.search(s) is not None
+        verdicts[want] += 1
+        assert accepts(g, json.dumps(s), lookup) == want, (pattern, s)
+    assert verdicts[True] and verdicts[False], verdicts
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [r"^(?!a)b|c", r"a(?=b)", r"(?!a)b", r"^a(?!b)"],
+)
+def test_other_lookarounds_are_refused_by_name(pattern: str) -> None:
+    with pytest.raises(ts.SchemaError, match="look-around"):
+        ts.Grammar.from_json_schema({"type": "string", "pattern": pattern}, byte_vocabulary())
+
+
+def test_a_leading_lookahead_in_a_key_pattern_is_refused_by_name() -> None:
+    schema = {"type": "object", "patternProperties": {"^(?!a)": {"type": "integer"}}}
+    with pytest.raises(ts.SchemaError, match="look-around"):
+        ts.Grammar.from_json_schema(schema, byte_vocabulary())

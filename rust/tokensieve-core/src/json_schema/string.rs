@@ -466,8 +466,10 @@ pub(crate) fn translate_ecma(p: &str) -> Result<String, String> {
                     | (Some('!'), _)
                     | (Some('<'), Some('='))
                     | (Some('<'), Some('!')) => {
-                        return Err("look-around ((?=...), (?!...), (?<=...), (?<!...)) is not \
-                                    supported by a regular-language engine"
+                        return Err("look-around ((?=...), (?!...), (?<=...), (?<!...)) is \
+                                    supported only as look-aheads at the very start of a \
+                                    string's pattern (`^(?!...)`, `^(?=...)`, before the rest of \
+                                    a pattern with no top-level `|`)"
                             .into())
                     }
                     (Some(':'), _) | (Some('<'), _) => out.push('('),

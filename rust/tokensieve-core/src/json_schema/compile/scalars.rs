@@ -428,6 +428,33 @@ impl<'a> Compiler<'a> {
         pattern_language(p).map_err(|e| schema_error("pattern", ptr, e))
     }
 
+    /// A string's `pattern` as languages the string must be in and languages it must not be
+    /// in: the pattern itself ([`pattern_language`]), or, when it starts with look-aheads at
+    /// its beginning (`^(?!X)`, `^(?=X)`, several in a row), the pattern without them, each
+    /// `(?=X)` adding `^X` (a string starting with X) to the first list and each `(?!X)` to the
+    /// second: the same language as the search, exact.
+    fn pattern_parts(&self, p: &Value, ptr: &str) -> Result<(Vec<Hir>, Vec<Hir>)> {
+        let text = p
+            .as_str()
+            .ok_or_else(|| schema_error("pattern", ptr, "pattern must be a string"))?;
+        let (heads, rest) = leading_lookaheads(text);
+        if heads.is_empty() {
+            return Ok((vec![self.pattern_hir(p, "pattern", ptr)?], Vec::new()));
+        }
+        let lang = |q: String| pattern_language(&q).map_err(|e| schema_error("pattern", ptr, e));
+        let mut pos = vec![lang(format!("^{rest}"))?];
+        let mut neg = Vec::new();
+        for (negative, x) in heads {
+            let h = lang(format!("^(?:{x})"))?;
+            if negative {
+                neg.push(h);
+            } else {
+                pos.push(h);
+            }
+        }
+        Ok((pos, neg))
+    }
+
     pub(super) fn string(
         &mut self,
         m: &Map<String, Value>,
@@ -442,11 +469,10 @@ impl<'a> Compiler<'a> {
         // decoded-string languages that must hold (pos) and must not (neg)
         let mut pos: Vec<(Hir, &str)> = Vec::new();
         let mut neg: Vec<Hir> = Vec::new();
-        if let Some(p) = m.get("pattern") {
-            pos.push((self.pattern_hir(p, "pattern", ptr)?, "pattern"));
-        }
-        for p in &x.all_patterns {
-            pos.push((self.pattern_hir(p, "pattern", ptr)?, "pattern"));
+        for p in m.get("pattern").into_iter().chain(&x.all_patterns) {
+            let (yes, no) = self.pattern_parts(p, ptr)?;
+            pos.extend(yes.into_iter().map(|h| (h, "pattern")));
+            neg.extend(no);
         }
         if let Some(f) = m.get("format") {
             let f = f
@@ -624,6 +650,68 @@ pub(super) fn spelled_combination(
 
 /// The decoded-string language of an ECMA pattern (search semantics); the error names the
 /// pattern.
+/// The look-aheads at the very beginning of pattern `p` (after its `^`: `^(?!X)(?=Y)rest`) as
+/// (negative, X) pairs, and the rest of the pattern after them; no pairs when `p` does not start
+/// that way. X is the group's text up to its matching parenthesis (escapes and classes skipped).
+pub(crate) fn leading_lookaheads(p: &str) -> (Vec<(bool, &str)>, &str) {
+    let mut out = Vec::new();
+    let Some(mut rest) = p.strip_prefix('^') else {
+        return (out, p);
+    };
+    loop {
+        let negative = if rest.starts_with("(?!") {
+            true
+        } else if rest.starts_with("(?=") {
+            false
+        } else {
+            break;
+        };
+        let b = rest.as_bytes();
+        let (mut i, mut depth, mut class) = (3usize, 1u32, false);
+        while i < b.len() && depth > 0 {
+            match b[i] {
+                b'\\' => i += 1,
+                b'[' if !class => class = true,
+                b']' if class => class = false,
+                b'(' if !class => depth += 1,
+                b')' if !class => depth -= 1,
+                _ => {}
+            }
+            i += 1;
+        }
+        if depth > 0 {
+            break; // not closed: the parser reports it
+        }
+        out.push((negative, &rest[3..i - 1]));
+        rest = &rest[i..];
+    }
+    // `^(?!X)a|b`: the look-ahead belongs to the first alternative only; not this form
+    if out.is_empty() || top_level_bar(rest) {
+        (Vec::new(), p)
+    } else {
+        (out, rest)
+    }
+}
+
+/// Whether `p` has a `|` outside every group and class.
+fn top_level_bar(p: &str) -> bool {
+    let b = p.as_bytes();
+    let (mut i, mut depth, mut class) = (0usize, 0i32, false);
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 1,
+            b'[' if !class => class = true,
+            b']' if class => class = false,
+            b'(' if !class => depth += 1,
+            b')' if !class => depth -= 1,
+            b'|' if !class && depth == 0 => return true,
+            _ => {}
+        }
+        i += 1;
+    }
+    false
+}
+
 pub(crate) fn pattern_language(p: &str) -> std::result::Result<Hir, String> {
     let t = translate_ecma(p).map_err(|e| format!("{p:?}: {e}"))?;
     let h = crate::regex::parse(&t, 250).map_err(|e| format!("{p:?}: {e}"))?;
