@@ -393,7 +393,7 @@ RULE_BODIES = {
     "paren": '"(" r{j} ")"',
     "right": '"a" r{j} | "b"',
 }
-SHAPES = ["postfix", "groups", "wide", "cycle", "count", *RULE_BODIES]
+SHAPES = ["postfix", "groups", "wide", "cycle", "count", "left_empty", *RULE_BODIES]
 
 
 def hostile_grammar(shape: str, n: int, seed: int) -> str:
@@ -402,6 +402,9 @@ def hostile_grammar(shape: str, n: int, seed: int) -> str:
         body = RULE_BODIES[shape]
         rules = "".join(f"r{i} ::= " + body.replace("{j}", str(i + 1)) + "\n" for i in range(n))
         return "root ::= r0\n" + rules + f'r{n} ::= "z"\n'
+    if shape == "left_empty":  # a chain of rules that can match nothing, before a left recursion
+        rules = "".join(f'r{i} ::= r{i + 1}? "q"?\n' for i in range(n))
+        return 'root ::= a\na ::= r0 a "x" | "y"\n' + rules + f'r{n} ::= "w"?\n'
     if shape == "cycle":
         return "root ::= r0\n" + "".join(f'r{i} ::= r{(i + 1) % n} "a" | "b"\n' for i in range(n))
     if shape == "count":  # a counted repetition of a recursive rule: copies, not a counter

@@ -139,6 +139,8 @@ impl Group<'_> {
                             nullable: self.nullable,
                             recursive: self.recursive,
                             plus: &FxHashMap::default(),
+                            depth: Default::default(),
+                            built: Default::default(),
                         }
                         .of(&sub, at)?;
                         queue.push(s.clone());
@@ -188,7 +190,15 @@ struct NonEmpty<'a> {
     recursive: &'a [bool],
     /// Rule → the rule holding its language without the empty string.
     plus: &'a FxHashMap<usize, usize>,
+    /// How many rules [`NonEmpty::of`] has followed into, now; and the nodes it has built.
+    /// Both bounded: a chain of rules that can match the empty string is written out in place
+    /// (each level a copy of the next one's non-empty form), so it is kept short and small.
+    depth: std::cell::Cell<u32>,
+    built: std::cell::Cell<usize>,
 }
+
+/// Most rules that can match the empty string [`NonEmpty::of`] follows one into another.
+const MAX_EMPTY_CHAIN: u32 = 64;
 
 impl NonEmpty<'_> {
     /// `n` with each reference to a split rule `A` read as `(A⁺)?`.
@@ -218,8 +228,18 @@ impl NonEmpty<'_> {
 
     /// The strings of `n` but the empty one.
     fn of(&self, n: &Node, at: Pos) -> Result<Node> {
-        let _ = at;
         crate::budget::check("rewriting the grammar's left recursion")?;
+        self.built.set(self.built.get() + n.size());
+        if self.built.get() > MAX_NODES {
+            return Err(grammar_error(
+                at,
+                &format!(
+                    "the parts that can match the empty string in front of the left recursion \
+                     here open into more than {MAX_NODES} nodes; write them so that they \
+                     match at least one character and mark their uses optional"
+                ),
+            ));
+        }
         if !nullable(n, self.nullable) {
             return Ok(self.subst(n));
         }
@@ -233,7 +253,23 @@ impl NonEmpty<'_> {
                     pos: *pos,
                 },
                 None if self.recursive[*rule] => return Err(empty_recursive(name, *pos)),
-                None => self.of(&self.rules.bodies[*rule], at)?,
+                None => {
+                    if self.depth.get() >= MAX_EMPTY_CHAIN {
+                        return Err(grammar_error(
+                            *pos,
+                            &format!(
+                                "left recursion behind more than {MAX_EMPTY_CHAIN} nested rules \
+                                 that can match the empty string (through `{name}`) is not \
+                                 rewritten; make them match at least one character and mark \
+                                 their uses optional"
+                            ),
+                        ));
+                    }
+                    self.depth.set(self.depth.get() + 1);
+                    let out = self.of(&self.rules.bodies[*rule], at);
+                    self.depth.set(self.depth.get() - 1);
+                    out?
+                }
             },
             // every item can be empty: the first non-empty one is some item
             Node::Seq(xs) => {
@@ -304,6 +340,8 @@ pub(super) fn split_empty(
             nullable: nul,
             recursive,
             plus: &plus,
+            depth: Default::default(),
+            built: Default::default(),
         };
         for &b in group {
             let at = rules.pos[b];

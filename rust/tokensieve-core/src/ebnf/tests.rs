@@ -395,3 +395,25 @@ fn left_recursive_cycles_stay_within_the_group_budget() {
     let e = lang(&cycle(2000)).err().unwrap();
     assert!(e.to_string().contains("grows past"), "{e}");
 }
+
+#[test]
+fn empty_prefix_chains_before_left_recursion_are_bounded() {
+    // `a ::= n0 a "x" | "y"` with n0 → n1 → … all able to match nothing: the non-empty forms of
+    // the chain are written out in front of the recursion, so the chain is bounded in depth and
+    // in size (a 15,000-rule chain took 7 s and a 50,000-rule one 101 s, past the deadline)
+    let g = |n: usize, body: &str| {
+        let mut t = String::from("root ::= a\na ::= n0 a \"x\" | \"y\"\n");
+        for i in 0..n {
+            t += &format!("n{i} ::= {}\n", body.replace("{j}", &(i + 1).to_string()));
+        }
+        t + &format!("n{n} ::= \"w\"?\n")
+    };
+    let d = automaton(&g(40, "n{j}? \"q\"?"), 50);
+    for s in ["y", "yx", "qyx", "wqqyx", "wyx", "qwyx"] {
+        assert_eq!(accepts(&d, s), s != "qwyx", "{s}");
+    }
+    let e = lang(&g(15_000, "n{j}? \"q\"?")).err().unwrap();
+    assert!(e.to_string().contains("more than 64 nested rules"), "{e}");
+    let e = lang(&g(40, "n{j}? n{j}? \"q\"?")).err().unwrap();
+    assert!(e.to_string().contains("open into more than"), "{e}");
+}
