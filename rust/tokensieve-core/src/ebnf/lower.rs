@@ -444,6 +444,19 @@ pub(super) fn lower(texts: Vec<RuleText>, opts: &EbnfOptions) -> Result<Compiled
         let members = left::split_empty(&mut rules, &mut nul, &mut recursive, c)?;
         let (order, bodies) = rewrite_best(&rules, &nul, &recursive, &members)?;
         for (&r, b) in order.iter().zip(bodies) {
+            // what the rewriting wrote in front of the recursion keeps every later walk within
+            // twice the bound of a rule as written
+            if b.height() > 2 * super::parse::MAX_HEIGHT {
+                return Err(grammar_error(
+                    rules.pos[r],
+                    &format!(
+                        "rewriting the left recursion through `{}` nests its rule more than {} \
+                         levels deep; write the recursion with repetition (`a (op b)*`) instead",
+                        rules.names[r],
+                        2 * super::parse::MAX_HEIGHT
+                    ),
+                ));
+            }
             rules.bodies[r] = b;
         }
     }

@@ -56,6 +56,15 @@ impl Node {
         }
     }
 
+    /// Height of the tree (a leaf is 1).
+    pub(crate) fn height(&self) -> u32 {
+        match self {
+            Node::Seq(xs) | Node::Alt(xs) => 1 + xs.iter().map(Node::height).max().unwrap_or(0),
+            Node::Rep { sub, .. } => 1 + sub.height(),
+            _ => 1,
+        }
+    }
+
     /// Number of nodes (the size budget of the rewriting of left recursion).
     pub(crate) fn size(&self) -> usize {
         match self {
