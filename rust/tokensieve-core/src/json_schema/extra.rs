@@ -25,6 +25,8 @@ pub(super) struct Extra {
     pub all_patterns: Vec<Value>,
     /// Strings matching none of these ECMA patterns.
     pub not_patterns: Vec<Value>,
+    /// Strings of none of these asserted formats (by name).
+    pub not_formats: Vec<Value>,
     /// Numbers that are a multiple of none of these.
     pub not_multiple_of: Vec<Value>,
     /// `contains` counts only the items from this index on.

@@ -55,6 +55,19 @@ pub(crate) fn search_form(h: &Hir) -> Hir {
     alt(out)
 }
 
+/// The asserted formats whose language is exactly their definition's (the others —
+/// `hostname`, `email`, and `time`/`date-time` with their leap second — approximate it, so their
+/// complement would admit strings the definition calls formatted).
+pub(crate) const EXACT_FORMATS: &[&str] = &[
+    "date",
+    "duration",
+    "uuid",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+];
+
 /// Whether `h` holds a look-around assertion (`^`, `$`, word boundaries) anywhere.
 pub(crate) fn has_look(h: &Hir) -> bool {
     match h.kind() {

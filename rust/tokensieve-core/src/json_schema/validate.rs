@@ -151,6 +151,13 @@ impl<'a> Compiler<'a> {
                     return Ok(false);
                 }
             }
+            for f in &x.not_formats {
+                if let Some(h) = f.as_str().and_then(|f| self.asserted_format(f)) {
+                    if full_match(&h, s)? {
+                        return Ok(false);
+                    }
+                }
+            }
         }
         if let Value::Array(a) = v {
             for c in &x.more_contains {

@@ -319,13 +319,28 @@ impl<'a> Compiler<'a> {
                     out.push(b);
                 }
                 "format" => {
-                    if v.as_str().and_then(|f| self.asserted_format(f)).is_some() {
-                        self.unsupported(
-                            "format",
-                            ptr,
-                            "`not` of an asserted format is not supported (use formats=\"annotate\")",
-                        )?;
-                        out.push(built(obj(vec![("type", Value::from("string"))])));
+                    // an asserted format's language is regular: where it is exact, its strings
+                    // are excluded like a negated pattern's (an annotation excludes nothing)
+                    let f = v.as_str().unwrap_or_default();
+                    if self.asserted_format(f).is_some() {
+                        if crate::json_schema::string::EXACT_FORMATS.contains(&f) {
+                            let mut b = typed("string", vec![]);
+                            b.x.not_formats = vec![v.clone()];
+                            out.push(b);
+                        } else {
+                            self.unsupported(
+                                "format",
+                                ptr,
+                                &format!(
+                                    "`not` of the format {f:?} is not supported: its language here \
+                                     approximates its definition, so its complement would admit \
+                                     strings the definition calls {f} (negated formats: {}; or \
+                                     use formats=\"annotate\")",
+                                    crate::json_schema::string::EXACT_FORMATS.join(", ")
+                                ),
+                            )?;
+                            out.push(built(obj(vec![("type", Value::from("string"))])));
+                        }
                     }
                 }
                 "required" => {
@@ -552,6 +567,9 @@ impl<'a> Compiler<'a> {
         }
         for p in &x.not_patterns {
             out.push(typed("string", vec![("pattern", p.clone())]));
+        }
+        for f in &x.not_formats {
+            out.push(typed("string", vec![("format", f.clone())]));
         }
         for p in &x.all_patterns {
             let mut b = typed("string", vec![]);

@@ -855,6 +855,7 @@ pub(super) fn merge(out: Built, b: Built, ptr: &str) -> Result<Built> {
         (&mut ox.not_in, bx.not_in),
         (&mut ox.all_patterns, bx.all_patterns),
         (&mut ox.not_patterns, bx.not_patterns),
+        (&mut ox.not_formats, bx.not_formats),
         (&mut ox.not_multiple_of, bx.not_multiple_of),
     ] {
         if mine.is_empty() {

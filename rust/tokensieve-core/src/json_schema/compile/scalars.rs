@@ -485,6 +485,11 @@ impl<'a> Compiler<'a> {
         for p in &x.not_patterns {
             neg.push(self.pattern_hir(p, "pattern", ptr)?);
         }
+        for f in &x.not_formats {
+            if let Some(h) = f.as_str().and_then(|f| self.asserted_format(f)) {
+                neg.push(h);
+            }
+        }
         let names: Vec<Vec<char>> = x
             .not_in
             .iter()
