@@ -410,7 +410,7 @@ def hostile_grammar(shape: str, n: int, seed: int) -> str:
     if shape == "count":  # a counted repetition of a recursive rule: copies, not a counter
         return f'root ::= x{{{n * 100}}}\nx ::= "(" x ")" | "y"\n'
     if shape == "postfix":
-        ops = ["?", "*", "+", "{2}", "{1,3}", "{0,2}", "{2,3}"]
+        ops = ["?", "*", "+", "{2}", "{1,3}", "{0,2}", "{2,3}", "{33,40}"]
         body = '"a"' + "".join(r.choice(ops) for _ in range(n))
     elif shape == "groups":
         k = min(n, 190)  # groups nest at most 200 deep

@@ -295,7 +295,10 @@ impl Expr {
     fn holds_counter_or_jump(&self) -> bool {
         match self {
             Expr::Hir(h) => hir::has_counter(h),
-            Expr::Repeat { sub, min, max } if counts(sub, *min, *max) => true,
+            // (the body looked at once: `counts` would look at it again)
+            Expr::Repeat { sub, min, max } => {
+                sub.holds_counter_or_jump() || counts_unless_inner(sub, *min, *max)
+            }
             // a rule is never entered from a counted body (see `super::rules`)
             Expr::Jump | Expr::Recur(_) | Expr::Goto(_) | Expr::Rule(_) => true,
             Expr::Part(p) => p.counted(),
@@ -323,11 +326,15 @@ impl Expr {
 /// Whether `sub{min,max}` compiles to a counter (see [`hir::counts`], the same rule for
 /// expressions that are not plain).
 pub(crate) fn counts(sub: &Expr, min: u32, max: Option<u32>) -> bool {
+    counts_unless_inner(sub, min, max) && !sub.holds_counter_or_jump()
+}
+
+/// [`counts`] but for what its body holds (the caller knows).
+fn counts_unless_inner(sub: &Expr, min: u32, max: Option<u32>) -> bool {
     hir::counting()
         && max.unwrap_or(min) > hir::COUNT_FROM
         && max.is_none_or(|m| min <= m)
         && sub.surely_nonempty()
-        && !sub.holds_counter_or_jump()
 }
 
 /// The bytes of `s`, literally.

@@ -127,12 +127,17 @@ pub(crate) const COUNTER_WEIGHT: u64 = 8;
 /// string (so a count always means bytes read), and its body holds no counter (counters do
 /// not nest; the innermost large repetition is the one counted).
 pub(crate) fn counts(r: &Repetition) -> bool {
+    counts_unless_inner(r) && !has_counter(&r.sub)
+}
+
+/// [`counts`] but for its body's own counters (the caller knows whether it has any): each
+/// level of nested repetitions then looks at the levels below once, not twice.
+fn counts_unless_inner(r: &Repetition) -> bool {
     let bound = r.max.unwrap_or(r.min);
     counting()
         && (bound > COUNT_FROM || (bound > CHAR_COUNT_FROM && is_any_char(&r.sub)))
         && r.max.is_none_or(|m| r.min <= m)
         && r.sub.properties().minimum_len().is_some_and(|n| n > 0)
-        && !has_counter(&r.sub)
 }
 
 #[cfg(test)]
@@ -164,7 +169,8 @@ pub(crate) fn has_counter(h: &Hir) -> bool {
     use regex_syntax::hir::HirKind::*;
     match h.kind() {
         Empty | Look(_) | Literal(_) | Class(_) => false,
-        Repetition(r) => counts(r) || has_counter(&r.sub),
+        // (the body looked at once: `counts` would look at it again, 2^depth calls in all)
+        Repetition(r) => has_counter(&r.sub) || counts_unless_inner(r),
         Capture(c) => has_counter(&c.sub),
         Concat(xs) | Alternation(xs) => xs.iter().any(has_counter),
     }

@@ -437,3 +437,15 @@ fn a_rewritten_rule_stays_within_twice_the_height_bound() {
     assert!(e.to_string().contains("levels deep"), "{e}");
     assert!(lang(&grammar(20)).is_ok());
 }
+
+#[test]
+fn nested_repetitions_that_do_not_merge_are_weighed_in_linear_time() {
+    // 60 nested counted repetitions (`{33,34}{35,40}` does not merge): looking for counters
+    // looked at each level's body twice, 2^60 steps before any deadline check
+    let text = format!("root ::= \"a\"{}", "{33,34}{35,40}".repeat(30));
+    let c = lang(&text).unwrap();
+    let t = std::time::Instant::now();
+    // a hang guard, not a speed claim: 2^60 steps would never finish
+    assert!(c.expr.weight() > 1);
+    assert!(t.elapsed() < std::time::Duration::from_secs(30), "{:?}", t.elapsed());
+}
