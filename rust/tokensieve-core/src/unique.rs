@@ -199,6 +199,99 @@ impl Default for Lex {
     }
 }
 
+/// A JSON number's spelling as one text per value: `[-]DIGITSeEXP` with no leading or trailing
+/// zeros in the digits (`0` for zero, whatever its sign), the exponent exact however long it is
+/// written.
+fn canonical_number(s: &[u8]) -> Vec<u8> {
+    let (neg, s) = match s.split_first() {
+        Some((b'-', r)) => (true, r),
+        _ => (false, s),
+    };
+    let (mant, exp) = match s.iter().position(|&c| c == b'e' || c == b'E') {
+        Some(i) => (&s[..i], &s[i + 1..]),
+        None => (s, &b""[..]),
+    };
+    let (int, frac) = match mant.iter().position(|&c| c == b'.') {
+        Some(i) => (&mant[..i], &mant[i + 1..]),
+        None => (mant, &b""[..]),
+    };
+    let mut digits: Vec<u8> = int.iter().chain(frac).copied().collect();
+    let lead = digits.iter().take_while(|&&c| c == b'0').count();
+    digits.drain(..lead);
+    let trail = digits.iter().rev().take_while(|&&c| c == b'0').count();
+    digits.truncate(digits.len() - trail);
+    if digits.is_empty() {
+        return b"0".to_vec();
+    }
+    // value: digits × 10^(exp + trail − frac.len())
+    let (eneg, edigits) = match exp.split_first() {
+        Some((b'-', r)) => (true, r),
+        Some((b'+', r)) => (false, r),
+        _ => (false, exp),
+    };
+    let shift = trail as i128 - frac.len() as i128;
+    let (rneg, rdigits) = add_decimal(eneg, edigits, shift);
+    let mut out = Vec::with_capacity(digits.len() + rdigits.len() + 3);
+    if neg {
+        out.push(b'-');
+    }
+    out.extend(digits);
+    out.push(b'e');
+    if rneg {
+        out.push(b'-');
+    }
+    out.extend(rdigits);
+    out
+}
+
+/// `(-1)^neg × digits + d`, as a sign and decimal digits without leading zeros (`0` alone for
+/// zero, not negative); `digits` may be of any length.
+fn add_decimal(neg: bool, digits: &[u8], d: i128) -> (bool, Vec<u8>) {
+    let lead = digits.iter().take_while(|&&c| c == b'0').count();
+    let a = &digits[lead..];
+    if a.len() <= 30 {
+        let v: i128 = std::str::from_utf8(a)
+            .ok()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0);
+        let v = if neg { -v } else { v } + d;
+        return (v < 0, v.unsigned_abs().to_string().into_bytes());
+    }
+    // past 30 digits |a| > 10^29 > |d|: the sign is a's, the magnitude |a| ± |d|
+    let b = d.unsigned_abs().to_string().into_bytes();
+    let same = (d < 0) == neg;
+    let mut out = Vec::with_capacity(a.len() + 1);
+    let (mut carry, mut i, mut j) = (0i32, a.len(), b.len());
+    while i > 0 {
+        i -= 1;
+        let x = i32::from(a[i] - b'0');
+        let y = if j > 0 {
+            j -= 1;
+            i32::from(b[j] - b'0')
+        } else {
+            0
+        };
+        let mut r = if same { x + y + carry } else { x - y + carry };
+        carry = 0;
+        if r >= 10 {
+            r -= 10;
+            carry = 1;
+        } else if r < 0 {
+            r += 10;
+            carry = -1;
+        }
+        out.push(b'0' + r as u8);
+    }
+    if carry > 0 {
+        out.push(b'1');
+    }
+    while out.len() > 1 && out.last() == Some(&b'0') {
+        out.pop();
+    }
+    out.reverse();
+    (neg, out)
+}
+
 fn push_code(buf: &mut Vec<u8>, c: u32) {
     // UTF-8, with surrogates in the same three-byte form (they never form a valid value, but
     // stay distinct from each other)
@@ -412,11 +505,13 @@ impl Lex {
         true
     }
 
-    /// An integer item has ended. `false`: it was already in its array.
-    fn end_number(&mut self) -> bool {
+    /// A number item has ended. `false`: it was already in its array.
+    fn end_number(&mut self, kind: Kind) -> bool {
         self.str = Str::Out;
         let mut buf = std::mem::take(&mut self.buf);
-        if buf == b"-0" {
+        if kind == Kind::Num {
+            buf = canonical_number(&buf);
+        } else if buf == b"-0" {
             buf.remove(0);
         }
         self.add_item(buf)
@@ -427,11 +522,14 @@ impl Lex {
     pub fn step(&mut self, u: &Uniques, bytes: &[u8]) -> bool {
         for &b in bytes {
             if self.str == Str::Num {
-                if b == b'-' || b.is_ascii_digit() {
+                if b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E') {
                     self.buf.push(b);
                     continue;
                 }
-                if !self.end_number() {
+                let kind = self
+                    .set()
+                    .map_or(Kind::Int, |s| u.arrays[s.id as usize].kind);
+                if !self.end_number(kind) {
                     return false;
                 }
             }
@@ -474,7 +572,7 @@ impl Lex {
             match b {
                 b'-' | b'0'..=b'9' => {
                     if let Some(s) = self.set() {
-                        if u.arrays[s.id as usize].kind == Kind::Int {
+                        if matches!(u.arrays[s.id as usize].kind, Kind::Int | Kind::Num) {
                             self.str = Str::Num;
                             self.buf.clear();
                             self.buf.push(b);
@@ -532,7 +630,7 @@ impl Lex {
         let lang = &a.item;
         match self.str {
             Str::Item => !self.dead_item(lang, set),
-            Str::Num => !self.dead_number(lang, set),
+            Str::Num => a.kind == Kind::Num || !self.dead_number(lang, set),
             Str::Out if set.want_item => a.distinct().is_none_or(|n| n > set.values.len() as u64),
             _ => true,
         }
@@ -646,7 +744,7 @@ pub(crate) fn filter(u: &Uniques, lex: &Lex, vocab: &Vocabulary, row: &mut [u32]
         }
         return;
     };
-    let int = u.arrays[set.id as usize].kind == Kind::Int;
+    let int = matches!(u.arrays[set.id as usize].kind, Kind::Int | Kind::Num);
     if int || (lex.str == Str::Item && lex.pending()) {
         // integers (few tokens continue or end one: digits, separators), or an escape or a
         // surrogate pair under way: every token allowed
@@ -726,4 +824,52 @@ pub(crate) fn filter(u: &Uniques, lex: &Lex, vocab: &Vocabulary, row: &mut [u32]
     }
     // the walk met only the tokens the trie keeps; their duplicates follow them
     trie.copy_duplicate_bits(row);
+}
+
+#[cfg(test)]
+mod number_tests {
+    use super::canonical_number;
+
+    fn c(s: &str) -> String {
+        String::from_utf8(canonical_number(s.as_bytes())).unwrap()
+    }
+
+    #[test]
+    fn one_text_per_numeric_value() {
+        for same in [
+            &["1", "1.0", "10e-1", "0.1e1", "100E-2", "1.000e+0", "0.01e2"][..],
+            &["0", "-0", "0.000", "0e5", "-0.0E-7"],
+            &["-1.5", "-15e-1", "-0.15E1", "-1.50"],
+            &["120", "1.2e2", "12e1", "1200e-1"],
+        ] {
+            let want = c(same[0]);
+            for s in same {
+                assert_eq!(c(s), want, "{s}");
+            }
+        }
+        for (a, b) in [
+            ("1", "-1"),
+            ("1", "10"),
+            ("0.1", "1"),
+            ("1e2", "1e3"),
+            ("12", "21"),
+        ] {
+            assert_ne!(c(a), c(b), "{a} {b}");
+        }
+        // exponents of any length, exactly
+        let big = "9".repeat(40);
+        assert_eq!(
+            c(&format!("10e{big}")),
+            c(&format!("1e1{}", "0".repeat(40)))
+        );
+        assert_ne!(c(&format!("1e{big}")), c(&format!("1e1{}", "0".repeat(40))));
+        assert_eq!(
+            c(&format!("1000e-{big}")),
+            c(&format!("1e-{}6", "9".repeat(39)))
+        );
+        assert_eq!(
+            c(&format!("1.5e-{big}")),
+            c(&format!("15e-1{}", "0".repeat(40)))
+        );
+    }
 }

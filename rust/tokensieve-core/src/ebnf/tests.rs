@@ -447,5 +447,9 @@ fn nested_repetitions_that_do_not_merge_are_weighed_in_linear_time() {
     let t = std::time::Instant::now();
     // a hang guard, not a speed claim: 2^60 steps would never finish
     assert!(c.expr.weight() > 1);
-    assert!(t.elapsed() < std::time::Duration::from_secs(30), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(30),
+        "{:?}",
+        t.elapsed()
+    );
 }

@@ -144,6 +144,11 @@ pub(crate) enum Kind {
     /// Integers: the language is of their spellings, `-?(0|[1-9][0-9]*)` within the bounds
     /// (`-0` as well as `0` where zero is in range; nothing else spells one value twice).
     Int,
+    /// Numbers of any value (`{"type": "number"}` with no bounds, `multipleOf` or listing):
+    /// compared by value (`1`, `1.0` and `10e-1` are one number). Every prefix of a spelling
+    /// has infinitely many values among its completions, so an item never runs out of
+    /// values and nothing is counted; only an item equal to a held one is refused.
+    Num,
 }
 
 /// A registered unique array of strings or integers.
@@ -162,6 +167,7 @@ impl UniqueArray {
         Some(match self.kind {
             Kind::Str => n,
             Kind::Int => n - u64::from(self.item.accepts("-0")),
+            Kind::Num => return None,
         })
     }
 }

@@ -84,13 +84,13 @@ impl<'a> Compiler<'a> {
                         ptr,
                         "uniqueItems: true is supported when every item comes from a small \
                          finite set of values (enum, const, boolean, null) and the length is \
-                         bounded, or when the items are strings or integers and the array \
-                         (without prefixItems or contains) is reached from the root through \
-                         properties, items, additionalProperties, non-recursive $ref, allOf, \
-                         or the one container branch of an anyOf/oneOf of scalars; not over \
-                         objects, arrays, fractional numbers or mixed types, nor under not, if \
-                         or patternProperties (docs/json-schema.md, Unique strings and \
-                         integers)",
+                         bounded, or when the items are strings, integers, or numbers with \
+                         no bounds, and the array (without prefixItems or contains) is reached \
+                         from the root through properties, items, additionalProperties, \
+                         non-recursive $ref, allOf, or the one container branch of an \
+                         anyOf/oneOf of scalars; not over objects, arrays, bounded fractional \
+                         numbers or mixed types, nor under not, if or patternProperties \
+                         (docs/json-schema.md, Unique strings and integers)",
                     )?,
                 },
             }
@@ -265,6 +265,16 @@ impl<'a> Compiler<'a> {
         let iptr = child(ptr, "items");
         if im.get("type").and_then(Value::as_str) == Some("integer") {
             return self.unique_integers(im, path, min, &iptr);
+        }
+        if im.get("type").and_then(Value::as_str) == Some("number")
+            && im.keys().all(|k| !Self::is_validity(k) || k == "type")
+        {
+            // any number, compared by value (its spellings' language for the reader)
+            let Some(h) = self.number(im, &Extra::default(), &iptr, false)? else {
+                return Ok(Some(true));
+            };
+            let dfa = crate::automata::strlang::combined_dfa(std::slice::from_ref(&h), &[]);
+            return self.register_unique(im, path, Kind::Num, dfa, min, &iptr);
         }
         let mut strings = false;
         let mut pos = Vec::new();

@@ -60,9 +60,15 @@ fn unique_items_over_finite_domains() {
         &["[1]", "[1, 2]", "[2, 3]", "[1.0, 3]"],
         &["[1, 1]", "[2, 2.0]", "[1, 2, 3]"],
     );
-    // an unbounded domain of other values than strings and integers is refused
+    // an unbounded domain of other values than strings and numbers is refused
     let (k, _) = schema_err(
-        json!({"type": "array", "items": {"type": "number"}, "uniqueItems": true}),
+        json!({"type": "array", "items": {"type": "object"}, "uniqueItems": true}),
+        &JsonSchemaOptions::default(),
+    );
+    assert_eq!(k, "uniqueItems");
+    // and so are bounded numbers (a prefix can run out of values)
+    let (k, _) = schema_err(
+        json!({"type": "array", "items": {"type": "number", "minimum": 0}, "uniqueItems": true}),
         &JsonSchemaOptions::default(),
     );
     assert_eq!(k, "uniqueItems");
