@@ -75,8 +75,18 @@ impl Part {
 /// A conjunction of parts; a schema expands into a union of terms.
 pub(super) type Term = Vec<Part>;
 
-/// Largest number of terms one expansion may produce.
+/// Largest number of terms one product may produce (products multiply: each term of an
+/// operand is copied into many).
 const MAX_TERMS: usize = 512;
+
+/// Most branches [`Compiler::needs_algebra`] looks at before it assumes the algebra is needed
+/// (a bound on the scan, which follows `$ref` cycles too; each look is a few map lookups).
+const SCAN_BRANCHES: usize = 16_384;
+
+/// Largest number of terms of one union: a union only collects its operands' terms (an
+/// `anyOf` of 4,000 `const` branches, a `oneOf` of disjoint ones), so it may be longer than a
+/// product, each term compiled once.
+const MAX_UNION_TERMS: usize = 4096;
 
 /// Most pairs of terms one product looks at (those whose types exclude each other are left
 /// out before [`MAX_TERMS`] applies).
@@ -226,7 +236,7 @@ impl<'a> Compiler<'a> {
         let mut seen = 0;
         while let Some((v, merged)) = todo.pop() {
             seen += 1;
-            if seen > 256 {
+            if seen > SCAN_BRANCHES {
                 return Ok(true);
             }
             let Value::Object(b) = v else { continue };
@@ -265,13 +275,17 @@ impl<'a> Compiler<'a> {
             a.iter().map(|t| self.term_types(t)).collect(),
             b.iter().map(|t| self.term_types(t)).collect(),
         );
+        // a product may be as long as its longer side (a union of up to MAX_UNION_TERMS
+        // narrowed by a few terms, most pairs excluded by their types); past that it
+        // multiplies, and MAX_TERMS holds
+        let limit = MAX_TERMS.max(a.len()).max(b.len());
         let mut out = Vec::new();
         for (x, bx) in a.iter().zip(&ta) {
             for (y, by) in b.iter().zip(&tb) {
                 if bx & by == 0 {
                     continue;
                 }
-                if out.len() >= MAX_TERMS {
+                if out.len() >= limit {
                     return Err(too_many_terms(ptr));
                 }
                 // a term can hold large sub-schemas: the clock is read per copy
@@ -294,8 +308,11 @@ impl<'a> Compiler<'a> {
 
     fn union(&self, mut a: Vec<Term>, b: Vec<Term>, ptr: &str) -> Result<Vec<Term>> {
         a.extend(b);
-        if a.len() > MAX_TERMS {
-            return Err(too_many_terms(ptr));
+        if a.len() > MAX_UNION_TERMS {
+            return Err(Error::Budget(format!(
+                "the combinators at #{ptr} expand to more than {MAX_UNION_TERMS} alternatives \
+                 in one union (anyOf/oneOf/not/if/dependencies); simplify the schema"
+            )));
         }
         Ok(a)
     }
