@@ -32,6 +32,13 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             for i in range(1500)
         ]
     },
+    # the negation's terms meet each constant: the pairs a constant's own value rejects
+    # are dropped, so the product stays as long as the union
+    "anyOf 600 integers but a few": {
+        "anyOf": [{"const": i} for i in range(600)],
+        "allOf": [{"maximum": 550}],
+        "not": {"enum": [3, 5, "x"]},
+    },
     "anyOf 4000 narrowed": {
         "anyOf": [{"const": f"s{i}"} for i in range(4000)],
         "allOf": [{"type": "string"}],
@@ -43,7 +50,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 def values(name: str) -> list[Any]:
     r = random.Random(name)
     if "integers" in name:
-        return [r.randrange(-5, 1300) for _ in range(150)] + ["0", 1.5]
+        return [r.randrange(-5, 1300) for _ in range(150)] + ["0", 1.5, 3, 5, 550, 551]
     if "objects" in name:
         return [{"kind": f"k{r.randrange(1600)}", "n": r.randrange(9)} for _ in range(120)] + [
             {"kind": "k1", "x": 1},

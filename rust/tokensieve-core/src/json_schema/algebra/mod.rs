@@ -264,7 +264,35 @@ impl<'a> Compiler<'a> {
     }
 
     /// `a × b`: every term of `a` conjoined with every term of `b`.
-    fn product(&self, a: Vec<Term>, b: Vec<Term>, ptr: &str) -> Result<Vec<Term>> {
+    /// Whether the conjunction of `x` and `y` surely has no value: one of them lists its values
+    /// (a part's `const` or `enum`) and the other's parts reject each of them. A check that
+    /// cannot decide keeps the pair.
+    fn pair_empty(&mut self, x: &Term, y: &Term) -> bool {
+        for (a, b) in [(x, y), (y, x)] {
+            let listed = a
+                .iter()
+                .find_map(|p| match (p.map.get("const"), p.map.get("enum")) {
+                    (Some(c), _) => Some(vec![c.clone()]),
+                    (None, Some(Value::Array(vs))) if vs.len() <= 16 => Some(vs.clone()),
+                    _ => None,
+                });
+            let Some(values) = listed else { continue };
+            let kept = values.iter().any(|v| {
+                b.iter().all(|p| {
+                    // a part that evaluates or holds references is not decided here
+                    !p.refs.is_empty()
+                        || p.eval
+                        || self.validates_map(v, &p.map, &p.x, "", 0).unwrap_or(true)
+                })
+            });
+            if !kept {
+                return true;
+            }
+        }
+        false
+    }
+
+    fn product(&mut self, a: Vec<Term>, b: Vec<Term>, ptr: &str) -> Result<Vec<Term>> {
         // Pairs whose types exclude each other (an array's alternative and an object's) are
         // empty and left out; the limit holds for what is left, after at most
         // `PRODUCT_PAIRS` pairs looked at.
@@ -283,6 +311,10 @@ impl<'a> Compiler<'a> {
         for (x, bx) in a.iter().zip(&ta) {
             for (y, by) in b.iter().zip(&tb) {
                 if bx & by == 0 {
+                    continue;
+                }
+                // a listed value the other side rejects (`anyOf` of constants under `not`)
+                if (x.len() + y.len() <= 8) && self.pair_empty(x, y) {
                     continue;
                 }
                 if out.len() >= limit {
