@@ -35,6 +35,12 @@ use crate::json_schema::unique::{Step, UniqueArray};
 /// gigabyte; the NFA's own byte limit applies after it.
 const MAX_WEIGHT: u64 = 2_000_000;
 
+/// Most automaton nodes a whole schema may expand to: a schema is cut into rules, each built
+/// when first entered (or with the root when they are large together), within `max_nfa_bytes`
+/// for all the parts built; this only stops one far past what that budget holds early. (One
+/// part's own expansion, by copies, stays within [`MAX_WEIGHT`].)
+const MAX_SCHEMA_WEIGHT: u64 = 20_000_000;
+
 /// The [`Expr::Recursive`] id of the any-JSON value; recursive `$ref` targets get ids above it.
 const ANY_VALUE: u32 = 0;
 
@@ -320,9 +326,9 @@ impl<'a> Compiler<'a> {
 
     fn check_weight(&self, h: &Expr) -> Result<()> {
         let w = h.weight();
-        if w > MAX_WEIGHT {
+        if w > MAX_SCHEMA_WEIGHT {
             return Err(Error::Budget(format!(
-                "the schema expands to an automaton of about {w} nodes (limit {MAX_WEIGHT}): \
+                "the schema expands to an automaton of about {w} nodes (limit {MAX_SCHEMA_WEIGHT}): \
                  lower max_nesting_depth / max_recursion_depth, count bounds, or \
                  additional_properties=\"forbid\""
             )));

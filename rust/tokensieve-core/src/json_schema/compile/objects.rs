@@ -358,7 +358,11 @@ impl<'a> Compiler<'a> {
             held = held.saturating_add(kv.nodes().saturating_mul(copies));
         }
         self.built = self.built.saturating_add(held);
-        if estimate > MAX_WEIGHT {
+        // Without copies (`shared`) the estimate is what the members hold themselves, each
+        // within the limits where it was built: the schema's weight (`check_weight`), what the
+        // compile holds (`MAX_BUILT`, below) and the automaton's `max_nfa_bytes` decide. With
+        // copies it is what the copies multiply.
+        if !shared && estimate > MAX_WEIGHT {
             let why = if shared || leading_optional == 0 {
                 String::new()
             } else {
