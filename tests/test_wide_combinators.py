@@ -39,6 +39,18 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "allOf": [{"maximum": 550}],
         "not": {"enum": [3, 5, "x"]},
     },
+    # branches that overlap (the same properties, each requiring one): exclusivity negates the
+    # others, and the pairs whose required property gets no common type are dropped
+    "oneOf 10 overlapping objects": {
+        "oneOf": [
+            {
+                "type": "object",
+                "properties": {f"p{j}": {"type": "string"} for j in range(6)},
+                "required": [f"p{i % 6}"],
+            }
+            for i in range(10)
+        ]
+    },
     "anyOf 4000 narrowed": {
         "anyOf": [{"const": f"s{i}"} for i in range(4000)],
         "allOf": [{"type": "string"}],
@@ -51,6 +63,12 @@ def values(name: str) -> list[Any]:
     r = random.Random(name)
     if "integers" in name:
         return [r.randrange(-5, 1300) for _ in range(150)] + ["0", 1.5, 3, 5, 550, 551]
+    if "overlapping" in name:
+        out: list[Any] = []
+        for _ in range(300):
+            keys = r.sample([f"p{j}" for j in range(7)], r.randrange(4))
+            out.append({k: (r.randrange(3) if r.random() < 0.1 else "s") for k in sorted(keys)})
+        return out
     if "objects" in name:
         return [{"kind": f"k{r.randrange(1600)}", "n": r.randrange(9)} for _ in range(120)] + [
             {"kind": "k1", "x": 1},

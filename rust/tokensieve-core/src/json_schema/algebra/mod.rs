@@ -268,6 +268,38 @@ impl<'a> Compiler<'a> {
     /// (a part's `const` or `enum`) and the other's parts reject each of them. A check that
     /// cannot decide keeps the pair.
     fn pair_empty(&mut self, x: &Term, y: &Term) -> bool {
+        // a property some part requires whose declared schemas across the pair admit no
+        // common type, where the pair admits only objects (a `oneOf` branch's `"p": {"type": "string"}` against another branch's
+        // negation "p present and not a string", or `"p": false`); a declared schema kept
+        // typed beside the map (`true` in it) counts as any type
+        // (`required` and `properties` constrain objects only: the pair is empty only when it
+        // admits nothing but objects)
+        let objects_only =
+            self.term_types(x) & self.term_types(y) & !super::keywords::T_OBJECT == 0;
+        let mut required: Vec<&str> = Vec::new();
+        for p in x.iter().chain(y).filter(|_| objects_only) {
+            if let Some(Value::Array(rs)) = p.map.get("required") {
+                required.extend(rs.iter().filter_map(Value::as_str));
+            }
+        }
+        for name in required {
+            let mut bits = super::keywords::T_ALL;
+            for p in x.iter().chain(y) {
+                let Some(Value::Object(props)) = p.map.get("properties") else {
+                    continue;
+                };
+                bits &= match props.get(name) {
+                    Some(Value::Bool(false)) => 0,
+                    Some(Value::Object(m)) => self
+                        .type_bits_x(m, &Extra::default(), "")
+                        .unwrap_or(super::keywords::T_ALL),
+                    _ => super::keywords::T_ALL,
+                };
+            }
+            if bits == 0 {
+                return true;
+            }
+        }
         for (a, b) in [(x, y), (y, x)] {
             let listed = a
                 .iter()
@@ -314,7 +346,7 @@ impl<'a> Compiler<'a> {
                     continue;
                 }
                 // a listed value the other side rejects (`anyOf` of constants under `not`)
-                if (x.len() + y.len() <= 8) && self.pair_empty(x, y) {
+                if x.len() + y.len() <= 64 && self.pair_empty(x, y) {
                     continue;
                 }
                 if out.len() >= limit {
