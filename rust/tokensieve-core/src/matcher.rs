@@ -353,7 +353,7 @@ impl Grammar {
         let big = crate::json_schema::needs_big_stack(schema, schema_opts);
         let run = || {
             opts.compiling(|| {
-                let c = crate::json_schema::compile(schema, schema_opts)?;
+                let c = crate::json_schema::compile_on(schema, schema_opts, big)?;
                 let label = schema_label(&c.expr);
                 let dfa = LazyDfa::from_owned(&label, c.expr, &opts.regex)?;
                 if big {

@@ -206,7 +206,7 @@ pub(crate) fn ebnf_options(
             }
             // read as a JSON Schema's is (the same range and message; a bool is no number)
             "max_stack_depth" => {
-                e.set(&k, &option_text(&k, &v)?).py(py)?;
+                e.max_stack_depth = core::ebnf::stack_depth_option(&option_text(&k, &v)?).py(py)?;
             }
             name if core::GrammarOptions::NAMES.contains(&name) => {
                 g.set(name, &option_text(name, &v)?).py(py)?;

@@ -254,19 +254,11 @@ impl Lower<'_> {
     /// The height of the expression of `n` (an upper bound: the expression helpers flatten,
     /// never add levels).
     fn height(&self, n: &Node) -> u32 {
-        match n {
-            Node::Lit(_) | Node::Class { .. } | Node::Any => 1,
-            Node::Seq(xs) | Node::Alt(xs) => {
-                1 + xs.iter().map(|x| self.height(x)).max().unwrap_or(0)
-            }
-            Node::Rep { max: Some(0), .. } => 1,
-            Node::Rep { sub, .. } => 1 + self.height(sub),
-            Node::Ref { rule, .. } => match (&self.def_of[*rule], &self.inline[*rule]) {
-                (Some(_), _) => 2,
-                (None, Some((_, h))) => *h,
-                (None, None) => 1,
-            },
-        }
+        n.height_with(&|rule| match (&self.def_of[rule], &self.inline[rule]) {
+            (Some(_), _) => 2,
+            (None, Some((_, h))) => *h,
+            (None, None) => 1,
+        })
     }
 
     /// Counts down the uses of the rules `n` writes in place, as a kept lowering would have.

@@ -71,22 +71,6 @@ impl EbnfOptions {
             .to_string()
     }
 
-    /// Set an option from its name and text value (the form the bindings pass): `start` (a
-    /// rule name) and `max_stack_depth` ([`stack_depth_option`]).
-    pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
-        match name {
-            "start" => self.start = value.to_string(),
-            "max_stack_depth" => self.max_stack_depth = stack_depth_option(value)?,
-            other => {
-                return Err(Error::InvalidArgument(format!(
-                    "unknown grammar option {other:?}; options are {}",
-                    EBNF_OPTION_NAMES.join(", ")
-                )))
-            }
-        }
-        Ok(())
-    }
-
     /// Checks the options' ranges.
     pub fn validate(&self) -> Result<()> {
         if self.max_stack_depth == 0 || self.max_stack_depth > MAX_STACK_DEPTH {

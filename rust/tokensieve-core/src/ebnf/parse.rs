@@ -58,9 +58,19 @@ impl Node {
 
     /// Height of the tree (a leaf is 1).
     pub(crate) fn height(&self) -> u32 {
+        self.height_with(&|_| 1)
+    }
+
+    /// Height of the tree, a rule reference counting `of_ref(rule)` (what it stands for); a
+    /// repetition of no copies counts 1.
+    pub(crate) fn height_with(&self, of_ref: &dyn Fn(usize) -> u32) -> u32 {
         match self {
-            Node::Seq(xs) | Node::Alt(xs) => 1 + xs.iter().map(Node::height).max().unwrap_or(0),
-            Node::Rep { sub, .. } => 1 + sub.height(),
+            Node::Seq(xs) | Node::Alt(xs) => {
+                1 + xs.iter().map(|x| x.height_with(of_ref)).max().unwrap_or(0)
+            }
+            Node::Rep { max: Some(0), .. } => 1,
+            Node::Rep { sub, .. } => 1 + sub.height_with(of_ref),
+            Node::Ref { rule, .. } => of_ref(*rule),
             _ => 1,
         }
     }
@@ -97,6 +107,17 @@ const MAX_GROUP_DEPTH: u32 = 200;
 /// A rule's body is a tree at most this high (groups, sequences, alternatives and repetitions
 /// that do not merge, together): every later walk over it recurses at most this deep.
 pub(crate) const MAX_HEIGHT: u32 = 1000;
+
+/// The error of a tree past [`MAX_HEIGHT`], at `pos`.
+fn too_deep(pos: Pos) -> crate::error::Error {
+    grammar_error(
+        pos,
+        &format!(
+            "the expression nests more than {MAX_HEIGHT} levels deep (groups and repetitions \
+             together)"
+        ),
+    )
+}
 
 /// `x{a,b}` repeated `{c,d}` times as one repetition `x{min,max}`, where that is the same
 /// language: when `a` is 0 or 1 (the counts `k·a ..= k·b` of `k` copies then meet for
@@ -303,13 +324,7 @@ impl Parser<'_> {
             let (item, h) = self.postfix(item, h)?;
             // the sequence node above it
             if h + 1 > MAX_HEIGHT {
-                return Err(grammar_error(
-                    pos,
-                    &format!(
-                        "the expression nests more than {MAX_HEIGHT} levels deep (groups and \
-                         repetitions together)"
-                    ),
-                ));
+                return Err(too_deep(pos));
             }
             height = height.max(h);
             items.push(item);
@@ -495,13 +510,7 @@ impl Parser<'_> {
                 }
             };
             if height > MAX_HEIGHT {
-                return Err(grammar_error(
-                    pos,
-                    &format!(
-                        "the expression nests more than {MAX_HEIGHT} levels deep (groups and \
-                         repetitions together)"
-                    ),
-                ));
+                return Err(too_deep(pos));
             }
         }
     }

@@ -166,8 +166,13 @@ impl CompiledSchema {
 /// (A thread of its own with such a stack would cost a copy of the schema and a hand-over to
 /// another core, whose caches then hold what the rest of the compile reads.)
 pub fn compile(schema: &Value, opts: &JsonSchemaOptions) -> Result<CompiledSchema> {
+    compile_on(schema, opts, needs_big_stack(schema, opts))
+}
+
+/// [`compile`] by a caller that has asked [`needs_big_stack`] already (`big`, its answer).
+pub fn compile_on(schema: &Value, opts: &JsonSchemaOptions, big: bool) -> Result<CompiledSchema> {
     // Small shallow schemas without references recurse little: compile them right here.
-    if !needs_big_stack(schema, opts) {
+    if !big {
         return compile_here(schema, opts);
     }
     crate::budget::stack::on_big_stack(crate::budget::stack::BIG_STACK, || {
@@ -244,7 +249,7 @@ fn small_without_refs(v: &Value, depth: usize) -> bool {
         // a number's bounds are spelled digit by digit: a long mantissa or a large exponent
         // (`1e-9999`, 20,000 nines) nests one level per digit
         Value::Number(n) => {
-            let t = n.to_string();
+            let t = n.as_str();
             let exponent = t
                 .find(['e', 'E'])
                 .and_then(|i| t[i + 1..].parse::<i64>().ok())

@@ -671,50 +671,50 @@ pub(crate) fn leading_lookaheads(p: &str) -> (Vec<(bool, &str)>, &str) {
         } else {
             break;
         };
-        let b = rest.as_bytes();
-        let (mut i, mut depth, mut class) = (3usize, 1u32, false);
-        while i < b.len() && depth > 0 {
-            match b[i] {
-                b'\\' => i += 1,
-                b'[' if !class => class = true,
-                b']' if class => class = false,
-                b'(' if !class => depth += 1,
-                b')' if !class => depth -= 1,
-                _ => {}
-            }
-            i += 1;
-        }
-        if depth > 0 {
+        // the group's closing parenthesis: back at the depth before its `(`
+        let Some(end) = group_structure(&rest[3..], 1).find(|&(_, b, d)| b == b')' && d == 0)
+        else {
             break; // not closed: the parser reports it
-        }
-        out.push((negative, &rest[3..i - 1]));
-        rest = &rest[i..];
+        };
+        out.push((negative, &rest[3..3 + end.0]));
+        rest = &rest[3 + end.0 + 1..];
     }
     // `^(?!X)a|b`: the look-ahead belongs to the first alternative only; not this form
-    if out.is_empty() || top_level_bar(rest) {
+    let top_level_bar = group_structure(rest, 0).any(|(_, b, d)| b == b'|' && d == 0);
+    if out.is_empty() || top_level_bar {
         (Vec::new(), p)
     } else {
         (out, rest)
     }
 }
 
-/// Whether `p` has a `|` outside every group and class.
-fn top_level_bar(p: &str) -> bool {
+/// The bytes of pattern text `p` that give it structure — outside character classes and not
+/// escaped — with their offsets and the group depth after each, starting at `depth`.
+fn group_structure(p: &str, depth: i32) -> impl Iterator<Item = (usize, u8, i32)> + '_ {
     let b = p.as_bytes();
-    let (mut i, mut depth, mut class) = (0usize, 0i32, false);
-    while i < b.len() {
-        match b[i] {
-            b'\\' => i += 1,
-            b'[' if !class => class = true,
-            b']' if class => class = false,
-            b'(' if !class => depth += 1,
-            b')' if !class => depth -= 1,
-            b'|' if !class && depth == 0 => return true,
-            _ => {}
+    let (mut i, mut depth, mut class) = (0usize, depth, false);
+    std::iter::from_fn(move || {
+        while i < b.len() {
+            let (at, c) = (i, b[i]);
+            i += 1;
+            match c {
+                b'\\' => i += 1,
+                b'[' if !class => class = true,
+                b']' if class => class = false,
+                _ if class => {}
+                b'(' => {
+                    depth += 1;
+                    return Some((at, c, depth));
+                }
+                b')' => {
+                    depth -= 1;
+                    return Some((at, c, depth));
+                }
+                _ => return Some((at, c, depth)),
+            }
         }
-        i += 1;
-    }
-    false
+        None
+    })
 }
 
 pub(crate) fn pattern_language(p: &str) -> std::result::Result<Hir, String> {
