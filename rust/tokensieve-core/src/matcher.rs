@@ -19,7 +19,7 @@
 //! ```
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use rayon::prelude::*;
@@ -174,6 +174,26 @@ pub struct Grammar {
     spans: Mutex<FxHashMap<Vec<u8>, Arc<Span>>>,
     /// The unique arrays of strings a JSON Schema registered ([`crate::unique`]).
     uniques: Option<Arc<Uniques>>,
+    /// This grammar's place among its generations (see [`Grammar::current`]).
+    lineage: Lineage,
+}
+
+/// A grammar's generations. Its lazily built states are shared by all its matchers and bounded
+/// (`max_states`, the table's bytes); so that they never run out for good, a grammar whose
+/// states have taken more than half of what was left when it was ready ([`LazyDfa::is_worn`])
+/// hands new matchers to a fresh copy of itself, the next generation ([`LazyDfa::fresh`]: the
+/// same automaton, none of the states), and a matcher that runs out of room on its generation
+/// moves to a newer one by replaying its tokens there. The first generation (the grammar as
+/// compiled, what callers hold) keeps the newest; a generation is dropped with its last
+/// matcher.
+#[derive(Default)]
+struct Lineage {
+    /// The first generation; `None` on the first itself.
+    first: Option<Weak<Grammar>>,
+    /// On the first generation: the newest, once there is a later one.
+    newest: Mutex<Option<Arc<Grammar>>>,
+    /// How many generations came before this one.
+    number: u32,
 }
 
 /// What a grammar was compiled from, in canonical form (the key of caches and index files).
@@ -298,8 +318,10 @@ impl Grammar {
             fit: Fit::default(),
             spans: Mutex::default(),
             uniques: None,
+            lineage: Lineage::default(),
         };
         g.index.mask(&g.vocab, &g.dfa, g.dfa.start())?;
+        g.dfa.mark_ready();
         Ok(g)
     }
 
@@ -320,7 +342,112 @@ impl Grammar {
             fit: Fit::default(),
             spans: Mutex::default(),
             uniques: None,
+            lineage: Lineage::default(),
         }
+    }
+
+    /// The generation new matchers start on (see [`Lineage`]): the newest, or a fresh one made
+    /// now when the newest is worn. The grammar itself when it has no later generation, or
+    /// cannot have one (loaded complete from an index file).
+    pub fn current(self: &Arc<Self>) -> Arc<Grammar> {
+        let Some(first) = self.first_generation() else {
+            return self.clone();
+        };
+        let mut newest = first
+            .lineage
+            .newest
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let cur = newest.clone().unwrap_or_else(|| first.clone());
+        if !cur.dfa.is_worn() {
+            return cur;
+        }
+        match cur.next_generation(&first) {
+            Some(Ok(g)) => {
+                let g = Arc::new(g);
+                *newest = Some(g.clone());
+                g
+            }
+            _ => cur,
+        }
+    }
+
+    /// Where a matcher of this generation goes after running out of room on it: a newer
+    /// generation that is not worn, or a fresh one made now. `None` when this generation is not
+    /// worn (the failure was not for lack of room) or cannot have a successor.
+    fn renewed(self: &Arc<Self>) -> Option<Arc<Grammar>> {
+        if !self.dfa.is_worn() {
+            return None;
+        }
+        let Some(first) = self.first_generation() else {
+            // the grammar the caller compiled is gone: a generation of its own
+            let g = self.next_generation(self)?.ok()?;
+            return Some(Arc::new(g));
+        };
+        let mut newest = first
+            .lineage
+            .newest
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let cur = newest.clone().unwrap_or_else(|| first.clone());
+        if !Arc::ptr_eq(&cur, self) && !cur.dfa.is_worn() {
+            return Some(cur);
+        }
+        let g = Arc::new(self.next_generation(&first)?.ok()?);
+        *newest = Some(g.clone());
+        Some(g)
+    }
+
+    fn first_generation(self: &Arc<Self>) -> Option<Arc<Grammar>> {
+        match &self.lineage.first {
+            None => Some(self.clone()),
+            Some(w) => w.upgrade(),
+        }
+    }
+
+    /// This grammar's next generation (see [`Lineage`]); `None` when its automaton cannot be
+    /// renewed.
+    fn next_generation(&self, first: &Arc<Grammar>) -> Option<Result<Grammar>> {
+        let dfa = match self.dfa.fresh()? {
+            Ok(d) => d,
+            Err(e) => return Some(Err(e)),
+        };
+        dfa.mark_ready();
+        Some(Ok(Grammar {
+            vocab: self.vocab.clone(),
+            dfa,
+            index: TokenIndex::new(self.options.mask_cache_bytes),
+            options: self.options.clone(),
+            source: self.source.clone(),
+            warnings: self.warnings.clone(),
+            fit: Fit::default(),
+            spans: Mutex::default(),
+            uniques: self.uniques.clone(),
+            lineage: Lineage {
+                first: Some(Arc::downgrade(first)),
+                newest: Mutex::default(),
+                number: self.lineage.number + 1,
+            },
+        }))
+    }
+
+    /// How many generations this grammar has had (1 until its states first wore out; see
+    /// [`Lineage`]).
+    pub fn generations(self: &Arc<Self>) -> u32 {
+        self.newest().lineage.number + 1
+    }
+
+    /// The newest generation (see [`Lineage`]), without making one.
+    pub fn newest(self: &Arc<Self>) -> Arc<Grammar> {
+        let Some(first) = self.first_generation() else {
+            return self.clone();
+        };
+        let newest = first
+            .lineage
+            .newest
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        newest.clone().unwrap_or_else(|| first.clone())
     }
 
     /// Whether the grammar has arrays with `uniqueItems` over strings, which its matchers
@@ -470,7 +597,7 @@ impl Grammar {
         &self.warnings
     }
 
-    /// A fresh matcher at the start state.
+    /// A fresh matcher at the start state (of the current generation, see [`Grammar::current`]).
     pub fn matcher(self: &Arc<Self>) -> Matcher {
         Matcher::new(self.clone(), None)
     }
@@ -494,10 +621,12 @@ impl Grammar {
     /// Compute the mask of every state reachable by tokens (eager mode), in parallel.
     pub fn precompute(&self) -> Result<IndexStats> {
         let deadline = Deadline::after(self.options.max_compile_time);
-        budget::scope(Some(deadline), || {
+        let stats = budget::scope(Some(deadline), || {
             self.index
                 .precompute(&self.vocab, &self.dfa, self.dfa.start(), Some(deadline))
-        })
+        })?;
+        self.dfa.mark_ready();
+        Ok(stats)
     }
 
     /// Sizes of the index so far.
@@ -623,6 +752,9 @@ pub struct Matcher {
     think: Option<Think>,
     /// The reader of the output, when the grammar has unique arrays ([`crate::unique`]).
     lex: Option<Arc<Lex>>,
+    /// The tokens accepted since the start (EOS included): what a move to a newer generation
+    /// of the grammar replays (see [`Lineage`]).
+    tokens: Arc<Vec<u32>>,
 }
 
 const THINK_START: Think = Think {
@@ -631,8 +763,13 @@ const THINK_START: Think = Think {
 };
 
 impl Matcher {
-    /// A matcher at the start state; `max_rollback` bounds the history kept (None: unlimited).
+    /// A matcher at the start state of the grammar's current generation (see
+    /// [`Grammar::current`]); `max_rollback` bounds the history kept (None: unlimited).
     pub fn new(grammar: Arc<Grammar>, max_rollback: Option<usize>) -> Matcher {
+        Matcher::on(grammar.current(), max_rollback)
+    }
+
+    fn on(grammar: Arc<Grammar>, max_rollback: Option<usize>) -> Matcher {
         let state = grammar.dfa.start();
         let lex = grammar.uniques.as_ref().map(|_| Arc::new(Lex::new()));
         Matcher {
@@ -646,7 +783,48 @@ impl Matcher {
             consumed: 0,
             span: None,
             think: None,
+            tokens: Arc::default(),
         }
+    }
+
+    /// A matcher on `grammar` (a generation of this one's) in the same position: the same
+    /// settings, and the same tokens accepted there.
+    fn replay(
+        grammar: Arc<Grammar>,
+        max_rollback: Option<usize>,
+        max_tokens: Option<u32>,
+        span: Option<(&[u8], Option<u32>)>,
+        tokens: &Arc<Vec<u32>>,
+    ) -> Result<Matcher> {
+        let mut m = Matcher::on(grammar, max_rollback);
+        m.max_tokens = max_tokens;
+        if let Some((marker, budget)) = span {
+            m.span = Some((m.grammar.reasoning_span(marker)?, budget));
+            m.think = Some(THINK_START);
+        }
+        for &t in tokens.iter() {
+            if !m.accept_once(t)? {
+                return Err(Error::Internal(format!(
+                    "token {t} was accepted by one generation of the grammar and refused by the \
+                     next"
+                )));
+            }
+        }
+        m.tokens = tokens.clone();
+        Ok(m)
+    }
+
+    /// After a budget error on a worn generation: this matcher, moved to a newer generation.
+    fn renewed(&self) -> Option<Result<Matcher>> {
+        let g = self.grammar.renewed()?;
+        let span = self.span.as_ref().map(|(s, b)| (s.marker(), *b));
+        Some(Matcher::replay(
+            g,
+            self.max_rollback,
+            self.max_tokens,
+            span,
+            &self.tokens,
+        ))
     }
 
     /// Keep the output within `max_tokens` tokens (None: no budget): from then on a mask
@@ -783,6 +961,23 @@ impl Matcher {
 
     /// Consume one token. Returns `false`, leaving the state unchanged, if it is not allowed.
     pub fn accept_token(&mut self, token: u32) -> Result<bool> {
+        let ok = match self.accept_once(token) {
+            Err(e @ Error::Budget(_)) => match self.renewed() {
+                None => return Err(e),
+                Some(m) => {
+                    *self = m?;
+                    self.accept_once(token)?
+                }
+            },
+            r => r?,
+        };
+        if ok {
+            Arc::make_mut(&mut self.tokens).push(token);
+        }
+        Ok(ok)
+    }
+
+    fn accept_once(&mut self, token: u32) -> Result<bool> {
         let vocab = &self.grammar.vocab;
         if (token as usize) >= vocab.vocab_size() {
             return Ok(false);
@@ -871,6 +1066,8 @@ impl Matcher {
             self.lex = l;
             self.consumed = self.consumed.saturating_sub(1);
         }
+        let kept = self.tokens.len() - n;
+        Arc::make_mut(&mut self.tokens).truncate(kept);
         Ok(())
     }
 
@@ -882,6 +1079,7 @@ impl Matcher {
         self.consumed = 0;
         self.think = self.span.as_ref().map(|_| THINK_START);
         self.lex = self.grammar.uniques.as_ref().map(|_| Arc::new(Lex::new()));
+        self.tokens = Arc::default();
     }
 
     /// Overwrite `row` with the mask of tokens allowed next.
@@ -919,6 +1117,11 @@ pub struct MaskRequest {
     pub reasoning: Option<(Arc<Span>, u32, bool)>,
     /// The matcher's reader of its output, when the grammar has unique arrays.
     pub unique: Option<Arc<Lex>>,
+    /// What a move to a newer generation of the grammar needs (see [`Lineage`]): the
+    /// matcher's token budget, reasoning span and thinking budget, and tokens.
+    max_tokens: Option<u32>,
+    span: Option<(Arc<Span>, Option<u32>)>,
+    tokens: Arc<Vec<u32>>,
 }
 
 impl From<&Matcher> for MaskRequest {
@@ -933,6 +1136,9 @@ impl From<&Matcher> for MaskRequest {
             tokens_left: m.tokens_left(),
             reasoning,
             unique: m.lex.clone(),
+            max_tokens: m.max_tokens,
+            span: m.span.clone(),
+            tokens: m.tokens.clone(),
         }
     }
 }
@@ -940,6 +1146,22 @@ impl From<&Matcher> for MaskRequest {
 impl MaskRequest {
     /// Overwrite `row` with the mask of tokens allowed next.
     pub fn fill(&self, row: &mut [u32]) -> Result<()> {
+        match self.fill_once(row) {
+            Err(e @ Error::Budget(_)) => {
+                // the generation is worn: the same position on a newer one (the matcher moves
+                // there itself at its next token)
+                let Some(g) = self.grammar.renewed() else {
+                    return Err(e);
+                };
+                let span = self.span.as_ref().map(|(s, b)| (s.marker(), *b));
+                let m = Matcher::replay(g, Some(0), self.max_tokens, span, &self.tokens)?;
+                MaskRequest::from(&m).fill_once(row)
+            }
+            r => r,
+        }
+    }
+
+    fn fill_once(&self, row: &mut [u32]) -> Result<()> {
         if let (Some((span, matched, forced)), false) = (&self.reasoning, self.finished) {
             let words = self.grammar.vocab.mask_words();
             if row.len() < words {

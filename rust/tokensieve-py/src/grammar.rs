@@ -289,14 +289,12 @@ impl PyGrammar {
             )))
             }
         };
-        let (tx, rx) = mpsc::channel();
+        let slot = Arc::new(Slot::default());
+        let done = Finish(slot.clone());
         on_compile_thread(Box::new(move || {
-            let _ = tx.send(core::error::catch_panic(make).and_then(|r| r));
+            done.set(core::error::catch_panic(make).and_then(|r| r));
         }))?;
-        Ok(PyPendingGrammar {
-            state: Mutex::new(Pending::Running(rx)),
-            vocab,
-        })
+        Ok(PyPendingGrammar { slot, vocab })
     }
 }
 
@@ -352,17 +350,40 @@ fn on_compile_thread(job: CompileJob) -> PyResult<()> {
 }
 
 /// A compile running on a compile thread (started without waiting for the GIL, so it overlaps
-/// whatever the calling thread does next, GIL held or not).
+/// whatever the calling thread does next, GIL held or not). Any number of threads may wait for
+/// it at once (a cache shares one compile among the requests for one constraint).
 #[pyclass(module = "tokensieve._core", name = "PendingGrammar", frozen)]
 pub(crate) struct PyPendingGrammar {
-    state: Mutex<Pending>,
+    slot: Arc<Slot>,
     vocab: Py<PyVocabulary>,
 }
 
-enum Pending {
-    Running(mpsc::Receiver<core::Result<core::Grammar>>),
-    Done(Result<Arc<core::Grammar>, PyErr>),
-    Taken,
+/// Where a compile thread leaves its result, and the waiters wait for it.
+#[derive(Default)]
+struct Slot {
+    result: Mutex<Option<core::Result<Arc<core::Grammar>>>>,
+    ready: std::sync::Condvar,
+}
+
+/// The compile thread's end of a [`Slot`]: sets the result, or, dropped without one (a job that
+/// never ran), the error of a compile thread gone.
+struct Finish(Arc<Slot>);
+
+impl Finish {
+    fn set(self, r: core::Result<core::Grammar>) {
+        *self.0.result.lock().unwrap_or_else(|e| e.into_inner()) = Some(r.map(Arc::new));
+        self.0.ready.notify_all();
+    }
+}
+
+impl Drop for Finish {
+    fn drop(&mut self) {
+        let mut result = self.0.result.lock().unwrap_or_else(|e| e.into_inner());
+        if result.is_none() {
+            *result = Some(Err(gone()));
+            self.0.ready.notify_all();
+        }
+    }
 }
 
 /// The error of a compile whose thread went away without an answer.
@@ -373,39 +394,30 @@ fn gone() -> core::Error {
 #[pymethods]
 impl PyPendingGrammar {
     /// Whether the compile has finished (successfully or not).
-    fn done(&self, py: Python<'_>) -> bool {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let outcome = match &*st {
-            Pending::Running(rx) => match rx.try_recv() {
-                Ok(r) => r,
-                Err(mpsc::TryRecvError::Empty) => return false,
-                Err(mpsc::TryRecvError::Disconnected) => Err(gone()),
-            },
-            _ => return true,
-        };
-        *st = Pending::Done(outcome.map(Arc::new).py(py));
-        true
+    fn done(&self) -> bool {
+        self.slot
+            .result
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
     }
 
     /// The grammar, waiting (GIL released) for the compile; raises what the compile raised.
     fn result(&self, py: Python<'_>) -> PyResult<PyGrammar> {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if let Pending::Running(_) = &*st {
-            let Pending::Running(rx) = std::mem::replace(&mut *st, Pending::Taken) else {
-                unreachable!("matched above")
-            };
-            // the job catches its panics (catch_panic); a lost channel is a last resort
-            let r = py.detach(move || rx.recv()).unwrap_or_else(|_| Err(gone()));
-            *st = Pending::Done(r.map(Arc::new).py(py));
-        }
-        match &*st {
-            Pending::Done(Ok(g)) => Ok(PyGrammar {
-                inner: g.clone(),
-                vocab: self.vocab.clone_ref(py),
-            }),
-            Pending::Done(Err(e)) => Err(e.clone_ref(py)),
-            _ => unreachable!("a finished compile is Done"),
-        }
+        let slot = self.slot.clone();
+        let r = py.detach(move || {
+            let mut result = slot.result.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                if let Some(r) = result.as_ref() {
+                    return r.clone();
+                }
+                result = slot.ready.wait(result).unwrap_or_else(|e| e.into_inner());
+            }
+        });
+        Ok(PyGrammar {
+            inner: r.py(py)?,
+            vocab: self.vocab.clone_ref(py),
+        })
     }
 }
 
@@ -560,15 +572,18 @@ impl PyGrammar {
         self.stats(py)
     }
 
-    /// Sizes of the index so far: states, distinct_masks, mask_bytes, dfa_states, precomputed.
+    /// Sizes of the index so far: states, distinct_masks, mask_bytes, dfa_states, precomputed
+    /// (of the newest generation), and generations.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = guard(py, || Ok(self.inner.stats()))?;
+        let newest = self.inner.newest();
+        let s = guard(py, || Ok(newest.stats()))?;
         let d = PyDict::new(py);
         d.set_item("states", s.states)?;
         d.set_item("distinct_masks", s.distinct_masks)?;
         d.set_item("mask_bytes", s.mask_bytes)?;
         d.set_item("dfa_states", s.dfa_states)?;
-        d.set_item("precomputed", self.inner.is_precomputed())?;
+        d.set_item("precomputed", newest.is_precomputed())?;
+        d.set_item("generations", newest.generations())?;
         Ok(d)
     }
 

@@ -378,3 +378,74 @@ fn reasoning_settings_are_checked() {
     assert!(m3.accept_token(0).unwrap());
     assert!(m3.set_reasoning(Some(b"c"), None).is_err());
 }
+
+/// A grammar's shared lazily built states never run out for good: outputs that together need
+/// more states than `max_states` move the grammar's matchers to later generations, with the same
+/// masks as a grammar with room for all of them, and rollbacks still work after a move.
+#[test]
+fn shared_states_renew_instead_of_running_out() {
+    let toks: Vec<Vec<u8>> = ["a", "b", "ab", "ba", "c", "</s>"]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+    let v = Arc::new(Vocabulary::new(toks, vec![5], vec![], None).unwrap());
+    // 2^13 states in all; one output of at most 16 tokens builds at most a hundred
+    let pattern = "c?c?[ab]*a[ab]{12}";
+    let mut small = GrammarOptions::default();
+    small.regex.max_states = 300;
+    let g = Arc::new(Grammar::from_regex(pattern, v.clone(), &small).unwrap());
+    let roomy = Arc::new(Grammar::from_regex(pattern, v, &GrammarOptions::default()).unwrap());
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut rand = move |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    let (mut row, mut want) = (vec![0u32; 1], vec![0u32; 1]);
+    let mut live: Vec<(Matcher, Matcher)> = Vec::new();
+    let (mut outputs, mut rollbacks) = (0, 0);
+    while outputs < 600 {
+        while live.len() < 6 {
+            let (mut m, mut r) = (g.matcher(), roomy.matcher());
+            if live.len().is_multiple_of(2) {
+                m.set_reasoning(Some(b"cc"), Some(3)).unwrap();
+                r.set_reasoning(Some(b"cc"), Some(3)).unwrap();
+            }
+            live.push((m, r));
+        }
+        for (m, r) in live.iter_mut() {
+            m.fill_next_token_bitmask(&mut row).unwrap();
+            r.fill_next_token_bitmask(&mut want).unwrap();
+            assert_eq!(bits(&row), bits(&want));
+            let allowed = bits(&want);
+            let mut t = allowed[rand(allowed.len())];
+            if r.consumed() > 16 && allowed.contains(&5) {
+                t = 5;
+            }
+            assert!(m.accept_token(t).unwrap());
+            assert!(r.accept_token(t).unwrap());
+            if r.consumed() > 4 && rand(8) == 0 {
+                m.rollback(2).unwrap();
+                r.rollback(2).unwrap();
+                rollbacks += 1;
+            }
+        }
+        let before = live.len();
+        live.retain(|(_, r)| !r.is_finished());
+        outputs += before - live.len();
+    }
+    assert!(rollbacks > 100);
+    assert!(g.generations() > 3, "{} generations", g.generations());
+    assert!(g.current().dfa().num_states() <= 300);
+    // an output that alone needs more than max_states still fails, with the budget error
+    let mut tiny = GrammarOptions::default();
+    tiny.regex.max_states = 12;
+    let v = roomy.vocab().clone();
+    let g = Arc::new(Grammar::from_regex(pattern, v, &tiny).unwrap());
+    let mut m = g.matcher();
+    let err = (0..40)
+        .find_map(|i| m.accept_token((i % 2) as u32).err())
+        .expect("runs out of room");
+    assert!(matches!(err, Error::Budget(_)), "{err}");
+}

@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 /// The NFA a lazy DFA runs on: the root's states, then those of the rules compiled so far (see
 /// [`crate::automata::rules`]), each rule's ids shifted past the states before it; and what the closure
 /// needs to know of each state.
+#[derive(Clone)]
 pub(super) struct Graph {
     /// `None` for a DFA loaded complete from an index file: nothing is left to determinize.
     pub(super) root: Option<NFA>,

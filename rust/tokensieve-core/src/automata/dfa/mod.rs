@@ -49,6 +49,7 @@ mod graph;
 mod parts;
 mod ruleset;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use regex_automata::nfa::thompson::{self, NFA};
@@ -110,13 +111,19 @@ pub struct LazyDfa {
     split: bool,
     /// At which stack depths each NFA state can still finish, when the automaton has a stack
     /// (see [`super::depth`]); never with rules.
-    depths: Option<Depths>,
+    depths: Option<Arc<Depths>>,
     /// Whether each subset entry carries a count and a stack frame (the automaton has marker
     /// states, see [`super::nfa::Count`]).
     registers: bool,
     max_states: usize,
     table: Mutex<Table>,
     start: u32,
+    /// The NFA state the start state is the closure of.
+    start_nfa: u32,
+    /// States and bytes the table held when the automaton was ready for matchers (see
+    /// [`LazyDfa::mark_ready`]): its wear is what was built after.
+    ready_states: AtomicUsize,
+    ready_bytes: AtomicUsize,
     pattern: String,
 }
 
@@ -232,29 +239,90 @@ impl LazyDfa {
         } else {
             Depths::compute(root, &g.counts, &g.cont)?
         };
-        let mut table = Table::new(g);
-        table.max_bytes = determinize::table_bytes(opts.max_nfa_bytes);
-        // State 0: dead (empty, non-accepting set); its row loops onto itself.
-        table.sets.push(Box::new([]));
-        table.accepting.push(false);
-        table.trans.extend(std::iter::repeat_n(DEAD, stride));
-        table.ids.insert(Box::new([]), DEAD);
         let mut dfa = LazyDfa {
             classes,
             reps,
             stride,
             split,
-            depths,
+            depths: depths.map(Arc::new),
             registers,
             max_states: opts.max_states.max(2),
             table: Mutex::new(Table::new(Graph::loaded())),
             start: DEAD,
+            start_nfa,
+            ready_states: AtomicUsize::new(0),
+            ready_bytes: AtomicUsize::new(0),
             pattern: pattern.to_string(),
         };
-        let start = dfa.closure_intern(&mut table, &[(start_nfa, 0)], true)?;
-        dfa.start = start;
-        dfa.table = Mutex::new(table);
+        dfa.start_on(g)?;
         Ok(dfa)
+    }
+
+    /// Make `g` this automaton's NFA, with a table holding the dead state and the start state
+    /// alone.
+    fn start_on(&mut self, g: Graph) -> Result<()> {
+        let mut table = Table::new(g);
+        table.max_bytes = determinize::table_bytes(table.g.max_nfa_bytes);
+        // State 0: dead (empty, non-accepting set); its row loops onto itself.
+        table.sets.push(Box::new([]));
+        table.accepting.push(false);
+        table.trans.extend(std::iter::repeat_n(DEAD, self.stride));
+        table.ids.insert(Box::new([]), DEAD);
+        self.start = self.closure_intern(&mut table, &[(self.start_nfa, 0)], true)?;
+        self.ready_states = AtomicUsize::new(table.sets.len());
+        self.ready_bytes = AtomicUsize::new(table.bytes);
+        self.table = Mutex::new(table);
+        Ok(())
+    }
+
+    /// The same automaton without the states built lazily so far: its NFA as it is now (the
+    /// rules entered stay entered, the others are still entered on demand), a table holding
+    /// the start state alone, the same limits. `None` for an automaton loaded complete from an
+    /// index file (it builds nothing, so nothing wears).
+    pub fn fresh(&self) -> Option<Result<LazyDfa>> {
+        let g = {
+            let t = self.lock();
+            t.g.root.as_ref()?;
+            t.g.clone()
+        };
+        let mut dfa = LazyDfa {
+            classes: self.classes,
+            reps: self.reps.clone(),
+            stride: self.stride,
+            split: self.split,
+            depths: self.depths.clone(),
+            registers: self.registers,
+            max_states: self.max_states,
+            table: Mutex::new(Table::new(Graph::loaded())),
+            start: DEAD,
+            start_nfa: self.start_nfa,
+            ready_states: AtomicUsize::new(0),
+            ready_bytes: AtomicUsize::new(0),
+            pattern: self.pattern.clone(),
+        };
+        Some(dfa.start_on(g).map(|()| dfa))
+    }
+
+    /// Record that the automaton is ready for matchers (compiled, first mask computed, or
+    /// precomputed): from now on its [`LazyDfa::is_worn`] counts the states built after.
+    pub fn mark_ready(&self) {
+        let t = self.lock();
+        self.ready_states.store(t.sets.len(), Ordering::Relaxed);
+        self.ready_bytes.store(t.bytes, Ordering::Relaxed);
+    }
+
+    /// Whether the states built since [`LazyDfa::mark_ready`] hold more than half of what was
+    /// left of `max_states` or of the table's byte budget then: matchers that start now should
+    /// start on a [`LazyDfa::fresh`] copy, so that the ones running keep the other half.
+    pub fn is_worn(&self) -> bool {
+        let t = self.lock();
+        let (s0, b0) = (
+            self.ready_states.load(Ordering::Relaxed),
+            self.ready_bytes.load(Ordering::Relaxed),
+        );
+        let half =
+            |now: usize, at: usize, max: usize| now.saturating_sub(at) > max.saturating_sub(at) / 2;
+        half(t.sets.len(), s0, self.max_states) || half(t.bytes, b0, t.max_bytes)
     }
 
     /// The start state.

@@ -1,6 +1,7 @@
 //! Complete transition tables, as index files hold them: [`DfaParts`] exported from a fully
 //! determinized automaton and loaded back into one with nothing left to determinize.
 
+use std::sync::atomic::AtomicUsize;
 use std::sync::Mutex;
 
 use rustc_hash::FxHashMap;
@@ -108,6 +109,9 @@ impl LazyDfa {
             max_states: n,
             table: Mutex::new(table),
             start,
+            start_nfa: 0,
+            ready_states: AtomicUsize::new(n),
+            ready_bytes: AtomicUsize::new(0),
             pattern,
         })
     }
