@@ -71,6 +71,32 @@ def test_cache_memoizes_grammars_and_errors() -> None:
     assert cache.hits == 2 and cache.misses == 2
 
 
+def test_requests_for_one_constraint_share_its_running_compile() -> None:
+    """A burst of requests for one constraint compiles it once: a request that finds its compile
+    running waits for that one (from any number of threads), then every request gets the cached
+    grammar or the cached message."""
+    import threading
+
+    cache, v = GrammarCache(), byte_vocab()
+    schema = {"type": "object", "properties": {f"k{i}": {"type": "string"} for i in range(40)}}
+    pendings = [cache.get_pending(Constraint.make("json_schema", schema), v) for _ in range(8)]
+    results: list[object] = []
+    threads = [threading.Thread(target=lambda p=p: results.append(p.result())) for p in pendings]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 8 and cache.misses == 1
+    assert cache.get(Constraint.make("json_schema", schema), v) is results[0]
+    assert all(r is results[0] for r in results)
+    bad = Constraint.make("regex", "[ab]{1,200}[ab]{1,200}", {"max_nfa_bytes": 100})
+    failing = [cache.get_pending(bad, v) for _ in range(3)]
+    for p in failing:
+        with pytest.raises(ValueError, match="max_nfa_bytes"):
+            p.result()
+    assert cache.misses == 2 and not cache._inflight
+
+
 def test_transformers_adapter_imports_no_vllm_code() -> None:
     code = (
         "import sys, tokensieve.transformers; "

@@ -71,7 +71,7 @@ class Vocabulary:
     @classmethod
     def from_tokenizer_json(
         cls,
-        json: str,
+        json: str | bytes,
         vocab_size: int | None = None,
         eos_token_ids: Sequence[int] | None = None,
         eos_token_names: Sequence[str] = ...,

@@ -433,8 +433,9 @@ class GrammarCache:
 
     Compile errors are cached too, as their client-readable message (:func:`describe_error`),
     so a bad constraint sent again is rejected without recompiling; :meth:`get` raises every
-    compile error as a ``ValueError`` with that message. Thread-safe; two threads asking for the
-    same missing key may both compile it (the second result wins), which is harmless.
+    compile error as a ``ValueError`` with that message. Thread-safe; requests for a key whose
+    compile is running share that compile (one compile per constraint, however many ask at
+    once).
     """
 
     def __init__(self, maxsize: int = 256) -> None:
@@ -442,6 +443,8 @@ class GrammarCache:
             raise ValueError(f"maxsize must be positive, got {maxsize}")
         self.maxsize = maxsize
         self._entries: OrderedDict[tuple[str, str], Grammar | str] = OrderedDict()
+        # the compiles running, by key (shared by every request for the key until stored)
+        self._inflight: dict[tuple[str, str], _core.PendingGrammar] = {}
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -484,13 +487,27 @@ class GrammarCache:
         cached)."""
         return PendingCompile(self, constraint, vocab)
 
-    def _store(self, key: tuple[str, str], entry: Grammar | str) -> None:
+    def _store(
+        self,
+        key: tuple[str, str],
+        entry: Grammar | str,
+        pending: _core.PendingGrammar | None = None,
+    ) -> Grammar | str:
+        """Cache `entry`; returns what the cache holds for `key` (the entry a request that
+        shared the compile stored first)."""
         with self._lock:
+            if pending is not None and self._inflight.get(key) is pending:
+                del self._inflight[key]
+            stored = self._entries.get(key)
+            if stored is not None and pending is not None:
+                self._entries.move_to_end(key)
+                return stored
             self.misses += 1
             self._entries[key] = entry
             self._entries.move_to_end(key)
             while len(self._entries) > self.maxsize:
                 self._entries.popitem(last=False)
+            return entry
 
     def get(self, constraint: Constraint, vocab: Vocabulary) -> Grammar:
         """The compiled grammar; ``ValueError`` (cached or new) when it does not compile."""
@@ -530,10 +547,16 @@ class PendingCompile:
         if self._entry is not None:
             return
         self._key = key
+        with cache._lock:
+            self._pending = cache._inflight.get(key)
+        if self._pending is not None:  # another request's compile of the same constraint
+            return
         try:
             self._entry = _precompiled(constraint, vocab)
             if self._entry is None:
-                self._pending = constraint.compile_pending(vocab)
+                pending = constraint.compile_pending(vocab)
+                with cache._lock:
+                    self._pending = cache._inflight.setdefault(key, pending)
         except _Unexpected as e:
             self._entry = describe_error(constraint, e)
             return  # not cached: it may not happen again
@@ -555,9 +578,13 @@ class PendingCompile:
                 self._entry = describe_error(self._constraint, e)
             except Exception as e:  # not cached: it may not happen again
                 self._entry = describe_error(self._constraint, e)
+                assert self._key is not None
+                with self._cache._lock:
+                    if self._cache._inflight.get(self._key) is pending:
+                        del self._cache._inflight[self._key]
                 raise ValueError(self._entry) from e
             assert self._key is not None
-            self._cache._store(self._key, self._entry)
+            self._entry = self._cache._store(self._key, self._entry, pending)
         if isinstance(self._entry, str):
             raise ValueError(self._entry)
         assert self._entry is not None

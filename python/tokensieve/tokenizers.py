@@ -40,8 +40,9 @@ def _eos_names_from_config(folder: Path) -> tuple[list[int] | None, list[str]]:
     return ids, names
 
 
-def tokenizer_json_source(tokenizer: Any) -> tuple[str, list[int] | None, list[str]]:
-    """Return ``(tokenizer.json text, eos ids or None, eos names)`` for a tokenizer.
+def tokenizer_json_source(tokenizer: Any) -> tuple[str | bytes, list[int] | None, list[str]]:
+    """Return ``(tokenizer.json text, eos ids or None, eos names)`` for a tokenizer (a file's
+    text as its UTF-8 bytes, decoded and checked by the core).
 
     Accepts a ``transformers`` tokenizer (fast), a ``tokenizers.Tokenizer``, a path to a
     ``tokenizer.json`` file, or a folder holding one.
@@ -58,7 +59,7 @@ def tokenizer_json_source(tokenizer: Any) -> tuple[str, list[int] | None, list[s
                 "or a tokenizer object; nothing is downloaded)"
             )
         ids, names = _eos_names_from_config(folder)
-        return file.read_text(encoding="utf-8"), ids, names
+        return file.read_bytes(), ids, names
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:  # transformers fast tokenizer
         ids = None

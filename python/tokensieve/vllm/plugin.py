@@ -10,15 +10,27 @@ syntax, support and automaton budgets, not the model's spelling) and its first m
 a failure is a ``VLLMValidationError`` with tokensieve's message, which the OpenAI server
 answers with HTTP 400. vLLM's other checks still run. Engines with any other scheduler are left
 exactly as they were.
+
+The check runs before ``AsyncLLM.add_request`` goes on, on a pool of admission threads, never
+on the server's event loop: the compile itself runs on a core compile thread with the GIL
+released, requests for a constraint whose compile is running share it, and a cached constraint
+(or error) is answered at once. So a slow or hostile constraint delays its own request only.
+``InputProcessor._validate_params`` then sees the request admitted and does not compile again
+(a request that reaches it without passing ``AsyncLLM.add_request``, as in the offline ``LLM``,
+is checked there).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import importlib
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+import numpy as np
 
 import tokensieve as ts
 from tokensieve.constraints import describe_error
@@ -26,13 +38,20 @@ from tokensieve.vllm.constraints import GRAMMAR_CACHE
 from tokensieve.vllm.processor_base import GuidedProcessorBase, error_text
 from tokensieve.vllm.structured import engine_reasoning, read_request
 
-__all__ = ["admit", "register", "uses_tokensieve"]
+__all__ = ["admit", "admit_async", "register", "uses_tokensieve"]
 
 logger = logging.getLogger("tokensieve.vllm")
 
 _OURS = ("tokensieve.vllm.Scheduler", "tokensieve.vllm.AsyncScheduler")
 _RESOLVED: dict[str, bool] = {}
 _LOCK = threading.Lock()
+
+# Admission threads: each waits (GIL released) for one request's compile; more than this many
+# admissions at once queue.
+ADMISSION_THREADS = 64
+_POOL: ThreadPoolExecutor | None = None
+# Set on a request's StructuredOutputsParams once admitted: what was admitted (see _admitted).
+_ADMITTED = "_tokensieve_admitted"
 
 
 def uses_tokensieve(vllm_config: Any) -> bool:
@@ -92,10 +111,11 @@ def admit(params: Any, vllm_config: Any, tokenizer: Any) -> None:
         req = read_request(params, engine_reasoning=engine_reasoning(vllm_config))
         vocab = GuidedProcessorBase.admission_vocabulary()
         grammar = GRAMMAR_CACHE.get(req.constraint, vocab)
+        row = np.zeros((1, ts.bitmask_words(vocab.vocab_size)), dtype=np.int32)
         try:
             grammar.matcher(
                 reasoning_end=req.reasoning_end, thinking_budget=req.thinking_budget
-            ).fill_next_token_bitmask(ts.allocate_token_bitmask(1, vocab.vocab_size))
+            ).fill_next_token_bitmask(row)
         except ts.TokensieveError as e:
             raise ValueError(describe_error(req.constraint, e)) from e
     except ValueError as e:
@@ -107,6 +127,39 @@ def admit(params: Any, vllm_config: Any, tokenizer: Any) -> None:
             exc_info=True,
         )
         raise _validation_error(f"invalid structured_outputs: {error_text(e)}") from None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(ADMISSION_THREADS, thread_name_prefix="tokensieve-admit")
+        return _POOL
+
+
+def _admission_key(params: Any) -> tuple[int, ...]:
+    """What an admission read, by identity: the constraint fields and the request's options."""
+    so = params.structured_outputs
+    fields = ("json", "regex", "choice", "grammar", "json_object", "structural_tag")
+    return (id(so), id(getattr(params, "extra_args", None))) + tuple(
+        id(getattr(so, f, None)) for f in fields
+    )
+
+
+def _admitted(params: Any) -> bool:
+    so = getattr(params, "structured_outputs", None)
+    return so is not None and getattr(so, _ADMITTED, None) == _admission_key(params)
+
+
+async def admit_async(params: Any, vllm_config: Any, tokenizer: Any) -> None:
+    """:func:`admit` on an admission thread, awaited: the event loop goes on meanwhile. The
+    request is then marked admitted, so the synchronous check does not compile it again."""
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(_pool(), admit, params, vllm_config, tokenizer)
+    try:
+        setattr(params.structured_outputs, _ADMITTED, _admission_key(params))
+    except AttributeError:  # a params object that takes no attributes is checked again
+        pass
 
 
 def register() -> None:
@@ -125,7 +178,8 @@ def register() -> None:
         so = getattr(params, "structured_outputs", None)
         if so is None or not uses_tokensieve(getattr(self, "vllm_config", None)):
             return vllm_validate(self, params, *args, **kwargs)
-        admit(params, self.vllm_config, getattr(self, "tokenizer", None))
+        if not _admitted(params):
+            admit(params, self.vllm_config, getattr(self, "tokenizer", None))
         # vLLM's own checks of everything else, without its structured-output backends
         params.structured_outputs = None
         try:
@@ -137,3 +191,30 @@ def register() -> None:
 
     _validate_params._tokensieve = True  # type: ignore[attr-defined]
     InputProcessor._validate_params = _validate_params
+    _admit_before_add_request()
+
+
+def _admit_before_add_request() -> None:
+    """Make ``AsyncLLM.add_request`` admit a structured request with :func:`admit_async` before
+    it goes on (idempotent; a no-op without vLLM's ``AsyncLLM``)."""
+    try:
+        from vllm.v1.engine.async_llm import AsyncLLM
+    except ImportError:
+        return
+    vllm_add = AsyncLLM.add_request
+    if getattr(vllm_add, "_tokensieve", False):
+        return
+
+    @functools.wraps(vllm_add)
+    async def add_request(
+        self: Any, request_id: Any, prompt: Any, params: Any, *args: Any, **kwargs: Any
+    ) -> Any:
+        if getattr(params, "structured_outputs", None) is not None and uses_tokensieve(
+            getattr(self, "vllm_config", None)
+        ):
+            processor = getattr(self, "input_processor", None)
+            await admit_async(params, self.vllm_config, getattr(processor, "tokenizer", None))
+        return await vllm_add(self, request_id, prompt, params, *args, **kwargs)
+
+    add_request._tokensieve = True  # type: ignore[attr-defined]
+    AsyncLLM.add_request = add_request

@@ -300,12 +300,12 @@ impl Vocabulary {
         eos: Option<Vec<u32>>,
         eos_names: &[String],
     ) -> Result<Vocabulary> {
-        let doc: Value = serde_json::from_str(json)
+        let doc: TokenizerDoc = serde_json::from_str(json)
             .map_err(|e| Error::Vocabulary(format!("tokenizer.json is not valid JSON: {e}")))?;
         let model = doc
-            .get("model")
+            .model
             .ok_or_else(|| Error::Vocabulary("tokenizer.json has no \"model\"".into()))?;
-        let mtype = model.get("type").and_then(Value::as_str).unwrap_or("BPE");
+        let mtype = model.kind.as_deref().unwrap_or("BPE");
         let mut strings: Vec<Option<String>> = Vec::new();
         // Every id is checked against the size limit before the table grows to it.
         let put = |strings: &mut Vec<Option<String>>, id: usize, s: String| {
@@ -315,8 +315,8 @@ impl Vocabulary {
             }
             strings[id] = Some(s);
         };
-        match (mtype, model.get("vocab")) {
-            ("BPE" | "WordLevel", Some(Value::Object(map))) => {
+        match (mtype, model.vocab) {
+            ("BPE" | "WordLevel", Some(VocabDoc::Map(map))) => {
                 for (s, id) in map {
                     let id = id.as_u64().ok_or_else(|| {
                         Error::Vocabulary(format!("token {s:?} has a non-integer id"))
@@ -324,10 +324,10 @@ impl Vocabulary {
                     if id >= MAX_VOCAB_SIZE as u64 {
                         return Err(id_too_large(&format!("token {s:?}"), id));
                     }
-                    put(&mut strings, id as usize, s.clone());
+                    put(&mut strings, id as usize, s);
                 }
             }
-            ("Unigram", Some(Value::Array(list))) => {
+            ("Unigram", Some(VocabDoc::List(list))) => {
                 if list.len() > MAX_VOCAB_SIZE {
                     return Err(Error::Vocabulary(format!(
                         "the tokenizer has {} tokens, more than the supported {MAX_VOCAB_SIZE} \
@@ -357,7 +357,7 @@ impl Vocabulary {
         }
         let mut special_ids: Vec<u32> = Vec::new();
         let mut added_text: Vec<(usize, String)> = Vec::new();
-        if let Some(Value::Array(added)) = doc.get("added_tokens") {
+        if let Some(Value::Array(added)) = &doc.added_tokens {
             for a in added {
                 let id = a
                     .get("id")
@@ -381,7 +381,7 @@ impl Vocabulary {
                 }
             }
         }
-        let kind = detect_kind(&doc);
+        let kind = detect_kind(doc.decoder.as_ref(), doc.pre_tokenizer.as_ref());
         let decoded = decode_strings(&strings, kind, &added_text)?;
         if kind == VocabKind::SentencePiece {
             for (id, s) in strings.iter().enumerate() {
@@ -522,9 +522,84 @@ fn decoder_types(v: &Value, out: &mut Vec<String>) {
     }
 }
 
-fn detect_kind(doc: &Value) -> VocabKind {
+/// The parts of a `tokenizer.json` the vocabulary reads; the rest (the merges above all, most
+/// of the text) is skipped by the parser without being stored.
+#[derive(serde::Deserialize)]
+struct TokenizerDoc {
+    model: Option<ModelDoc>,
+    added_tokens: Option<Value>,
+    decoder: Option<Value>,
+    pre_tokenizer: Option<Value>,
+}
+
+#[derive(serde::Deserialize)]
+struct ModelDoc {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    vocab: Option<VocabDoc>,
+}
+
+/// A model's `vocab`: token → id (BPE, WordLevel), or a list of `[token, score]` (Unigram).
+enum VocabDoc {
+    Map(Vec<(String, Value)>),
+    List(Vec<Value>),
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for VocabDoc {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = VocabDoc;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a vocab object or list")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> std::result::Result<VocabDoc, A::Error> {
+                let mut out = Vec::with_capacity(m.size_hint().unwrap_or(0));
+                while let Some(e) = m.next_entry::<String, Value>()? {
+                    out.push(e);
+                }
+                Ok(VocabDoc::Map(out))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut s: A,
+            ) -> std::result::Result<VocabDoc, A::Error> {
+                let mut out = Vec::with_capacity(s.size_hint().unwrap_or(0));
+                while let Some(e) = s.next_element::<Value>()? {
+                    out.push(e);
+                }
+                Ok(VocabDoc::List(out))
+            }
+            fn visit_unit<E>(self) -> std::result::Result<VocabDoc, E> {
+                Ok(VocabDoc::Other)
+            }
+            fn visit_bool<E>(self, _: bool) -> std::result::Result<VocabDoc, E> {
+                Ok(VocabDoc::Other)
+            }
+            fn visit_str<E>(self, _: &str) -> std::result::Result<VocabDoc, E> {
+                Ok(VocabDoc::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> std::result::Result<VocabDoc, E> {
+                Ok(VocabDoc::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> std::result::Result<VocabDoc, E> {
+                Ok(VocabDoc::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> std::result::Result<VocabDoc, E> {
+                Ok(VocabDoc::Other)
+            }
+        }
+        d.deserialize_any(Visit)
+    }
+}
+
+fn detect_kind(decoder: Option<&Value>, pre_tokenizer: Option<&Value>) -> VocabKind {
     let mut types = Vec::new();
-    if let Some(d) = doc.get("decoder") {
+    if let Some(d) = decoder {
         decoder_types(d, &mut types);
     }
     if types.iter().any(|t| t == "ByteLevel") {
@@ -537,7 +612,7 @@ fn detect_kind(doc: &Value) -> VocabKind {
         return VocabKind::SentencePiece;
     }
     let mut pre = Vec::new();
-    if let Some(p) = doc.get("pre_tokenizer") {
+    if let Some(p) = pre_tokenizer {
         decoder_types(p, &mut pre);
         if let Some(Value::Array(ps)) = p.get("pretokenizers") {
             for x in ps {

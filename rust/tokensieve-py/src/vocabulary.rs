@@ -22,35 +22,59 @@ pub(crate) struct PyVocabulary {
 
 /// A vocabulary already built by the core, handed to `Vocabulary.__new__` by
 /// [`PyVocabulary::from_tokenizer_json`] so that subclasses get instances of their own type.
+/// A `tokenizer.json` document as `str` or as UTF-8 `bytes` (read from a file without decoding
+/// it in Python; checked here).
+pub(crate) enum JsonText {
+    Text(String),
+    Bytes(Vec<u8>),
+}
+
+impl JsonText {
+    fn as_str(&self) -> core::Result<&str> {
+        match self {
+            JsonText::Text(s) => Ok(s),
+            JsonText::Bytes(b) => std::str::from_utf8(b).map_err(|e| {
+                core::Error::Vocabulary(format!("tokenizer.json is not valid UTF-8: {e}"))
+            }),
+        }
+    }
+}
+
+impl<'py> FromPyObject<'py> for JsonText {
+    fn extract_bound(ob: &Bound<'py, PyAny>) -> PyResult<Self> {
+        if let Ok(b) = ob.downcast::<pyo3::types::PyBytes>() {
+            return Ok(JsonText::Bytes(b.as_bytes().to_vec()));
+        }
+        Ok(JsonText::Text(ob.extract()?))
+    }
+}
+
 #[pyclass(module = "tokensieve._core", name = "_PreparedVocabulary", frozen)]
 pub(crate) struct PreparedVocabulary {
     inner: Arc<core::Vocabulary>,
 }
 
-/// Runs `build` (a vocabulary's construction). The first time in a process, a second thread
-/// meanwhile builds what the process keeps across compiles ([`core::json_schema::prepare`]:
+/// Runs `build` (a vocabulary's construction). The first time in a process, a thread of its
+/// own starts building what the process keeps across compiles ([`core::json_schema::prepare`]:
 /// the asserted formats' automata, the default any-JSON value), so that no request pays for it
 /// later (the first `uri` schema of a process: about 1 ms more, the first `uri` with a pattern
-/// about 1.5 ms more). The thread is joined before this returns; should it fail, a compile that
-/// needs one of them builds it as before.
+/// about 1.5 ms more). It is not waited for: a compile that needs one of them before it is
+/// ready builds it (or waits for it) as before, and the vocabulary is not held up.
 fn with_process_prepared<T>(build: impl FnOnce() -> T) -> T {
     static PREPARED: std::sync::Once = std::sync::Once::new();
-    let mut first = false;
-    PREPARED.call_once(|| first = true);
-    std::thread::scope(|sc| {
+    PREPARED.call_once(|| {
         let prepare = || {
             let _ = std::panic::catch_unwind(core::json_schema::prepare);
         };
-        if first
-            && std::thread::Builder::new()
-                .name("tokensieve-prepare".into())
-                .spawn_scoped(sc, prepare)
-                .is_err()
+        if std::thread::Builder::new()
+            .name("tokensieve-prepare".into())
+            .spawn(prepare)
+            .is_err()
         {
             prepare();
         }
-        build()
-    })
+    });
+    build()
 }
 
 #[pymethods]
@@ -102,7 +126,7 @@ impl PyVocabulary {
     #[pyo3(signature = (json, vocab_size=None, eos_token_ids=None, eos_token_names=Vec::new()))]
     fn from_tokenizer_json<'py>(
         cls: &Bound<'py, PyType>,
-        json: String,
+        json: JsonText,
         vocab_size: Option<&Bound<'py, PyAny>>,
         eos_token_ids: Option<&Bound<'py, PyAny>>,
         eos_token_names: Vec<String>,
@@ -118,7 +142,7 @@ impl PyVocabulary {
                 .detach(|| {
                     with_process_prepared(|| {
                         core::Vocabulary::from_tokenizer_json(
-                            &json,
+                            json.as_str()?,
                             vocab_size,
                             eos_token_ids,
                             &eos_token_names,
