@@ -901,3 +901,232 @@ def test_the_scheduler_follows_the_engines_async_setting() -> None:
     ):
         config = SimpleNamespace(scheduler_config=SimpleNamespace(scheduler_cls=name))
         assert uses_tokensieve(config) is ours, name
+
+
+# --------------------------------------------------------------------------------------------
+# soak: many varied requests through vLLM's own StructuredOutputManager
+# --------------------------------------------------------------------------------------------
+
+SOAK_REQUESTS = int(os.environ.get("TOKENSIEVE_SOAK_REQUESTS", "3000"))
+SOAK_BATCH = 32
+SOAK_PROPS = {f"p{i:02d}": {"type": ("string", "integer", "boolean")[i % 3]} for i in range(12)}
+SOAK_SCHEMA = {"type": "object", "properties": SOAK_PROPS, "additionalProperties": False}
+SOAK_REGEX = "[ab]*a[ab]{12}"
+SOAK_GBNF = (Path(__file__).resolve().parent.parent / "grammars" / "json.gbnf").read_text()
+
+
+def _soak_value(rng: random.Random, depth: int) -> Any:
+    r = rng.random()
+    if depth < 9 and r < 0.35:
+        return {
+            f"k{rng.randrange(50)}": _soak_value(rng, depth + 1) for _ in range(rng.randint(0, 3))
+        }
+    if depth < 9 and r < 0.6:
+        return [_soak_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    if r < 0.75:
+        return "".join(rng.choice("abcxyz _-é") for _ in range(rng.randint(0, 8)))
+    if r < 0.9:
+        return rng.randint(-9999, 99999)
+    return rng.choice([True, False, None])
+
+
+def _soak_request(rng: random.Random) -> tuple[str, Any, dict[str, Any] | None, str]:
+    """(kind, spec, extra_args, the output text): a varied output of a varied constraint."""
+    kind = rng.choice(["json_object", "json", "regex", "grammar"])
+    sep = (",", ":") if rng.random() < 0.5 else (", ", ": ")
+    if kind == "json":
+        keys = rng.sample(sorted(SOAK_PROPS), rng.randint(0, 12))
+        doc = {
+            k: {"string": "v" * rng.randint(0, 5), "integer": rng.randint(-99, 999)}.get(
+                SOAK_PROPS[k]["type"], rng.random() < 0.5
+            )
+            for k in keys
+        }
+        return kind, SOAK_SCHEMA, {"guided_property_order": "any"}, json.dumps(doc, separators=sep)
+    if kind == "regex":
+        text = "".join(rng.choice("ab") for _ in range(rng.randint(0, 30)))
+        return kind, SOAK_REGEX, None, text + "a" + "".join(rng.choice("ab") for _ in range(12))
+    doc = {"root": _soak_value(rng, 0)}
+    text = json.dumps(doc, separators=sep, ensure_ascii=False)
+    return kind, (GrammarSpec(SOAK_GBNF, lambda t: True) if kind == "grammar" else True), None, text
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def test_soak_thousands_of_varied_requests_never_fail_and_memory_stays_flat(
+    model_dir: Path,
+) -> None:
+    """Thousands of varied constrained requests through vLLM's ``StructuredOutputManager`` with
+    tokensieve installed, 32 in flight (compiled on the manager's executor, masks filled by the
+    manager in batches, tokens accepted by the manager): random nested JSON under
+    ``json_object`` and the JSON GBNF, shuffled keys under ``property_order="any"``, random
+    strings of a regex. Every output is the tokenization of a valid text, so every token must be
+    allowed; each finished output is checked by an independent parser. Before grammars renewed
+    their states, the shared grammars wore out after a few hundred to a few thousand outputs
+    (``BudgetError``, EOS forced). Larger: ``TOKENSIEVE_SOAK_REQUESTS=30000``."""
+    from tokenizers import Tokenizer
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.sampling_params import SamplingParams, StructuredOutputsParams
+    from vllm.v1.request import Request
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    from tokensieve.vllm.backend import install
+
+    config = EngineArgs(
+        model=str(model_dir), dtype="float32", enforce_eager=True, max_model_len=2048
+    ).create_engine_config()
+    manager = StructuredOutputManager(config)
+    assert install(manager)
+    size = manager.backend.vocab_size
+    tok = Tokenizer.from_file(str(LLAMA3_DIR / "tokenizer.json"))
+    rng = random.Random(11)
+    live: list[tuple[Any, list[int], int, str, str]] = []
+    started = done = valid = tokens = 0
+    refused: list[str] = []
+    rss: list[float] = []
+    t0 = time.perf_counter()
+    while done < SOAK_REQUESTS:
+        while len(live) < SOAK_BATCH and started < SOAK_REQUESTS:
+            kind, spec, extra, text = _soak_request(rng)
+            ids = tok.encode(text, add_special_tokens=False).ids + [EOS]
+            if len(ids) > 1500:  # within the model's 2,048 positions
+                continue
+            so = (
+                StructuredOutputsParams(grammar=spec.text)
+                if kind == "grammar"
+                else StructuredOutputsParams(
+                    **{{"json_object": "json_object", "json": "json", "regex": "regex"}[kind]: spec}
+                )
+            )
+            params = SamplingParams(max_tokens=1600, structured_outputs=so, extra_args=extra)
+            params.update_from_generation_config({}, eos_token_id=EOS)
+            req = Request(f"s{started}", [1, 2, 3], params, None)
+            manager.grammar_init(req)
+            live.append((req, ids, 0, kind, text))
+            started += 1
+        deadline = time.monotonic() + 120
+        while not all(r.structured_output_request.is_grammar_ready for r, *_ in live):
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        for r, *_ in live:
+            grammar = r.structured_output_request.grammar
+            assert not isinstance(grammar, Exception), grammar
+        rid = [r.request_id for r, *_ in live]
+        bitmask = manager.grammar_bitmask({r.request_id: r for r, *_ in live}, rid, {})
+        still = []
+        for k, (req, ids, pos, kind, text) in enumerate(live):
+            t = ids[pos]
+            row = allowed(bitmask, k, size)
+            ok = t in row and manager.accept_tokens(req, [t])
+            if not ok:
+                refused.append(
+                    f"{kind} request {req.request_id}: token {t} at {pos}: {text[:80]!r}"
+                )
+                done += 1
+                continue
+            req.append_output_token_ids([t])
+            tokens += 1
+            if t != EOS:
+                still.append((req, ids, pos + 1, kind, text))
+                continue
+            assert req.structured_output_request.grammar.is_terminated()
+            out = tok.decode(ids[:-1])
+            if kind == "regex":
+                assert re.fullmatch(SOAK_REGEX, out), out
+            else:
+                doc = json.loads(out)
+                assert isinstance(doc, dict)
+                if kind == "json":
+                    jsonschema.validate(doc, SOAK_SCHEMA)
+            done += 1
+            valid += 1
+            if done in (SOAK_REQUESTS // 5, SOAK_REQUESTS):
+                gc.collect()
+                rss.append(_rss_mb())
+        live = still
+    seconds = time.perf_counter() - t0
+    generations = {kind: g.stats()["generations"] for kind, g in _soak_grammars(manager).items()}
+    print(
+        f"soak through vLLM's StructuredOutputManager: {done} requests, {valid} outputs valid, "
+        f"{len(refused)} refused, {tokens} tokens, {seconds:.0f} s; grammar generations "
+        f"{generations}; RSS {rss[0]:.0f} MB after a fifth, {rss[-1]:.0f} MB at the end"
+    )
+    assert not refused, refused[:5]
+    assert valid == SOAK_REQUESTS
+    assert max(generations.values()) > 1  # the shared states did wear, and renewed
+    assert rss[-1] - rss[0] < 300, rss
+
+
+def _soak_grammars(manager: Any) -> dict[str, ts.Grammar]:
+    """The backend's cached grammars of the soak's constraints, by constraint kind."""
+    cache = manager.backend.cache
+    with cache._lock:
+        entries = list(cache._entries.values())
+    return {g.constraint_kind: g for g in entries if isinstance(g, ts.Grammar)}
+
+
+def test_admission_runs_off_the_event_loop_and_a_slow_constraint_delays_only_itself() -> None:
+    """The door's check (``plugin.admit_async``, awaited by ``AsyncLLM.add_request``) runs on an
+    admission thread: while a constraint that compiles until its deadline is being refused, the
+    event loop keeps running and another request's admission completes at once."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from vllm.exceptions import VLLMValidationError
+    from vllm.sampling_params import SamplingParams, StructuredOutputsParams
+
+    from tokensieve.vllm import plugin
+
+    config = SimpleNamespace(
+        scheduler_config=SimpleNamespace(scheduler_cls=SCHEDULER),
+        model_config=SimpleNamespace(is_diffusion=False),
+    )
+    slow = SamplingParams(
+        max_tokens=8,
+        structured_outputs=StructuredOutputsParams(
+            grammar='root ::= x{200000}\nx ::= "(" x ")" | "y"\n'
+        ),
+        extra_args={"guided_max_compile_seconds": 1},
+    )
+    fast = SamplingParams(
+        max_tokens=8, structured_outputs=StructuredOutputsParams(regex="[0-9]{4}-admission")
+    )
+
+    async def run() -> tuple[int, float, float, str]:
+        ticks = 0
+        stop = asyncio.Event()
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not stop.is_set():
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        t0 = time.perf_counter()
+        tick = asyncio.ensure_future(ticker())
+        slow_task = asyncio.ensure_future(plugin.admit_async(slow, config, object()))
+        await asyncio.sleep(0.05)
+        await plugin.admit_async(fast, config, object())
+        fast_s = time.perf_counter() - t0
+        try:
+            await slow_task
+            message = ""
+        except VLLMValidationError as e:  # what the server answers with HTTP 400
+            message = str(e)
+        slow_s = time.perf_counter() - t0
+        stop.set()
+        await tick
+        return ticks, fast_s, slow_s, message
+
+    ticks, fast_s, slow_s, message = asyncio.run(run())
+    assert "max_compile_seconds" in message, message
+    assert plugin._admitted(fast) and not plugin._admitted(slow)
+    assert fast_s < 0.5 < slow_s, (fast_s, slow_s)
+    # the loop ran all along: a tick every 10 ms, at least half of them
+    assert ticks >= slow_s / 0.01 / 2, (ticks, slow_s)

