@@ -1072,9 +1072,10 @@ def _soak_grammars(manager: Any) -> dict[str, ts.Grammar]:
 
 
 def test_admission_runs_off_the_event_loop_and_a_slow_constraint_delays_only_itself() -> None:
-    """The door's check (``plugin.admit_async``, awaited by ``AsyncLLM.add_request``) runs on an
-    admission thread: while a constraint that compiles until its deadline is being refused, the
-    event loop keeps running and another request's admission completes at once."""
+    """The door's check (``plugin.admit_async``, awaited by ``AsyncLLM.add_request``) waits for
+    the compile without blocking the event loop: while a constraint that compiles until its
+    deadline is being refused, the loop keeps running and another request's admission completes
+    at once."""
     import asyncio
     from types import SimpleNamespace
 

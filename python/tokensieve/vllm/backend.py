@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -68,6 +69,8 @@ logger = logging.getLogger("tokensieve.vllm")
 # One INFO line per compile (request id, kind, cache hit, time) when set: how a deployment (or a
 # test) sees that tokensieve compiled a request. DEBUG otherwise.
 _LOG_COMPILES = os.environ.get("TOKENSIEVE_LOG_COMPILES", "") not in ("", "0")
+# Threads of the structured-output manager's executor (see install).
+GRAMMAR_TASKS = 16
 # Every structured request keeps its output finishable within its max_tokens unless it says
 # otherwise (its guided_fit_max_tokens): a server-wide default, off unless set.
 _FIT_DEFAULT = os.environ.get("TOKENSIEVE_FIT_MAX_TOKENS", "") not in ("", "0")
@@ -108,11 +111,48 @@ class TokensieveBackend(StructuredOutputBackend):  # type: ignore[misc]
         self.draft_stats = DraftStats()
         self._words = ts.bitmask_words(self.vocab_size)
 
+    def read(self, request: Any) -> StructuredRequest:
+        """The request's constraint and settings, read from its ``SamplingParams`` once (kept on
+        the request for :meth:`compile_request`)."""
+        req = getattr(request, "_tokensieve_request", None)
+        if req is None:
+            req = read_request(
+                request.sampling_params,
+                engine_reasoning=self.engine_reasoning,
+                fit_default=_FIT_DEFAULT,
+            )
+            request._tokensieve_request = req
+        return req  # type: ignore[no-any-return]
+
     def compile_request(self, request: Any) -> TokensieveGrammar:
         """Compile a request read from its ``SamplingParams`` (what the manager hook calls)."""
+        req = self.read(request)
         params = request.sampling_params
-        req = read_request(params, engine_reasoning=self.engine_reasoning, fit_default=_FIT_DEFAULT)
         return self._compile(req, params.all_stop_token_ids, str(request.request_id))
+
+    def start_request(self, request: Any) -> TokensieveGrammar | None:
+        """As the request arrives: its grammar at once when its constraint is compiled already
+        (the cache's, in about 0.1 ms: ready for the scheduler's next step); otherwise ``None``
+        once its compile has started on a core compile thread (the manager's executor then
+        waits for that compile rather than starting its own) or when reading it failed (the
+        executor raises the same error for this request alone)."""
+        try:
+            req = self.read(request)
+            pending = self.cache.get_pending(req.constraint, self.vocab)
+            if not pending.done():
+                return None
+            grammar = pending.result()
+            params = request.sampling_params
+            return self._state(
+                req,
+                grammar,
+                params.all_stop_token_ids,
+                str(request.request_id),
+                time.perf_counter(),
+                True,
+            )
+        except Exception:
+            return None
 
     def compile_grammar(
         self,
@@ -142,6 +182,18 @@ class TokensieveBackend(StructuredOutputBackend):  # type: ignore[misc]
         start = time.perf_counter()
         hits = self.cache.hits
         grammar = self.cache.get(req.constraint, self.vocab)  # ValueError: the client's message
+        return self._state(req, grammar, stop_token_ids, label, start, self.cache.hits > hits)
+
+    def _state(
+        self,
+        req: StructuredRequest,
+        grammar: ts.Grammar,
+        stop_token_ids: Any,
+        label: str,
+        start: float,
+        hit: bool,
+    ) -> TokensieveGrammar:
+        """The request's grammar object on `grammar`, its first mask computed."""
         state = TokensieveGrammar(
             grammar,
             stop=StopTokens(self.vocab, stop_token_ids),
@@ -166,7 +218,7 @@ class TokensieveBackend(StructuredOutputBackend):  # type: ignore[misc]
             "tokensieve: compiled %s for request %s (%s, %.1f ms)",
             req.constraint.kind,
             label,
-            "cache hit" if self.cache.hits > hits else "compiled",
+            "cache hit" if hit else "compiled",
             (time.perf_counter() - start) * 1e3,
         )
         return state
@@ -209,8 +261,19 @@ def install(manager: Any) -> bool:
     vllm_create_grammar = manager._create_grammar
 
     def grammar_init(request: Any) -> None:
-        if request.structured_output_request is not None and manager.backend is None:
+        so_request = request.structured_output_request
+        if so_request is not None and manager.backend is None:
             manager.backend = new_backend()
+        backend = manager.backend
+        if (
+            so_request is not None
+            and isinstance(backend, TokensieveBackend)
+            and getattr(manager, "_use_async_grammar_compilation", True)
+        ):
+            ready = backend.start_request(request)
+            if ready is not None:  # compiled before: ready for this step, no executor round trip
+                so_request.grammar = ready
+                return
         vllm_grammar_init(request)
 
     def create_grammar(request: Any) -> Any:
@@ -228,6 +291,13 @@ def install(manager: Any) -> bool:
 
     manager.grammar_init = grammar_init
     manager._create_grammar = create_grammar
+    if getattr(manager, "executor", None) is not None:
+        # the manager's compile tasks wait for compiles running on the core's compile threads
+        # (the GIL released): more of them than vLLM's half of the cores, so that a request whose
+        # compile is done never waits behind a larger one still compiling
+        manager.executor = ThreadPoolExecutor(
+            GRAMMAR_TASKS, thread_name_prefix="tokensieve-grammar"
+        )
     manager._tokensieve = True
     backend = manager.backend
     logger.info(

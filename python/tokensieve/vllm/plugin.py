@@ -11,10 +11,11 @@ a failure is a ``VLLMValidationError`` with tokensieve's message, which the Open
 answers with HTTP 400. vLLM's other checks still run. Engines with any other scheduler are left
 exactly as they were.
 
-The check runs before ``AsyncLLM.add_request`` goes on, on a pool of admission threads, never
-on the server's event loop: the compile itself runs on a core compile thread with the GIL
-released, requests for a constraint whose compile is running share it, and a cached constraint
-(or error) is answered at once. So a slow or hostile constraint delays its own request only.
+The check runs before ``AsyncLLM.add_request`` goes on, without blocking the server's event
+loop on the compile: the request is read on the loop (in time proportional to its size), its
+compile runs on a core compile thread with the GIL released while the coroutine sleeps,
+requests for a constraint whose compile is running share it, and a cached constraint (or
+error) is answered at once. So a slow or hostile constraint delays its own request only.
 ``InputProcessor._validate_params`` then sees the request admitted and does not compile again
 (a request that reaches it without passing ``AsyncLLM.add_request``, as in the offline ``LLM``,
 is checked there).
@@ -23,20 +24,21 @@ is checked there).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import importlib
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 import tokensieve as ts
-from tokensieve.constraints import describe_error
+from tokensieve.constraints import PendingCompile, describe_error
 from tokensieve.vllm.constraints import GRAMMAR_CACHE
 from tokensieve.vllm.processor_base import GuidedProcessorBase, error_text
-from tokensieve.vllm.structured import engine_reasoning, read_request
+from tokensieve.vllm.structured import StructuredRequest, engine_reasoning, read_request
 
 __all__ = ["admit", "admit_async", "register", "uses_tokensieve"]
 
@@ -46,10 +48,6 @@ _OURS = ("tokensieve.vllm.Scheduler", "tokensieve.vllm.AsyncScheduler")
 _RESOLVED: dict[str, bool] = {}
 _LOCK = threading.Lock()
 
-# Admission threads: each waits (GIL released) for one request's compile; more than this many
-# admissions at once queue.
-ADMISSION_THREADS = 64
-_POOL: ThreadPoolExecutor | None = None
 # Set on a request's StructuredOutputsParams once admitted: what was admitted (see _admitted).
 _ADMITTED = "_tokensieve_admitted"
 
@@ -99,25 +97,37 @@ def _validation_error(message: str) -> Exception:
 def admit(params: Any, vllm_config: Any, tokenizer: Any) -> None:
     """Check one request's ``structured_outputs`` the way the engine will compile it; raise
     the client's error (``VLLMValidationError``, a ``ValueError``) when it fails."""
-    if getattr(getattr(vllm_config, "model_config", None), "is_diffusion", False):
-        raise _validation_error(
-            "Structured outputs are not supported for diffusion language models"
-        )
-    if tokenizer is None:
-        raise _validation_error(
-            "structured outputs need a tokenizer, so they cannot be used with skip_tokenizer_init"
-        )
+    with _refusals():
+        started = _start(params, vllm_config, tokenizer)
+        _finish(*started)
+
+
+async def admit_async(params: Any, vllm_config: Any, tokenizer: Any) -> None:
+    """:func:`admit` without blocking the event loop on the compile: the request is read here
+    (in time proportional to its size) and its compile started on a core compile thread (the
+    GIL released), or found in the cache; the coroutine then sleeps until the compile is done
+    (checking after 0.2 ms, then at doubling intervals up to 5 ms), and computes the first mask
+    (on the admission vocabulary: microseconds). The request is then marked admitted, so the
+    synchronous check does not compile it again."""
+    with _refusals():
+        started = _start(params, vllm_config, tokenizer)
+        delay = 0.0002
+        while not started[1].done():
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, 0.005)
+        _finish(*started)
     try:
-        req = read_request(params, engine_reasoning=engine_reasoning(vllm_config))
-        vocab = GuidedProcessorBase.admission_vocabulary()
-        grammar = GRAMMAR_CACHE.get(req.constraint, vocab)
-        row = np.zeros((1, ts.bitmask_words(vocab.vocab_size)), dtype=np.int32)
-        try:
-            grammar.matcher(
-                reasoning_end=req.reasoning_end, thinking_budget=req.thinking_budget
-            ).fill_next_token_bitmask(row)
-        except ts.TokensieveError as e:
-            raise ValueError(describe_error(req.constraint, e)) from e
+        setattr(params.structured_outputs, _ADMITTED, _admission_key(params))
+    except AttributeError:  # a params object that takes no attributes is checked again
+        pass
+
+
+@contextlib.contextmanager
+def _refusals() -> Iterator[None]:
+    """Every failure inside as the client's error: a ``VLLMValidationError`` (HTTP 400) with
+    tokensieve's message."""
+    try:
+        yield
     except ValueError as e:
         raise _validation_error(str(e)) from None
     except Exception as e:  # still the request's: a client error, never a server error
@@ -129,12 +139,32 @@ def admit(params: Any, vllm_config: Any, tokenizer: Any) -> None:
         raise _validation_error(f"invalid structured_outputs: {error_text(e)}") from None
 
 
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    with _LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(ADMISSION_THREADS, thread_name_prefix="tokensieve-admit")
-        return _POOL
+def _start(
+    params: Any, vllm_config: Any, tokenizer: Any
+) -> tuple[StructuredRequest, PendingCompile, ts.Vocabulary]:
+    """Read the request and start its compile (or find it cached)."""
+    if getattr(getattr(vllm_config, "model_config", None), "is_diffusion", False):
+        raise ValueError("Structured outputs are not supported for diffusion language models")
+    if tokenizer is None:
+        raise ValueError(
+            "structured outputs need a tokenizer, so they cannot be used with skip_tokenizer_init"
+        )
+    req = read_request(params, engine_reasoning=engine_reasoning(vllm_config))
+    vocab = GuidedProcessorBase.admission_vocabulary()
+    return req, GRAMMAR_CACHE.get_pending(req.constraint, vocab), vocab
+
+
+def _finish(req: StructuredRequest, pending: PendingCompile, vocab: ts.Vocabulary) -> None:
+    """The compiled grammar's first mask (a ``ValueError`` with the client's message when the
+    compile failed or the start cannot be spelled)."""
+    grammar = pending.result()
+    row = np.zeros((1, ts.bitmask_words(vocab.vocab_size)), dtype=np.int32)
+    try:
+        grammar.matcher(
+            reasoning_end=req.reasoning_end, thinking_budget=req.thinking_budget
+        ).fill_next_token_bitmask(row)
+    except ts.TokensieveError as e:
+        raise ValueError(describe_error(req.constraint, e)) from e
 
 
 def _admission_key(params: Any) -> tuple[int, ...]:
@@ -149,17 +179,6 @@ def _admission_key(params: Any) -> tuple[int, ...]:
 def _admitted(params: Any) -> bool:
     so = getattr(params, "structured_outputs", None)
     return so is not None and getattr(so, _ADMITTED, None) == _admission_key(params)
-
-
-async def admit_async(params: Any, vllm_config: Any, tokenizer: Any) -> None:
-    """:func:`admit` on an admission thread, awaited: the event loop goes on meanwhile. The
-    request is then marked admitted, so the synchronous check does not compile it again."""
-    loop = asyncio.get_running_loop()
-    await loop.run_in_executor(_pool(), admit, params, vllm_config, tokenizer)
-    try:
-        setattr(params.structured_outputs, _ADMITTED, _admission_key(params))
-    except AttributeError:  # a params object that takes no attributes is checked again
-        pass
 
 
 def register() -> None:
