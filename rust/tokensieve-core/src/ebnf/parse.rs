@@ -460,6 +460,7 @@ impl Parser<'_> {
     /// `x{0,2}*`: see [`merge_counts`]); the others nest, within [`MAX_HEIGHT`].
     fn postfix(&mut self, mut item: Node, mut height: u32) -> Result<(Node, u32)> {
         loop {
+            self.blanks_before_operator();
             let pos = self.pos();
             let (min, max) = match self.peek() {
                 Some('*') => {
@@ -559,6 +560,21 @@ impl Parser<'_> {
             .map_err(|_| grammar_error(pos, &format!("the repetition count {s} is too large")))
     }
 
+    /// Spaces and tabs before a repetition operator (`"a" *`, `item {2, 3}`), as other GBNF
+    /// readers accept them: skipped when `*`, `+`, `?` or `{` follows on the same line (none of
+    /// them can start an item, so nothing else is read differently); left in place otherwise.
+    fn blanks_before_operator(&mut self) {
+        let mut k = 0;
+        while matches!(self.peek_at(k), Some(' ' | '\t')) {
+            k += 1;
+        }
+        if k > 0 && matches!(self.peek_at(k), Some('*' | '+' | '?' | '{')) {
+            for _ in 0..k {
+                self.bump();
+            }
+        }
+    }
+
     /// An escape sequence at a `\`.
     fn escape(&mut self) -> Result<char> {
         let pos = self.pos();
@@ -574,6 +590,9 @@ impl Parser<'_> {
             'r' => return Ok('\r'),
             't' => return Ok('\t'),
             '0' => return Ok('\0'),
+            'a' => return Ok('\u{7}'),
+            'f' => return Ok('\u{c}'),
+            'v' => return Ok('\u{b}'),
             'x' => 2,
             'u' => 4,
             'U' => 8,

@@ -453,3 +453,25 @@ fn nested_repetitions_that_do_not_merge_are_weighed_in_linear_time() {
         t.elapsed()
     );
 }
+
+#[test]
+fn blanks_before_a_repetition_operator_and_c_escapes() {
+    let d = automaton("root ::= \"a\" * \"b\" {2, 3} [x] + \"c\"\t?\n", 8);
+    for (s, ok) in [
+        ("bb", false),
+        ("bbx", true),
+        ("aaabbbxxc", true),
+        ("bbbbx", false),
+        ("bbxcc", false),
+    ] {
+        assert_eq!(accepts(&d, s), ok, "{s:?}");
+    }
+    // a blank before something else is still a sequence: `"a" "b"` stays two items
+    let d = automaton("root ::= \"a\" \"b\"\nother ::= \"c\" *\n", 8);
+    assert!(accepts(&d, "ab"));
+    // a newline before an operator is not skipped: `*` cannot start a rule
+    assert!(lang("root ::= \"a\"\n* \"b\"\n").is_err());
+    let d = automaton("root ::= \"\\a\\f\\v\" [\\a-\\f]\n", 8);
+    assert!(accepts(&d, "\u{7}\u{c}\u{b}\u{8}"));
+    assert!(!accepts(&d, "\u{7}\u{c}\u{b}\u{e}"));
+}
