@@ -122,7 +122,7 @@ class TokensieveBackend(StructuredOutputBackend):  # type: ignore[misc]
                 fit_default=_FIT_DEFAULT,
             )
             request._tokensieve_request = req
-        return req  # type: ignore[no-any-return]
+        return req
 
     def compile_request(self, request: Any) -> TokensieveGrammar:
         """Compile a request read from its ``SamplingParams`` (what the manager hook calls)."""
