@@ -54,7 +54,7 @@ impl Group<'_> {
     /// Whether `n` can reach a reference to a rule of the group before reading a character.
     fn left_reach(&self, n: &Node) -> bool {
         match n {
-            Node::Lit(_) | Node::Class { .. } | Node::Any => false,
+            Node::Lit(_) | Node::Class { .. } | Node::Any | Node::Regex { .. } => false,
             Node::Ref { rule, .. } => self.in_group(*rule),
             Node::Seq(xs) => self.left_reach_seq(xs),
             Node::Alt(xs) => xs.iter().any(|x| self.left_reach(x)),
@@ -246,6 +246,14 @@ impl NonEmpty<'_> {
         Ok(match n {
             Node::Lit(_) => Node::fail(),
             Node::Class { .. } | Node::Any => n.clone(),
+            Node::Regex { .. } => {
+                return Err(grammar_error(
+                    at,
+                    "a `Regex(...)` that can match the empty string stands in front of a left \
+                     recursion here; make its pattern match at least one character and mark \
+                     its use optional",
+                ))
+            }
             Node::Ref { name, rule, pos } => match self.plus.get(rule) {
                 Some(&p) => Node::Ref {
                     name: name.clone(),
@@ -391,6 +399,7 @@ pub(crate) fn nullable(n: &Node, rules: &[bool]) -> bool {
     match n {
         Node::Lit(s) => s.is_empty(),
         Node::Class { .. } | Node::Any => false,
+        Node::Regex { nullable, .. } => *nullable,
         Node::Ref { rule, .. } => rules[*rule],
         Node::Seq(xs) => xs.iter().all(|x| nullable(x, rules)),
         Node::Alt(xs) => xs.iter().any(|x| nullable(x, rules)),
@@ -550,6 +559,7 @@ pub(super) fn left_calls(n: &Node, nullable_rules: &[bool], out: &mut Vec<usize>
     match n {
         Node::Lit(s) => s.is_empty(),
         Node::Class { .. } | Node::Any => false,
+        Node::Regex { nullable, .. } => *nullable,
         Node::Ref { rule, .. } => {
             out.push(*rule);
             nullable_rules[*rule]

@@ -292,6 +292,7 @@ impl Lower<'_> {
             Node::Any => Expr::Hir(Hir::class(Class::Unicode(ClassUnicode::new([
                 ClassUnicodeRange::new('\0', char::MAX),
             ])))),
+            Node::Regex { hir, .. } => Expr::Hir((**hir).clone()),
             Node::Seq(xs) => {
                 let last = xs.len().saturating_sub(1);
                 let mut parts = Vec::with_capacity(xs.len());

@@ -35,6 +35,12 @@ pub(crate) enum Node {
         min: u32,
         max: Option<u32>,
     },
+    /// xgrammar's `Regex("...")` built-in: the strings that fully match the pattern (the
+    /// language of [`crate::regex::parse_full_match`]); `nullable`: it matches the empty string.
+    Regex {
+        hir: Box<regex_syntax::hir::Hir>,
+        nullable: bool,
+    },
 }
 
 impl Node {
@@ -341,25 +347,7 @@ impl Parser<'_> {
         let pos = self.pos();
         let leaf = |n: Node| Ok((n, 1));
         match self.peek() {
-            Some('"') => {
-                self.bump();
-                let mut s = String::new();
-                loop {
-                    match self.peek() {
-                        None => return Err(grammar_error(pos, "a string literal is not closed")),
-                        Some('"') => {
-                            self.bump();
-                            break;
-                        }
-                        Some('\\') => s.push(self.escape()?),
-                        Some(c) => {
-                            self.bump();
-                            s.push(c);
-                        }
-                    }
-                }
-                leaf(Node::Lit(s))
-            }
+            Some('"') => leaf(Node::Lit(self.string()?)),
             Some('[') => {
                 self.bump();
                 let negated = self.eat('^');
@@ -437,6 +425,9 @@ impl Parser<'_> {
             }
             Some(c) if is_name_char(c) => {
                 let name = self.name().expect("a name character");
+                if name == "Regex" && self.peek() == Some('(') {
+                    return leaf(self.regex_macro(pos)?);
+                }
                 leaf(Node::Ref {
                     name,
                     rule: usize::MAX,
@@ -558,6 +549,97 @@ impl Parser<'_> {
         s.parse::<u32>()
             .map(Some)
             .map_err(|_| grammar_error(pos, &format!("the repetition count {s} is too large")))
+    }
+
+    /// A string literal at its `"`, escapes applied.
+    fn string(&mut self) -> Result<String> {
+        let pos = self.pos();
+        self.bump();
+        let mut s = String::new();
+        loop {
+            match self.peek() {
+                None => return Err(grammar_error(pos, "a string literal is not closed")),
+                Some('"') => {
+                    self.bump();
+                    return Ok(s);
+                }
+                Some('\\') => s.push(self.escape()?),
+                Some(c) => {
+                    self.bump();
+                    s.push(c);
+                }
+            }
+        }
+    }
+
+    /// xgrammar's `Regex("pattern")` built-in after its name, at the `(`: the strings that
+    /// fully match the pattern, read as [`crate::regex::parse_full_match`] reads a regex
+    /// (`docs/regex.md`) with `.` taking line breaks too, as xgrammar reads it. Its options
+    /// (`flags=...`, `json_string=true`) are refused by name, and so is a case-insensitive
+    /// pattern over characters past ASCII (xgrammar folds ASCII case only).
+    fn regex_macro(&mut self, pos: Pos) -> Result<Node> {
+        self.bump();
+        self.skip();
+        if self.peek() != Some('"') {
+            return Err(grammar_error(
+                pos,
+                "`Regex(...)` takes a string literal pattern",
+            ));
+        }
+        let mut pattern = self.string()?;
+        self.skip();
+        if self.eat(',') {
+            self.skip();
+            let key = self.name().unwrap_or_default();
+            return Err(grammar_error(
+                pos,
+                &format!(
+                    "the `Regex(...)` option `{key}` is not supported (write the pattern alone; \
+                     inline flags such as `(?i)` work)"
+                ),
+            ));
+        }
+        if !self.eat(')') {
+            return Err(grammar_error(pos, "`Regex(...)` is not closed"));
+        }
+        let folds = pattern.contains("(?") && {
+            let b = pattern.as_bytes();
+            (0..b.len()).any(|k| {
+                b[k..].starts_with(b"(?")
+                    && b[k + 2..]
+                        .iter()
+                        .take_while(|c| c.is_ascii_alphabetic() || **c == b'-')
+                        .any(|c| *c == b'i')
+            })
+        };
+        if folds
+            && (!pattern.is_ascii()
+                || pattern.contains("\\u")
+                || pattern.contains("\\U")
+                || pattern.contains("\\x{")
+                || pattern.contains("\\p")
+                || pattern.contains("\\P"))
+        {
+            return Err(grammar_error(
+                pos,
+                "a case-insensitive `Regex(...)` over characters past ASCII is not supported (its \
+                 case folding is ASCII only in xgrammar's reading)",
+            ));
+        }
+        // xgrammar's reading: `.` takes any character, a line break included
+        pattern = format!("(?s:{pattern})");
+        let nest = crate::regex::RegexOptions::default().nest_limit;
+        let hir = crate::regex::parse_full_match(&pattern, nest).map_err(|e| {
+            grammar_error(
+                pos,
+                &format!("the pattern of `Regex(...)` does not compile: {e}"),
+            )
+        })?;
+        let nullable = hir.properties().minimum_len() == Some(0);
+        Ok(Node::Regex {
+            hir: Box::new(hir),
+            nullable,
+        })
     }
 
     /// Spaces and tabs before a repetition operator (`"a" *`, `item {2, 3}`), as other GBNF

@@ -475,3 +475,43 @@ fn blanks_before_a_repetition_operator_and_c_escapes() {
     assert!(accepts(&d, "\u{7}\u{c}\u{b}\u{8}"));
     assert!(!accepts(&d, "\u{7}\u{c}\u{b}\u{e}"));
 }
+
+#[test]
+fn regex_built_in_is_the_full_match_language_of_its_pattern() {
+    let d = automaton(
+        "root ::= \"x\" Regex(\"[0-9]{2,3}\") \"y\" | Regex(\"^a.b$\")\n",
+        8,
+    );
+    for (s, ok) in [
+        ("x12y", true),
+        ("x123y", true),
+        ("x1y", false),
+        ("x1234y", false),
+        ("acb", true),
+        ("a\nb", true), // `.` takes a line break, as xgrammar reads it
+        ("ab", false),
+    ] {
+        assert_eq!(accepts(&d, s), ok, "{s:?}");
+    }
+    let d = automaton("root ::= Regex(\"(?i)ab\") Regex(\"c*\")?\n", 8);
+    assert!(accepts(&d, "aB") && accepts(&d, "Abccc"));
+    for (g, what) in [
+        ("root ::= Regex(\"a\", flags=\"i\")\n", "option `flags`"),
+        (
+            "root ::= Regex(\"a\", json_string=true)\n",
+            "option `json_string`",
+        ),
+        ("root ::= Regex(\"(?i)Σ\")\n", "past ASCII"),
+        ("root ::= Regex(\"a(?=b)\")\n", "does not compile"),
+        ("root ::= Regex(abc)\n", "string literal"),
+        ("root ::= Regex(\"a\"\n", "not closed"),
+    ] {
+        let e = lang(g).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains(what), "{g:?}: {e}");
+    }
+    // a pattern that can be empty in front of a left recursion is refused, with line and column
+    let e = lang("root ::= Regex(\"a*\") root \"b\" | \"c\"\n")
+        .err()
+        .map(|e| e.to_string());
+    assert!(e.unwrap_or_default().contains("left recursion"));
+}
