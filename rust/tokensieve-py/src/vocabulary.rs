@@ -22,30 +22,24 @@ pub(crate) struct PyVocabulary {
 
 /// A vocabulary already built by the core, handed to `Vocabulary.__new__` by
 /// [`PyVocabulary::from_tokenizer_json`] so that subclasses get instances of their own type.
-/// A `tokenizer.json` document as `str` or as UTF-8 `bytes` (read from a file without decoding
-/// it in Python; checked here).
-pub(crate) enum JsonText {
-    Text(String),
-    Bytes(Vec<u8>),
-}
-
-impl JsonText {
-    fn as_str(&self) -> core::Result<&str> {
-        match self {
-            JsonText::Text(s) => Ok(s),
-            JsonText::Bytes(b) => std::str::from_utf8(b).map_err(|e| {
-                core::Error::Vocabulary(format!("tokenizer.json is not valid UTF-8: {e}"))
-            }),
-        }
-    }
-}
+/// A `tokenizer.json` document given as `str` or as UTF-8 `bytes` (read from a file without
+/// decoding it in Python); bytes that are not UTF-8 are a `ValueError`, as Python's decoding
+/// would raise (a `UnicodeDecodeError` is one).
+pub(crate) struct JsonText(String);
 
 impl<'py> FromPyObject<'py> for JsonText {
     fn extract_bound(ob: &Bound<'py, PyAny>) -> PyResult<Self> {
         if let Ok(b) = ob.downcast::<pyo3::types::PyBytes>() {
-            return Ok(JsonText::Bytes(b.as_bytes().to_vec()));
+            return String::from_utf8(b.as_bytes().to_vec())
+                .map(JsonText)
+                .map_err(|e| {
+                    pyo3::exceptions::PyValueError::new_err(format!(
+                        "tokenizer.json is not UTF-8 text: {}",
+                        e.utf8_error()
+                    ))
+                });
         }
-        Ok(JsonText::Text(ob.extract()?))
+        Ok(JsonText(ob.extract()?))
     }
 }
 
@@ -142,7 +136,7 @@ impl PyVocabulary {
                 .detach(|| {
                     with_process_prepared(|| {
                         core::Vocabulary::from_tokenizer_json(
-                            json.as_str()?,
+                            &json.0,
                             vocab_size,
                             eos_token_ids,
                             &eos_token_names,
