@@ -17,7 +17,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("kernel", &["error", "budget"]),
     ("regex", &["error", "budget", "automata"]),
     ("json_schema", &["error", "budget", "automata", "regex"]),
-    ("ebnf", &["error", "budget", "automata"]),
+    ("ebnf", &["error", "budget", "automata", "regex"]),
     ("index", &["error", "budget", "automata", "trie", "vocab"]),
     ("fit", &["error", "budget", "automata", "vocab", "index"]),
     ("reasoning", &["error", "budget", "automata", "vocab"]),
