@@ -350,26 +350,20 @@ impl Grammar {
     /// now when the newest is worn. The grammar itself when it has no later generation, or
     /// cannot have one (loaded complete from an index file).
     pub fn current(self: &Arc<Self>) -> Arc<Grammar> {
-        let Some(first) = self.first_generation() else {
-            return self.clone();
-        };
-        let mut newest = first
-            .lineage
-            .newest
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let cur = newest.clone().unwrap_or_else(|| first.clone());
-        if !cur.dfa.is_worn() {
-            return cur;
-        }
-        match cur.next_generation(&first) {
-            Some(Ok(g)) => {
-                let g = Arc::new(g);
-                *newest = Some(g.clone());
-                g
+        self.with_newest(|first, slot, cur| {
+            if !cur.dfa.is_worn() {
+                return cur;
             }
-            _ => cur,
-        }
+            match cur.next_generation(first) {
+                Some(Ok(g)) => {
+                    let g = Arc::new(g);
+                    *slot = Some(g.clone());
+                    g
+                }
+                _ => cur,
+            }
+        })
+        .unwrap_or_else(|| self.clone())
     }
 
     /// Where a matcher of this generation goes after running out of room on it: a newer
@@ -379,23 +373,35 @@ impl Grammar {
         if !self.dfa.is_worn() {
             return None;
         }
-        let Some(first) = self.first_generation() else {
+        let renewed = self.with_newest(|first, slot, cur| {
+            if !Arc::ptr_eq(&cur, self) && !cur.dfa.is_worn() {
+                return Some(cur);
+            }
+            let g = Arc::new(self.next_generation(first)?.ok()?);
+            *slot = Some(g.clone());
+            Some(g)
+        });
+        match renewed {
+            Some(g) => g,
             // the grammar the caller compiled is gone: a generation of its own
-            let g = self.next_generation(self)?.ok()?;
-            return Some(Arc::new(g));
-        };
-        let mut newest = first
+            None => Some(Arc::new(self.next_generation(self)?.ok()?)),
+        }
+    }
+
+    /// `f` of the first generation, its slot for the newest (locked), and the newest (the
+    /// first itself until there is a later one); `None` when the first generation is gone.
+    fn with_newest<R>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&Arc<Grammar>, &mut Option<Arc<Grammar>>, Arc<Grammar>) -> R,
+    ) -> Option<R> {
+        let first = self.first_generation()?;
+        let mut slot = first
             .lineage
             .newest
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let cur = newest.clone().unwrap_or_else(|| first.clone());
-        if !Arc::ptr_eq(&cur, self) && !cur.dfa.is_worn() {
-            return Some(cur);
-        }
-        let g = Arc::new(self.next_generation(&first)?.ok()?);
-        *newest = Some(g.clone());
-        Some(g)
+        let cur = slot.clone().unwrap_or_else(|| first.clone());
+        Some(f(&first, &mut slot, cur))
     }
 
     fn first_generation(self: &Arc<Self>) -> Option<Arc<Grammar>> {
@@ -439,15 +445,8 @@ impl Grammar {
 
     /// The newest generation (see [`Lineage`]), without making one.
     pub fn newest(self: &Arc<Self>) -> Arc<Grammar> {
-        let Some(first) = self.first_generation() else {
-            return self.clone();
-        };
-        let newest = first
-            .lineage
-            .newest
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        newest.clone().unwrap_or_else(|| first.clone())
+        self.with_newest(|_, _, cur| cur)
+            .unwrap_or_else(|| self.clone())
     }
 
     /// Whether the grammar has arrays with `uniqueItems` over strings, which its matchers
@@ -787,44 +786,36 @@ impl Matcher {
         }
     }
 
-    /// A matcher on `grammar` (a generation of this one's) in the same position: the same
-    /// settings, and the same tokens accepted there.
-    fn replay(
-        grammar: Arc<Grammar>,
+    /// After a budget error on the worn generation `from`: a matcher on a newer generation in
+    /// the same position (the same settings, and the same tokens accepted there); `None` when
+    /// there is no newer generation to move to (see [`Grammar::renewed`]).
+    fn moved(
+        from: &Arc<Grammar>,
         max_rollback: Option<usize>,
         max_tokens: Option<u32>,
-        span: Option<(&[u8], Option<u32>)>,
+        span: &Option<(Arc<Span>, Option<u32>)>,
         tokens: &Arc<Vec<u32>>,
-    ) -> Result<Matcher> {
-        let mut m = Matcher::on(grammar, max_rollback);
-        m.max_tokens = max_tokens;
-        if let Some((marker, budget)) = span {
-            m.span = Some((m.grammar.reasoning_span(marker)?, budget));
-            m.think = Some(THINK_START);
-        }
-        for &t in tokens.iter() {
-            if !m.accept_once(t)? {
-                return Err(Error::Internal(format!(
-                    "token {t} was accepted by one generation of the grammar and refused by the \
-                     next"
-                )));
+    ) -> Option<Result<Matcher>> {
+        let grammar = from.renewed()?;
+        let replay = || {
+            let mut m = Matcher::on(grammar, max_rollback);
+            m.max_tokens = max_tokens;
+            if let Some((span, budget)) = span {
+                m.span = Some((m.grammar.reasoning_span(span.marker())?, *budget));
+                m.think = Some(THINK_START);
             }
-        }
-        m.tokens = tokens.clone();
-        Ok(m)
-    }
-
-    /// After a budget error on a worn generation: this matcher, moved to a newer generation.
-    fn renewed(&self) -> Option<Result<Matcher>> {
-        let g = self.grammar.renewed()?;
-        let span = self.span.as_ref().map(|(s, b)| (s.marker(), *b));
-        Some(Matcher::replay(
-            g,
-            self.max_rollback,
-            self.max_tokens,
-            span,
-            &self.tokens,
-        ))
+            for &t in tokens.iter() {
+                if !m.accept_once(t)? {
+                    return Err(Error::Internal(format!(
+                        "token {t} was accepted by one generation of the grammar and refused by \
+                         the next"
+                    )));
+                }
+            }
+            m.tokens = tokens.clone();
+            Ok(m)
+        };
+        Some(replay())
     }
 
     /// Keep the output within `max_tokens` tokens (None: no budget): from then on a mask
@@ -962,7 +953,13 @@ impl Matcher {
     /// Consume one token. Returns `false`, leaving the state unchanged, if it is not allowed.
     pub fn accept_token(&mut self, token: u32) -> Result<bool> {
         let ok = match self.accept_once(token) {
-            Err(e @ Error::Budget(_)) => match self.renewed() {
+            Err(e @ Error::Budget(_)) => match Matcher::moved(
+                &self.grammar,
+                self.max_rollback,
+                self.max_tokens,
+                &self.span,
+                &self.tokens,
+            ) {
                 None => return Err(e),
                 Some(m) => {
                     *self = m?;
@@ -1150,12 +1147,17 @@ impl MaskRequest {
             Err(e @ Error::Budget(_)) => {
                 // the generation is worn: the same position on a newer one (the matcher moves
                 // there itself at its next token)
-                let Some(g) = self.grammar.renewed() else {
-                    return Err(e);
-                };
-                let span = self.span.as_ref().map(|(s, b)| (s.marker(), *b));
-                let m = Matcher::replay(g, Some(0), self.max_tokens, span, &self.tokens)?;
-                MaskRequest::from(&m).fill_once(row)
+                let moved = Matcher::moved(
+                    &self.grammar,
+                    Some(0),
+                    self.max_tokens,
+                    &self.span,
+                    &self.tokens,
+                );
+                match moved {
+                    Some(m) => MaskRequest::from(&m?).fill_once(row),
+                    None => Err(e),
+                }
             }
             r => r,
         }

@@ -68,6 +68,9 @@ pub(super) struct Table {
     pub(super) bytes: usize,
     /// See [`table_bytes`].
     pub(super) max_bytes: usize,
+    /// The states and bytes held when the automaton was ready for matchers (see
+    /// [`super::LazyDfa::mark_ready`]): its wear is what was built after.
+    pub(super) ready: (usize, usize),
 }
 
 /// Most bytes the lazily built part of one automaton may hold: its states' subsets and
@@ -126,7 +129,13 @@ impl Table {
             member_set_ids: FxHashMap::from_iter([(Box::new([0u64]) as Box<[u64]>, 0)]),
             bytes: 0,
             max_bytes: table_bytes(0),
+            ready: (0, 0),
         }
+    }
+
+    /// Count what the table holds now as ready (see [`super::LazyDfa::is_worn`]).
+    pub(super) fn mark_ready(&mut self) {
+        self.ready = (self.sets.len(), self.bytes);
     }
 
     /// Forgets the states from `n` on: their subsets, and every transition into them (computed

@@ -49,7 +49,6 @@ mod graph;
 mod parts;
 mod ruleset;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use regex_automata::nfa::thompson::{self, NFA};
@@ -120,10 +119,6 @@ pub struct LazyDfa {
     start: u32,
     /// The NFA state the start state is the closure of.
     start_nfa: u32,
-    /// States and bytes the table held when the automaton was ready for matchers (see
-    /// [`LazyDfa::mark_ready`]): its wear is what was built after.
-    ready_states: AtomicUsize,
-    ready_bytes: AtomicUsize,
     pattern: String,
 }
 
@@ -250,8 +245,6 @@ impl LazyDfa {
             table: Mutex::new(Table::new(Graph::loaded())),
             start: DEAD,
             start_nfa,
-            ready_states: AtomicUsize::new(0),
-            ready_bytes: AtomicUsize::new(0),
             pattern: pattern.to_string(),
         };
         dfa.start_on(g)?;
@@ -269,8 +262,7 @@ impl LazyDfa {
         table.trans.extend(std::iter::repeat_n(DEAD, self.stride));
         table.ids.insert(Box::new([]), DEAD);
         self.start = self.closure_intern(&mut table, &[(self.start_nfa, 0)], true)?;
-        self.ready_states = AtomicUsize::new(table.sets.len());
-        self.ready_bytes = AtomicUsize::new(table.bytes);
+        table.mark_ready();
         self.table = Mutex::new(table);
         Ok(())
     }
@@ -296,8 +288,6 @@ impl LazyDfa {
             table: Mutex::new(Table::new(Graph::loaded())),
             start: DEAD,
             start_nfa: self.start_nfa,
-            ready_states: AtomicUsize::new(0),
-            ready_bytes: AtomicUsize::new(0),
             pattern: self.pattern.clone(),
         };
         Some(dfa.start_on(g).map(|()| dfa))
@@ -306,9 +296,7 @@ impl LazyDfa {
     /// Record that the automaton is ready for matchers (compiled, first mask computed, or
     /// precomputed): from now on its [`LazyDfa::is_worn`] counts the states built after.
     pub fn mark_ready(&self) {
-        let t = self.lock();
-        self.ready_states.store(t.sets.len(), Ordering::Relaxed);
-        self.ready_bytes.store(t.bytes, Ordering::Relaxed);
+        self.lock().mark_ready();
     }
 
     /// Whether the states built since [`LazyDfa::mark_ready`] hold more than half of what was
@@ -316,10 +304,7 @@ impl LazyDfa {
     /// start on a [`LazyDfa::fresh`] copy, so that the ones running keep the other half.
     pub fn is_worn(&self) -> bool {
         let t = self.lock();
-        let (s0, b0) = (
-            self.ready_states.load(Ordering::Relaxed),
-            self.ready_bytes.load(Ordering::Relaxed),
-        );
+        let (s0, b0) = t.ready;
         let half =
             |now: usize, at: usize, max: usize| now.saturating_sub(at) > max.saturating_sub(at) / 2;
         half(t.sets.len(), s0, self.max_states) || half(t.bytes, b0, t.max_bytes)

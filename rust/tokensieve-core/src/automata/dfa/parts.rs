@@ -1,7 +1,6 @@
 //! Complete transition tables, as index files hold them: [`DfaParts`] exported from a fully
 //! determinized automaton and loaded back into one with nothing left to determinize.
 
-use std::sync::atomic::AtomicUsize;
 use std::sync::Mutex;
 
 use rustc_hash::FxHashMap;
@@ -93,12 +92,13 @@ impl LazyDfa {
                 None => return Err(bad("a byte class has no byte")),
             }
         }
-        let table = Table {
+        let mut table = Table {
             trans,
             accepting,
             sets: vec![Box::new([]); n],
             ..Table::new(Graph::loaded())
         };
+        table.mark_ready();
         Ok(LazyDfa {
             classes,
             reps,
@@ -110,8 +110,6 @@ impl LazyDfa {
             table: Mutex::new(table),
             start,
             start_nfa: 0,
-            ready_states: AtomicUsize::new(n),
-            ready_bytes: AtomicUsize::new(0),
             pattern,
         })
     }
