@@ -50,9 +50,7 @@ import importlib.util
 import json
 import os
 import random
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -69,6 +67,7 @@ from common import (  # noqa: E402
     md_table,
     num,
     percentile,
+    run_engine_child,
     text_table,
 )
 
@@ -471,49 +470,12 @@ def run_child(
     backend: str, variant: str, rnd: int, model: Path, schemas: Path, tmp: Path
 ) -> dict[str, Any]:
     out = tmp / f"{backend}-{variant}-{rnd}.json"
+    cmd = [sys.executable, __file__, "--child", "--backend", backend, "--variant", variant]
+    cmd += ["--model", str(model), "--schemas", str(schemas), "--out", str(out)]
+    cmd += ["--round", str(rnd)]
+    missing = {"backend": backend, "variant": variant, "round": rnd}
     log = tmp / f"{backend}-{variant}-{rnd}.log"
-    env = dict(os.environ)
-    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
-    env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    cmd = [
-        sys.executable,
-        __file__,
-        "--child",
-        "--backend",
-        backend,
-        "--variant",
-        variant,
-        "--model",
-        str(model),
-        "--schemas",
-        str(schemas),
-        "--out",
-        str(out),
-        "--round",
-        str(rnd),
-    ]
-    t = time.perf_counter()
-    with open(log, "wb") as f:
-        proc = subprocess.Popen(
-            cmd, stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
-        try:
-            rc = proc.wait(timeout=CHILD_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            rc = "timeout"
-    res: dict[str, Any] = (
-        json.loads(out.read_text())
-        if out.exists()
-        else {"backend": backend, "variant": variant, "round": rnd}
-    )
-    res["child_s"] = time.perf_counter() - t
-    res["child_rc"] = rc
-    if rc != 0 or res.get("phase") != "done":
-        res.setdefault("crash", f"child exited with {rc} in phase {res.get('phase')}")
-        res["log_tail"] = log.read_text(errors="replace")[-3000:]
-    return res
+    return run_engine_child(cmd, out, log, CHILD_TIMEOUT_S, missing)
 
 
 def ms(x: float | None) -> str:

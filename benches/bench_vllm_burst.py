@@ -38,8 +38,6 @@ import importlib.util
 import json
 import os
 import random
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -57,6 +55,7 @@ from common import (  # noqa: E402
     md_table,
     num,
     percentile,
+    run_engine_child,
 )
 
 BACKENDS = ("xgrammar", "guidance", "tokensieve")
@@ -294,29 +293,10 @@ async def child_main(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_child(backend: str, rnd: int, model: Path, schemas: Path, tmp: Path) -> dict[str, Any]:
     out = tmp / f"{backend}-{rnd}.json"
-    log = tmp / f"{backend}-{rnd}.log"
-    env = dict(os.environ)
-    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
-    env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     cmd = [sys.executable, __file__, "--child", "--backend", backend, "--model", str(model)]
     cmd += ["--schemas", str(schemas), "--out", str(out), "--round", str(rnd)]
-    with open(log, "wb") as f:
-        proc = subprocess.Popen(
-            cmd, stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
-        try:
-            rc: Any = proc.wait(timeout=CHILD_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            rc = "timeout"
-    res: dict[str, Any] = (
-        json.loads(out.read_text()) if out.exists() else {"backend": backend, "round": rnd}
-    )
-    if rc != 0 or res.get("phase") != "done":
-        res.setdefault("crash", f"child exited with {rc} in phase {res.get('phase')}")
-        res["log_tail"] = log.read_text(errors="replace")[-3000:]
-    return res
+    missing = {"backend": backend, "round": rnd}
+    return run_engine_child(cmd, out, tmp / f"{backend}-{rnd}.log", CHILD_TIMEOUT_S, missing)
 
 
 def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:

@@ -44,6 +44,9 @@ import numpy as np
 
 import tokensieve as ts
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import proc_status  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 TOKENIZER = ROOT.parent / "shared" / "tokenizers" / "llama3"
 JSON_GBNF = ROOT / "tests" / "grammars" / "json.gbnf"
@@ -61,11 +64,8 @@ ANY_ORDER_SCHEMA = {"type": "object", "properties": ANY_ORDER_PROPS, "additional
 
 
 def rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+    kib = proc_status().get("VmRSS")
+    return float("nan") if kib is None else kib / 1024
 
 
 def random_text(rng: random.Random, n: int) -> str:

@@ -13,8 +13,10 @@ import math
 import os
 import platform
 import re
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -164,6 +166,38 @@ def proc_status() -> dict[str, int]:
     except OSError:
         pass
     return out
+
+
+def run_engine_child(
+    cmd: Sequence[str], out: Path, log: Path, timeout_s: float, missing: dict[str, Any]
+) -> dict[str, Any]:
+    """Run a vLLM benchmark's child (`cmd`) in a process group of its own, with the CPU
+    engine's defaults (2 GiB of KV cache, warnings only) unless the environment sets them; its
+    output and errors go to `log`. Returns the JSON the child left in `out` (`missing` when it
+    left none) with ``child_s`` and ``child_rc``; when the child failed (a nonzero exit, a
+    timeout: the whole group is killed, or a ``phase`` other than ``done``), also ``crash`` and
+    the log's last 3,000 characters as ``log_tail``."""
+    env = dict(os.environ)
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    t = time.perf_counter()
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(
+            list(cmd), stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+        try:
+            rc: Any = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            rc = "timeout"
+    res: dict[str, Any] = json.loads(out.read_text()) if out.exists() else dict(missing)
+    res["child_s"] = time.perf_counter() - t
+    res["child_rc"] = rc
+    if rc != 0 or res.get("phase") != "done":
+        res.setdefault("crash", f"child exited with {rc} in phase {res.get('phase')}")
+        res["log_tail"] = log.read_text(errors="replace")[-3000:]
+    return res
 
 
 def trim_heap() -> bool:

@@ -496,8 +496,8 @@ class GrammarCache:
         """Cache `entry`; returns what the cache holds for `key` (the entry a request that
         shared the compile stored first)."""
         with self._lock:
-            if pending is not None and self._inflight.get(key) is pending:
-                del self._inflight[key]
+            if pending is not None:
+                self._landed(key, pending)
             stored = self._entries.get(key)
             if stored is not None and pending is not None:
                 self._entries.move_to_end(key)
@@ -508,6 +508,12 @@ class GrammarCache:
             while len(self._entries) > self.maxsize:
                 self._entries.popitem(last=False)
             return entry
+
+    def _landed(self, key: tuple[str, str], pending: _core.PendingGrammar) -> None:
+        """`pending` has ended: it no longer stands for `key`'s running compile (unless a later
+        one does already). With the lock held."""
+        if self._inflight.get(key) is pending:
+            del self._inflight[key]
 
     def get(self, constraint: Constraint, vocab: Vocabulary) -> Grammar:
         """The compiled grammar; ``ValueError`` (cached or new) when it does not compile."""
@@ -580,8 +586,7 @@ class PendingCompile:
                 self._entry = describe_error(self._constraint, e)
                 assert self._key is not None
                 with self._cache._lock:
-                    if self._cache._inflight.get(self._key) is pending:
-                        del self._cache._inflight[self._key]
+                    self._cache._landed(self._key, pending)
                 raise ValueError(self._entry) from e
             assert self._key is not None
             self._entry = self._cache._store(self._key, self._entry, pending)
