@@ -9,7 +9,7 @@ import random
 from typing import Any
 
 import pytest
-from feed import agree, byte_vocabulary, token_lookup
+from feed import accepts, agree, byte_vocabulary, token_lookup
 
 import tokensieve as ts
 
@@ -96,3 +96,97 @@ def test_a_union_past_its_bound_is_a_budget_error() -> None:
             {"anyOf": [{"const": i} for i in range(5000)], "not": {"const": 1}},
             byte_vocabulary(),
         )
+
+
+# `oneOf` whose branches each require their own property: exclusivity negates every other
+# branch, "its property absent, or present and failing its schema", one term each (two before,
+# multiplying to 2^11 terms for 12 branches: a BudgetError)
+OWN_REQUIRED: dict[str, dict[str, Any]] = {
+    "strings": {
+        "oneOf": [
+            {"type": "object", "required": [f"k{i}"], "properties": {f"k{i}": {"type": "string"}}}
+            for i in range(12)
+        ]
+    },
+    "nested objects": {
+        "oneOf": [
+            {
+                "type": "object",
+                "required": [f"k{i}"],
+                "properties": {
+                    f"k{i}": {
+                        "type": "object",
+                        "properties": {"x": {"type": "integer", "minimum": i}},
+                        "required": ["x"],
+                    }
+                },
+            }
+            for i in range(10)
+        ]
+    },
+    "two types under a parent": {
+        "type": "object",
+        "properties": {"k0": {}, "k1": {}},
+        "oneOf": [
+            {
+                "required": [f"k{i}"],
+                "properties": {
+                    f"k{i}": {"type": ["string", "integer"], "minLength": 2, "maximum": 5}
+                },
+            }
+            for i in range(9)
+        ],
+    },
+    "enums": {
+        "oneOf": [
+            {"required": [f"k{i}"], "properties": {f"k{i}": {"enum": ["a", "b", i]}}}
+            for i in range(9)
+        ]
+    },
+}
+
+
+def own_required_values(name: str, n: int) -> list[Any]:
+    r = random.Random(name)
+    pool: list[Any] = ["s", "ab", 1, 7, 3, {"y": 1}, None, "a", "b", 0, 2]
+    out: list[Any] = []
+    for _ in range(n):
+        keys = r.sample([f"k{j}" for j in range(13)], r.randrange(4))
+        out.append({k: r.choice([*pool, {"x": r.randrange(12)}]) for k in keys})
+    return [*out, "x", 3, [1]]
+
+
+@pytest.mark.parametrize("name", sorted(OWN_REQUIRED))
+def test_one_of_each_branch_requiring_its_own_property_is_exact_in_any_order(name: str) -> None:
+    schema = OWN_REQUIRED[name]
+    vocab = byte_vocabulary()
+    g = ts.Grammar.from_json_schema(schema, vocab, property_order="any")
+    v = jsonschema.Draft202012Validator(schema)
+    checked = {True: 0, False: 0}
+    text = lambda x: json.dumps(x, separators=(",", ":"))  # noqa: E731
+    values = own_required_values(name, 400)
+    agree(g, v.is_valid, values, token_lookup(vocab), checked, text=text, what=name)
+    assert checked[True] >= 20 and checked[False] >= 20, checked
+
+
+def test_one_of_each_branch_requiring_its_own_property_in_schema_order() -> None:
+    """Schema order: nothing invalid accepted, and every valid object written in the documented
+    order (the taken branch's property first, then the other branches' in their order)."""
+    schema = OWN_REQUIRED["strings"]
+    vocab = byte_vocabulary()
+    lookup = token_lookup(vocab)
+    g = ts.Grammar.from_json_schema(schema, vocab)
+    v = jsonschema.Draft202012Validator(schema)
+    valid = 0
+    for x in own_required_values("strings", 300):
+        if not v.is_valid(x):
+            assert not accepts(g, json.dumps(x), lookup), x
+            continue
+        assert isinstance(x, dict)
+        # k12 is declared by no branch: an additional property, written last
+        taken = next(k for k, y in x.items() if isinstance(y, str) and k != "k12")
+        rest = sorted((k for k in x if k != taken), key=lambda k: int(k[1:]))
+        ordered = {k: x[k] for k in [taken, *rest]}
+        assert accepts(g, json.dumps(ordered), lookup), ordered
+        valid += 1
+    assert valid >= 20

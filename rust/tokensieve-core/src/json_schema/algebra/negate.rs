@@ -265,6 +265,14 @@ impl<'a> Compiler<'a> {
                 }
             }
         }
+        // names of `required`, each an alternative "absent" unless a negated `properties`
+        // entry took it in (`merged`)
+        let required_names: Vec<&str> = match m.get("required") {
+            Some(Value::Array(rs)) => rs.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        let mut absent_names: Vec<String> = Vec::new();
+        let mut merged: Vec<String> = Vec::new();
         for (k, v) in m {
             let k = k.as_str();
             let num_v = || -> Result<Value> {
@@ -348,14 +356,7 @@ impl<'a> Compiler<'a> {
                         let r = r.as_str().ok_or_else(|| {
                             schema_error("required", ptr, "required must be a list of strings")
                         })?;
-                        // the declared names stay declared (any value), in their order,
-                        // as in a negated `properties` below; `r` is absent
-                        let mut props = declared_any(m.get("properties"));
-                        props.insert(r.to_string(), Value::Bool(false));
-                        let mut o = Map::new();
-                        o.insert("properties".into(), Value::Object(props));
-                        o.insert("type".into(), Value::from("object"));
-                        out.push(built(o));
+                        absent_names.push(r.to_string());
                     }
                 }
                 "properties" => {
@@ -384,13 +385,21 @@ impl<'a> Compiler<'a> {
                                 sx.properties.push((name.clone(), sub));
                             }
                         }
-                        let mut b = typed(
-                            "object",
+                        // A required name: "absent" (from `required`) and "present and
+                        // violating" are one alternative, "absent or violating", which the
+                        // property's schema alone says (one term where there were two: a
+                        // `oneOf` whose branches each require their own property negates
+                        // each other branch into one term, not two that multiply).
+                        let pairs = if required_names.contains(&name.as_str()) {
+                            merged.push(name.clone());
+                            vec![("properties", Value::Object(p))]
+                        } else {
                             vec![
                                 ("required", Value::Array(vec![Value::from(name.as_str())])),
                                 ("properties", Value::Object(p)),
-                            ],
-                        );
+                            ]
+                        };
+                        let mut b = typed("object", pairs);
                         b.x = sx;
                         out.push(b);
                     }
@@ -557,6 +566,16 @@ impl<'a> Compiler<'a> {
                     out.push(types(applies_to(k)));
                 }
             }
+        }
+        // `required` violated: a name absent (the declared names stay declared, any value, in
+        // their order, as in a negated `properties`)
+        for r in absent_names.iter().filter(|r| !merged.contains(r)) {
+            let mut props = declared_any(m.get("properties"));
+            props.insert(r.clone(), Value::Bool(false));
+            let mut o = Map::new();
+            o.insert("properties".into(), Value::Object(props));
+            o.insert("type".into(), Value::from("object"));
+            out.push(built(o));
         }
         // The typed constraints (the placeholders' sub-schemas were read above), each
         // violated on its own: a value they exclude, a string matching a pattern none may
