@@ -603,7 +603,7 @@ impl<'a> Compiler<'a> {
         len: (u64, Option<u64>),
         ptr: &str,
     ) -> Result<Option<Expr>> {
-        const MAX_CONTAINS: usize = 3;
+        const MAX_CONTAINS: usize = 6;
         if cs.len() > MAX_CONTAINS {
             return Err(schema_error(
                 "contains",
