@@ -310,7 +310,11 @@ REFUSED = [
     },
     # items that are not only strings (or only integers)
     {"type": "array", "items": {"type": ["string", "null"]}, "uniqueItems": True},
-    {"type": "array", "items": {"type": "number", "maximum": 3}, "uniqueItems": True},
+    {
+        "type": "array",
+        "items": {"type": "number", "maximum": 3, "multipleOf": 0.5},
+        "uniqueItems": True,
+    },
     {"type": "array", "items": {"type": "object"}, "uniqueItems": True},
     # under patternProperties: keys of a pattern
     {

@@ -630,10 +630,57 @@ impl Lex {
         let lang = &a.item;
         match self.str {
             Str::Item => !self.dead_item(lang, set),
-            Str::Num => a.kind == Kind::Num || !self.dead_number(lang, set),
+            Str::Num if a.kind == Kind::Num => self
+                .pinned_number(lang)
+                .is_none_or(|v| !set.values.contains(&v)),
+            Str::Num => !self.dead_number(lang, set),
             Str::Out if set.want_item => a.distinct().is_none_or(|n| n > set.values.len() as u64),
             _ => true,
         }
+    }
+
+    /// The one value (its canonical text) that every completion of the number being written
+    /// has, where there is one: its completions only add what leaves a value as it is (a sign
+    /// or a leading `0` before any digit, a point after the integer digits, zeros after the
+    /// point). `None`: infinitely many values (see [`Kind::Num`]).
+    fn pinned_number(&self, lang: &ItemLang) -> Option<Vec<u8>> {
+        const NO_DIGIT: u8 = 0;
+        const INT: u8 = 1;
+        const FRACTION: u8 = 2;
+        if self.buf.iter().any(|&c| c == b'e' || c == b'E') {
+            return None;
+        }
+        let s = lang.run(self.buf.iter().map(|&c| u32::from(c)))?;
+        let phase = if self.buf.contains(&b'.') {
+            FRACTION
+        } else if self.buf.iter().any(u8::is_ascii_digit) {
+            INT
+        } else {
+            NO_DIGIT
+        };
+        // (state, phase); every state of the item language reaches acceptance
+        let mut todo = vec![(s, phase)];
+        let mut seen: FxHashSet<(usize, u8)> = FxHashSet::default();
+        while let Some((at, phase)) = todo.pop() {
+            if !seen.insert((at, phase)) {
+                continue;
+            }
+            for &(lo, hi, t) in lang.edges(at) {
+                for c in lo..=hi {
+                    let next = match (phase, u8::try_from(c).ok()?) {
+                        (NO_DIGIT, b'-') => NO_DIGIT,
+                        (NO_DIGIT, b'0') => INT,
+                        (INT, b'.') | (FRACTION, b'0') => FRACTION,
+                        _ => return None,
+                    };
+                    todo.push((t, next));
+                }
+            }
+        }
+        if phase == NO_DIGIT {
+            return Some(b"0".to_vec());
+        }
+        Some(canonical_number(&self.buf))
     }
 
     /// Every way to finish the integer being written spells a value its array holds already

@@ -60,6 +60,11 @@ impl ItemLang {
             .try_fold(self.start, |at, c| self.step(at, c))
     }
 
+    /// The transitions of state `s`: character ranges and their targets.
+    pub(crate) fn edges(&self, s: usize) -> &[(u32, u32, usize)] {
+        &self.edges[s]
+    }
+
     pub(crate) fn step(&self, s: usize, c: u32) -> Option<usize> {
         self.edges[s]
             .iter()
@@ -144,10 +149,13 @@ pub(crate) enum Kind {
     /// Integers: the language is of their spellings, `-?(0|[1-9][0-9]*)` within the bounds
     /// (`-0` as well as `0` where zero is in range; nothing else spells one value twice).
     Int,
-    /// Numbers of any value (`{"type": "number"}` with no bounds, `multipleOf` or listing):
-    /// compared by value (`1`, `1.0` and `10e-1` are one number). Every prefix of a spelling
-    /// has infinitely many values among its completions, so an item never runs out of
-    /// values and nothing is counted; only an item equal to a held one is refused.
+    /// Numbers (`{"type": "number"}`, with no `multipleOf` or listing, and bounds, if any,
+    /// that leave more than one value): compared by value (`1`, `1.0` and `10e-1` are one
+    /// number). A prefix of a spelling has either infinitely many values among its
+    /// completions (the values it can still take are an interval of positive length) or one
+    /// (a prefix at a bound, whose completions only pad it with zeros after the point:
+    /// `1` or `1.` under `maximum: 1`); nothing is counted: an item equal to a held one is
+    /// refused, and so is a prefix whose one value is held.
     Num,
 }
 

@@ -266,10 +266,29 @@ impl<'a> Compiler<'a> {
         if im.get("type").and_then(Value::as_str) == Some("integer") {
             return self.unique_integers(im, path, min, &iptr);
         }
+        const NUMBER_KEYS: [&str; 5] = [
+            "type",
+            "minimum",
+            "maximum",
+            "exclusiveMinimum",
+            "exclusiveMaximum",
+        ];
+        // bounds that leave one value (`minimum` equal to `maximum`) are not counted: refused
+        let one_value = match (im.get("minimum"), im.get("maximum")) {
+            (Some(Value::Number(a)), Some(Value::Number(b))) => {
+                crate::json_schema::number::Dec::from_json(a)
+                    == crate::json_schema::number::Dec::from_json(b)
+            }
+            _ => false,
+        };
         if im.get("type").and_then(Value::as_str) == Some("number")
-            && im.keys().all(|k| !Self::is_validity(k) || k == "type")
+            && im
+                .keys()
+                .all(|k| !Self::is_validity(k) || NUMBER_KEYS.contains(&k.as_str()))
+            && !one_value
         {
-            // any number, compared by value (its spellings' language for the reader)
+            // numbers, compared by value (its spellings' language for the reader); with
+            // bounds, a prefix at one of them has one value left (see `Kind::Num`)
             let Some(h) = self.number(im, &Extra::default(), &iptr, false)? else {
                 return Ok(Some(true));
             };

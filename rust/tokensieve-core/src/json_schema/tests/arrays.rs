@@ -66,12 +66,18 @@ fn unique_items_over_finite_domains() {
         &JsonSchemaOptions::default(),
     );
     assert_eq!(k, "uniqueItems");
-    // and so are bounded numbers (a prefix can run out of values)
-    let (k, _) = schema_err(
-        json!({"type": "array", "items": {"type": "number", "minimum": 0}, "uniqueItems": true}),
-        &JsonSchemaOptions::default(),
-    );
-    assert_eq!(k, "uniqueItems");
+    // and so are numbers whose values are counted (bounds that leave one value, a
+    // `multipleOf` under bounds); bounds alone are enforced by the matcher
+    for items in [
+        json!({"type": "number", "minimum": 1, "maximum": 1.0}),
+        json!({"type": "number", "minimum": 0, "maximum": 3, "multipleOf": 0.5}),
+    ] {
+        let (k, _) = schema_err(
+            json!({"type": "array", "items": items, "uniqueItems": true}),
+            &JsonSchemaOptions::default(),
+        );
+        assert_eq!(k, "uniqueItems");
+    }
 }
 
 /// `uniqueItems` lists every array of distinct values: the listed arrays must still satisfy
