@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from feed import Lookup, accepts
+from feed import Lookup, accepts, token_lookup
 
 import tokensieve as ts
 from tokensieve.constraints import Constraint
@@ -651,16 +651,29 @@ def test_references_and_registry(vocab: ts.Vocabulary, lookup: Lookup) -> None:
     assert accepts(g, "5", lookup)
 
 
-def test_a_number_spelling_over_budget_is_named_as_such() -> None:
-    """Number bounds and multipleOf are spelled by the same character languages as strings:
-    the budget message names both, not only strings."""
+def test_a_multiple_of_past_the_expression_budget_compiles_and_a_larger_one_is_named() -> None:
+    """`multipleOf: 1e-300` under `maximum: 1e300` has no regular expression within the budget
+    (it was refused so): its automaton is kept as a DFA read byte for byte. One whose
+    automaton itself passes the state budget is refused naming `multipleOf`."""
     vocab = ts.Vocabulary([bytes([b]) for b in range(256)] + [b"<eos>"], eos_token_ids=[256])
+    lookup = token_lookup(vocab)
+    g = ts.Grammar.from_json_schema(
+        {"type": "number", "maximum": 1e300, "multipleOf": 1e-300}, vocab
+    )
+    for text, ok in [
+        ("0." + "0" * 299 + "1", True),
+        ("0." + "0" * 300 + "1", False),
+        ("1" + "0" * 300, True),
+        ("1" + "0" * 301, False),
+        ("-12.5", True),
+    ]:
+        assert accepts(g, text, lookup) == ok, text
     with pytest.raises(ts.SchemaError) as e:
         ts.Grammar.from_json_schema(
-            {"type": "number", "maximum": 1e300, "multipleOf": 1e-300}, vocab
+            {"type": "number", "multipleOf": 0.9999, "maximum": 1e40}, vocab
         )
     assert e.value.keyword == "multipleOf"
-    assert "a number's spelling" in str(e.value)
+    assert "automaton states" in str(e.value)
 
 
 def test_allof_branches_keep_their_own_additional_properties(

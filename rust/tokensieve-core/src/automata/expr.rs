@@ -147,6 +147,9 @@ pub(crate) struct CharStates {
     /// Length bounds (`min`, `max` characters) kept by a counter beside the states instead of
     /// multiplying them (see [`counted_char_dfa`]); `None`: the states alone.
     pub len: Option<(u32, Option<u32>)>,
+    /// The characters (all ASCII) read as the bytes themselves, not in a JSON string's
+    /// spellings (no escapes): number text (see [`raw_ascii_dfa`]).
+    pub raw: bool,
 }
 
 impl From<Hir> for Expr {
@@ -668,7 +671,26 @@ pub(crate) fn char_dfa(d: &CharDfa) -> Option<Expr> {
         states,
         weight,
         len: None,
+        raw: false,
     })))
+}
+
+/// The language of an ASCII character DFA read byte for byte (each character its own byte, no
+/// escapes): number text whose regular expression would be too large (see
+/// `json_schema::multiple`). `None` when `d` is malformed or reads a character past ASCII.
+pub(crate) fn raw_ascii_dfa(d: &CharDfa) -> Option<Expr> {
+    let Some(Expr::CharDfa(c)) = char_dfa(d) else {
+        return None;
+    };
+    let mut c = Arc::try_unwrap(c).ok()?;
+    if c.states
+        .iter()
+        .any(|s| s.rest.is_some() || !s.wide.is_empty())
+    {
+        return None;
+    }
+    c.raw = true;
+    Some(Expr::CharDfa(Arc::new(c)))
 }
 
 /// The longest a character DFA's completion lengths may take to settle for
@@ -796,7 +818,7 @@ impl Expr {
             }
             Expr::NamesExcluded(n) => n.names.hash(h),
             Expr::CharDfa(d) => {
-                (d.start, d.len).hash(h);
+                (d.start, d.len, d.raw).hash(h);
                 for s in &d.states {
                     (s.accept, s.rest, &s.ascii, &s.wide).hash(h);
                 }
@@ -886,6 +908,7 @@ impl Expr {
             (Expr::CharDfa(a), Expr::CharDfa(b)) => {
                 a.start == b.start
                     && a.len == b.len
+                    && a.raw == b.raw
                     && a.states.len() == b.states.len()
                     && a.states.iter().zip(&b.states).all(|(x, y)| {
                         x.accept == y.accept

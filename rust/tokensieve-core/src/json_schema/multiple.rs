@@ -8,7 +8,7 @@
 //! merged by `allOf`), share one remainder modulo the least common multiple of the divisors
 //! scaled to a common number of fraction digits. The automaton is run in lockstep with the
 //! automaton of the numeric range (the product keeps the bounds), then minimized and turned
-//! back into a HIR by `charlang`.
+//! back into a HIR by `charlang`, or kept as the minimal DFA where that HIR would be too large.
 
 use std::collections::HashMap;
 
@@ -17,6 +17,7 @@ use regex_syntax::hir::Hir;
 use super::number::{number_range, Bound, Dec};
 use crate::automata::charlang::{CharDfa, Lang, LangBudget};
 use crate::automata::dfa::{LazyDfa, DEAD};
+use crate::automata::expr::Expr;
 use crate::automata::strlang::lang_hir;
 use crate::regex::RegexOptions;
 
@@ -141,13 +142,105 @@ fn lcm(a: u64, b: u64) -> Option<u64> {
 
 /// Numbers (integers if `integer`) within the bounds that meet every divisor condition —
 /// a multiple of `m`, or with `true` not a multiple of it —, spelled without exponent.
-/// `Ok(None)`: no such number.
-pub(super) fn multiple_of(
+/// `Ok(None)`: no such number. (The tests' form of [`multiple_of_spelled`], whose expression
+/// must fit the budget.)
+#[cfg(test)]
+fn multiple_of(
     divisors: &[(Dec, bool)],
     lo: Option<&Bound>,
     hi: Option<&Bound>,
     integer: bool,
 ) -> Result<Option<Hir>, String> {
+    match multiple_of_lang(divisors, lo, hi, integer)? {
+        None => Ok(None),
+        Some(l) => lang_hir(&l, &budget()).map_err(|e| format!("multipleOf: {e}")),
+    }
+}
+
+/// [`multiple_of`] as a regular expression where one fits the budget, else as its minimal
+/// character DFA: a remainder automaton's expression grows exponentially with the modulus
+/// (`multipleOf: 11` already passes the budget), its DFA only linearly. `Ok(None)`: no such
+/// number.
+pub(crate) fn multiple_of_spelled(
+    divisors: &[(Dec, bool)],
+    lo: Option<&Bound>,
+    hi: Option<&Bound>,
+    integer: bool,
+) -> Result<Option<NumLang>, String> {
+    let Some(l) = multiple_of_lang(divisors, lo, hi, integer)? else {
+        return Ok(None);
+    };
+    match lang_hir(&l, &budget()) {
+        Ok(h) => Ok(h.map(NumLang::Hir)),
+        Err(e) => match l.to_char_dfa(&budget()) {
+            Ok(d) => Ok(d.map(NumLang::Dfa)),
+            Err(_) => Err(format!("multipleOf: {e}")),
+        },
+    }
+}
+
+/// The spellings of some numbers: a regular expression, or a character DFA over their ASCII
+/// characters (see [`multiple_of_spelled`]).
+#[derive(Debug, Clone)]
+pub(crate) enum NumLang {
+    Hir(Hir),
+    Dfa(CharDfa),
+}
+
+impl NumLang {
+    /// As a language of the character algebra.
+    pub(crate) fn lang(&self) -> Result<Lang, String> {
+        match self {
+            NumLang::Hir(h) => Lang::from_hir(h),
+            NumLang::Dfa(d) => Lang::from_dfa(d),
+        }
+    }
+
+    /// Its minimal character DFA (`None`: empty), for the readers of unique arrays.
+    pub(crate) fn char_dfa(&self) -> Result<Option<CharDfa>, String> {
+        match self {
+            NumLang::Hir(h) => crate::automata::strlang::combined_dfa(std::slice::from_ref(h), &[]),
+            NumLang::Dfa(d) => Ok(Some(d.clone())),
+        }
+    }
+
+    /// As an expression of number text: the DFA's characters read as raw bytes (a number has
+    /// no escapes).
+    pub(crate) fn into_expr(self) -> Option<Expr> {
+        match self {
+            NumLang::Hir(h) => Some(Expr::Hir(h)),
+            NumLang::Dfa(d) => crate::automata::expr::raw_ascii_dfa(&d),
+        }
+    }
+
+    /// Intersected with the number text `other` (a regular expression); `Ok(None)`: empty.
+    pub(crate) fn and(&self, other: &Hir) -> Result<Option<NumLang>, String> {
+        let l = self.lang()?.and(&Lang::from_hir(other)?);
+        match lang_hir(&l, &budget()) {
+            Ok(h) => Ok(h.map(NumLang::Hir)),
+            Err(e) => match l.to_char_dfa(&budget()) {
+                Ok(d) => Ok(d.map(NumLang::Dfa)),
+                Err(_) => Err(e),
+            },
+        }
+    }
+}
+
+fn budget() -> LangBudget {
+    LangBudget {
+        max_states: MAX_STATES,
+        max_weight: MAX_WEIGHT,
+        ..LangBudget::default()
+    }
+}
+
+/// [`multiple_of`]'s language before it is turned into an expression.
+fn multiple_of_lang(
+    divisors: &[(Dec, bool)],
+    lo: Option<&Bound>,
+    hi: Option<&Bound>,
+    integer: bool,
+) -> Result<Option<Lang>, String> {
     let div = Divisors::new(divisors)?;
     // a number past `k` fraction digits can only meet conditions that are all negations
     let never_ok = div.accepts(Arith::Never);
@@ -213,12 +306,7 @@ pub(super) fn multiple_of(
             })
             .collect(),
     };
-    let budget = LangBudget {
-        max_states: MAX_STATES,
-        max_weight: MAX_WEIGHT,
-        ..LangBudget::default()
-    };
-    lang_hir(&Lang::from_dfa(&dfa)?, &budget).map_err(|e| format!("multipleOf: {e}"))
+    Lang::from_dfa(&dfa).map(Some)
 }
 
 #[cfg(test)]
@@ -272,6 +360,73 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Divisors whose remainder automaton has no expression within the budget (11, 13, 97,
+    /// 1024, several at once) are kept as DFAs: the same language, checked by brute force on
+    /// the DFA read as raw bytes.
+    #[test]
+    fn large_moduli_as_dfas_brute_force() {
+        let sets: &[&[(&str, bool)]] = &[
+            &[("11", false)],
+            &[("13", false)],
+            &[("97", false)],
+            &[("1024", false)],
+            &[("11", false), ("3", true)],
+            &[("2.5", false), ("7", false)],
+            &[("0.11", false)],
+        ];
+        // unbounded above (a bounded range is a finite language, whose expression fits)
+        let lo = Bound {
+            value: dec("-3000"),
+            inclusive: true,
+        };
+        let mut dfas = 0;
+        for (set, bounded) in sets.iter().flat_map(|s| [(s, false), (s, true)]) {
+            let divisors: Vec<(Dec, bool)> = set.iter().map(|(m, n)| (dec(m), *n)).collect();
+            let lo = bounded.then_some(&lo);
+            for integer in [false, true] {
+                let n = multiple_of_spelled(&divisors, lo, None, integer)
+                    .unwrap()
+                    .unwrap();
+                dfas += usize::from(matches!(n, NumLang::Dfa(_)));
+                let d = n.char_dfa().unwrap().unwrap();
+                let run = |t: &str| {
+                    let mut at = d.start;
+                    for c in t.chars().map(u32::from) {
+                        match d.edges[at].iter().find(|&&(a, b, _)| a <= c && c <= b) {
+                            Some(&(_, _, next)) => at = next,
+                            None => return false,
+                        }
+                    }
+                    d.accept[at]
+                };
+                let mut texts: Vec<String> = Vec::new();
+                for i in (-3100..5100).step_by(7) {
+                    texts.push(i.to_string());
+                    for f in ["5", "25", "0", "00", "11", "75", "125"] {
+                        texts.push(format!("{i}.{f}"));
+                    }
+                }
+                for i in [0, 11, 22, 13, 97, 1024, 2048, -1024, 4096, 5000, -3000] {
+                    texts.push(i.to_string());
+                    texts.push(format!("{i}.0"));
+                }
+                texts.push("-0".into());
+                for t in texts {
+                    let v = dec(&t);
+                    let in_range = lo.is_none_or(|l| v >= l.value);
+                    let spelled = range_spelling(&t, integer);
+                    let meets = divisors.iter().all(|(m, negated)| {
+                        crate::json_schema::validate::is_multiple(&v, m).unwrap() != *negated
+                    });
+                    let want = in_range && spelled && meets;
+                    assert_eq!(run(&t), want, "{set:?} {lo:?} integer={integer} {t}");
+                }
+            }
+        }
+        // most of them have no expression within the budget
+        assert!(dfas >= 8, "{dfas} kept as DFAs");
     }
 
     #[test]

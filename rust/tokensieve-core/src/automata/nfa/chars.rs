@@ -564,7 +564,8 @@ impl Compiler {
         Ok((entry, end))
     }
 
-    /// See [`crate::automata::expr::char_dfa`].
+    /// See [`crate::automata::expr::char_dfa`] (and [`crate::automata::expr::raw_ascii_dfa`]:
+    /// a raw one reads each character as its byte).
     ///
     /// With length bounds (`d.len`), the characters are counted as a counted repetition's
     /// bodies are (see [`Count`]): entering counts zero, each state reads a character only while
@@ -609,7 +610,16 @@ impl Compiler {
                     e.insert(self.char_tails(into[r])?);
                 }
             }
-            let mut read = if st.wide.is_empty() {
+            let mut read = if d.raw {
+                // number text: each character is its own byte
+                let mut r = Runs::default();
+                for (c, t) in to.iter().enumerate() {
+                    if let Some(t) = *t {
+                        r.push(c as u8, t);
+                    }
+                }
+                self.runs(r)?
+            } else if st.wide.is_empty() {
                 self.one_char_of(&to, rest.and_then(|r| tails.get(&r)))?
             } else {
                 // every range of characters allowed here, ASCII ones by target, and its target

@@ -289,11 +289,10 @@ impl<'a> Compiler<'a> {
         {
             // numbers, compared by value (its spellings' language for the reader); with
             // bounds, a prefix at one of them has one value left (see `Kind::Num`)
-            let Some(h) = self.number(im, &Extra::default(), &iptr, false)? else {
+            let Some(n) = self.number(im, &Extra::default(), &iptr, false)? else {
                 return Ok(Some(true));
             };
-            let dfa = crate::automata::strlang::combined_dfa(std::slice::from_ref(&h), &[]);
-            return self.register_unique(im, path, Kind::Num, dfa, min, &iptr);
+            return self.register_unique(im, path, Kind::Num, n.char_dfa(), min, &iptr);
         }
         let mut strings = false;
         let mut pos = Vec::new();
@@ -378,11 +377,10 @@ impl<'a> Compiler<'a> {
         {
             return Ok(None);
         }
-        let Some(h) = self.number(im, &Extra::default(), iptr, true)? else {
+        let Some(n) = self.number(im, &Extra::default(), iptr, true)? else {
             return Ok(Some(true));
         };
-        let dfa = crate::automata::strlang::combined_dfa(std::slice::from_ref(&h), &[]);
-        self.register_unique(im, path, Kind::Int, dfa, min, iptr)
+        self.register_unique(im, path, Kind::Int, n.char_dfa(), min, iptr)
     }
 
     /// Register a unique array at `path` whose items (schema `im`) have the language `dfa`

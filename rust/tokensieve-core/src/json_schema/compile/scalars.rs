@@ -14,6 +14,7 @@ use crate::json_schema::extra::Extra;
 use crate::json_schema::keywords::{
     type_bits, T_ALL, T_ARRAY, T_BOOL, T_FRAC, T_INT, T_NULL, T_OBJECT, T_STRING,
 };
+use crate::json_schema::multiple::{multiple_of_spelled, NumLang};
 use crate::json_schema::number::{number_literal, number_range, Bound, Dec};
 use crate::json_schema::options::{Formats, PropertyOrder};
 use crate::json_schema::string::{char_len, search_form, translate_ecma};
@@ -221,12 +222,17 @@ impl<'a> Compiler<'a> {
         if bits & T_BOOL != 0 {
             alts.push(Some(alt(vec![lit("true"), lit("false")])));
         }
-        if bits & T_INT != 0 && bits & T_FRAC != 0 {
-            alts.push(self.number(m, x, ptr, false)?.map(Expr::from));
+        let nums = if bits & T_INT != 0 && bits & T_FRAC != 0 {
+            Some(self.number(m, x, ptr, false)?)
         } else if bits & T_INT != 0 {
-            alts.push(self.number(m, x, ptr, true)?.map(Expr::from));
+            Some(self.number(m, x, ptr, true)?)
         } else if bits & T_FRAC != 0 {
-            alts.push(self.fraction(m, x, ptr)?.map(Expr::from));
+            Some(self.fraction(m, x, ptr)?)
+        } else {
+            None
+        };
+        if let Some(n) = nums {
+            alts.push(num_expr(n, ptr)?);
         }
         if bits & T_STRING != 0 {
             alts.push(self.string(m, x, ptr)?);
@@ -309,7 +315,7 @@ impl<'a> Compiler<'a> {
         m: &Map<String, Value>,
         x: &Extra,
         ptr: &str,
-    ) -> Result<Option<Hir>> {
+    ) -> Result<Option<NumLang>> {
         let int = hirs::alt(vec![
             hirs::lit("0"),
             hirs::concat(vec![hirs::digits(1, 9), hirs::star(hirs::digits(0, 9))]),
@@ -328,15 +334,15 @@ impl<'a> Compiler<'a> {
             && !m.contains_key("multipleOf")
             && x.not_multiple_of.is_empty()
         {
-            return Ok(Some(frac));
+            return Ok(Some(NumLang::Hir(frac)));
         }
         // the bounded (or multipleOf-constrained) numbers, intersected with the fractions:
         // number text is ASCII, so the character algebra applies directly
         let Some(nums) = self.number(m, x, ptr, false)? else {
             return Ok(None);
         };
-        match crate::automata::strlang::combine(&[nums, frac], &[]) {
-            Ok(h) => Ok(h),
+        match nums.and(&frac) {
+            Ok(n) => Ok(n),
             Err(e) => {
                 self.unsupported("type", ptr, &e)?;
                 self.number(m, x, ptr, false)
@@ -350,7 +356,7 @@ impl<'a> Compiler<'a> {
         x: &Extra,
         ptr: &str,
         integer: bool,
-    ) -> Result<Option<Hir>> {
+    ) -> Result<Option<NumLang>> {
         let (lo, hi) = self.bounds(m, ptr)?;
         let mul = self.num(m, "multipleOf", ptr)?;
         let one = Dec::parse("1").expect("literal");
@@ -370,19 +376,15 @@ impl<'a> Compiler<'a> {
             };
             divisors.push((Dec::from_json(n), true));
         }
+        let range = || number_range(lo.as_ref(), hi.as_ref(), integer).map(NumLang::Hir);
         if divisors.is_empty() {
-            return Ok(number_range(lo.as_ref(), hi.as_ref(), integer));
+            return Ok(range());
         }
-        match crate::json_schema::multiple::multiple_of(
-            &divisors,
-            lo.as_ref(),
-            hi.as_ref(),
-            integer,
-        ) {
-            Ok(h) => Ok(h),
+        match multiple_of_spelled(&divisors, lo.as_ref(), hi.as_ref(), integer) {
+            Ok(n) => Ok(n),
             Err(e) => {
                 self.unsupported("multipleOf", ptr, &e)?;
-                Ok(number_range(lo.as_ref(), hi.as_ref(), integer))
+                Ok(range())
             }
         }
     }
@@ -839,4 +841,18 @@ pub(super) fn narrow_repetition(h: &Hir, min: u64, max: Option<u64>) -> Option<H
         clamp_count(lo),
         hi.map(clamp_count),
     ))
+}
+
+/// A number language as an expression (a DFA kept as one reads raw bytes).
+fn num_expr(n: Option<NumLang>, ptr: &str) -> Result<Option<Expr>> {
+    match n {
+        None => Ok(None),
+        Some(n) => n.into_expr().map(Some).ok_or_else(|| {
+            schema_error(
+                "multipleOf",
+                ptr,
+                "the numbers' automaton could not be read as number text",
+            )
+        }),
+    }
 }
