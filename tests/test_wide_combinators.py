@@ -190,3 +190,71 @@ def test_one_of_each_branch_requiring_its_own_property_in_schema_order() -> None
         assert accepts(g, json.dumps(ordered), lookup), ordered
         valid += 1
     assert valid >= 20
+
+
+# tagged unions (every object branch requires `kind` with its own constant) under `not`, in an
+# exclusive `oneOf` beside a branch the tag does not tell apart, and as array items: negated,
+# one alternative per tag value instead of a product over the branches (each was refused:
+# "more than 512 alternatives")
+KINDS = ["Point", "Line", "Poly", "Multi", "Coll", "Feat", "Box", "Ring"]
+
+
+def _tagged(i: int) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["kind", "a"],
+        "properties": {
+            "kind": {"const": KINDS[i]},
+            "a": {"type": ["integer", "string"][i % 2]},
+            "b": {"type": "boolean"},
+            "c": {"maximum": i},
+        },
+    }
+
+
+TAGGED: dict[str, dict[str, Any]] = {
+    "not oneOf": {"not": {"oneOf": [_tagged(i) for i in range(8)]}},
+    "not anyOf with null": {"not": {"anyOf": [{"type": "null"}] + [_tagged(i) for i in range(8)]}},
+    "oneOf with an untagged branch": {
+        "oneOf": [_tagged(i) for i in range(7)]
+        + [
+            {
+                "type": "object",
+                "required": ["a"],
+                "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+            }
+        ]
+    },
+    "items not oneOf": {
+        "type": "array",
+        "items": {"not": {"oneOf": [_tagged(i) for i in range(6)]}},
+    },
+}
+
+
+def _tagged_value(r: random.Random) -> Any:
+    if r.random() < 0.15:
+        return r.choice([None, 1, "x", True, [1]])
+    o: dict[str, Any] = {}
+    if r.random() < 0.85:
+        o["kind"] = r.choice([*KINDS, "Zed", 3])
+    for k in "abc":
+        if r.random() < 0.7:
+            o[k] = r.choice([1, "s", True, None, 5, -2])
+    return o
+
+
+@pytest.mark.parametrize("name", sorted(TAGGED))
+def test_tagged_unions_negate_per_tag_value(name: str) -> None:
+    schema = TAGGED[name]
+    vocab = byte_vocabulary()
+    g = ts.Grammar.from_json_schema(schema, vocab, property_order="any")
+    v = jsonschema.Draft202012Validator(schema)
+    r = random.Random(name)
+    values: list[Any] = [_tagged_value(r) for _ in range(500)]
+    if name.startswith("items"):
+        values = [[_tagged_value(r) for _ in range(r.randrange(4))] for _ in range(600)]
+    checked = {True: 0, False: 0}
+    text = lambda x: json.dumps(x, separators=(",", ":"))  # noqa: E731
+    agree(g, v.is_valid, values, token_lookup(vocab), checked, text=text, what=name)
+    assert checked[True] >= 15 and checked[False] >= 15, checked

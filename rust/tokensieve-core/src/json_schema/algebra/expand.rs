@@ -4,7 +4,7 @@ use serde_json::{Map, Value};
 
 use super::{absent, arr, check_depth, core_keywords, part, required, Term};
 use crate::error::Result;
-use crate::json_schema::compile::{child, schema_error, Compiler};
+use crate::json_schema::compile::{child, json_eq, schema_error, Compiler};
 use crate::json_schema::extra::Extra;
 use crate::json_schema::options::OneOf;
 
@@ -157,12 +157,45 @@ impl<'a> Compiler<'a> {
                     neg.push(self.negate(b, &bptr, depth + 1)?);
                 }
             }
+            // a branch whose tag values exclude another's needs no negation of that one (see
+            // `Compiler::tags`)
+            let tags = if exclusive {
+                self.tags(branches, ptr)?
+            } else {
+                None
+            };
+            let apart = |i: usize, j: usize| match &tags {
+                Some((_, vals)) => match (&vals[i], &vals[j]) {
+                    (Some(x), Some(y)) => !x.iter().any(|p| y.iter().any(|q| json_eq(p, q))),
+                    _ => false,
+                },
+                None => false,
+            };
+            // a branch the tag does not tell apart fails the tagged ones together: one
+            // alternative per group of tag values, not a product over them
+            let untagged = |i: usize| tags.as_ref().is_some_and(|(_, vals)| vals[i].is_none());
+            let none_tagged = match &tags {
+                Some((_, vals)) if (0..branches.len()).any(untagged) => {
+                    let tagged: Vec<Value> = branches
+                        .iter()
+                        .zip(vals)
+                        .filter(|(_, v)| v.is_some())
+                        .map(|(b, _)| b.clone())
+                        .collect();
+                    Some(self.negate_none(&tagged, "oneOf", ptr, depth)?)
+                }
+                _ => None,
+            };
             let mut alts = Vec::new();
             for (i, p) in pos.iter().enumerate() {
                 let mut acc = p.clone();
                 if exclusive {
+                    if let (true, Some(none)) = (untagged(i), &none_tagged) {
+                        acc = self.product(acc, none.clone(), ptr)?;
+                    }
                     for (j, n) in neg.iter().enumerate() {
-                        if j != i {
+                        let skip = apart(i, j) || (untagged(i) && !untagged(j));
+                        if j != i && !skip {
                             acc = self.product(acc, n.clone(), ptr)?;
                         }
                     }

@@ -8,12 +8,18 @@ use super::{
     required, types, Term,
 };
 use crate::error::Result;
-use crate::json_schema::compile::{child, count_in, json_eq, schema_error, Compiler};
+use crate::json_schema::compile::{
+    child, count_in, json_eq, literal_values, schema_error, Compiler,
+};
 use crate::json_schema::extra::{Built, Extra, SomeExtra, Sub};
 use crate::json_schema::keywords::{
     applies_to, value_bits, T_ALL, T_ARRAY, T_FRAC, T_INT, T_OBJECT,
 };
 use crate::json_schema::number::Dec;
+
+/// Each branch's listed tag values (`None`: a branch the tag does not tell apart), see
+/// [`Compiler::tags`].
+type Tags = Vec<Option<Vec<Value>>>;
 
 impl<'a> Compiler<'a> {
     /// The complement of `v` (among all JSON values) as a union of terms. No part of it
@@ -46,27 +52,30 @@ impl<'a> Compiler<'a> {
             }
         }
         if let Some(any) = m.get("anyOf") {
-            let mut acc: Vec<Term> = vec![vec![]];
-            for (i, b) in arr(any, "anyOf", ptr)?.iter().enumerate() {
-                let n = self.negate(b, &child(&child(ptr, "anyOf"), &i.to_string()), depth + 1)?;
-                acc = self.product(acc, n, ptr)?;
-            }
+            let branches = arr(any, "anyOf", ptr)?;
+            let acc = self.negate_none(branches, "anyOf", ptr, depth)?;
             out = self.union(out, acc, ptr)?;
         }
         if let Some(one) = m.get("oneOf") {
             let branches = arr(one, "oneOf", ptr)?;
+            let none = self.negate_none(branches, "oneOf", ptr, depth)?;
+            out = self.union(out, none, ptr)?;
+            // two or more branches match (none of a pair whose tags exclude each other)
+            let tags = self.tags(branches, ptr)?;
             let mut pos = Vec::new();
-            let mut none: Vec<Term> = vec![vec![]];
             for (i, b) in branches.iter().enumerate() {
                 let bptr = child(&child(ptr, "oneOf"), &i.to_string());
-                let n = self.negate(b, &bptr, depth + 1)?;
-                none = self.product(none, n, ptr)?;
                 pos.push(self.expand(b, &bptr, depth + 1)?);
             }
-            out = self.union(out, none, ptr)?;
-            // two or more branches match
             for (i, a) in pos.iter().enumerate() {
-                for b in &pos[i + 1..] {
+                for (j, b) in pos.iter().enumerate().skip(i + 1) {
+                    if let Some((_, vals)) = &tags {
+                        if let (Some(x), Some(y)) = (&vals[i], &vals[j]) {
+                            if !x.iter().any(|p| y.iter().any(|q| json_eq(p, q))) {
+                                continue;
+                            }
+                        }
+                    }
                     let both = self.product(a.clone(), b.clone(), ptr)?;
                     out = self.union(out, both, ptr)?;
                 }
@@ -155,6 +164,157 @@ impl<'a> Compiler<'a> {
             out.push(vec![built_part(b)]);
         }
         negation_terms(out, ptr)
+    }
+
+    /// No branch of `branches` (of the applicator `kw` at `ptr`) matches: the product of their
+    /// negations, or, where branches are tagged (see [`Compiler::tags`]), one alternative per
+    /// group of tag values instead of a product over the tagged branches: a value that is not
+    /// an object, or whose tag is absent or none of the listed values, matches no tagged branch;
+    /// one whose tag has a listed value fails the tagged branches listing that value (their
+    /// negations alone); the branches that are not tagged are negated beside, as before. The
+    /// same language, with terms that grow with the tagged branches rather than multiply.
+    pub(super) fn negate_none(
+        &mut self,
+        branches: &[Value],
+        kw: &str,
+        ptr: &str,
+        depth: u32,
+    ) -> Result<Vec<Term>> {
+        let mut negs = Vec::with_capacity(branches.len());
+        for (i, b) in branches.iter().enumerate() {
+            negs.push(self.negate(b, &child(&child(ptr, kw), &i.to_string()), depth + 1)?);
+        }
+        let Some((tag, vals)) = self.tags(branches, ptr)? else {
+            let mut acc: Vec<Term> = vec![vec![]];
+            for n in negs {
+                acc = self.product(acc, n, ptr)?;
+            }
+            return Ok(acc);
+        };
+        let with_tag = |tag_schema: Value, require: bool| -> Term {
+            let mut props = Map::new();
+            props.insert(tag.clone(), tag_schema);
+            let mut o = obj(vec![
+                ("type", Value::from("object")),
+                ("properties", Value::Object(props)),
+            ]);
+            if require {
+                o.insert(
+                    "required".into(),
+                    Value::Array(vec![Value::from(tag.as_str())]),
+                );
+            }
+            vec![part(o, false)]
+        };
+        // every listed value, once, with the branches listing it
+        let mut listed: Vec<(Value, Vec<usize>)> = Vec::new();
+        for (i, vs) in vals.iter().enumerate() {
+            for v in vs.iter().flatten() {
+                match listed.iter_mut().find(|(w, _)| json_eq(v, w)) {
+                    Some((_, bs)) => {
+                        if !bs.contains(&i) {
+                            bs.push(i);
+                        }
+                    }
+                    None => listed.push((v.clone(), vec![i])),
+                }
+            }
+        }
+        let all: Vec<Value> = listed.iter().map(|(v, _)| v.clone()).collect();
+        // failing the tagged branches: not an object, or an object whose tag is absent or none
+        // of the listed values, or one failing the branches listing its tag's value
+        let mut out: Vec<Term> = vec![vec![built_part(types(T_ALL & !T_OBJECT))]];
+        out.extend([with_tag(
+            Value::Object(obj(vec![(
+                "not",
+                Value::Object(obj(vec![("enum", Value::Array(all))])),
+            )])),
+            false,
+        )]);
+        // the values grouped by the branches listing them
+        let mut groups: Vec<(Vec<usize>, Vec<Value>)> = Vec::new();
+        for (v, bs) in listed {
+            match groups.iter_mut().find(|(g, _)| *g == bs) {
+                Some((_, vs)) => vs.push(v),
+                None => groups.push((bs, vec![v])),
+            }
+        }
+        for (bs, vs) in groups {
+            let mut acc = vec![with_tag(
+                Value::Object(obj(vec![("enum", Value::Array(vs))])),
+                true,
+            )];
+            for &i in &bs {
+                acc = self.product(acc, negs[i].clone(), ptr)?;
+            }
+            out = self.union(out, acc, ptr)?;
+        }
+        // and failing each branch that is not tagged
+        for (i, n) in negs.into_iter().enumerate() {
+            if vals[i].is_none() {
+                out = self.product(out, n, ptr)?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// A tag of `branches`: a property that at least two branches admit only objects holding,
+    /// each with a value listed by `const`/`enum` in its `properties` (the branch's own
+    /// keywords or its `$ref` target's, which only narrow it), as in a tagged union
+    /// (`"type": {"const": "Point"}`). The property's name and each branch's listed values
+    /// (`None` for a branch that is not so tagged); `None` when no property tags two branches.
+    pub(super) fn tags(&self, branches: &[Value], ptr: &str) -> Result<Option<(String, Tags)>> {
+        // the branches admitting only objects
+        let mut maps = Vec::with_capacity(branches.len());
+        for (i, b) in branches.iter().enumerate() {
+            if let Value::Object(m) = self.deref(b, ptr)? {
+                if self.type_bits_of(m, ptr).unwrap_or(T_ALL) == T_OBJECT {
+                    maps.push((i, m));
+                }
+            }
+        }
+        if maps.len() < 2 {
+            return Ok(None);
+        }
+        let listed = |m: &Map<String, Value>, name: &str| -> Result<Option<Vec<Value>>> {
+            let required = match m.get("required") {
+                Some(Value::Array(r)) => r.iter().any(|x| x.as_str() == Some(name)),
+                _ => false,
+            };
+            let Some(p) = m.get("properties").and_then(|p| p.get(name)) else {
+                return Ok(None);
+            };
+            match self.deref(p, ptr)? {
+                Value::Object(pm) if required => Ok(literal_values(pm)),
+                _ => Ok(None),
+            }
+        };
+        // the required name tagging the most branches (at least two)
+        let mut best: Option<(String, Tags, usize)> = None;
+        let mut tried: Vec<&str> = Vec::new();
+        for (_, m) in &maps {
+            let Some(Value::Array(names)) = m.get("required") else {
+                continue;
+            };
+            for name in names.iter().filter_map(Value::as_str) {
+                if tried.contains(&name) || tried.len() >= 64 {
+                    continue;
+                }
+                tried.push(name);
+                let mut vals: Tags = vec![None; branches.len()];
+                let mut n = 0;
+                for (i, m) in &maps {
+                    if let Some(vs) = listed(m, name)? {
+                        vals[*i] = Some(vs);
+                        n += 1;
+                    }
+                }
+                if n >= 2 && best.as_ref().is_none_or(|b| n > b.2) {
+                    best = Some((name.to_string(), vals, n));
+                }
+            }
+        }
+        Ok(best.map(|(name, vals, _)| (name, vals)))
     }
 
     /// One keyword map (no applicators) violated: the union of the ways to violate one of its

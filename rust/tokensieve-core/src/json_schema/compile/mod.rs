@@ -854,7 +854,7 @@ impl<'a> Compiler<'a> {
     }
 }
 
-fn literal_values(m: &Map<String, Value>) -> Option<Vec<Value>> {
+pub(in crate::json_schema) fn literal_values(m: &Map<String, Value>) -> Option<Vec<Value>> {
     match (m.get("const"), m.get("enum")) {
         (Some(c), Some(Value::Array(e))) => {
             Some(e.iter().filter(|v| json_eq(v, c)).cloned().collect())
