@@ -170,12 +170,25 @@ pub(crate) fn multiple_of_spelled(
     let Some(l) = multiple_of_lang(divisors, lo, hi, integer)? else {
         return Ok(None);
     };
-    match lang_hir(&l, &budget()) {
+    spelled(&l).map_err(|e| format!("multipleOf: {e}"))
+}
+
+/// Most states of a minimal DFA whose regular expression is tried (past it, state elimination
+/// spends up to the weight budget, tens of milliseconds, to find it too large).
+const REGEX_STATES: usize = 24;
+
+/// `l` as a regular expression where its minimal DFA is small and the expression fits, else as
+/// that DFA; `Ok(None)`: empty.
+fn spelled(l: &Lang) -> Result<Option<NumLang>, String> {
+    let Some(d) = l.to_char_dfa(&budget())? else {
+        return Ok(None);
+    };
+    if d.accept.len() > REGEX_STATES {
+        return Ok(Some(NumLang::Dfa(d)));
+    }
+    match lang_hir(l, &budget()) {
         Ok(h) => Ok(h.map(NumLang::Hir)),
-        Err(e) => match l.to_char_dfa(&budget()) {
-            Ok(d) => Ok(d.map(NumLang::Dfa)),
-            Err(_) => Err(format!("multipleOf: {e}")),
-        },
+        Err(_) => Ok(Some(NumLang::Dfa(d))),
     }
 }
 
@@ -215,14 +228,7 @@ impl NumLang {
 
     /// Intersected with the number text `other` (a regular expression); `Ok(None)`: empty.
     pub(crate) fn and(&self, other: &Hir) -> Result<Option<NumLang>, String> {
-        let l = self.lang()?.and(&Lang::from_hir(other)?);
-        match lang_hir(&l, &budget()) {
-            Ok(h) => Ok(h.map(NumLang::Hir)),
-            Err(e) => match l.to_char_dfa(&budget()) {
-                Ok(d) => Ok(d.map(NumLang::Dfa)),
-                Err(_) => Err(e),
-            },
-        }
+        spelled(&self.lang()?.and(&Lang::from_hir(other)?))
     }
 }
 
