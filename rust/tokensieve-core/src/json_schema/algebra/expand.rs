@@ -2,9 +2,10 @@
 
 use serde_json::{Map, Value};
 
+use super::negate::{tags_apart, Tags};
 use super::{absent, arr, check_depth, core_keywords, part, required, Term};
 use crate::error::Result;
-use crate::json_schema::compile::{child, json_eq, schema_error, Compiler};
+use crate::json_schema::compile::{child, schema_error, Compiler};
 use crate::json_schema::extra::Extra;
 use crate::json_schema::options::OneOf;
 
@@ -164,25 +165,18 @@ impl<'a> Compiler<'a> {
             } else {
                 None
             };
-            let apart = |i: usize, j: usize| match &tags {
-                Some((_, vals)) => match (&vals[i], &vals[j]) {
-                    (Some(x), Some(y)) => !x.iter().any(|p| y.iter().any(|q| json_eq(p, q))),
-                    _ => false,
-                },
-                None => false,
-            };
             // a branch the tag does not tell apart fails the tagged ones together: one
             // alternative per group of tag values, not a product over them
             let untagged = |i: usize| tags.as_ref().is_some_and(|(_, vals)| vals[i].is_none());
             let none_tagged = match &tags {
-                Some((_, vals)) if (0..branches.len()).any(untagged) => {
-                    let tagged: Vec<Value> = branches
+                Some((tag, vals)) if (0..branches.len()).any(untagged) => {
+                    let (negs, vals): (Vec<Vec<Term>>, Tags) = neg
                         .iter()
                         .zip(vals)
                         .filter(|(_, v)| v.is_some())
-                        .map(|(b, _)| b.clone())
-                        .collect();
-                    Some(self.negate_none(&tagged, "oneOf", ptr, depth)?)
+                        .map(|(n, v)| (n.clone(), v.clone()))
+                        .unzip();
+                    Some(self.none_of(negs, Some(&(tag.clone(), vals)), ptr)?)
                 }
                 _ => None,
             };
@@ -194,7 +188,7 @@ impl<'a> Compiler<'a> {
                         acc = self.product(acc, none.clone(), ptr)?;
                     }
                     for (j, n) in neg.iter().enumerate() {
-                        let skip = apart(i, j) || (untagged(i) && !untagged(j));
+                        let skip = tags_apart(tags.as_ref(), i, j) || (untagged(i) && !untagged(j));
                         if j != i && !skip {
                             acc = self.product(acc, n.clone(), ptr)?;
                         }

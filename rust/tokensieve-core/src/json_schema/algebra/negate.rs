@@ -19,7 +19,16 @@ use crate::json_schema::number::Dec;
 
 /// Each branch's listed tag values (`None`: a branch the tag does not tell apart), see
 /// [`Compiler::tags`].
-type Tags = Vec<Option<Vec<Value>>>;
+pub(super) type Tags = Vec<Option<Vec<Value>>>;
+
+/// Whether branches `i` and `j` are both tagged and list no tag value in common: no object
+/// matches both.
+pub(super) fn tags_apart(tags: Option<&(String, Tags)>, i: usize, j: usize) -> bool {
+    match tags.map(|(_, vals)| (&vals[i], &vals[j])) {
+        Some((Some(x), Some(y))) => !x.iter().any(|p| y.iter().any(|q| json_eq(p, q))),
+        _ => false,
+    }
+}
 
 impl<'a> Compiler<'a> {
     /// The complement of `v` (among all JSON values) as a union of terms. No part of it
@@ -53,15 +62,18 @@ impl<'a> Compiler<'a> {
         }
         if let Some(any) = m.get("anyOf") {
             let branches = arr(any, "anyOf", ptr)?;
-            let acc = self.negate_none(branches, "anyOf", ptr, depth)?;
+            let tags = self.tags(branches, ptr)?;
+            let negs = self.negate_each(branches, "anyOf", ptr, depth)?;
+            let acc = self.none_of(negs, tags.as_ref(), ptr)?;
             out = self.union(out, acc, ptr)?;
         }
         if let Some(one) = m.get("oneOf") {
             let branches = arr(one, "oneOf", ptr)?;
-            let none = self.negate_none(branches, "oneOf", ptr, depth)?;
+            let tags = self.tags(branches, ptr)?;
+            let negs = self.negate_each(branches, "oneOf", ptr, depth)?;
+            let none = self.none_of(negs, tags.as_ref(), ptr)?;
             out = self.union(out, none, ptr)?;
             // two or more branches match (none of a pair whose tags exclude each other)
-            let tags = self.tags(branches, ptr)?;
             let mut pos = Vec::new();
             for (i, b) in branches.iter().enumerate() {
                 let bptr = child(&child(ptr, "oneOf"), &i.to_string());
@@ -69,12 +81,8 @@ impl<'a> Compiler<'a> {
             }
             for (i, a) in pos.iter().enumerate() {
                 for (j, b) in pos.iter().enumerate().skip(i + 1) {
-                    if let Some((_, vals)) = &tags {
-                        if let (Some(x), Some(y)) = (&vals[i], &vals[j]) {
-                            if !x.iter().any(|p| y.iter().any(|q| json_eq(p, q))) {
-                                continue;
-                            }
-                        }
+                    if tags_apart(tags.as_ref(), i, j) {
+                        continue;
                     }
                     let both = self.product(a.clone(), b.clone(), ptr)?;
                     out = self.union(out, both, ptr)?;
@@ -166,25 +174,36 @@ impl<'a> Compiler<'a> {
         negation_terms(out, ptr)
     }
 
-    /// No branch of `branches` (of the applicator `kw` at `ptr`) matches: the product of their
-    /// negations, or, where branches are tagged (see [`Compiler::tags`]), one alternative per
-    /// group of tag values instead of a product over the tagged branches: a value that is not
-    /// an object, or whose tag is absent or none of the listed values, matches no tagged branch;
-    /// one whose tag has a listed value fails the tagged branches listing that value (their
-    /// negations alone); the branches that are not tagged are negated beside, as before. The
-    /// same language, with terms that grow with the tagged branches rather than multiply.
-    pub(super) fn negate_none(
+    /// The negation of each of `branches` (of the applicator `kw` at `ptr`).
+    fn negate_each(
         &mut self,
         branches: &[Value],
         kw: &str,
         ptr: &str,
         depth: u32,
-    ) -> Result<Vec<Term>> {
+    ) -> Result<Vec<Vec<Term>>> {
         let mut negs = Vec::with_capacity(branches.len());
         for (i, b) in branches.iter().enumerate() {
             negs.push(self.negate(b, &child(&child(ptr, kw), &i.to_string()), depth + 1)?);
         }
-        let Some((tag, vals)) = self.tags(branches, ptr)? else {
+        Ok(negs)
+    }
+
+    /// No branch matches, from the branches' negations `negs`: their product, or, where
+    /// branches are tagged (`tags`, see [`Compiler::tags`], by branch as `negs`), one
+    /// alternative per group of tag values instead of a product over the tagged branches: a
+    /// value that is not an object, or whose tag is absent or none of the listed values, matches
+    /// no tagged branch; one whose tag has a listed value fails the tagged branches listing that
+    /// value (their negations alone); the branches that are not tagged are negated beside, as
+    /// before. The same language, with terms that grow with the tagged branches rather than
+    /// multiply.
+    pub(super) fn none_of(
+        &mut self,
+        negs: Vec<Vec<Term>>,
+        tags: Option<&(String, Tags)>,
+        ptr: &str,
+    ) -> Result<Vec<Term>> {
+        let Some((tag, vals)) = tags else {
             let mut acc: Vec<Term> = vec![vec![]];
             for n in negs {
                 acc = self.product(acc, n, ptr)?;
@@ -223,14 +242,16 @@ impl<'a> Compiler<'a> {
         let all: Vec<Value> = listed.iter().map(|(v, _)| v.clone()).collect();
         // failing the tagged branches: not an object, or an object whose tag is absent or none
         // of the listed values, or one failing the branches listing its tag's value
-        let mut out: Vec<Term> = vec![vec![built_part(types(T_ALL & !T_OBJECT))]];
-        out.extend([with_tag(
-            Value::Object(obj(vec![(
-                "not",
-                Value::Object(obj(vec![("enum", Value::Array(all))])),
-            )])),
-            false,
-        )]);
+        let mut out: Vec<Term> = vec![
+            vec![built_part(types(T_ALL & !T_OBJECT))],
+            with_tag(
+                Value::Object(obj(vec![(
+                    "not",
+                    Value::Object(obj(vec![("enum", Value::Array(all))])),
+                )])),
+                false,
+            ),
+        ];
         // the values grouped by the branches listing them
         let mut groups: Vec<(Vec<usize>, Vec<Value>)> = Vec::new();
         for (v, bs) in listed {
