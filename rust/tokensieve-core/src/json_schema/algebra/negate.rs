@@ -9,7 +9,7 @@ use super::{
 };
 use crate::error::Result;
 use crate::json_schema::compile::{
-    child, count_in, json_eq, literal_values, schema_error, Compiler,
+    child, count_in, json_eq, literal_values, schema_error, share_a_value, Compiler,
 };
 use crate::json_schema::extra::{Built, Extra, SomeExtra, Sub};
 use crate::json_schema::keywords::{
@@ -25,7 +25,7 @@ pub(super) type Tags = Vec<Option<Vec<Value>>>;
 /// matches both.
 pub(super) fn tags_apart(tags: Option<&(String, Tags)>, i: usize, j: usize) -> bool {
     match tags.map(|(_, vals)| (&vals[i], &vals[j])) {
-        Some((Some(x), Some(y))) => !x.iter().any(|p| y.iter().any(|q| json_eq(p, q))),
+        Some((Some(x), Some(y))) => !share_a_value(x, y),
         _ => false,
     }
 }

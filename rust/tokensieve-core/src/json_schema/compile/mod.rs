@@ -854,6 +854,11 @@ impl<'a> Compiler<'a> {
     }
 }
 
+/// Whether two listed value sets (`const`/`enum`) have a value in common (as JSON values).
+pub(in crate::json_schema) fn share_a_value(a: &[Value], b: &[Value]) -> bool {
+    a.iter().any(|p| b.iter().any(|q| json_eq(p, q)))
+}
+
 pub(in crate::json_schema) fn literal_values(m: &Map<String, Value>) -> Option<Vec<Value>> {
     match (m.get("const"), m.get("enum")) {
         (Some(c), Some(Value::Array(e))) => {

@@ -3,7 +3,7 @@
 use serde_json::{Map, Value};
 
 use super::scalars::pattern_language;
-use super::{json_eq, literal_values, Compiler};
+use super::{literal_values, share_a_value, Compiler};
 use crate::automata::charlang::{Lang, LangBudget};
 use crate::error::Result;
 use crate::json_schema::keywords::{type_bits, value_bits, T_ALL, T_NULL, T_OBJECT};
@@ -146,7 +146,7 @@ impl<'a> Compiler<'a> {
                     continue;
                 }
                 if let (Some(x), Some(y)) = (&a.values, &b.values) {
-                    if !x.iter().any(|p| y.iter().any(|q| json_eq(p, q))) {
+                    if !share_a_value(x, y) {
                         continue;
                     }
                 }
@@ -157,9 +157,9 @@ impl<'a> Compiler<'a> {
                 }
                 // A required property with disjoint const/enum values in the two branches.
                 let discr = a.discr.iter().any(|(k, xs)| {
-                    b.discr.iter().any(|(l, ys)| {
-                        k == l && !xs.iter().any(|p| ys.iter().any(|q| json_eq(p, q)))
-                    })
+                    b.discr
+                        .iter()
+                        .any(|(l, ys)| k == l && !share_a_value(xs, ys))
                 });
                 // A property one branch requires and the other forbids.
                 if discr || a.excludes_required_of(b) || b.excludes_required_of(a) {
