@@ -69,6 +69,7 @@ Serialization ("the documented language", docs/json-schema.md *JSON text*):
     trigger, then what it needs), in their order; then the other keys;
   - names inside `not` keep their place (`¬properties {a, b}` still orders `a, b`), and so do
     the names of a negated `const`/`enum` object (`¬const {a: 1, b: 2}` orders `a, b`);
+    an item beside `contains` takes `contains` or its negation (a choice, as a branch is);
   - an object equal in keys to a `const`/`enum` object that applies: that object's order.
 
 A disagreement is minimized (keywords and sub-schemas removed, instance parts removed) and
@@ -800,9 +801,11 @@ def child_of_item(root: Any, ctx: list[Any], i: int, pick: Pick = every_branch) 
             out.append(prefix[i])
         elif isinstance(s.get("items"), dict):
             out.append(s["items"])
-        for kw in ("contains", "unevaluatedItems"):
-            if isinstance(s.get(kw), dict):
-                out.append(s[kw])
+        if isinstance(s.get("contains"), dict):
+            # an item matches `contains` or not (its negation, which declares names too)
+            out.append({"anyOf": [s["contains"], {"not": s["contains"]}]})
+        if isinstance(s.get("unevaluatedItems"), dict):
+            out.append(s["unevaluatedItems"])
         for lit in literals(s):
             if isinstance(lit, list) and i < len(lit):
                 out.append({"const": lit[i]})
