@@ -20,6 +20,7 @@ __all__ = [
     "fill_next_token_bitmask",
     "read_index_header",
     "constraint_hash",
+    "compile_pool_stats",
     "TokensieveError",
     "RegexError",
     "BudgetError",
@@ -255,3 +256,4 @@ def _apply_token_bitmask_cpu(
     vocab_size: int,
 ) -> None: ...
 def constraint_hash(kind: str, value: Any = None, **options: Any) -> str: ...
+def compile_pool_stats() -> dict[str, int]: ...

@@ -1,6 +1,6 @@
 //! `Grammar`: compiled constraints (regex, JSON Schema, choice, any JSON object), their
 //! options, index files, and the constraint hash that finds a precompiled file.
-use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -291,62 +291,11 @@ impl PyGrammar {
         };
         let slot = Arc::new(Slot::default());
         let done = Finish(slot.clone());
-        on_compile_thread(Box::new(move || {
+        crate::compile_pool::submit(Box::new(move || {
             done.set(core::error::catch_panic(make).and_then(|r| r));
-        }))?;
+        }));
         Ok(PyPendingGrammar { slot, vocab })
     }
-}
-
-type CompileJob = Box<dyn FnOnce() + Send>;
-
-/// Idle compile threads, each waiting on its job channel. A compile reuses one: starting a
-/// thread costs about 0.2 ms, and the compiler's per-thread caches (spellings, character
-/// automata, rules) stay warm on a kept thread, where a new thread starts them empty (measured:
-/// 32 dev-set schemas compiled 2-3 times slower, each on a new thread, than on one thread).
-fn idle_compile_threads() -> &'static Mutex<Vec<mpsc::Sender<CompileJob>>> {
-    static IDLE: OnceLock<Mutex<Vec<mpsc::Sender<CompileJob>>>> = OnceLock::new();
-    IDLE.get_or_init(|| Mutex::new(Vec::new()))
-}
-
-/// At most this many idle compile threads are kept (more run at once when needed).
-const MAX_IDLE_COMPILE_THREADS: usize = 8;
-
-/// Run `job` on an idle compile thread, or a new one; the thread goes back to the idle list
-/// when the job is done (unless the list is full: then it ends).
-fn on_compile_thread(job: CompileJob) -> PyResult<()> {
-    let idle = idle_compile_threads()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .pop();
-    let job = match idle {
-        Some(tx) => match tx.send(job) {
-            Ok(()) => return Ok(()),
-            Err(mpsc::SendError(job)) => job, // that thread ended: start another
-        },
-        None => job,
-    };
-    let (tx, rx) = mpsc::channel::<CompileJob>();
-    let own = tx.clone();
-    std::thread::Builder::new()
-        .name("tokensieve-compile".into())
-        .spawn(move || {
-            while let Ok(job) = rx.recv() {
-                job();
-                let mut idle = idle_compile_threads()
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner());
-                if idle.len() >= MAX_IDLE_COMPILE_THREADS {
-                    break;
-                }
-                idle.push(own.clone());
-            }
-        })
-        .map_err(|e| {
-            pyo3::exceptions::PyRuntimeError::new_err(format!("cannot start a compile thread: {e}"))
-        })?;
-    tx.send(job)
-        .map_err(|_| pyo3::exceptions::PyRuntimeError::new_err("the compile thread is gone"))
 }
 
 /// A compile running on a compile thread (started without waiting for the GIL, so it overlaps
@@ -423,7 +372,8 @@ impl PyPendingGrammar {
 
 #[pymethods]
 impl PyGrammar {
-    /// Start compiling a constraint on a new thread and return at once. `kind` is one of
+    /// Start compiling a constraint on a compile thread (when one of the compile lanes is free,
+    /// first come first served; see `compile_pool`) and return at once. `kind` is one of
     /// `"regex"`, `"json_schema"`, `"choice"`, `"json_object"`; `source` its pattern, schema
     /// (dict, JSON text or pydantic model), list of strings, or None; keyword arguments as for
     /// the matching `from_*`. Input errors (malformed options, schema text that is not JSON)

@@ -31,11 +31,27 @@ use crate::vocabulary::{PreparedVocabulary, PyVocabulary};
 
 mod args;
 mod buffers;
+mod compile_pool;
 mod errors;
 mod grammar;
 mod kernels;
 mod matcher;
 mod vocabulary;
+
+/// The compile threads of `Grammar.compile_pending` (see `compile_pool`): `lanes` (how many
+/// compiles run at once before a slow one leaves its lane), `in_lanes` and `waiting` now,
+/// `most_in_lanes` and `moved_to_slow` since the process started.
+#[pyfunction]
+fn compile_pool_stats(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
+    let s = compile_pool::stats();
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("lanes", s.lanes)?;
+    d.set_item("in_lanes", s.in_lanes)?;
+    d.set_item("waiting", s.waiting)?;
+    d.set_item("most_in_lanes", s.most_in_lanes)?;
+    d.set_item("moved_to_slow", s.moved_to_slow)?;
+    Ok(d)
+}
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -48,6 +64,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fill_next_token_bitmask, m)?)?;
     m.add_function(wrap_pyfunction!(read_index_header, m)?)?;
     m.add_function(wrap_pyfunction!(constraint_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(compile_pool_stats, m)?)?;
     m.add("TokensieveError", py.get_type::<TokensieveError>())?;
     m.add("RegexError", py.get_type::<RegexError>())?;
     m.add("BudgetError", py.get_type::<BudgetError>())?;

@@ -1,0 +1,108 @@
+"""`Grammar.compile_pending`'s compile threads: a few lanes, first come first served, and a slow
+lane (rust/tokensieve-py/src/compile_pool.rs).
+
+Each check runs in a child process, with `TOKENSIEVE_COMPILE_THREADS` set there (the lanes are
+read once per process).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+PRELUDE = textwrap.dedent(
+    """
+    import json, random, sys, time
+    sys.path.insert(0, {tests!r})
+    import tokensieve as ts
+    from tokensieve._core import compile_pool_stats
+    from feed import byte_vocabulary
+
+    vocab = byte_vocabulary()
+
+    def enum_schema(seed, n=1500):
+        r = random.Random(seed)
+        words = ["".join(r.choice("abcdefgh") for _ in range(12)) for _ in range(n)]
+        return json.dumps({{"enum": words}})
+    """
+)
+
+
+def run_child(body: str, lanes: str) -> dict:
+    code = PRELUDE.format(tests=str(HERE)) + textwrap.dedent(body)
+    env = dict(os.environ, TOKENSIEVE_COMPILE_THREADS=lanes)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_one_lane_runs_compiles_one_at_a_time_in_the_order_asked() -> None:
+    r = run_child(
+        """
+        pend = [ts.Grammar.compile_pending("json_schema", enum_schema(i), vocab) for i in range(12)]
+        waiting = compile_pool_stats()["waiting"]
+        seen, order = [], []
+        while len(order) < len(pend):
+            done = {i for i, p in enumerate(pend) if p.done()}
+            if done != set(order):
+                order += sorted(done - set(order))
+                seen.append(sorted(done))
+        for p in pend:
+            g = p.result()
+            assert g.matcher().accept_tokens(list(b'"')) == 1
+        print(json.dumps({"seen": seen, "queued": waiting, **compile_pool_stats()}))
+        """,
+        "1",
+    )
+    assert r["lanes"] == 1
+    assert r["most_in_lanes"] == 1, r
+    assert r["waiting"] == 0 and r["in_lanes"] == 0, r
+    assert r["queued"] > 0, r  # submitted faster than one lane compiles them: they waited
+    if r["moved_to_slow"] == 0:  # no compile outlived its lane: strictly one after another
+        assert all(s == list(range(len(s))) for s in r["seen"]), r["seen"]
+
+
+def test_a_slow_compile_leaves_its_lane_and_a_later_quick_one_does_not_wait_for_it() -> None:
+    r = run_child(
+        """
+        slow = ts.Grammar.compile_pending(
+            "ebnf", 'root ::= x{200000}\\nx ::= "(" x ")" | "y"\\n', vocab, max_compile_seconds=2
+        )
+        t0 = time.perf_counter()
+        quick = ts.Grammar.compile_pending("json_schema", enum_schema(7, 50), vocab)
+        quick.result()
+        quick_s = time.perf_counter() - t0
+        slow_running = not slow.done()
+        try:
+            slow.result()
+            slow_error = None
+        except ts.TokensieveError as e:
+            slow_error = type(e).__name__
+        print(json.dumps({"quick_s": quick_s, "slow_running": slow_running,
+                          "slow_error": slow_error, **compile_pool_stats()}))
+        """,
+        "1",
+    )
+    assert r["slow_running"], r  # the quick compile finished first, beside the slow one
+    assert r["moved_to_slow"] >= 1, r
+    assert r["quick_s"] < 1.5, r
+    assert r["slow_error"] == "BudgetError", r  # its own deadline still holds
+
+
+def test_the_lanes_default_to_one_less_than_the_cores_and_a_bad_setting_is_ignored() -> None:
+    body = (
+        "import os; cores = len(os.sched_getaffinity(0))\n"
+        "print(json.dumps({**compile_pool_stats(), 'cores': cores}))"
+    )
+    for setting in ("", "0", "-3", "many"):
+        r = run_child(body, setting)
+        assert 1 <= r["lanes"] <= max(1, r["cores"] - 1), (setting, r)
+    assert run_child(body, "5")["lanes"] == 5
