@@ -19,7 +19,6 @@ from structured_params import so
 
 import tokensieve as ts
 from tokensieve.vllm.structured import (
-    STRUCTURAL_TAG_UNSUPPORTED,
     DraftStats,
     GrammarState,
     StopTokens,
@@ -232,7 +231,11 @@ def test_vllm_knobs_and_guided_options_reach_the_compile() -> None:
         (dict(grammar='root ::= "a"'), {"guided_whitespace": "compact"}, "JSON constraints only"),
         (dict(regex="a"), {"guided_start": "x"}, "apply to grammars (ebnf) only"),
         (dict(grammar=7), None, "structured_outputs.grammar must be a string"),
-        (dict(structural_tag="{}"), None, STRUCTURAL_TAG_UNSUPPORTED),
+        (
+            dict(structural_tag="[1]"),
+            None,
+            "structured_outputs.structural_tag must be a structural",
+        ),
         ({}, None, "has no constraint"),
         (dict(json={}, regex="a"), None, "more than one constraint: json, regex"),
         (dict(json_object=False), None, "json_object must be true"),

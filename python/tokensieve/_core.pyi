@@ -54,8 +54,10 @@ class SchemaError(TokensieveError):
     pointer: str
 
 class GrammarError(TokensieveError):
-    line: int
-    column: int
+    # a grammar's text: where the problem is; a structural tag: the JSON path of its node
+    line: int | None
+    column: int | None
+    path: str | None
 
 @final
 class _PreparedVocabulary: ...
@@ -158,6 +160,10 @@ class Grammar:
         max_nfa_bytes: int | None = None,
         mask_cache_bytes: int | None = None,
         max_compile_seconds: float | None = None,
+    ) -> Grammar: ...
+    @staticmethod
+    def from_structural_tag(
+        tag: str | Mapping[str, Any], vocab: Vocabulary, **options: Any
     ) -> Grammar: ...
     @staticmethod
     def from_choice(

@@ -71,7 +71,7 @@ __all__ = [
     "set_index_directory",
 ]
 
-KINDS = ("regex", "json_schema", "choice", "json_object", "ebnf")
+KINDS = ("regex", "json_schema", "choice", "json_object", "ebnf", "structural_tag")
 # Option names come from the core (``CompileOptions::set`` reads them); the engine budgets apply
 # to every kind, the JSON Schema options to json_schema and json_object, the grammar options
 # to ebnf.
@@ -149,6 +149,8 @@ class Constraint:
             value = _grammar_value(value, name)
         elif kind == "json_schema":
             value = _schema_value(value, name)
+        elif kind == "structural_tag":
+            value = _tag_value(value, name)
         elif kind == "choice":
             value = _choice_value(value, name)
         else:
@@ -345,6 +347,22 @@ def _schema_value(value: Any, name: str) -> Any:
     value = _schema_checked(plain_json, value, name)
     _check_schema_type(value, name)
     return value
+
+
+def _tag_value(value: Any, name: str) -> Any:
+    """A structural tag as JSON text (checked, kept as text), or a plain ``dict`` copy."""
+    if has_type(value, (str, bytes, bytearray)):
+        text = _schema_checked(checked_json_text, value, name)
+        try:
+            parsed = json.loads(text)
+        except (ValueError, RecursionError) as e:
+            raise ValueError(f"{name} is not valid JSON: {e}") from None
+    else:
+        text = None
+        parsed = _schema_checked(plain_json, value, name)
+    if type(parsed) is not dict:
+        raise ValueError(f"{name} must be a structural tag (a JSON object), got {shown(parsed)}")
+    return parsed if text is None else text
 
 
 def _model_schema(value: Any, name: str) -> Any:

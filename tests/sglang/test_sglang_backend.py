@@ -39,7 +39,6 @@ import tokensieve.sglang as ts_sglang
 from tokensieve.sglang import backend as ts_backend
 from tokensieve.sglang.backend import (
     FULL_ASSISTANT_EBNF_UNSUPPORTED,
-    STRUCTURAL_TAG_UNSUPPORTED,
     TokensieveGrammar,
     TokensieveGrammarBackend,
 )
@@ -396,7 +395,8 @@ def test_cache_holds_one_template_per_key(backend: Any) -> None:
         (("ebnf", 'root ::= item\nitem ::= "a" undefined'), "GrammarError"),
         (("ebnf", 'start: "a" | "b"'), "Lark is not supported by tokensieve yet"),
         (("full_assistant_ebnf", 'root ::= "a"'), "full_assistant_ebnf grammars are not"),
-        (("structural_tag", '{"format": {}}'), "structural tags are not supported by tokensieve"),
+        (("structural_tag", '{"format": {}}'), "structural tag error at $.format"),
+        (("structural_tag", '{"format": {"type": "dispatch"}}'), "`dispatch` is not supported"),
     ],
 )
 def test_invalid_constraints_are_invalid_grammar_objects(
@@ -433,7 +433,9 @@ def test_messages_are_tokensieves(backend: Any, vocab: ts.Vocabulary) -> None:
     value, hit = backend.get_cached_or_future_value(("full_assistant_ebnf", 'root ::= "a"'), False)
     result = value if hit else value.result(timeout=60)
     assert result.error_message == FULL_ASSISTANT_EBNF_UNSUPPORTED
-    assert backend.dispatch_structural_tag("{}").error_message == STRUCTURAL_TAG_UNSUPPORTED
+    with pytest.raises(ts.GrammarError) as t:
+        ts.Grammar.from_structural_tag("{}", vocab)
+    assert str(t.value) in backend.dispatch_structural_tag("{}").error_message
 
 
 def test_json_object_and_any(backend: Any, hf_tokenizer: Any) -> None:
@@ -448,6 +450,31 @@ def test_json_object_and_any(backend: Any, hf_tokenizer: Any) -> None:
                 for t in hf_tokenizer.encode(text, add_special_tokens=False)
             ) and grammar.matcher.accept_token(eos)
             assert fed == ok, (text, ok)
+
+
+def test_structural_tag_of_sglangs_tool_calling(backend: Any, hf_tokenizer: Any) -> None:
+    """The shape SGLang's FunctionCallParser sends for strict tools (qwen25's detector): free
+    text, and a call wherever the trigger appears."""
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    begin = '<tool_call>\n{"name":"get_weather", "arguments":'
+    tag = {
+        "type": "structural_tag",
+        "structures": [{"begin": begin, "schema": schema, "end": "}\n</tool_call>"}],
+        "triggers": ["<tool_call>"],
+    }
+    grammar = compiled(backend, ("structural_tag", json.dumps(tag)))
+    call = begin + '{"city": "Paris"}}\n</tool_call>'
+    for text, ok in [
+        ("Let me check. " + call, True),
+        ("No tool needed.", True),
+        ("<tool_call>\n" + '{"name":"other", "arguments":{}}\n</tool_call>', False),
+        (begin + '{"town": "Paris"}}\n</tool_call>', False),
+    ]:
+        g = grammar.copy()
+        fed = all(
+            g.matcher.accept_token(t) for t in hf_tokenizer.encode(text, add_special_tokens=False)
+        ) and g.matcher.accept_token(hf_tokenizer.eos_token_id)
+        assert fed == ok, (text, ok)
 
 
 def test_nul_rejected_by_sglang_before_us(backend: Any) -> None:

@@ -278,7 +278,7 @@ def engine_run(model_dir: Path) -> dict[str, Any]:
             ({"json": '{"type": "number", "maximum": 1e20000}'}, "exponent beyond"),
             ({"grammar": 'start: "a" | "b"'}, "Lark is not supported by tokensieve yet"),
             ({"grammar": 'root ::= "a" ('}, "structured_outputs.grammar: GrammarError"),
-            ({"structural_tag": '{"type": "structural_tag"}'}, "not supported by tokensieve"),
+            ({"structural_tag": '{"type": "structural_tag"}'}, "structural tag error at $"),
         ]:
             from vllm.sampling_params import StructuredOutputsParams
 

@@ -8,9 +8,12 @@ tokensieve grammars and matchers. Imports SGLang (and torch); ``tokensieve.sglan
   ``RegexError``, ``GrammarError``, ``BudgetError``, ``UnspellableError``, a malformed value,
   a Lark grammar) is SGLang's ``InvalidGrammarObject`` carrying tokensieve's message, which
   SGLang returns to the client.
+* ``structural_tag`` requests (the older ``{"structures": [...], "triggers": [...]}`` shape
+  SGLang's tool calling sends, and the ``format`` shape) compile with
+  ``Grammar.from_structural_tag``.
 * ``full_assistant_ebnf`` (SGLang's whole-turn tool-call grammar for GLM models, which spells
-  the model's special tokens) and ``structural_tag`` requests are refused with an
-  ``InvalidGrammarObject`` that says tokensieve does not support them.
+  the model's special tokens) requests are refused with an ``InvalidGrammarObject`` that says
+  tokensieve does not support them.
 * Masks are tokensieve's (and xgrammar's) packed int32 layout ``[batch, ceil(vocab / 32)]`` over
   SGLang's logits width; :func:`tokensieve.apply_token_bitmask_inplace` applies them.
 * Once the output is complete only EOS is allowed; accepting it terminates the grammar.
@@ -43,7 +46,6 @@ from tokensieve.constraints import SCHEMA_OPTIONS, Constraint, GrammarCache, des
 
 __all__ = [
     "FULL_ASSISTANT_EBNF_UNSUPPORTED",
-    "STRUCTURAL_TAG_UNSUPPORTED",
     "TokensieveGrammar",
     "TokensieveGrammarBackend",
     "create_backend",
@@ -58,11 +60,6 @@ FULL_ASSISTANT_EBNF_UNSUPPORTED = (
     "special tokens, which a tokensieve grammar never allows; it compiles JSON Schemas "
     "(json_schema, response_format), regexes and ebnf grammars; launch SGLang with "
     "--grammar-backend xgrammar for full_assistant_ebnf requests"
-)
-STRUCTURAL_TAG_UNSUPPORTED = (
-    "structural tags are not supported by tokensieve: it compiles JSON Schemas (json_schema, "
-    "response_format), regexes and ebnf grammars; launch SGLang with --grammar-backend "
-    "xgrammar or llguidance for structural_tag requests"
 )
 # SGLang's (and xgrammar's) key for "any JSON value"
 ANY_JSON = "$$ANY$$"
@@ -335,7 +332,9 @@ class TokensieveGrammarBackend(BaseGrammarBackend):  # type: ignore[misc]
         return super()._init_value_dispatch(key, require_reasoning)
 
     def dispatch_structural_tag(self, key_string: str) -> Any:
-        return InvalidGrammarObject(STRUCTURAL_TAG_UNSUPPORTED)
+        return self._compile(
+            "structural_tag", key_string, self.json_options, "structural_tag", key_string
+        )
 
     def reset(self) -> None:
         super().reset()

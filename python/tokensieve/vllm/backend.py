@@ -48,7 +48,6 @@ from tokensieve.constraints import describe_error
 from tokensieve.vllm.constraints import GRAMMAR_CACHE
 from tokensieve.vllm.processor_base import adopt_vllm_logging, vocabulary_from_vllm_config
 from tokensieve.vllm.structured import (
-    STRUCTURAL_TAG_UNSUPPORTED,
     DraftStats,
     GrammarState,
     StopTokens,
@@ -89,6 +88,7 @@ _KEY_FIELDS = {
     StructuredOutputOptions.REGEX: "regex",
     StructuredOutputOptions.CHOICE: "choice",
     StructuredOutputOptions.GRAMMAR: "grammar",
+    StructuredOutputOptions.STRUCTURAL_TAG: "structural_tag",
 }
 
 
@@ -163,8 +163,6 @@ class TokensieveBackend(StructuredOutputBackend):  # type: ignore[misc]
         stop_token_ids: set[int] | None = None,
     ) -> TokensieveGrammar:
         """vLLM's interface: a constraint from its key alone (no per-request options)."""
-        if request_type == StructuredOutputOptions.STRUCTURAL_TAG:
-            raise ValueError(STRUCTURAL_TAG_UNSUPPORTED)
         field = _KEY_FIELDS.get(request_type)
         if field is None:
             raise ValueError(f"tokensieve: unknown structured output type {request_type!s}")

@@ -80,6 +80,7 @@ EXTRA_ARGS_KINDS: dict[str, str] = {
     "guided_choice": "choice",
     "guided_json_object": "json_object",
     "guided_grammar": "ebnf",
+    "guided_structural_tag": "structural_tag",
 }
 _PREFIX = "guided_"
 # A client-chosen name for the request in tokensieve's log lines (vLLM passes logits processors
@@ -189,6 +190,14 @@ def _schema(value: Any) -> Any:
     return request_args.plain_json(value, name)
 
 
+def _tag(value: Any) -> Any:
+    """``guided_structural_tag``: JSON text (checked, kept as text) or a JSON-like object."""
+    name = "guided_structural_tag"
+    if isinstance(value, (str, bytes, bytearray)):
+        return request_args.checked_json_text(value, name)
+    return request_args.plain_json(value, name)
+
+
 def _choices(value: Any) -> list[str]:
     """``guided_choice``: a non-empty list of strings, or its JSON text."""
     name = "guided_choice"
@@ -271,6 +280,8 @@ def read_extra_args(extra_args: Mapping[str, Any] | None) -> GuidedArgs:
                 value = _schema(value)
             elif name == "guided_choice":
                 value = _choices(value)
+            elif name == "guided_structural_tag":
+                value = _tag(value)
             else:
                 value = request_args.read_text(value, name, request_args.MAX_TEXT_BYTES)
             kinds.append((name, value))

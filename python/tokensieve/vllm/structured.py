@@ -20,8 +20,8 @@ the value limits, the compile cache and the messages. vLLM's per-request knobs a
 grammar's start rule, ...). ``grammar`` is a GBNF/EBNF grammar (what vLLM's xgrammar backend
 reads; vLLM's own validation, where it runs instead of tokensieve's, rewrites ``choice`` into
 one), compiled by ``Grammar.from_ebnf``; a Lark grammar (vLLM's ``grammar_is_likely_lark``
-test) is refused with a message naming Lark. ``structural_tag`` is refused with a message
-naming it.
+test) is refused with a message naming Lark. ``structural_tag`` (what strict tool calling
+sends: xgrammar's structural-tag JSON) is compiled by ``Grammar.from_structural_tag``.
 
 Stop tokens: vLLM hands a request's stop ids (its EOS, the generation config's EOS ids and the
 client's ``stop_token_ids``) to the backend; a finished output allows exactly those, and any of
@@ -61,7 +61,6 @@ from tokensieve.vllm.constraints import (
 from tokensieve.vllm.processor_base import error_text, unsupported_sampling
 
 __all__ = [
-    "STRUCTURAL_TAG_UNSUPPORTED",
     "DraftStats",
     "GrammarState",
     "StopTokens",
@@ -73,11 +72,6 @@ __all__ = [
 
 logger = logging.getLogger("tokensieve.vllm")
 
-STRUCTURAL_TAG_UNSUPPORTED = (
-    "structured_outputs.structural_tag is not supported by tokensieve; "
-    "use json, regex, choice, json_object or grammar"
-)
-
 # StructuredOutputsParams field -> the guided_* key it is read as
 _FIELD_KEYS = (
     ("json", "guided_json"),
@@ -85,6 +79,7 @@ _FIELD_KEYS = (
     ("choice", "guided_choice"),
     ("json_object", "guided_json_object"),
     ("grammar", "guided_grammar"),
+    ("structural_tag", "guided_structural_tag"),
 )
 
 
@@ -99,14 +94,11 @@ def structured_args(
     ``guided_*`` options of its ``extra_args``). ``fit_default``: ``guided_fit_max_tokens`` for
     a request that does not say.
 
-    Raises ``ValueError`` naming the problem: ``structural_tag`` (not supported), a Lark
-    ``grammar`` (not supported yet), no constraint or more than one, a constraint also sent as a ``guided_*`` key, conflicting
+    Raises ``ValueError`` naming the problem: a Lark ``grammar`` (not supported yet), no constraint or more than one, a constraint also sent as a ``guided_*`` key, conflicting
     whitespace knobs, or anything :func:`~tokensieve.vllm.constraints.read_extra_args` refuses
     (a malformed or oversized value, an unknown option).
     """
     so = structured_outputs
-    if _knob(so, "structural_tag") is not None:
-        raise ValueError(STRUCTURAL_TAG_UNSUPPORTED)
     merged: dict[str, Any] = {}
     if extra_args:
         if not isinstance(extra_args, Mapping):
@@ -123,7 +115,7 @@ def structured_args(
     if not given:
         raise ValueError(
             "structured_outputs has no constraint; set one of json, regex, choice, json_object, "
-            "grammar"
+            "grammar, structural_tag"
         )
     if len(given) > 1:
         raise ValueError(

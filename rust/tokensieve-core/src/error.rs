@@ -46,6 +46,10 @@ pub enum Error {
         column: u32,
         message: String,
     },
+    /// A structural tag is malformed or uses a format that is not supported; `path` is the
+    /// JSON path of the node (`$.format.tags[0].content`).
+    #[error("structural tag error at {path}: {message}")]
+    StructuralTag { path: String, message: String },
     /// An argument was out of range or inconsistent.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

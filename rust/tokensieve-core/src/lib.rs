@@ -27,6 +27,7 @@ pub mod matcher;
 pub mod reasoning;
 pub mod regex;
 pub mod serialize;
+pub mod structural_tag;
 pub mod trie;
 pub mod unique;
 pub mod vocab;

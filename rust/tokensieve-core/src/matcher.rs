@@ -254,6 +254,18 @@ impl ConstraintSource {
         }
     }
 
+    /// The source of a structural tag (its JSON, re-serialized with its key order kept; text
+    /// that is not JSON as given), with the options of its schemas.
+    pub fn structural_tag(text: &str, opts: &JsonSchemaOptions) -> ConstraintSource {
+        let text = serde_json::from_str::<serde_json::Value>(text)
+            .map_or_else(|_| text.to_string(), |v| v.to_string());
+        ConstraintSource {
+            kind: "structural_tag".into(),
+            text,
+            options: opts.canonical(),
+        }
+    }
+
     /// A stable 64-bit hash of kind, text and options.
     pub fn hash(&self) -> u64 {
         let mut h = 0xcbf29ce484222325u64;
@@ -567,6 +579,36 @@ impl Grammar {
                 let mut g = Grammar::from_dfa(dfa, vocab, opts)?;
                 g.warnings = c.warnings;
                 g.source = ConstraintSource::ebnf(text, ebnf_opts);
+                Ok(g)
+            })
+        })
+    }
+
+    /// Compile a structural tag (the JSON text vLLM's and SGLang's tool calling send, see
+    /// `crate::structural_tag`); `schema_opts` apply to its `json_schema` parts. The first mask
+    /// is computed here.
+    pub fn from_structural_tag(
+        text: &str,
+        vocab: Arc<Vocabulary>,
+        schema_opts: &JsonSchemaOptions,
+        opts: &GrammarOptions,
+    ) -> Result<Grammar> {
+        // its parts recurse over their own nesting (schemas, grammars): all on a big stack
+        let big = budget::stack::BIG_STACK;
+        budget::stack::on_big_stack(big, || {
+            opts.compiling(|| {
+                let c = crate::structural_tag::compile(text, schema_opts)?;
+                let label = expr_label(&c.expr, "structural tag");
+                let dfa = LazyDfa::from_owned(&label, c.expr, &opts.regex)?;
+                dfa.build_rules_on_big_stack();
+                if dfa.start() == DEAD {
+                    return Err(Error::StructuralTag {
+                        path: "$".into(),
+                        message: "the structural tag matches no string".into(),
+                    });
+                }
+                let mut g = Grammar::from_dfa(dfa, vocab, opts)?;
+                g.source = ConstraintSource::structural_tag(text, schema_opts);
                 Ok(g)
             })
         })

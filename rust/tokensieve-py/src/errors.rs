@@ -78,6 +78,14 @@ pub(crate) fn to_py(py: Python<'_>, e: core::Error) -> PyErr {
             let err = GrammarError::new_err(msg);
             let _ = err.value(py).setattr("line", line);
             let _ = err.value(py).setattr("column", column);
+            let _ = err.value(py).setattr("path", py.None());
+            err
+        }
+        core::Error::StructuralTag { path, .. } => {
+            let err = GrammarError::new_err(msg);
+            let _ = err.value(py).setattr("line", py.None());
+            let _ = err.value(py).setattr("column", py.None());
+            let _ = err.value(py).setattr("path", path);
             err
         }
         core::Error::InvalidArgument(_) => PyValueError::new_err(msg),

@@ -275,6 +275,12 @@ impl PyGrammar {
                 let choices: Vec<String> = source.extract()?;
                 Box::new(move || core::Grammar::from_choice(&choices, v, &o.grammar))
             }
+            "structural_tag" => {
+                let text = schema_text(py, source)?;
+                Box::new(move || {
+                    core::Grammar::from_structural_tag(&text, v, &o.schema, &o.grammar)
+                })
+            }
             "json_object" => {
                 Box::new(move || core::Grammar::from_json_object(v, &o.schema, &o.grammar))
             }
@@ -285,7 +291,7 @@ impl PyGrammar {
             }
             _ => {
                 return Err(PyValueError::new_err(format!(
-                "unknown constraint kind {kind:?}; use regex, json_schema, choice, json_object or ebnf"
+                "unknown constraint kind {kind:?}; use regex, json_schema, choice, json_object, ebnf or structural_tag"
             )))
             }
         };
@@ -468,6 +474,30 @@ impl PyGrammar {
             let text = grammar_text(py, text)?;
             let (e, g) = ebnf_options(py, options)?;
             Self::build(py, vocab, |v| core::Grammar::from_ebnf(&text, v, &e, &g))
+        })
+    }
+
+    /// Compile a structural tag (the JSON object, or its text, that vLLM's and SGLang's tool
+    /// calling send: `{"type": "structural_tag", "format": ...}` or the older
+    /// `{"structures": [...], "triggers": [...]}`; see `docs/grammars.md`). Keyword arguments:
+    /// the JSON Schema options (for its `json_schema` parts) and the grammar budgets.
+    #[staticmethod]
+    #[pyo3(signature = (tag, vocab, **options))]
+    fn from_structural_tag(
+        py: Python<'_>,
+        tag: &Bound<'_, PyAny>,
+        vocab: Py<PyVocabulary>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        guard(py, || {
+            let core::CompileOptions {
+                schema: so,
+                grammar: opts,
+            } = compile_options(py, options)?;
+            let text = schema_text(py, tag)?;
+            Self::build(py, vocab, |v| {
+                core::Grammar::from_structural_tag(&text, v, &so, &opts)
+            })
         })
     }
 
@@ -711,9 +741,13 @@ fn constraint_hash_of(
                 .extract::<Vec<String>>()?,
         ),
         "json_object" => core::ConstraintSource::json_object(&so),
+        "structural_tag" => core::ConstraintSource::structural_tag(
+            &schema_text(py, value.ok_or_else(|| need("a tag"))?)?,
+            &so,
+        ),
         other => {
             return Err(PyValueError::new_err(format!(
-            "unknown constraint kind {other:?}; expected regex, json_schema, choice, json_object or ebnf"
+            "unknown constraint kind {other:?}; expected regex, json_schema, choice, json_object, ebnf or structural_tag"
         )))
         }
     };

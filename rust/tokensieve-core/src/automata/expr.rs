@@ -147,8 +147,9 @@ pub(crate) struct CharStates {
     /// Length bounds (`min`, `max` characters) kept by a counter beside the states instead of
     /// multiplying them (see [`counted_char_dfa`]); `None`: the states alone.
     pub len: Option<(u32, Option<u32>)>,
-    /// The characters (all ASCII) read as the bytes themselves, not in a JSON string's
-    /// spellings (no escapes): number text (see [`raw_ascii_dfa`]).
+    /// The characters read as their UTF-8 bytes, not in a JSON string's spellings (no
+    /// escapes): number text (see [`raw_ascii_dfa`]), a structural tag's free text (see
+    /// [`raw_text_dfa`]).
     pub raw: bool,
 }
 
@@ -689,6 +690,18 @@ pub(crate) fn raw_ascii_dfa(d: &CharDfa) -> Option<Expr> {
     {
         return None;
     }
+    c.raw = true;
+    Some(Expr::CharDfa(Arc::new(c)))
+}
+
+/// Raw text (not a JSON string's contents) that the character DFA `d` accepts: every character
+/// read as its UTF-8 bytes, with no escapes (`"`, `\\` and control characters are characters
+/// like any other). `None` when [`char_dfa`] cannot build `d`.
+pub(crate) fn raw_text_dfa(d: &CharDfa) -> Option<Expr> {
+    let Some(Expr::CharDfa(c)) = char_dfa(d) else {
+        return None;
+    };
+    let mut c = Arc::try_unwrap(c).ok()?;
     c.raw = true;
     Some(Expr::CharDfa(Arc::new(c)))
 }

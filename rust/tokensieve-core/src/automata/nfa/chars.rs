@@ -611,12 +611,21 @@ impl Compiler {
                 }
             }
             let mut read = if d.raw {
-                // number text: each character is its own byte
+                // raw text (number text, a structural tag's free text): each ASCII character
+                // is its own byte, every other one its UTF-8 bytes
                 let mut r = Runs::default();
                 for (c, t) in to.iter().enumerate() {
                     if let Some(t) = *t {
                         r.push(c as u8, t);
                     }
+                }
+                let (ranges, targets): (Vec<(u32, u32)>, Vec<StateID>) = match rest {
+                    Some(x) => (vec![(0x80, 0x10FFFF)], vec![into[x]]),
+                    None => st.wide.iter().map(|&(a, b, t)| ((a, b), into[t])).unzip(),
+                };
+                if !ranges.is_empty() {
+                    let utf8 = self.raw_utf8(ranges, &targets, &mut split)?;
+                    r.0.extend(utf8);
                 }
                 self.runs(r)?
             } else if st.wide.is_empty() {
@@ -662,6 +671,28 @@ impl Compiler {
             Some(_) => Ok((self.mark(Count::Enter, heads[start])?, end)),
             None => Ok((heads[start], end)),
         }
+    }
+
+    /// The transitions reading one character above ASCII as its raw UTF-8 bytes, where
+    /// `ranges` (disjoint, increasing, at or above `0x80`) lead to `targets`.
+    fn raw_utf8(
+        &mut self,
+        ranges: Vec<(u32, u32)>,
+        targets: &[StateID],
+        cache: &mut SplitCache,
+    ) -> Result<Vec<Transition>> {
+        let id = match cache.ids.get(&ranges) {
+            Some(&id) => id,
+            None => {
+                let id = cache.parts.len();
+                cache.parts.push(Partition::new(&ranges)?);
+                cache.ids.insert(ranges, id);
+                id
+            }
+        };
+        let mut local = FxHashMap::default();
+        let part = &cache.parts[id];
+        self.copy_trie(id, part, part.raw, targets, &mut local, &mut cache.shared)
     }
 
     /// A state reading one character in any JSON string spelling, where the characters

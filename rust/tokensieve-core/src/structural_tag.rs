@@ -1,0 +1,900 @@
+//! Structural tags: the JSON that vLLM's and SGLang's tool calling send to describe an output
+//! made of free text and tagged, constrained parts (the format xgrammar defined). A tag is read
+//! here into one [`Expr`], built from the other front ends' expressions (JSON Schema, regex,
+//! GBNF/EBNF) and from the free-text languages below, and compiled like any other constraint.
+//!
+//! Two shapes are read:
+//! - `{"type": "structural_tag", "format": FORMAT}` (`type` optional), where FORMAT is a tree of
+//!   nodes (see [`Builder::node`]);
+//! - the older `{"structures": [{"begin", "schema", "end"}], "triggers": [...]}`, which is
+//!   `triggered_tags` over tags whose content is `json_schema`.
+//!
+//! **Free text.** `any_text` and the text between the tags of `triggered_tags` are sets of
+//! strings over all characters, read as raw UTF-8. Free text may not contain an excluded string
+//! (a node's `excludes`, and the `end` strings of the nearest enclosing `tag`: so the text
+//! inside a tag can never spell its end). In `triggered_tags`, the first place where a trigger
+//! is complete ends the free text and starts a tag whose `begin` starts with that trigger; free
+//! text may end anywhere else, also inside an unfinished trigger. These are regular languages:
+//! one character automaton over the triggers and excluded strings (an Aho–Corasick automaton)
+//! gives "free text with no trigger or excluded string in it" and, for each trigger, "free text
+//! that ends where that trigger is first complete" ([`FreeText`]).
+//!
+//! Everything a tag holds is exact in the documented language of its front end; what is not
+//! supported (the XML parameter styles, token-level nodes, `dispatch`, `any_text` bounds) is a
+//! `GrammarError` that names it and its JSON path.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::automata::charlang::CharDfa;
+use crate::automata::expr::{self, Expr};
+use crate::automata::hir;
+use crate::error::{Error, Result};
+use crate::json_schema::{JsonSchemaOptions, PropertyOrder, Whitespace};
+
+/// Nodes nested deeper than this are refused (each level is a recursive call here).
+pub const MAX_FORMAT_DEPTH: usize = 64;
+
+/// Most triggers and excluded strings one free text may have, and the most characters they
+/// may hold together (the free-text automaton has one state per character).
+const MAX_WORDS: usize = 1024;
+const MAX_WORD_CHARS: usize = 65_536;
+
+/// A structural tag read into an expression.
+pub(crate) struct Compiled {
+    pub expr: Expr,
+}
+
+/// Reads a structural tag (JSON text) into its expression. `schema_opts` are the options of its
+/// `json_schema` parts (each node's `any_order` and `max_whitespace_cnt` apply on top).
+pub(crate) fn compile(text: &str, schema_opts: &JsonSchemaOptions) -> Result<Compiled> {
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| error("", &format!("the structural tag is not valid JSON: {e}")))?;
+    let b = Builder { schema_opts };
+    let expr = b.top(&value)?;
+    Ok(Compiled { expr })
+}
+
+fn error(path: &str, message: &str) -> Error {
+    Error::StructuralTag {
+        path: format!("${path}"),
+        message: message.to_string(),
+    }
+}
+
+struct Builder<'a> {
+    schema_opts: &'a JsonSchemaOptions,
+}
+
+/// Where a node stands: its JSON path, its depth, and the `end` strings of the nearest
+/// enclosing `tag` (the free text inside may not spell them).
+#[derive(Clone)]
+struct At<'p> {
+    path: String,
+    depth: usize,
+    ends: &'p [String],
+}
+
+impl<'p> At<'p> {
+    fn key(&self, k: &str) -> At<'p> {
+        At {
+            path: format!("{}.{k}", self.path),
+            depth: self.depth + 1,
+            ends: self.ends,
+        }
+    }
+
+    fn index(&self, k: &str, i: usize) -> At<'p> {
+        At {
+            path: format!("{}.{k}[{i}]", self.path),
+            depth: self.depth + 1,
+            ends: self.ends,
+        }
+    }
+}
+
+impl Builder<'_> {
+    fn top(&self, v: &Value) -> Result<Expr> {
+        let Some(obj) = v.as_object() else {
+            return Err(error("", "a structural tag is a JSON object"));
+        };
+        let root = At {
+            path: String::new(),
+            depth: 0,
+            ends: &[],
+        };
+        if let Some(t) = obj.get("type") {
+            if t.as_str() != Some("structural_tag") {
+                return Err(error(".type", "must be \"structural_tag\""));
+            }
+        }
+        if obj.contains_key("structures") {
+            return self.legacy(obj, &root);
+        }
+        match obj.get("format") {
+            Some(f @ Value::Object(_)) => self.node(f, &root.key("format")),
+            Some(_) => Err(error(".format", "must be an object")),
+            None => Err(error("", "has no `format` (nor the older `structures`)")),
+        }
+    }
+
+    /// `{"structures": [{"begin", "schema", "end"}], "triggers": [...]}`: `triggered_tags`.
+    fn legacy(&self, obj: &serde_json::Map<String, Value>, at: &At) -> Result<Expr> {
+        let structures = array(obj.get("structures"), &at.key("structures"))?;
+        let triggers = strings(obj.get("triggers"), &at.key("triggers"), true)?;
+        let mut tags = Vec::new();
+        for (i, s) in structures.iter().enumerate() {
+            let a = at.index("structures", i);
+            let Some(o) = s.as_object() else {
+                return Err(error(&a.path, "a structure is an object"));
+            };
+            let begin = string(o.get("begin"), &a.key("begin"))?;
+            let end = string(o.get("end"), &a.key("end"))?;
+            let schema = o
+                .get("schema")
+                .ok_or_else(|| error(&a.path, "has no `schema`"))?;
+            let ends = vec![end.to_string()];
+            let inner = At {
+                path: a.key("schema").path,
+                depth: a.depth + 1,
+                ends: &ends,
+            };
+            let content = self.schema(schema, None, None, &inner)?;
+            tags.push(Tag {
+                begin: begin.to_string(),
+                content,
+                ends,
+            });
+        }
+        self.triggered(&triggers, tags, &[], false, false, at)
+    }
+
+    /// One node of the format tree.
+    fn node(&self, v: &Value, at: &At) -> Result<Expr> {
+        if at.depth > MAX_FORMAT_DEPTH {
+            return Err(error(
+                &at.path,
+                &format!("formats nested more than {MAX_FORMAT_DEPTH} deep"),
+            ));
+        }
+        let Some(o) = v.as_object() else {
+            return Err(error(&at.path, "a format is a JSON object"));
+        };
+        let kind = match o.get("type") {
+            Some(Value::String(t)) => t.as_str(),
+            Some(_) => return Err(error(&at.path, "`type` must be a string")),
+            // an untyped object with begin/content/end is a tag (as the engines send them)
+            None if o.contains_key("begin") => "tag",
+            None => return Err(error(&at.path, "a format needs a `type`")),
+        };
+        match kind {
+            "const_string" => {
+                let s = string(o.get("value"), &at.key("value"))?;
+                Ok(literal(s))
+            }
+            "json_schema" => {
+                let style = match o.get("style") {
+                    None | Some(Value::Null) => "json",
+                    Some(Value::String(s)) => s.as_str(),
+                    Some(_) => return Err(error(&at.key("style").path, "must be a string")),
+                };
+                if style != "json" {
+                    return Err(error(
+                        &at.key("style").path,
+                        &format!(
+                            "the json_schema style `{style}` is not supported (only `json`: the \
+                             XML parameter styles are not)"
+                        ),
+                    ));
+                }
+                if let Some(e) = o.get("excludes") {
+                    if !is_empty_list(e) {
+                        return Err(error(
+                            &at.key("excludes").path,
+                            "excluded strings inside a json_schema are not supported",
+                        ));
+                    }
+                }
+                let any_order = flag(o.get("any_order"), &at.key("any_order"))?;
+                let ws = count(o.get("max_whitespace_cnt"), &at.key("max_whitespace_cnt"))?;
+                let schema = o
+                    .get("json_schema")
+                    .ok_or_else(|| error(&at.path, "has no `json_schema`"))?;
+                self.schema(schema, Some(any_order), ws, &at.key("json_schema"))
+            }
+            "grammar" => {
+                let text = string(o.get("grammar"), &at.key("grammar"))?;
+                let c = crate::ebnf::compile(text, &crate::ebnf::EbnfOptions::default())
+                    .map_err(|e| error(&at.key("grammar").path, &e.to_string()))?;
+                Ok(c.expr)
+            }
+            "regex" => {
+                let pattern = string(o.get("pattern"), &at.key("pattern"))?;
+                let nest = crate::regex::RegexOptions::default().nest_limit;
+                let h = crate::regex::parse_full_match(pattern, nest)
+                    .map_err(|e| error(&at.key("pattern").path, &e.to_string()))?;
+                Ok(Expr::Hir(h))
+            }
+            "any_text" => {
+                for bound in ["max_tokens", "max_chars"] {
+                    if o.get(bound).is_some_and(|b| !b.is_null()) {
+                        return Err(error(
+                            &at.key(bound).path,
+                            &format!("`{bound}` of any_text is not supported"),
+                        ));
+                    }
+                }
+                let mut excludes = strings(o.get("excludes"), &at.key("excludes"), true)?;
+                excludes.extend(at.ends.iter().filter(|e| !e.is_empty()).cloned());
+                let free = FreeText::new(&[], &excludes, &at.path)?;
+                free.end()
+            }
+            "sequence" | "or" => {
+                let elements = array(o.get("elements"), &at.key("elements"))?;
+                if elements.is_empty() {
+                    return Err(error(&at.key("elements").path, "must not be empty"));
+                }
+                let parts = elements
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| self.node(e, &at.index("elements", i)))
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(if kind == "sequence" {
+                    expr::concat(parts)
+                } else {
+                    expr::alt(parts)
+                })
+            }
+            "optional" | "star" | "plus" => {
+                let c = self.content(o, at)?;
+                Ok(match kind {
+                    "optional" => expr::opt(c),
+                    "star" => expr::rep(c, 0, None),
+                    _ => expr::rep(c, 1, None),
+                })
+            }
+            "repeat" => {
+                let min = int(o.get("min"), &at.key("min"))?;
+                let max = int(o.get("max"), &at.key("max"))?;
+                if min < 0 || max < -1 || (max >= 0 && min > max) {
+                    return Err(error(
+                        &at.path,
+                        &format!("repeat bounds min={min}, max={max} (max -1: no bound)"),
+                    ));
+                }
+                let c = self.content(o, at)?;
+                let clamp = |x: i64| u32::try_from(x).unwrap_or(u32::MAX);
+                let max = (max >= 0 && max <= i64::from(i32::MAX)).then(|| clamp(max));
+                Ok(expr::rep(c, clamp(min), max))
+            }
+            "tag" => {
+                let t = self.tag(o, at)?;
+                Ok(t.full())
+            }
+            "triggered_tags" => {
+                let triggers = strings(o.get("triggers"), &at.key("triggers"), true)?;
+                if triggers.is_empty() {
+                    return Err(error(&at.key("triggers").path, "must not be empty"));
+                }
+                let tags = self.tags(o, at)?;
+                let mut excludes = strings(o.get("excludes"), &at.key("excludes"), true)?;
+                excludes.extend(at.ends.iter().filter(|e| !e.is_empty()).cloned());
+                let alo = flag(o.get("at_least_one"), &at.key("at_least_one"))?;
+                let saf = flag(o.get("stop_after_first"), &at.key("stop_after_first"))?;
+                self.triggered(&triggers, tags, &excludes, alo, saf, at)
+            }
+            "tags_with_separator" => {
+                let tags = self.tags(o, at)?;
+                let sep = string(o.get("separator"), &at.key("separator"))?;
+                let alo = flag(o.get("at_least_one"), &at.key("at_least_one"))?;
+                let saf = flag(o.get("stop_after_first"), &at.key("stop_after_first"))?;
+                let one = expr::alt(tags.into_iter().map(|t| t.full()).collect());
+                let some = if saf {
+                    one
+                } else {
+                    Expr::List {
+                        item: Box::new(one),
+                        sep: Box::new(literal(sep)),
+                    }
+                };
+                Ok(if alo { some } else { expr::opt(some) })
+            }
+            "qwen_xml_parameter" => Err(error(
+                &at.path,
+                "the format `qwen_xml_parameter` (XML parameters) is not supported",
+            )),
+            "dispatch"
+            | "token"
+            | "exclude_token"
+            | "any_tokens"
+            | "token_triggered_tags"
+            | "token_dispatch" => Err(error(
+                &at.path,
+                &format!("the format `{kind}` is not supported"),
+            )),
+            other => Err(error(&at.path, &format!("unknown format type `{other}`"))),
+        }
+    }
+
+    fn content(&self, o: &serde_json::Map<String, Value>, at: &At) -> Result<Expr> {
+        let c = o
+            .get("content")
+            .ok_or_else(|| error(&at.path, "has no `content`"))?;
+        self.node(c, &at.key("content"))
+    }
+
+    fn tags(&self, o: &serde_json::Map<String, Value>, at: &At) -> Result<Vec<Tag>> {
+        let list = array(o.get("tags"), &at.key("tags"))?;
+        if list.is_empty() {
+            return Err(error(&at.key("tags").path, "must not be empty"));
+        }
+        list.iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let a = at.index("tags", i);
+                let Some(obj) = t.as_object() else {
+                    return Err(error(&a.path, "a tag is an object"));
+                };
+                if let Some(ty) = obj.get("type") {
+                    if ty.as_str() != Some("tag") {
+                        return Err(error(&a.key("type").path, "must be \"tag\""));
+                    }
+                }
+                self.tag(obj, &a)
+            })
+            .collect()
+    }
+
+    /// `begin content end` (`end` a string or a non-empty list of strings, `""` allowed).
+    fn tag(&self, o: &serde_json::Map<String, Value>, at: &At) -> Result<Tag> {
+        let begin = match o.get("begin") {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Object(_)) => {
+                return Err(error(
+                    &at.key("begin").path,
+                    "a token as a tag's begin is not supported",
+                ))
+            }
+            _ => return Err(error(&at.key("begin").path, "must be a string")),
+        };
+        let ends: Vec<String> = match o.get("end") {
+            Some(Value::String(s)) => vec![s.clone()],
+            Some(Value::Array(a)) if !a.is_empty() => a
+                .iter()
+                .map(|e| {
+                    e.as_str()
+                        .map(str::to_string)
+                        .ok_or_else(|| error(&at.key("end").path, "holds a non-string"))
+                })
+                .collect::<Result<_>>()?,
+            Some(Value::Object(_)) => {
+                return Err(error(
+                    &at.key("end").path,
+                    "a token as a tag's end is not supported",
+                ))
+            }
+            _ => {
+                return Err(error(
+                    &at.key("end").path,
+                    "must be a string or a non-empty list of strings",
+                ))
+            }
+        };
+        let c = o
+            .get("content")
+            .ok_or_else(|| error(&at.path, "has no `content`"))?;
+        let inner = At {
+            path: at.key("content").path,
+            depth: at.depth + 1,
+            ends: &ends,
+        };
+        let content = self.node(c, &inner)?;
+        Ok(Tag {
+            begin,
+            content,
+            ends,
+        })
+    }
+
+    /// A `json_schema` node's value (`true`: any JSON value).
+    fn schema(
+        &self,
+        schema: &Value,
+        any_order: Option<bool>,
+        max_ws: Option<u32>,
+        at: &At,
+    ) -> Result<Expr> {
+        let mut opts = self.schema_opts.clone();
+        if any_order == Some(true) {
+            opts.property_order = PropertyOrder::Any;
+        }
+        opts.whitespace = Whitespace::Pattern(match max_ws {
+            Some(n) => format!("[ \\n\\t]{{0,{n}}}"),
+            None => "[ \\n\\t]*".into(),
+        });
+        let schema = match schema {
+            Value::Bool(true) => Value::Object(serde_json::Map::new()),
+            Value::Bool(false) => {
+                return Err(error(&at.path, "the schema `false` allows no value"));
+            }
+            Value::Object(_) => {
+                let mut s = schema.clone();
+                strict(&mut s);
+                s
+            }
+            _ => return Err(error(&at.path, "a JSON Schema is an object or `true`")),
+        };
+        let big = crate::json_schema::needs_big_stack(&schema, &opts);
+        let c = crate::json_schema::compile_on(&schema, &opts, big)
+            .map_err(|e| error(&at.path, &e.to_string()))?;
+        if !c.uniques.is_empty() {
+            return Err(error(
+                &at.path,
+                "`uniqueItems` inside a structural tag is not supported",
+            ));
+        }
+        Ok(c.expr)
+    }
+
+    /// `triggered_tags`: free text in which each complete trigger starts one of its tags.
+    fn triggered(
+        &self,
+        triggers: &[String],
+        tags: Vec<Tag>,
+        excludes: &[String],
+        at_least_one: bool,
+        stop_after_first: bool,
+        at: &At,
+    ) -> Result<Expr> {
+        // each tag's begin starts with exactly one trigger
+        let mut groups: Vec<Vec<Expr>> = vec![Vec::new(); triggers.len()];
+        let mut full = Vec::with_capacity(tags.len());
+        for (i, t) in tags.into_iter().enumerate() {
+            let matching: Vec<usize> = (0..triggers.len())
+                .filter(|&k| t.begin.starts_with(triggers[k].as_str()))
+                .collect();
+            if matching.len() != 1 {
+                return Err(error(
+                    &at.index("tags", i).key("begin").path,
+                    &format!(
+                        "the begin {:?} must start with exactly one trigger ({} do)",
+                        t.begin,
+                        matching.len()
+                    ),
+                ));
+            }
+            let k = matching[0];
+            let rest = &t.begin[triggers[k].len()..];
+            groups[k].push(expr::concat(vec![
+                literal(rest),
+                t.content.clone(),
+                ends_expr(&t.ends),
+            ]));
+            full.push(t.full());
+        }
+        let free = FreeText::new(triggers, excludes, &at.path)?;
+        let mut dispatch = Vec::new();
+        for (k, g) in groups.into_iter().enumerate() {
+            if g.is_empty() {
+                continue; // a trigger no tag starts with: it only ends free text
+            }
+            if let Some(lead) = free.to_trigger(k)? {
+                dispatch.push(expr::concat(vec![lead, expr::alt(g)]));
+            }
+        }
+        let end = free.end()?;
+        let one_tag = expr::alt(full);
+        Ok(match (at_least_one, stop_after_first) {
+            (true, true) => one_tag,
+            (false, true) => {
+                let mut alts = vec![end];
+                alts.extend(dispatch);
+                expr::alt(alts)
+            }
+            (alo, false) => {
+                let more = if dispatch.is_empty() {
+                    end
+                } else {
+                    expr::concat(vec![expr::rep(expr::alt(dispatch), 0, None), end])
+                };
+                if alo {
+                    expr::concat(vec![one_tag, more])
+                } else {
+                    more
+                }
+            }
+        })
+    }
+}
+
+/// The engines' strict reading of a tag's schema: an object schema that declares `properties`
+/// and says nothing of `additionalProperties` (nor `unevaluatedProperties`) allows no other
+/// property. Applied to every schema position (not to `const`, `enum`, `default` or `examples`
+/// values, which are data).
+fn strict(schema: &mut Value) {
+    let Value::Object(o) = schema else {
+        return;
+    };
+    if o.get("properties").is_some_and(Value::is_object)
+        && !o.contains_key("additionalProperties")
+        && !o.contains_key("unevaluatedProperties")
+    {
+        o.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    for (k, v) in o.iter_mut() {
+        match k.as_str() {
+            "items"
+            | "additionalItems"
+            | "contains"
+            | "not"
+            | "if"
+            | "then"
+            | "else"
+            | "additionalProperties"
+            | "propertyNames"
+            | "unevaluatedItems"
+            | "unevaluatedProperties" => match v {
+                Value::Array(a) => a.iter_mut().for_each(strict),
+                _ => strict(v),
+            },
+            "allOf" | "anyOf" | "oneOf" | "prefixItems" => {
+                if let Value::Array(a) = v {
+                    a.iter_mut().for_each(strict);
+                }
+            }
+            "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas"
+            | "dependencies" => {
+                if let Value::Object(m) = v {
+                    m.values_mut().for_each(strict);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A tag read: its begin, content and end strings.
+struct Tag {
+    begin: String,
+    content: Expr,
+    ends: Vec<String>,
+}
+
+impl Tag {
+    fn full(&self) -> Expr {
+        expr::concat(vec![
+            literal(&self.begin),
+            self.content.clone(),
+            ends_expr(&self.ends),
+        ])
+    }
+}
+
+fn ends_expr(ends: &[String]) -> Expr {
+    expr::alt(ends.iter().map(|e| literal(e)).collect())
+}
+
+fn literal(s: &str) -> Expr {
+    Expr::Hir(hir::lit(s))
+}
+
+fn is_empty_list(v: &Value) -> bool {
+    v.is_null() || v.as_array().is_some_and(Vec::is_empty)
+}
+
+fn array<'v>(v: Option<&'v Value>, at: &At) -> Result<&'v Vec<Value>> {
+    v.and_then(Value::as_array)
+        .ok_or_else(|| error(&at.path, "must be a list"))
+}
+
+fn string<'v>(v: Option<&'v Value>, at: &At) -> Result<&'v str> {
+    v.and_then(Value::as_str)
+        .ok_or_else(|| error(&at.path, "must be a string"))
+}
+
+/// A list of strings; absent or `null` is empty. `non_empty`: each string must have a
+/// character (excluded strings).
+fn strings(v: Option<&Value>, at: &At, non_empty: bool) -> Result<Vec<String>> {
+    let items = match v {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(a)) => a,
+        Some(_) => return Err(error(&at.path, "must be a list of strings")),
+    };
+    items
+        .iter()
+        .map(|x| match x.as_str() {
+            Some("") if non_empty => Err(error(&at.path, "holds an empty string")),
+            Some(s) => Ok(s.to_string()),
+            None => Err(error(&at.path, "holds a non-string")),
+        })
+        .collect()
+}
+
+fn flag(v: Option<&Value>, at: &At) -> Result<bool> {
+    match v {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(error(&at.path, "must be true or false")),
+    }
+}
+
+fn int(v: Option<&Value>, at: &At) -> Result<i64> {
+    v.and_then(Value::as_i64)
+        .ok_or_else(|| error(&at.path, "must be an integer"))
+}
+
+fn count(v: Option<&Value>, at: &At) -> Result<Option<u32>> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(x) => x
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .map(Some)
+            .ok_or_else(|| error(&at.path, "must be a non-negative integer or null")),
+    }
+}
+
+/// The free-text automaton of a set of triggers and excluded strings (Aho–Corasick over their
+/// characters): which word, if any, is first complete at each point of a text.
+struct FreeText {
+    /// Trie nodes: the character edges out of each.
+    next: Vec<BTreeMap<u32, usize>>,
+    /// The longest proper suffix of each node that is a node.
+    fail: Vec<usize>,
+    /// What is complete at each node, the fail chain included: an excluded string, else the
+    /// longest trigger (by index), else nothing.
+    done: Vec<Done>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Done {
+    Nothing,
+    Excluded,
+    Trigger(usize),
+}
+
+impl FreeText {
+    fn new(triggers: &[String], excludes: &[String], path: &str) -> Result<FreeText> {
+        let words = triggers.len() + excludes.len();
+        let chars: usize = triggers
+            .iter()
+            .chain(excludes)
+            .map(|w| w.chars().count())
+            .sum();
+        if words > MAX_WORDS || chars > MAX_WORD_CHARS {
+            return Err(error(
+                path,
+                &format!(
+                    "too many triggers and excluded strings ({words}, {chars} characters; at \
+                     most {MAX_WORDS} and {MAX_WORD_CHARS})"
+                ),
+            ));
+        }
+        let mut next: Vec<BTreeMap<u32, usize>> = vec![BTreeMap::new()];
+        let mut word_at: Vec<Option<(Done, usize)>> = vec![None];
+        let mut add = |w: &str, d: Done| {
+            let mut s = 0;
+            for c in w.chars() {
+                let c = c as u32;
+                s = match next[s].get(&c) {
+                    Some(&t) => t,
+                    None => {
+                        next.push(BTreeMap::new());
+                        word_at.push(None);
+                        let t = next.len() - 1;
+                        next[s].insert(c, t);
+                        t
+                    }
+                };
+            }
+            let len = w.chars().count();
+            let better = match (word_at[s], d) {
+                (None, _) => true,
+                (Some((Done::Excluded, _)), _) => false,
+                (Some(_), Done::Excluded) => true,
+                (Some((_, l)), _) => len > l,
+            };
+            if better {
+                word_at[s] = Some((d, len));
+            }
+        };
+        for (k, t) in triggers.iter().enumerate() {
+            add(t, Done::Trigger(k));
+        }
+        for e in excludes {
+            add(e, Done::Excluded);
+        }
+        // failure links, breadth first
+        let n = next.len();
+        let mut fail = vec![0usize; n];
+        let mut done: Vec<Done> = word_at
+            .iter()
+            .map(|w| w.map_or(Done::Nothing, |x| x.0))
+            .collect();
+        let mut order = std::collections::VecDeque::new();
+        order.push_back(0);
+        while let Some(s) = order.pop_front() {
+            let f = fail[s];
+            // an excluded string complete through the fail chain wins; a trigger complete at
+            // the node itself is longer than one through the chain
+            match (done[s], done[f]) {
+                (_, Done::Excluded) => done[s] = Done::Excluded,
+                (Done::Nothing, d) => done[s] = d,
+                _ => {}
+            }
+            let edges: Vec<(u32, usize)> = next[s].iter().map(|(&c, &t)| (c, t)).collect();
+            for (c, t) in edges {
+                // the longest proper suffix of `t`'s word that is a node
+                let mut g = f;
+                fail[t] = loop {
+                    if s != 0 {
+                        if let Some(&x) = next[g].get(&c) {
+                            break x;
+                        }
+                    }
+                    if g == 0 || s == 0 {
+                        break 0;
+                    }
+                    g = fail[g];
+                };
+                order.push_back(t);
+            }
+        }
+        Ok(FreeText { next, fail, done })
+    }
+
+    /// The DFA move from node `s` on character `c`.
+    fn step(&self, mut s: usize, c: u32) -> usize {
+        loop {
+            if let Some(&t) = self.next[s].get(&c) {
+                return t;
+            }
+            if s == 0 {
+                return 0;
+            }
+            s = self.fail[s];
+        }
+    }
+
+    /// The character DFA over the nodes where nothing is complete yet (the free text so far),
+    /// plus, when `exit` is given, the nodes where that trigger is first complete (accepting,
+    /// with no way on). Other nodes are left out.
+    fn dfa(&self, exit: Option<usize>) -> CharDfa {
+        let n = self.next.len();
+        let keep = |s: usize| match self.done[s] {
+            Done::Nothing => true,
+            Done::Trigger(k) => Some(k) == exit,
+            Done::Excluded => false,
+        };
+        let mut id = vec![usize::MAX; n];
+        let mut states = Vec::new();
+        for (s, slot) in id.iter_mut().enumerate() {
+            if keep(s) {
+                *slot = states.len();
+                states.push(s);
+            }
+        }
+        let mut accept = Vec::with_capacity(states.len());
+        let mut edges = Vec::with_capacity(states.len());
+        for &s in &states {
+            let open = self.done[s] == Done::Nothing;
+            accept.push(if exit.is_some() { !open } else { open });
+            let mut out: Vec<(u32, u32, usize)> = Vec::new();
+            if open {
+                // the characters with an edge somewhere on the fail chain; any other one
+                // leads back to the root
+                let mut special: Vec<u32> = Vec::new();
+                let mut g = s;
+                loop {
+                    special.extend(self.next[g].keys());
+                    if g == 0 {
+                        break;
+                    }
+                    g = self.fail[g];
+                }
+                special.sort_unstable();
+                special.dedup();
+                let mut lo = 0u32;
+                let root = id[0];
+                for &c in &special {
+                    if c > lo && root != usize::MAX {
+                        out.push((lo, c - 1, root));
+                    }
+                    let t = self.step(s, c);
+                    if keep(t) {
+                        out.push((c, c, id[t]));
+                    }
+                    lo = c + 1;
+                }
+                if lo <= 0x10FFFF && root != usize::MAX {
+                    out.push((lo, 0x10FFFF, root));
+                }
+            }
+            edges.push(out);
+        }
+        CharDfa {
+            start: id[0],
+            accept,
+            edges,
+        }
+    }
+
+    /// Free text with no trigger or excluded string complete in it (it may end anywhere).
+    fn end(&self) -> Result<Expr> {
+        if self.done[0] != Done::Nothing {
+            return Err(error("", "an empty trigger or excluded string"));
+        }
+        dfa_expr(trim(self.dfa(None)))
+    }
+
+    /// Free text that ends where trigger `k` is first complete (`None`: no text does).
+    fn to_trigger(&self, k: usize) -> Result<Option<Expr>> {
+        let d = trim(self.dfa(Some(k)));
+        if d.accept.is_empty() {
+            return Ok(None);
+        }
+        dfa_expr(d).map(Some)
+    }
+}
+
+fn dfa_expr(d: CharDfa) -> Result<Expr> {
+    expr::raw_text_dfa(&d)
+        .ok_or_else(|| Error::Internal("a free-text automaton did not build".into()))
+}
+
+/// `d` with only the states that can reach acceptance (an empty automaton when none, the
+/// start included, can).
+fn trim(d: CharDfa) -> CharDfa {
+    let n = d.accept.len();
+    let mut rev: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (s, es) in d.edges.iter().enumerate() {
+        for &(_, _, t) in es {
+            rev[t].push(s);
+        }
+    }
+    let mut live = d.accept.clone();
+    let mut stack: Vec<usize> = (0..n).filter(|&s| live[s]).collect();
+    while let Some(t) = stack.pop() {
+        for &s in &rev[t] {
+            if !live[s] {
+                live[s] = true;
+                stack.push(s);
+            }
+        }
+    }
+    if d.start >= n || !live[d.start] {
+        return CharDfa {
+            start: 0,
+            accept: Vec::new(),
+            edges: Vec::new(),
+        };
+    }
+    let mut id = vec![usize::MAX; n];
+    let mut k = 0;
+    for (s, slot) in id.iter_mut().enumerate() {
+        if live[s] {
+            *slot = k;
+            k += 1;
+        }
+    }
+    let mut accept = Vec::with_capacity(k);
+    let mut edges = Vec::with_capacity(k);
+    for s in 0..n {
+        if live[s] {
+            accept.push(d.accept[s]);
+            edges.push(
+                d.edges[s]
+                    .iter()
+                    .filter(|&&(_, _, t)| live[t])
+                    .map(|&(a, b, t)| (a, b, id[t]))
+                    .collect(),
+            );
+        }
+    }
+    CharDfa {
+        start: id[d.start],
+        accept,
+        edges,
+    }
+}
