@@ -119,3 +119,33 @@ def test_start_rule_and_unreachable_rules(vocab: ts.Vocabulary, lookup: Lookup) 
     assert g.source_hash == constraint_hash(
         "ebnf", 'root ::= "a"\nother ::= "b"+\nspare ::= "c"\n', start="other"
     )
+
+
+def test_substring_builtin_takes_runs_of_consecutive_strings() -> None:
+    """xgrammar's `Substring(...)`: brute force over short texts against the runs written out."""
+    import itertools
+
+    from feed import byte_vocabulary
+
+    v = byte_vocabulary()
+    for items in [("abc", "de", "fg"), ("a", "", "b", "a"), ("ab", "ba", "a"), ()]:
+        args = ", ".join(f'"{s}"' for s in items)
+        g = ts.Grammar.from_ebnf(f'root ::= "<" Substring({args}) ">"', v)
+        runs = {
+            "".join(items[i:j]) for i in range(len(items) + 1) for j in range(i, len(items) + 1)
+        }
+        texts = {"".join(t) for n in range(5) for t in itertools.product("abcdefg", repeat=n)}
+        for body in sorted(texts | runs):
+            text = "<" + body + ">"
+            m = g.matcher()
+            ok = m.accept_tokens(list(text.encode())) == len(text) and m.is_accepting()
+            assert ok == (body in runs), (items, text)
+    for bad, msg in [
+        ('root ::= Substring("a", foo=true)', "named arguments"),
+        ("root ::= Substring(abc)", "string literals"),
+        ('root ::= Substring("a", 1)', "string literals"),
+        ('root ::= Substring("a"', "not closed"),
+        ("root ::= Substring(" + ", ".join(['"' + "x" * 200 + '"'] * 400) + ")", "too large"),
+    ]:
+        with pytest.raises(ts.GrammarError, match=msg):
+            ts.Grammar.from_ebnf(bad, v)

@@ -37,7 +37,11 @@ def ends(node: dict[str, Any], s: str, i: int, tag_ends: tuple[str, ...] = ()) -
         return {j for j in range(i, len(s) + 1) if re.fullmatch(node["pattern"], s[i:j])}
     if t == "any_text":
         words = tuple(node.get("excludes") or ()) + tuple(e for e in tag_ends if e)
-        return set(free_text(s, i, (), words)[0])
+        n = node.get("max_chars")
+        return {j for j in free_text(s, i, (), words)[0] if n is None or j - i <= n}
+    if t == "dispatch":
+        words = tuple(node.get("excludes") or ()) + tuple(e for e in tag_ends if e)
+        return dispatch(node, s, i, words, tag_ends)
     if t == "sequence":
         at = {i}
         for e in node["elements"]:
@@ -135,6 +139,29 @@ def triggered(node: dict[str, Any], s: str, i: int, excludes: tuple[str, ...]) -
     return loop(i, frozenset({i}))
 
 
+def dispatch(
+    node: dict[str, Any], s: str, i: int, excludes: tuple[str, ...], tag_ends: tuple[str, ...]
+) -> set[int]:
+    rules = node["rules"]
+    patterns = tuple(p for p, _ in rules)
+    looped = node.get("loop", True)
+
+    def go(i: int, seen: frozenset[int]) -> set[int]:
+        stops, hit = free_text(s, i, patterns, excludes)
+        out = set(stops)
+        if hit is not None:
+            k, p = hit
+            after = {j for q, f in rules if q == p for j in ends(f, s, k, tag_ends)}
+            if not looped:
+                return out | after
+            for j in after:
+                if j not in seen:
+                    out |= go(j, seen | {j})
+        return out
+
+    return go(i, frozenset({i}))
+
+
 def accepts(fmt: dict[str, Any], s: str) -> bool:
     return len(s) in ends(fmt, s, 0)
 
@@ -151,13 +178,28 @@ class Gen:
         kinds = ["const_string", "any_text", "regex"]
         if depth < 2:
             kinds += ["sequence", "or", "optional", "star", "tag", "triggered_tags", "twsep"]
+            kinds += ["dispatch"]
         k = r.choice(kinds)
         if k == "const_string":
             return {"type": k, "value": self.word(0, 2)}
         if k == "regex":
             return {"type": k, "pattern": r.choice(["a+", "[ab]?b", "(ab)*", "<[ab]>"])}
         if k == "any_text":
-            return {"type": k, "excludes": [self.word() for _ in range(r.randint(0, 2))]}
+            node: dict[str, Any] = {
+                "type": k,
+                "excludes": [self.word() for _ in range(r.randint(0, 2))],
+            }
+            if r.random() < 0.3:
+                node["max_chars"] = r.randint(0, 3)
+            return node
+        if k == "dispatch":
+            pats = sorted({self.word() for _ in range(r.randint(1, 2))})
+            return {
+                "type": k,
+                "rules": [[p, self.node(depth + 1)] for p in pats],
+                "loop": r.random() < 0.6,
+                "excludes": [self.word() for _ in range(r.randint(0, 1))],
+            }
         if k in ("sequence", "or"):
             return {"type": k, "elements": [self.node(depth + 1) for _ in range(r.randint(1, 3))]}
         if k in ("optional", "star"):
@@ -235,12 +277,13 @@ def test_random_formats_agree_with_the_reference(seed: int) -> None:
             assert longer_extension(fmt, g, s), (json.dumps(fmt), s)
 
 
-def longer_extension(fmt: dict[str, Any], g: ts.Grammar, prefix: str, more: int = 12) -> bool:
-    """Breadth first through the characters of the alphabet the masks allow after `prefix`,
-    up to `more` of them: the first text the matcher accepts must be one the reference does."""
+def longer_extension(fmt: dict[str, Any], g: ts.Grammar, prefix: str, more: int = 40) -> bool:
+    """Breadth first over the automaton's states, through the characters of the alphabet the
+    masks allow after `prefix` (up to `more` of them): the first text the matcher accepts must
+    be one the reference does."""
     import numpy as np
 
-    frontier = [prefix]
+    frontier, seen = [prefix], set()
     for _ in range(more):
         nxt = []
         for p in frontier:
@@ -255,8 +298,10 @@ def longer_extension(fmt: dict[str, Any], g: ts.Grammar, prefix: str, more: int 
                     q.accept_tokens(list((p + c).encode()))
                     if q.is_accepting():
                         return accepts(fmt, p + c)
-                    nxt.append(p + c)
-        frontier = nxt[:4000]
+                    if q.state not in seen:
+                        seen.add(q.state)
+                        nxt.append(p + c)
+        frontier = nxt
     return False
 
 
@@ -300,11 +345,11 @@ def test_tool_calls_in_free_text() -> None:
 @pytest.mark.parametrize(
     ("fmt", "path", "text"),
     [
-        ({"type": "dispatch", "rules": []}, "$.format", "`dispatch` is not supported"),
+        ({"type": "dispatch", "rules": []}, "$.format.rules", "must not be empty"),
         (
-            {"type": "json_schema", "json_schema": {}, "style": "qwen_xml"},
+            {"type": "json_schema", "json_schema": {}, "style": "cohere_xml"},
             "$.format.style",
-            "`qwen_xml` is not supported",
+            "`cohere_xml` is not supported",
         ),
         ({"type": "sequence", "elements": []}, "$.format.elements", "must not be empty"),
         ({"type": "nope"}, "$.format", "unknown format type `nope`"),
@@ -319,7 +364,7 @@ def test_tool_calls_in_free_text() -> None:
             "$.format.tags[0].begin",
             "exactly one trigger",
         ),
-        ({"type": "any_text", "max_chars": 3}, "$.format.max_chars", "not supported"),
+        ({"type": "any_text", "max_tokens": 3}, "$.format.max_tokens", "not supported"),
     ],
 )
 def test_malformed_or_unsupported_tags_name_their_path(fmt: Any, path: str, text: str) -> None:
@@ -328,3 +373,65 @@ def test_malformed_or_unsupported_tags_name_their_path(fmt: Any, path: str, text
     assert e.value.path == path and e.value.line is None
     with pytest.raises(ts.GrammarError, match="not valid JSON"):
         ts.Grammar.from_structural_tag("{", V)
+
+
+XML_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string"},
+        "days": {"type": "integer", "minimum": 1},
+        "unit": {"enum": ["C", "F"]},
+        "opts": {"type": "object", "properties": {"hourly": {"type": "boolean"}}},
+    },
+    "required": ["city", "days"],
+}
+XML_STYLES = {
+    "qwen_xml": ("<parameter={k}>", "</parameter>"),
+    "minimax_xml": ('<parameter name="{k}">', "</parameter>"),
+    "deepseek_xml": ('<｜DSML｜parameter name="{k}" string="true">', "</｜DSML｜parameter>"),
+    "glm_xml": ("<arg_key>{k}</arg_key>\n<arg_value>", "</arg_value>"),
+}
+
+
+@pytest.mark.parametrize("style", sorted(XML_STYLES))
+def test_xml_parameter_styles(style: str) -> None:
+    tag = {
+        "format": {"type": "json_schema", "json_schema": XML_SCHEMA, "style": style},
+    }
+    g = ts.Grammar.from_structural_tag(tag, V)
+    head, close = XML_STYLES[style]
+
+    def p(k: str, v: str) -> str:
+        return head.format(k=k) + v + close
+
+    def ok(s: str) -> bool:
+        m = g.matcher()
+        return m.accept_tokens(list(s.encode())) == len(s.encode()) and m.is_accepting()
+
+    city = p("city", 'São Paulo <b>\n"quoted"')  # raw text: anything without the closing
+    assert ok(city + p("days", "3"))
+    assert ok(
+        "\n" + city + "\n" + p("days", " 7\n") + p("unit", "F") + p("opts", '{"hourly": true}')
+    )
+    assert not ok(p("days", "3") + city)  # declared order
+    assert not ok(city)  # `days` is required
+    assert not ok(city + p("days", "0"))  # minimum 1
+    assert not ok(city + p("days", "3") + p("unit", '"C"'))  # enum values are raw
+    assert not ok(city + p("days", "3") + p("zone", "x"))  # not declared
+    assert not ok(head.format(k="city") + "a" + close + close + p("days", "3"))
+    any_order = {"format": dict(tag["format"], any_order=True)}
+    m = ts.Grammar.from_structural_tag(any_order, V).matcher()
+    s = p("days", "3") + city
+    assert m.accept_tokens(list(s.encode())) == len(s.encode()) and m.is_accepting()
+
+
+def test_xml_parameters_refused_by_name() -> None:
+    bad = dict(XML_SCHEMA, properties={"code": {"type": "string", "pattern": "^[A-Z]+$"}})
+    with pytest.raises(ts.GrammarError, match="`pattern` in an XML style is not supported"):
+        ts.Grammar.from_structural_tag(
+            {"format": {"type": "json_schema", "json_schema": bad, "style": "qwen_xml"}}, V
+        )
+    with pytest.raises(ts.GrammarError, match="`kimi_k3_xml` is not supported"):
+        ts.Grammar.from_structural_tag(
+            {"format": {"type": "json_schema", "json_schema": {}, "style": "kimi_k3_xml"}}, V
+        )

@@ -6,8 +6,8 @@ with ``strict`` tools. No request may fail; every call vLLM's parser extracts mu
 and carry arguments valid against its schema; the server's log must show tokensieve compiled
 every request (``TOKENSIEVE_LOG_COMPILES=1``).
 
-Parsers whose tags hold XML parameters (``qwen3_xml``, ``glm45``, ...) are refused per request
-with a message naming the style (not supported yet); that is checked too.
+``qwen3_xml`` sends its arguments as XML parameters (the ``qwen_xml`` style of a tag's
+``json_schema``); ``hermes`` and ``longcat`` as JSON.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 # (llama3_json and the DeepSeek parsers need their special tokens in the tokenizer, which the
 # shared Llama 3 tokenizer.json of the tiny model lacks)
-@pytest.fixture(scope="module", params=["hermes", "longcat"])
+@pytest.fixture(scope="module", params=["hermes", "longcat", "qwen3_xml"])
 def tool_server(
     request: pytest.FixtureRequest, model_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, str, Path]]:
@@ -144,25 +144,3 @@ def test_strict_tool_calls_compile_and_parse(tool_server: tuple[str, str, Path])
     for rid in ids:
         assert any(rid in r or r in rid for _, r in compiled), (rid, text[-2000:])
     print(f"{parser}: {len(ids)} requests, {calls_seen} calls, all valid")
-
-
-def test_xml_parameter_styles_are_refused_by_name(model_dir: Path, tmp_path: Path) -> None:
-    log = tmp_path / "server.log"
-    args = [
-        "--scheduler-cls",
-        SCHEDULER,
-        "--enable-auto-tool-choice",
-        "--tool-call-parser",
-        "qwen3_xml",
-    ]
-    with running_server(model_dir, log, args) as base:
-        c = client(base)
-        with pytest.raises(openai.BadRequestError) as e:
-            c.chat.completions.create(
-                model="tiny",
-                messages=[{"role": "user", "content": "Weather?"}],
-                max_tokens=16,
-                tools=TOOLS,
-                tool_choice="required",
-            )
-        assert "qwen_xml" in str(e.value) and "not supported" in str(e.value)

@@ -179,15 +179,19 @@ impl Builder<'_> {
                     Some(Value::String(s)) => s.as_str(),
                     Some(_) => return Err(error(&at.key("style").path, "must be a string")),
                 };
-                if style != "json" {
-                    return Err(error(
-                        &at.key("style").path,
-                        &format!(
-                            "the json_schema style `{style}` is not supported (only `json`: the \
-                             XML parameter styles are not)"
-                        ),
-                    ));
-                }
+                let xml = match style {
+                    "json" => None,
+                    other => Some(XmlStyle::named(other).ok_or_else(|| {
+                        error(
+                            &at.key("style").path,
+                            &format!(
+                                "the json_schema style `{other}` is not supported (json, \
+                                 qwen_xml, minimax_xml, deepseek_xml, deepseek_v4_1_xml and \
+                                 glm_xml are)"
+                            ),
+                        )
+                    })?),
+                };
                 if let Some(e) = o.get("excludes") {
                     if !is_empty_list(e) {
                         return Err(error(
@@ -201,7 +205,33 @@ impl Builder<'_> {
                 let schema = o
                     .get("json_schema")
                     .ok_or_else(|| error(&at.path, "has no `json_schema`"))?;
-                self.schema(schema, Some(any_order), ws, &at.key("json_schema"))
+                let at = at.key("json_schema");
+                match xml {
+                    None => self.schema(schema, Some(any_order), ws, &at),
+                    Some(style) => {
+                        let x = Xml {
+                            b: self,
+                            style,
+                            root: schema,
+                            any_order,
+                            ws,
+                        };
+                        x.params(&at)
+                    }
+                }
+            }
+            "qwen_xml_parameter" => {
+                let schema = o
+                    .get("json_schema")
+                    .ok_or_else(|| error(&at.path, "has no `json_schema`"))?;
+                let x = Xml {
+                    b: self,
+                    style: XmlStyle::named("qwen_xml").expect("a known style"),
+                    root: schema,
+                    any_order: false,
+                    ws: None,
+                };
+                x.params(&at.key("json_schema"))
             }
             "grammar" => {
                 let text = string(o.get("grammar"), &at.key("grammar"))?;
@@ -217,18 +247,66 @@ impl Builder<'_> {
                 Ok(Expr::Hir(h))
             }
             "any_text" => {
-                for bound in ["max_tokens", "max_chars"] {
-                    if o.get(bound).is_some_and(|b| !b.is_null()) {
-                        return Err(error(
-                            &at.key(bound).path,
-                            &format!("`{bound}` of any_text is not supported"),
-                        ));
-                    }
+                if o.get("max_tokens").is_some_and(|b| !b.is_null()) {
+                    return Err(error(
+                        &at.key("max_tokens").path,
+                        "`max_tokens` of any_text is not supported (`max_chars` is)",
+                    ));
                 }
+                let max_chars = budget(o.get("max_chars"), &at.key("max_chars"))?;
                 let mut excludes = strings(o.get("excludes"), &at.key("excludes"), true)?;
                 excludes.extend(at.ends.iter().filter(|e| !e.is_empty()).cloned());
                 let free = FreeText::new(&[], &excludes, &at.path)?;
-                free.end()
+                match max_chars {
+                    None => free.end(),
+                    Some(n) => free.end_within(0, Some(n), &at.key("max_chars").path),
+                }
+            }
+            "dispatch" => {
+                let rules = array(o.get("rules"), &at.key("rules"))?;
+                if rules.is_empty() {
+                    return Err(error(&at.key("rules").path, "must not be empty"));
+                }
+                let mut patterns = Vec::with_capacity(rules.len());
+                let mut formats = Vec::with_capacity(rules.len());
+                for (i, r) in rules.iter().enumerate() {
+                    let a = at.index("rules", i);
+                    match r.as_array().map(Vec::as_slice) {
+                        Some([Value::String(p), f]) if !p.is_empty() => {
+                            patterns.push(p.clone());
+                            formats.push(self.node(f, &a.index("", 1))?);
+                        }
+                        _ => {
+                            return Err(error(
+                                &a.path,
+                                "a rule is [pattern, format] (the pattern a non-empty string)",
+                            ))
+                        }
+                    }
+                }
+                let looped = match o.get("loop") {
+                    None | Some(Value::Null) => true,
+                    other => flag(other, &at.key("loop"))?,
+                };
+                let mut excludes = strings(o.get("excludes"), &at.key("excludes"), true)?;
+                excludes.extend(at.ends.iter().filter(|e| !e.is_empty()).cloned());
+                let free = FreeText::new(&patterns, &excludes, &at.path)?;
+                let mut dispatch = Vec::new();
+                for (k, f) in formats.into_iter().enumerate() {
+                    if let Some(lead) = free.to_trigger(k)? {
+                        dispatch.push(expr::concat(vec![lead, f]));
+                    }
+                }
+                let end = free.end()?;
+                Ok(if dispatch.is_empty() {
+                    end
+                } else if looped {
+                    expr::concat(vec![expr::rep(expr::alt(dispatch), 0, None), end])
+                } else {
+                    let mut alts = vec![end];
+                    alts.extend(dispatch);
+                    expr::alt(alts)
+                })
             }
             "sequence" | "or" => {
                 let elements = array(o.get("elements"), &at.key("elements"))?;
@@ -300,12 +378,7 @@ impl Builder<'_> {
                 };
                 Ok(if alo { some } else { expr::opt(some) })
             }
-            "qwen_xml_parameter" => Err(error(
-                &at.path,
-                "the format `qwen_xml_parameter` (XML parameters) is not supported",
-            )),
-            "dispatch"
-            | "token"
+            "token"
             | "exclude_token"
             | "any_tokens"
             | "token_triggered_tags"
@@ -554,6 +627,342 @@ fn strict(schema: &mut Value) {
     }
 }
 
+/// How one XML parameter style writes a parameter: `head(key)` VALUE `closing`.
+#[derive(Clone, Copy)]
+struct XmlStyle {
+    before_key: &'static str,
+    after_key: &'static str,
+    closing: &'static str,
+    /// DeepSeek's `string="true"` or `string="false"` attribute after the key (either, for
+    /// any value).
+    string_attr: bool,
+    /// GLM's whitespace between `</arg_key>` and `<arg_value>`.
+    ws_inside: bool,
+}
+
+impl XmlStyle {
+    fn named(name: &str) -> Option<XmlStyle> {
+        let plain = |before_key, after_key, closing| XmlStyle {
+            before_key,
+            after_key,
+            closing,
+            string_attr: false,
+            ws_inside: false,
+        };
+        Some(match name {
+            "qwen_xml" => plain("<parameter=", ">", "</parameter>"),
+            "minimax_xml" => plain("<parameter name=\"", "\">", "</parameter>"),
+            "deepseek_xml" => XmlStyle {
+                string_attr: true,
+                ..plain(
+                    "<\u{ff5c}DSML\u{ff5c}parameter name=\"",
+                    "\">",
+                    "</\u{ff5c}DSML\u{ff5c}parameter>",
+                )
+            },
+            "deepseek_v4_1_xml" => XmlStyle {
+                string_attr: true,
+                ..plain(
+                    "<\u{ff5c}DSML\u{ff5c} parameter name=\"",
+                    "\">",
+                    "</\u{ff5c}DSML\u{ff5c} parameter>",
+                )
+            },
+            "glm_xml" => XmlStyle {
+                ws_inside: true,
+                ..plain("<arg_key>", "</arg_key><arg_value>", "</arg_value>")
+            },
+            _ => return None,
+        })
+    }
+}
+
+/// A `json_schema` in an XML parameter style: the schema's root object is written without
+/// braces, as a parameter element per property (whitespace before, between and after them);
+/// a parameter's value is raw text for a plain string (anything without the closing marker),
+/// the raw text of a `const`/`enum` value (strings unquoted), and JSON (with whitespace around)
+/// for anything else.
+struct Xml<'b, 'a> {
+    b: &'b Builder<'a>,
+    style: XmlStyle,
+    root: &'b Value,
+    any_order: bool,
+    ws: Option<u32>,
+}
+
+/// Keywords that say nothing about a value's language.
+const ANNOTATIONS: &[&str] = &["title", "description", "default", "examples", "$comment"];
+
+impl Xml<'_, '_> {
+    fn ws(&self) -> Expr {
+        let class = hir::class(&[(' ', ' '), ('\n', '\n'), ('\t', '\t')]);
+        Expr::Hir(hir::rep(class, 0, self.ws))
+    }
+
+    /// `$ref` to the root's `$defs`/`definitions`, followed (a few levels at most).
+    fn deref<'v>(&'v self, mut v: &'v Value, at: &At) -> Result<&'v Value> {
+        for _ in 0..16 {
+            let Some(r) = v.get("$ref").and_then(Value::as_str) else {
+                return Ok(v);
+            };
+            let target = r
+                .strip_prefix("#/$defs/")
+                .and_then(|n| self.root.get("$defs")?.get(n))
+                .or_else(|| {
+                    r.strip_prefix("#/definitions/")
+                        .and_then(|n| self.root.get("definitions")?.get(n))
+                });
+            v = target.ok_or_else(|| {
+                error(
+                    &at.path,
+                    &format!("the reference {r:?} (an XML parameter's `$ref` must name one of the root's $defs)"),
+                )
+            })?;
+        }
+        Err(error(&at.path, "references that go round"))
+    }
+
+    /// The parameters of the root object.
+    fn params(&self, at: &At) -> Result<Expr> {
+        let root = match self.root {
+            Value::Bool(true) => &Value::Object(serde_json::Map::new()),
+            r @ Value::Object(_) => self.deref(r, at)?,
+            _ => return Err(error(&at.path, "a JSON Schema is an object or `true`")),
+        };
+        let Some(o) = root.as_object() else {
+            return Err(error(
+                &at.path,
+                "an XML parameter schema is an object schema",
+            ));
+        };
+        for (k, _) in o.iter() {
+            let known = matches!(
+                k.as_str(),
+                "type"
+                    | "properties"
+                    | "required"
+                    | "additionalProperties"
+                    | "$defs"
+                    | "definitions"
+                    | "$schema"
+                    | "$id"
+                    | "strict"
+            ) || ANNOTATIONS.contains(&k.as_str());
+            if !known {
+                return Err(error(
+                    &at.key(k).path,
+                    &format!("`{k}` on the parameters of an XML style is not supported"),
+                ));
+            }
+        }
+        if let Some(t) = o.get("type") {
+            if t.as_str() != Some("object") {
+                return Err(error(&at.key("type").path, "XML parameters are an object"));
+            }
+        }
+        let required: Vec<&str> = o
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let props = o.get("properties").and_then(Value::as_object);
+        let mut items = Vec::new();
+        let mut declared = Vec::new();
+        for (k, p) in props.into_iter().flatten() {
+            let a = at.key("properties").key(k);
+            items.push((
+                self.param(&hir::lit(k), p, &a)?,
+                required.contains(&k.as_str()),
+            ));
+            declared.push(k.as_str());
+        }
+        if let Some(missing) = required.iter().find(|r| !declared.contains(r)) {
+            return Err(error(
+                &at.key("required").path,
+                &format!("the required parameter {missing:?} is not declared"),
+            ));
+        }
+        // undeclared keys: where `additionalProperties` allows them (with no properties
+        // declared and nothing said, any)
+        let extra = match o.get("additionalProperties") {
+            Some(Value::Bool(false)) => None,
+            None if props.is_some_and(|p| !p.is_empty()) => None,
+            None | Some(Value::Bool(true)) => Some(Value::Bool(true)),
+            Some(v @ Value::Object(_)) => Some(v.clone()),
+            Some(_) => {
+                return Err(error(
+                    &at.key("additionalProperties").path,
+                    "must be a boolean or a schema",
+                ))
+            }
+        };
+        let tail = match extra {
+            None => None,
+            Some(v) => {
+                if !declared.is_empty() {
+                    return Err(error(
+                        &at.key("additionalProperties").path,
+                        "undeclared XML parameters beside declared ones are not supported",
+                    ));
+                }
+                let key = hir::concat(vec![
+                    hir::class(&[('a', 'z'), ('A', 'Z'), ('_', '_')]),
+                    hir::star(hir::class(&[
+                        ('a', 'z'),
+                        ('A', 'Z'),
+                        ('0', '9'),
+                        ('_', '_'),
+                    ])),
+                ]);
+                Some(self.param(&key, &v, &at.key("additionalProperties"))?)
+            }
+        };
+        let members = if self.any_order {
+            expr::member_set(items, self.ws(), tail)
+        } else {
+            expr::member_seq(items, self.ws(), tail)
+        };
+        Ok(expr::concat(vec![self.ws(), members, self.ws()]))
+    }
+
+    /// One parameter: its element, with `key` (a language of keys) and value schema `p`.
+    fn param(&self, key: &regex_syntax::hir::Hir, p: &Value, at: &At) -> Result<Expr> {
+        let s = self.style;
+        let mut head = vec![Expr::Hir(hir::lit(s.before_key)), Expr::Hir(key.clone())];
+        if s.string_attr {
+            head.push(Expr::Hir(hir::lit("\" string=\"")));
+            head.push(Expr::Hir(hir::alt(vec![
+                hir::lit("true"),
+                hir::lit("false"),
+            ])));
+        }
+        if s.ws_inside {
+            head.push(Expr::Hir(hir::lit("</arg_key>")));
+            head.push(self.ws());
+            head.push(Expr::Hir(hir::lit("<arg_value>")));
+        } else {
+            head.push(Expr::Hir(hir::lit(s.after_key)));
+        }
+        head.push(self.value(p, at, 0)?);
+        head.push(Expr::Hir(hir::lit(s.closing)));
+        Ok(expr::concat(head))
+    }
+
+    /// A parameter's value (see the type's docs).
+    fn value(&self, p: &Value, at: &At, depth: usize) -> Result<Expr> {
+        if depth > 8 {
+            return Err(error(&at.path, "XML parameter values nested too deep"));
+        }
+        let p = self.deref(p, at)?;
+        let raw = || FreeText::new(&[], &[self.style.closing.to_string()], &at.path)?.end();
+        let o = match p {
+            Value::Bool(true) => return self.untyped(at),
+            Value::Object(o) => o,
+            _ => {
+                return Err(error(
+                    &at.path,
+                    "a parameter's schema is an object or `true`",
+                ))
+            }
+        };
+        let keys: Vec<&str> = o
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !ANNOTATIONS.contains(k))
+            .collect();
+        if keys.is_empty() {
+            return self.untyped(at);
+        }
+        if let Some(c) = o.get("const") {
+            return Ok(raw_value(c));
+        }
+        if let Some(e) = o.get("enum").and_then(Value::as_array) {
+            if e.is_empty() {
+                return Err(error(&at.key("enum").path, "an empty enum allows no value"));
+            }
+            return Ok(expr::alt(e.iter().map(raw_value).collect()));
+        }
+        for comb in ["anyOf", "oneOf"] {
+            if let Some(bs) = o.get(comb).and_then(Value::as_array) {
+                if keys.len() == 1 && !bs.is_empty() {
+                    let alts = bs
+                        .iter()
+                        .enumerate()
+                        .map(|(i, b)| self.value(b, &at.index(comb, i), depth + 1))
+                        .collect::<Result<Vec<_>>>()?;
+                    return Ok(expr::alt(alts));
+                }
+            }
+        }
+        if let Some(Value::Array(types)) = o.get("type") {
+            let mut alts = Vec::new();
+            for (i, t) in types.iter().enumerate() {
+                let mut one = o.clone();
+                one.insert("type".into(), t.clone());
+                alts.push(self.value(&Value::Object(one), &at.index("type", i), depth + 1)?);
+            }
+            return Ok(expr::alt(alts));
+        }
+        if o.get("type").and_then(Value::as_str) == Some("string") {
+            let shaped = ["pattern", "format"].iter().find(|k| o.contains_key(**k));
+            if let Some(k) = shaped {
+                return Err(error(
+                    &at.key(k).path,
+                    &format!("a string parameter with `{k}` in an XML style is not supported"),
+                ));
+            }
+            if keys
+                .iter()
+                .all(|k| matches!(*k, "type" | "minLength" | "maxLength"))
+            {
+                let min = length(o.get("minLength"), &at.key("minLength"))?;
+                let max = length(o.get("maxLength"), &at.key("maxLength"))?;
+                if min.is_none() && max.is_none() {
+                    return raw();
+                }
+                let free = FreeText::new(&[], &[self.style.closing.to_string()], &at.path)?;
+                return free.end_within(min.unwrap_or(0), max, &at.path);
+            }
+        }
+        // anything else is JSON, with whitespace around it
+        let json = self.json(p, at)?;
+        Ok(expr::concat(vec![self.ws(), json, self.ws()]))
+    }
+
+    /// A value of no schema: raw text, or a JSON array or object.
+    fn untyped(&self, at: &At) -> Result<Expr> {
+        let raw = FreeText::new(&[], &[self.style.closing.to_string()], &at.path)?.end()?;
+        let arr = self.json(&serde_json::json!({"type": "array"}), at)?;
+        let obj = self.json(&serde_json::json!({"type": "object"}), at)?;
+        Ok(expr::alt(vec![
+            raw,
+            expr::concat(vec![self.ws(), expr::alt(vec![arr, obj]), self.ws()]),
+        ]))
+    }
+
+    /// `p` as JSON, its references resolved against the root's definitions.
+    fn json(&self, p: &Value, at: &At) -> Result<Expr> {
+        let mut p = p.clone();
+        if let (Value::Object(m), Value::Object(r)) = (&mut p, self.root) {
+            for defs in ["$defs", "definitions"] {
+                if let Some(d) = r.get(defs) {
+                    m.entry(defs.to_string()).or_insert_with(|| d.clone());
+                }
+            }
+        }
+        self.b.schema(&p, Some(self.any_order), self.ws, at)
+    }
+}
+
+/// The raw text of a `const`/`enum` value in an XML parameter: a string as itself, anything
+/// else as its JSON text.
+fn raw_value(v: &Value) -> Expr {
+    match v {
+        Value::String(s) => literal(s),
+        other => literal(&other.to_string()),
+    }
+}
+
 /// A tag read: its begin, content and end strings.
 struct Tag {
     begin: String,
@@ -622,6 +1031,35 @@ fn flag(v: Option<&Value>, at: &At) -> Result<bool> {
 fn int(v: Option<&Value>, at: &At) -> Result<i64> {
     v.and_then(Value::as_i64)
         .ok_or_else(|| error(&at.path, "must be an integer"))
+}
+
+/// `minLength`/`maxLength` of an XML string parameter (a non-negative integer, at most 2^31-1).
+fn length(v: Option<&Value>, at: &At) -> Result<Option<u32>> {
+    match v {
+        None => Ok(None),
+        Some(x) => x
+            .as_u64()
+            .or_else(|| {
+                x.as_f64()
+                    .filter(|f| f.fract() == 0.0 && *f >= 0.0)
+                    .map(|f| f as u64)
+            })
+            .filter(|&n| n <= i32::MAX as u64)
+            .map(|n| Some(n as u32))
+            .ok_or_else(|| error(&at.path, "must be a non-negative integer")),
+    }
+}
+
+/// `max_chars`: null, or an integer in `0..=2^31-1`.
+fn budget(v: Option<&Value>, at: &At) -> Result<Option<u32>> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(x) => x
+            .as_u64()
+            .filter(|&n| n <= i32::MAX as u64)
+            .map(|n| Some(n as u32))
+            .ok_or_else(|| error(&at.path, "must be null or an integer from 0 to 2147483647")),
+    }
 }
 
 fn count(v: Option<&Value>, at: &At) -> Result<Option<u32>> {
@@ -826,6 +1264,21 @@ impl FreeText {
             return Err(error("", "an empty trigger or excluded string"));
         }
         dfa_expr(trim(self.dfa(None)))
+    }
+
+    /// [`FreeText::end`] of `min..=max` characters.
+    fn end_within(&self, min: u32, max: Option<u32>, path: &str) -> Result<Expr> {
+        if self.done[0] != Done::Nothing {
+            return Err(error("", "an empty trigger or excluded string"));
+        }
+        match expr::raw_counted_text_dfa(&trim(self.dfa(None)), min, max) {
+            Some(Some(e)) => Ok(e),
+            Some(None) => Ok(Expr::empty()),
+            None => Err(error(
+                path,
+                "a bound on characters over these excluded strings is not supported",
+            )),
+        }
     }
 
     /// Free text that ends where trigger `k` is first complete (`None`: no text does).

@@ -706,6 +706,24 @@ pub(crate) fn raw_text_dfa(d: &CharDfa) -> Option<Expr> {
     Some(Expr::CharDfa(Arc::new(c)))
 }
 
+/// [`raw_text_dfa`] with `min..=max` characters (see [`counted_char_dfa`] for what `None` and
+/// `Some(None)` mean).
+pub(crate) fn raw_counted_text_dfa(
+    d: &CharDfa,
+    min: u32,
+    max: Option<u32>,
+) -> Option<Option<Expr>> {
+    match counted_char_dfa(d, min, max)? {
+        None => Some(None),
+        Some(Expr::CharDfa(c)) => {
+            let mut c = Arc::try_unwrap(c).ok()?;
+            c.raw = true;
+            Some(Some(Expr::CharDfa(Arc::new(c))))
+        }
+        Some(_) => None,
+    }
+}
+
 /// The longest a character DFA's completion lengths may take to settle for
 /// [`counted_char_dfa`] (see [`completion_lengths`]).
 pub(crate) const SETTLE_MAX: usize = 256;

@@ -9,6 +9,7 @@
 
 use super::{grammar_error, Pos};
 use crate::error::Result;
+use regex_syntax::hir::Hir;
 
 /// A grammar expression over Unicode characters.
 #[derive(Clone, Debug)]
@@ -110,6 +111,10 @@ struct Parser<'a> {
 
 /// Groups nest at most this deep.
 const MAX_GROUP_DEPTH: u32 = 200;
+
+/// The most bytes a `Substring(...)` may hold written out as its runs (see
+/// `Parser::substring_macro`).
+pub(crate) const MAX_SUBSTRING_BYTES: usize = 1 << 20;
 /// A rule's body is a tree at most this high (groups, sequences, alternatives and repetitions
 /// that do not merge, together): every later walk over it recurses at most this deep.
 pub(crate) const MAX_HEIGHT: u32 = 1000;
@@ -428,6 +433,9 @@ impl Parser<'_> {
                 if name == "Regex" && self.peek() == Some('(') {
                     return leaf(self.regex_macro(pos)?);
                 }
+                if name == "Substring" && self.peek() == Some('(') {
+                    return leaf(self.substring_macro(pos)?);
+                }
                 leaf(Node::Ref {
                     name,
                     rule: usize::MAX,
@@ -639,6 +647,81 @@ impl Parser<'_> {
         Ok(Node::Regex {
             hir: Box::new(hir),
             nullable,
+        })
+    }
+
+    /// xgrammar's `Substring("s1", "s2", ...)` built-in after its name, at the `(`: a run of
+    /// consecutive strings of the list, `s_i s_i+1 ... s_j-1` for any `i <= j` (the empty
+    /// string included; `Substring()` is the empty string alone). Written out, the runs hold
+    /// each string once per run starting at or before it: at most
+    /// [`MAX_SUBSTRING_BYTES`] bytes in all.
+    fn substring_macro(&mut self, pos: Pos) -> Result<Node> {
+        self.bump();
+        let mut items: Vec<String> = Vec::new();
+        loop {
+            self.skip();
+            if self.eat(')') {
+                break;
+            }
+            if !items.is_empty() {
+                if !self.eat(',') {
+                    return Err(grammar_error(pos, "`Substring(...)` is not closed"));
+                }
+                self.skip();
+            }
+            match self.peek() {
+                Some('"') => items.push(self.string()?),
+                Some(c) if is_name_char(c) => {
+                    let key = self.name().unwrap_or_default();
+                    self.skip();
+                    let what = if self.peek() == Some('=') {
+                        format!("does not take named arguments (`{key}=`)")
+                    } else {
+                        "arguments must be string literals".to_string()
+                    };
+                    return Err(grammar_error(pos, &format!("`Substring(...)` {what}")));
+                }
+                None => return Err(grammar_error(pos, "`Substring(...)` is not closed")),
+                Some(_) => {
+                    return Err(grammar_error(
+                        pos,
+                        "`Substring(...)` arguments must be string literals",
+                    ))
+                }
+            }
+        }
+        // each run from string i: s_i (s_i+1 (...)?)?
+        let mut size = 0usize;
+        let mut tail = 0usize;
+        for s in items.iter().rev() {
+            tail += s.len() + 1;
+            size = size.saturating_add(tail);
+        }
+        if size > MAX_SUBSTRING_BYTES {
+            return Err(grammar_error(
+                pos,
+                &format!(
+                    "`Substring(...)` of {} strings is too large ({size} bytes written out; at \
+                     most {MAX_SUBSTRING_BYTES})",
+                    items.len()
+                ),
+            ));
+        }
+        let mut runs = vec![Hir::empty()];
+        for i in 0..items.len() {
+            let mut chain: Option<Hir> = None;
+            for s in items[i..].iter().rev() {
+                let lit = Hir::literal(s.as_bytes());
+                chain = Some(match chain {
+                    None => lit,
+                    Some(rest) => Hir::concat(vec![lit, crate::automata::hir::opt(rest)]),
+                });
+            }
+            runs.extend(chain);
+        }
+        Ok(Node::Regex {
+            hir: Box::new(Hir::alternation(runs)),
+            nullable: true,
         })
     }
 
