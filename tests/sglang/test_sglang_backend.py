@@ -396,7 +396,10 @@ def test_cache_holds_one_template_per_key(backend: Any) -> None:
         (("ebnf", 'start: "a" | "b"'), "Lark is not supported by tokensieve yet"),
         (("full_assistant_ebnf", 'root ::= "a"'), "full_assistant_ebnf grammars are not"),
         (("structural_tag", '{"format": {}}'), "structural tag error at $.format"),
-        (("structural_tag", '{"format": {"type": "token", "token": 1}}'), "`token` is not supported"),
+        (
+            ("structural_tag", '{"format": {"type": "token", "token": 1}}'),
+            "`token` is not supported",
+        ),
     ],
 )
 def test_invalid_constraints_are_invalid_grammar_objects(
