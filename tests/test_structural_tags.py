@@ -435,3 +435,22 @@ def test_xml_parameters_refused_by_name() -> None:
         ts.Grammar.from_structural_tag(
             {"format": {"type": "json_schema", "json_schema": {}, "style": "kimi_k3_xml"}}, V
         )
+
+
+def test_hostile_free_text_is_bounded() -> None:
+    """Free text over many long or many-charactered excluded strings: a long word costs its
+    length (one state per character, each with its own moves built once), and words over
+    many different characters are refused by the automaton's size before anything is built
+    (this one took 20 s, four times its deadline, before the bound)."""
+    long_word = {"format": {"type": "any_text", "excludes": ["a" * 65536]}}
+    m = ts.Grammar.from_structural_tag(long_word, V).matcher()
+    assert m.accept_tokens(list(b"a" * 1000)) == 1000 and m.is_accepting()
+    words = ["".join(chr(0x4E00 + (i * 37 + j) % 20000) for j in range(60)) for i in range(1000)]
+    with pytest.raises(ts.GrammarError, match="more than 1000000 moves"):
+        ts.Grammar.from_structural_tag(
+            {"format": {"type": "any_text", "excludes": words}}, V, max_compile_seconds=5
+        )
+    with pytest.raises(ts.GrammarError, match="too many triggers and excluded strings"):
+        ts.Grammar.from_structural_tag(
+            {"format": {"type": "any_text", "excludes": ["x" * 70000]}}, V
+        )

@@ -41,6 +41,10 @@ pub const MAX_FORMAT_DEPTH: usize = 64;
 const MAX_WORDS: usize = 1024;
 const MAX_WORD_CHARS: usize = 65_536;
 
+/// Most moves (character, target) the free-text automata of one free text may have: words
+/// with many different characters make every state move on each of them.
+const MAX_FREE_EDGES: usize = 1_000_000;
+
 /// A structural tag read into an expression.
 pub(crate) struct Compiled {
     pub expr: Expr,
@@ -1076,13 +1080,13 @@ fn count(v: Option<&Value>, at: &At) -> Result<Option<u32>> {
 /// The free-text automaton of a set of triggers and excluded strings (Aho–Corasick over their
 /// characters): which word, if any, is first complete at each point of a text.
 struct FreeText {
-    /// Trie nodes: the character edges out of each.
-    next: Vec<BTreeMap<u32, usize>>,
-    /// The longest proper suffix of each node that is a node.
-    fail: Vec<usize>,
     /// What is complete at each node, the fail chain included: an excluded string, else the
     /// longest trigger (by index), else nothing.
     done: Vec<Done>,
+    /// The automaton's moves out of each trie node (of the words, by character): the characters
+    /// with an edge on its fail chain and where each leads (any other character leads to the
+    /// root). Built breadth first from the fail node's, at most [`MAX_FREE_EDGES`] in all.
+    moves: Vec<BTreeMap<u32, usize>>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -1179,27 +1183,43 @@ impl FreeText {
                 order.push_back(t);
             }
         }
-        Ok(FreeText { next, fail, done })
-    }
-
-    /// The DFA move from node `s` on character `c`.
-    fn step(&self, mut s: usize, c: u32) -> usize {
-        loop {
-            if let Some(&t) = self.next[s].get(&c) {
-                return t;
+        // the moves, breadth first (a node's fail node is shallower, so done before it)
+        let mut moves: Vec<BTreeMap<u32, usize>> = vec![BTreeMap::new(); n];
+        let mut order = std::collections::VecDeque::from([0usize]);
+        let mut edges = 0usize;
+        let mut every = crate::budget::Every::default();
+        while let Some(s) = order.pop_front() {
+            every.tick("building the free text of a structural tag")?;
+            let mut m = if s == 0 {
+                BTreeMap::new()
+            } else {
+                moves[fail[s]].clone()
+            };
+            for (&c, &t) in &next[s] {
+                m.insert(c, t);
+                order.push_back(t);
             }
-            if s == 0 {
-                return 0;
+            edges += m.len();
+            // one automaton for the text without a trigger, one per trigger
+            if edges > MAX_FREE_EDGES || edges * (triggers.len() + 1) > 16 * MAX_FREE_EDGES {
+                return Err(error(
+                    path,
+                    &format!(
+                        "the triggers and excluded strings of this free text make an automaton \
+                         of more than {MAX_FREE_EDGES} moves (too many different characters)"
+                    ),
+                ));
             }
-            s = self.fail[s];
+            moves[s] = m;
         }
+        Ok(FreeText { done, moves })
     }
 
     /// The character DFA over the nodes where nothing is complete yet (the free text so far),
     /// plus, when `exit` is given, the nodes where that trigger is first complete (accepting,
     /// with no way on). Other nodes are left out.
-    fn dfa(&self, exit: Option<usize>) -> CharDfa {
-        let n = self.next.len();
+    fn dfa(&self, exit: Option<usize>) -> Result<CharDfa> {
+        let n = self.moves.len();
         let keep = |s: usize| match self.done[s] {
             Done::Nothing => true,
             Done::Trigger(k) => Some(k) == exit,
@@ -1215,31 +1235,20 @@ impl FreeText {
         }
         let mut accept = Vec::with_capacity(states.len());
         let mut edges = Vec::with_capacity(states.len());
+        let mut every = crate::budget::Every::default();
         for &s in &states {
+            every.tick("building the free text of a structural tag")?;
             let open = self.done[s] == Done::Nothing;
             accept.push(if exit.is_some() { !open } else { open });
             let mut out: Vec<(u32, u32, usize)> = Vec::new();
             if open {
-                // the characters with an edge somewhere on the fail chain; any other one
-                // leads back to the root
-                let mut special: Vec<u32> = Vec::new();
-                let mut g = s;
-                loop {
-                    special.extend(self.next[g].keys());
-                    if g == 0 {
-                        break;
-                    }
-                    g = self.fail[g];
-                }
-                special.sort_unstable();
-                special.dedup();
+                // the characters with a move of their own; any other one leads to the root
                 let mut lo = 0u32;
                 let root = id[0];
-                for &c in &special {
+                for (&c, &t) in &self.moves[s] {
                     if c > lo && root != usize::MAX {
                         out.push((lo, c - 1, root));
                     }
-                    let t = self.step(s, c);
                     if keep(t) {
                         out.push((c, c, id[t]));
                     }
@@ -1251,11 +1260,11 @@ impl FreeText {
             }
             edges.push(out);
         }
-        CharDfa {
+        Ok(CharDfa {
             start: id[0],
             accept,
             edges,
-        }
+        })
     }
 
     /// Free text with no trigger or excluded string complete in it (it may end anywhere).
@@ -1263,7 +1272,7 @@ impl FreeText {
         if self.done[0] != Done::Nothing {
             return Err(error("", "an empty trigger or excluded string"));
         }
-        dfa_expr(trim(self.dfa(None)))
+        dfa_expr(trim(self.dfa(None)?))
     }
 
     /// [`FreeText::end`] of `min..=max` characters.
@@ -1271,7 +1280,7 @@ impl FreeText {
         if self.done[0] != Done::Nothing {
             return Err(error("", "an empty trigger or excluded string"));
         }
-        match expr::raw_counted_text_dfa(&trim(self.dfa(None)), min, max) {
+        match expr::raw_counted_text_dfa(&trim(self.dfa(None)?), min, max) {
             Some(Some(e)) => Ok(e),
             Some(None) => Ok(Expr::empty()),
             None => Err(error(
@@ -1283,7 +1292,7 @@ impl FreeText {
 
     /// Free text that ends where trigger `k` is first complete (`None`: no text does).
     fn to_trigger(&self, k: usize) -> Result<Option<Expr>> {
-        let d = trim(self.dfa(Some(k)));
+        let d = trim(self.dfa(Some(k))?);
         if d.accept.is_empty() {
             return Ok(None);
         }
