@@ -1,0 +1,320 @@
+"""Structural tags (tool calling): time to first mask and mask times, tokensieve beside xgrammar.
+
+For tags over 1, 20 and 200 tools in three shapes that vLLM's tool parsers send (``llama3_json``:
+``triggered_tags`` with JSON arguments; ``hermes`` with ``tool_choice="required"``:
+``tags_with_separator``; ``qwen3_xml``: ``triggered_tags`` with XML parameters), each engine
+compiles the tag, makes a matcher and fills its first mask (time to first mask), then walks a
+text of free words followed by one call, filling the mask before every token (mask times in
+free text and inside the call, p50 and p99). Tool names differ per size, so nothing is cached
+across rows. Llama 3 tokenizer; xgrammar through ``GrammarCompiler.compile_structural_tag``
+(llguidance reads only the older ``structures``/``triggers`` shape and is not run here).
+
+Run with the vLLM venv (it has xgrammar and transformers)::
+
+    $HOME/.cache/tokensieve/venv-vllm/bin/python benches/bench_structural_tags.py
+
+It writes ``benches/results/structural_tags.{md,json}``; it prints SKIP and exits 0 without
+xgrammar or the shared tokenizer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from common import RESULTS_DIR, SHARED_TOKENIZERS, machine_info, md_table  # noqa: E402
+
+TOKENIZER = SHARED_TOKENIZERS / "llama3"
+SIZES = (1, 20, 200)
+SHAPES = ("llama3_json", "hermes_required", "qwen3_xml")
+FREE_TEXT = "Sure, let me look that up for you before answering the question. "
+
+
+def tool(i: int, size: int) -> dict[str, Any]:
+    return {
+        "name": f"tool_{size}_{i}",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "days": {"type": "integer", "minimum": 1},
+                "unit": {"enum": ["C", "F"]},
+            },
+            "required": ["city", "days"],
+        },
+    }
+
+
+def tag(shape: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
+    def js(t: dict[str, Any], style: str = "json") -> dict[str, Any]:
+        return {"type": "json_schema", "json_schema": t["parameters"], "style": style}
+
+    if shape == "llama3_json":
+        fmt: dict[str, Any] = {
+            "type": "triggered_tags",
+            "triggers": ['{"name": '],
+            "tags": [
+                {
+                    "type": "tag",
+                    "begin": f'{{"name": "{t["name"]}", "parameters": ',
+                    "content": js(t),
+                    "end": "}",
+                }
+                for t in tools
+            ],
+            "excludes": ["<think>", "</think>"],
+        }
+    elif shape == "hermes_required":
+        fmt = {
+            "type": "tags_with_separator",
+            "tags": [
+                {
+                    "type": "tag",
+                    "begin": f'<tool_call>\n{{"name": "{t["name"]}", "arguments": ',
+                    "content": js(t),
+                    "end": "}\n</tool_call>",
+                }
+                for t in tools
+            ],
+            "separator": "",
+            "at_least_one": True,
+        }
+    else:
+        fmt = {
+            "type": "triggered_tags",
+            "triggers": ["<tool_call>\n<function="],
+            "tags": [
+                {
+                    "type": "tag",
+                    "begin": f"<tool_call>\n<function={t['name']}>\n",
+                    "content": js(t, "qwen_xml"),
+                    "end": "\n</function>\n</tool_call>",
+                }
+                for t in tools
+            ],
+            "excludes": ["<think>", "</think>"],
+        }
+    return {"type": "structural_tag", "format": fmt}
+
+
+def output(shape: str, name: str) -> tuple[str, str]:
+    """(free text, the call) of a valid output."""
+    if shape == "llama3_json":
+        return FREE_TEXT, f'{{"name": "{name}", "parameters": {{"city": "Paris", "days": 3}}}}'
+    if shape == "hermes_required":
+        return (
+            "",
+            f'<tool_call>\n{{"name": "{name}", "arguments": {{"city": "Paris", "days": 3}}}}\n</tool_call>',
+        )
+    call = (
+        f"<tool_call>\n<function={name}>\n<parameter=city>\nParis\n</parameter>\n"
+        "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>"
+    )
+    return FREE_TEXT, call
+
+
+class TS:
+    name = "tokensieve"
+
+    def __init__(self) -> None:
+        import tokensieve as ts
+
+        self.ts = ts
+        self.vocab = ts.Vocabulary.from_pretrained(str(TOKENIZER))
+        self.bm = ts.allocate_token_bitmask(1, self.vocab.vocab_size)
+
+    def compile(self, t: dict[str, Any]) -> Any:
+        return self.ts.Grammar.from_structural_tag(json.dumps(t), self.vocab)
+
+    def matcher(self, g: Any) -> Any:
+        return g.matcher()
+
+    def fill(self, m: Any) -> None:
+        m.fill_next_token_bitmask(self.bm)
+
+    def accept(self, m: Any, tok: int) -> bool:
+        return bool(m.accept_token(tok))
+
+
+class XGR:
+    name = "xgrammar"
+
+    def __init__(self) -> None:
+        import xgrammar as xgr
+        from transformers import AutoTokenizer
+
+        self.xgr = xgr
+        hf = AutoTokenizer.from_pretrained(str(TOKENIZER))
+        ti = xgr.TokenizerInfo.from_huggingface(hf)
+        self.compiler = xgr.GrammarCompiler(ti, cache_enabled=False)
+        self.bm = xgr.allocate_token_bitmask(1, ti.vocab_size)
+
+    def compile(self, t: dict[str, Any]) -> Any:
+        return self.compiler.compile_structural_tag(json.dumps(t))
+
+    def matcher(self, g: Any) -> Any:
+        return self.xgr.GrammarMatcher(g)
+
+    def fill(self, m: Any) -> None:
+        m.fill_next_token_bitmask(self.bm)
+
+    def accept(self, m: Any, tok: int) -> bool:
+        return bool(m.accept_token(tok))
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q / 100 * len(xs)))]
+
+
+def run_one(engine: Any, shape: str, size: int, encode: Any) -> dict[str, Any]:
+    tools = [tool(i, size) for i in range(size)]
+    t = tag(shape, tools)
+    start = time.perf_counter()
+    try:
+        g = engine.compile(t)
+        m = engine.matcher(g)
+        engine.fill(m)
+    except Exception as e:  # noqa: BLE001 - a refusal is a result here
+        return {"error": f"{type(e).__name__}: {str(e)[:120]}"}
+    first = time.perf_counter() - start
+    free, call = output(shape, tools[size // 2]["name"])
+    ids_free, ids_call = encode(free), encode(call)
+    times: dict[str, list[float]] = {"free": [], "call": []}
+    for part, ids in (("free", ids_free), ("call", ids_call)):
+        for tok in ids:
+            t0 = time.perf_counter()
+            engine.fill(m)
+            times[part].append(time.perf_counter() - t0)
+            if not engine.accept(m, tok):
+                return {"error": f"token {tok} of the {part} refused", "first_ms": first * 1e3}
+    row: dict[str, Any] = {"first_ms": first * 1e3}
+    for part, xs in times.items():
+        if xs:
+            row[f"{part}_p50_us"] = statistics.median(xs) * 1e6
+            row[f"{part}_p99_us"] = pct(xs, 99) * 1e6
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out-dir", default=str(RESULTS_DIR))
+    args = ap.parse_args()
+    if importlib.util.find_spec("xgrammar") is None or not (TOKENIZER / "tokenizer.json").exists():
+        print("SKIP: needs xgrammar (the vLLM venv) and the shared Llama 3 tokenizer")
+        return
+    from transformers import AutoTokenizer
+
+    hf = AutoTokenizer.from_pretrained(str(TOKENIZER))
+
+    def encode(text: str) -> list[int]:
+        return list(hf.encode(text, add_special_tokens=False))
+
+    engines = [TS(), XGR()]
+    for e in engines:  # warm up: one small tag each
+        g = e.compile(tag("llama3_json", [tool(0, 0)]))
+        e.fill(e.matcher(g))
+    results: list[dict[str, Any]] = []
+    for shape in SHAPES:
+        for size in SIZES:
+            for e in engines:
+                r = run_one(e, shape, size, encode)
+                r.update(engine=e.name, shape=shape, tools=size)
+                results.append(r)
+                print(json.dumps(r), flush=True)
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    info = machine_info(("tokensieve", "xgrammar", "transformers"))
+    (out / "structural_tags.json").write_text(
+        json.dumps({"machine": info, "results": results}, indent=1)
+    )
+
+    def cell(r: dict[str, Any], k: str) -> str:
+        if "error" in r:
+            return "refused" if k == "first_ms" else ""
+        v = r.get(k)
+        return "" if v is None else f"{v:.1f}" if k == "first_ms" else f"{v:.0f}"
+
+    rows = []
+    for shape in SHAPES:
+        for size in SIZES:
+            ts_r, xg_r = (
+                next(
+                    r
+                    for r in results
+                    if r["engine"] == n and r["shape"] == shape and r["tools"] == size
+                )
+                for n in ("tokensieve", "xgrammar")
+            )
+            ratio = (
+                f"{xg_r['first_ms'] / ts_r['first_ms']:.1f}×"
+                if "error" not in ts_r and "error" not in xg_r
+                else ""
+            )
+            rows.append(
+                [shape, str(size)]
+                + [
+                    cell(ts_r, k)
+                    for k in (
+                        "first_ms",
+                        "free_p50_us",
+                        "free_p99_us",
+                        "call_p50_us",
+                        "call_p99_us",
+                    )
+                ]
+                + [
+                    cell(xg_r, k)
+                    for k in (
+                        "first_ms",
+                        "free_p50_us",
+                        "free_p99_us",
+                        "call_p50_us",
+                        "call_p99_us",
+                    )
+                ]
+                + [ratio]
+            )
+    head = ["shape", "tools"]
+    for n in ("ts", "xgr"):
+        head += [
+            f"{n} first mask ms",
+            f"{n} free p50 µs",
+            f"{n} free p99 µs",
+            f"{n} call p50 µs",
+            f"{n} call p99 µs",
+        ]
+    head.append("xgr/ts first mask")
+    lines = [
+        "# Structural tags: time to first mask and mask times",
+        "",
+        "Generated by `benches/bench_structural_tags.py` (one run, one process, tokenizer Llama 3). "
+        "Command: `$HOME/.cache/tokensieve/venv-vllm/bin/python benches/bench_structural_tags.py`.",
+        "",
+        md_table(head, rows),
+        "",
+        "Errors: "
+        + (
+            "; ".join(
+                f"{r['engine']} {r['shape']} {r['tools']}: {r['error']}"
+                for r in results
+                if "error" in r
+            )
+            or "none"
+        ),
+        "",
+    ]
+    (out / "structural_tags.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
