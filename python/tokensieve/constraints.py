@@ -335,11 +335,7 @@ def _schema_value(value: Any, name: str) -> Any:
         # Checked here, but the text itself goes to the compiler: Python would read its numbers
         # as floats (0.1000000000000000000001 as 0.1, 1e400 as inf), the compiler reads them
         # exactly.
-        text = _schema_checked(checked_json_text, value, name)
-        try:
-            parsed = json.loads(text)
-        except (ValueError, RecursionError) as e:
-            raise ValueError(f"{name} is not valid JSON: {e}") from None
+        text, parsed = _json_text(value, name)
         _check_schema_type(parsed, name)
         return text
     if not has_type(value, (dict, list, tuple, bool, int, float)) and value is not None:
@@ -349,14 +345,19 @@ def _schema_value(value: Any, name: str) -> Any:
     return value
 
 
+def _json_text(value: Any, name: str) -> tuple[str, Any]:
+    """JSON text checked (size, nesting, UTF-8) and parsed: the text and its value."""
+    text = _schema_checked(checked_json_text, value, name)
+    try:
+        return text, json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"{name} is not valid JSON: {e}") from None
+
+
 def _tag_value(value: Any, name: str) -> Any:
     """A structural tag as JSON text (checked, kept as text), or a plain ``dict`` copy."""
     if has_type(value, (str, bytes, bytearray)):
-        text = _schema_checked(checked_json_text, value, name)
-        try:
-            parsed = json.loads(text)
-        except (ValueError, RecursionError) as e:
-            raise ValueError(f"{name} is not valid JSON: {e}") from None
+        text, parsed = _json_text(value, name)
     else:
         text = None
         parsed = _schema_checked(plain_json, value, name)

@@ -258,8 +258,7 @@ impl Builder<'_> {
                     ));
                 }
                 let max_chars = budget(o.get("max_chars"), &at.key("max_chars"))?;
-                let mut excludes = strings(o.get("excludes"), &at.key("excludes"), true)?;
-                excludes.extend(at.ends.iter().filter(|e| !e.is_empty()).cloned());
+                let excludes = excluded(o, at)?;
                 let free = FreeText::new(&[], &excludes, &at.path)?;
                 match max_chars {
                     None => free.end(),
@@ -292,8 +291,7 @@ impl Builder<'_> {
                     None | Some(Value::Null) => true,
                     other => flag(other, &at.key("loop"))?,
                 };
-                let mut excludes = strings(o.get("excludes"), &at.key("excludes"), true)?;
-                excludes.extend(at.ends.iter().filter(|e| !e.is_empty()).cloned());
+                let excludes = excluded(o, at)?;
                 let free = FreeText::new(&patterns, &excludes, &at.path)?;
                 let mut dispatch = Vec::new();
                 for (k, f) in formats.into_iter().enumerate() {
@@ -301,16 +299,7 @@ impl Builder<'_> {
                         dispatch.push(expr::concat(vec![lead, f]));
                     }
                 }
-                let end = free.end()?;
-                Ok(if dispatch.is_empty() {
-                    end
-                } else if looped {
-                    expr::concat(vec![expr::rep(expr::alt(dispatch), 0, None), end])
-                } else {
-                    let mut alts = vec![end];
-                    alts.extend(dispatch);
-                    expr::alt(alts)
-                })
+                Ok(free_then(dispatch, free.end()?, looped))
             }
             "sequence" | "or" => {
                 let elements = array(o.get("elements"), &at.key("elements"))?;
@@ -360,8 +349,7 @@ impl Builder<'_> {
                     return Err(error(&at.key("triggers").path, "must not be empty"));
                 }
                 let tags = self.tags(o, at)?;
-                let mut excludes = strings(o.get("excludes"), &at.key("excludes"), true)?;
-                excludes.extend(at.ends.iter().filter(|e| !e.is_empty()).cloned());
+                let excludes = excluded(o, at)?;
                 let alo = flag(o.get("at_least_one"), &at.key("at_least_one"))?;
                 let saf = flag(o.get("stop_after_first"), &at.key("stop_after_first"))?;
                 self.triggered(&triggers, tags, &excludes, alo, saf, at)
@@ -560,29 +548,36 @@ impl Builder<'_> {
                 dispatch.push(expr::concat(vec![lead, expr::alt(g)]));
             }
         }
-        let end = free.end()?;
         let one_tag = expr::alt(full);
         Ok(match (at_least_one, stop_after_first) {
             (true, true) => one_tag,
-            (false, true) => {
-                let mut alts = vec![end];
-                alts.extend(dispatch);
-                expr::alt(alts)
-            }
-            (alo, false) => {
-                let more = if dispatch.is_empty() {
-                    end
-                } else {
-                    expr::concat(vec![expr::rep(expr::alt(dispatch), 0, None), end])
-                };
-                if alo {
-                    expr::concat(vec![one_tag, more])
-                } else {
-                    more
-                }
-            }
+            (false, saf) => free_then(dispatch, free.end()?, !saf),
+            (true, false) => expr::concat(vec![one_tag, free_then(dispatch, free.end()?, true)]),
         })
     }
+}
+
+/// Free text that dispatches: with `looped`, any number of `dispatch` branches (each free text
+/// up to a trigger and what the trigger starts), then free text to the end; without, free text
+/// to the end or one branch.
+fn free_then(dispatch: Vec<Expr>, end: Expr, looped: bool) -> Expr {
+    if dispatch.is_empty() {
+        end
+    } else if looped {
+        expr::concat(vec![expr::rep(expr::alt(dispatch), 0, None), end])
+    } else {
+        let mut alts = vec![end];
+        alts.extend(dispatch);
+        expr::alt(alts)
+    }
+}
+
+/// A free text's excluded strings: its node's `excludes` and the non-empty `end` strings of the
+/// nearest enclosing tag.
+fn excluded(o: &serde_json::Map<String, Value>, at: &At) -> Result<Vec<String>> {
+    let mut excludes = strings(o.get("excludes"), &at.key("excludes"), true)?;
+    excludes.extend(at.ends.iter().filter(|e| !e.is_empty()).cloned());
+    Ok(excludes)
 }
 
 /// The engines' strict reading of a tag's schema: an object schema that declares `properties`
@@ -858,7 +853,7 @@ impl Xml<'_, '_> {
             return Err(error(&at.path, "XML parameter values nested too deep"));
         }
         let p = self.deref(p, at)?;
-        let raw = || FreeText::new(&[], &[self.style.closing.to_string()], &at.path)?.end();
+        let raw = || self.raw_text(at)?.end();
         let o = match p {
             Value::Bool(true) => return self.untyped(at),
             Value::Object(o) => o,
@@ -924,8 +919,9 @@ impl Xml<'_, '_> {
                 if min.is_none() && max.is_none() {
                     return raw();
                 }
-                let free = FreeText::new(&[], &[self.style.closing.to_string()], &at.path)?;
-                return free.end_within(min.unwrap_or(0), max, &at.path);
+                return self
+                    .raw_text(at)?
+                    .end_within(min.unwrap_or(0), max, &at.path);
             }
         }
         // anything else is JSON, with whitespace around it
@@ -933,9 +929,14 @@ impl Xml<'_, '_> {
         Ok(expr::concat(vec![self.ws(), json, self.ws()]))
     }
 
+    /// Raw text of a parameter value: anything without the closing marker.
+    fn raw_text(&self, at: &At) -> Result<FreeText> {
+        FreeText::new(&[], &[self.style.closing.to_string()], &at.path)
+    }
+
     /// A value of no schema: raw text, or a JSON array or object.
     fn untyped(&self, at: &At) -> Result<Expr> {
-        let raw = FreeText::new(&[], &[self.style.closing.to_string()], &at.path)?.end()?;
+        let raw = self.raw_text(at)?.end()?;
         let arr = self.json(&serde_json::json!({"type": "array"}), at)?;
         let obj = self.json(&serde_json::json!({"type": "object"}), at)?;
         Ok(expr::alt(vec![
