@@ -347,9 +347,9 @@ def test_tool_calls_in_free_text() -> None:
     [
         ({"type": "dispatch", "rules": []}, "$.format.rules", "must not be empty"),
         (
-            {"type": "json_schema", "json_schema": {}, "style": "cohere_xml"},
+            {"type": "json_schema", "json_schema": {}, "style": "minimax_m3_xml"},
             "$.format.style",
-            "`cohere_xml` is not supported",
+            "`minimax_m3_xml` is not supported",
         ),
         ({"type": "sequence", "elements": []}, "$.format.elements", "must not be empty"),
         ({"type": "nope"}, "$.format", "unknown format type `nope`"),
@@ -431,10 +431,176 @@ def test_xml_parameters_refused_by_name() -> None:
         ts.Grammar.from_structural_tag(
             {"format": {"type": "json_schema", "json_schema": bad, "style": "qwen_xml"}}, V
         )
-    with pytest.raises(ts.GrammarError, match="`kimi_k3_xml` is not supported"):
+    with pytest.raises(ts.GrammarError, match="`minimax_m3_xml` is not supported"):
         ts.Grammar.from_structural_tag(
-            {"format": {"type": "json_schema", "json_schema": {}, "style": "kimi_k3_xml"}}, V
+            {"format": {"type": "json_schema", "json_schema": {}, "style": "minimax_m3_xml"}}, V
         )
+    patterns = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}},
+        "patternProperties": {"^x_": {"type": "integer"}, "^x_a": {"type": "string"}},
+    }
+    with pytest.raises(ts.GrammarError, match="keys match both this pattern") as e:
+        ts.Grammar.from_structural_tag(
+            {"format": {"type": "json_schema", "json_schema": patterns, "style": "qwen_xml"}}, V
+        )
+    assert e.value.path == "$.format.json_schema.patternProperties.^x_"
+    clash = dict(patterns, patternProperties={"^na": {"type": "integer"}})
+    with pytest.raises(ts.GrammarError, match='declared parameter "name" also matches'):
+        ts.Grammar.from_structural_tag(
+            {"format": {"type": "json_schema", "json_schema": clash, "style": "qwen_xml"}}, V
+        )
+    for bad, word in [
+        ({"anyOf": [{"type": "string"}], "minLength": 1}, "anyOf"),
+        ({"minimum": 1}, "needs a `type`"),
+    ]:
+        schema = {"type": "object", "properties": {"v": bad}}
+        with pytest.raises(ts.GrammarError, match=re.escape(word)):
+            ts.Grammar.from_structural_tag(
+                {"format": {"type": "json_schema", "json_schema": schema, "style": "cohere_xml"}}, V
+            )
+
+
+def _accepts(g: ts.Grammar, s: str) -> bool:
+    m = g.matcher()
+    b = s.encode()
+    return m.accept_tokens(list(b)) == len(b) and m.is_accepting()
+
+
+def test_xml_pattern_and_additional_parameters() -> None:
+    """`patternProperties` and `additionalProperties` beside declared parameters: a key of a
+    pattern takes that pattern's schema, any other undeclared name the additional schema, and
+    a declared name only its own."""
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}},
+        "required": ["name"],
+        "patternProperties": {"^metric_[a-z]+$": {"type": "number"}},
+        "additionalProperties": {"type": "boolean"},
+    }
+    g = ts.Grammar.from_structural_tag(
+        {"format": {"type": "json_schema", "json_schema": schema, "style": "qwen_xml"}}, V
+    )
+
+    def p(k: str, v: str) -> str:
+        return f"<parameter={k}>{v}</parameter>"
+
+    assert _accepts(g, p("name", "w") + p("metric_cpu", "0.5") + p("hot", "true"))
+    assert _accepts(g, p("name", "w") + p("hot", "false") + p("metric_io", "2"))
+    assert not _accepts(g, p("name", "w") + p("metric_cpu", "true"))  # the pattern's schema
+    assert not _accepts(g, p("name", "w") + p("hot", "0.5"))  # the additional schema
+    assert not _accepts(g, p("name", "w") + p("name", "true"))  # a declared name, again
+    assert not _accepts(g, p("name", "w") + p("metric_CPU", "1"))  # no pattern: boolean only
+
+
+KIMI_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string"},
+        "days": {"type": "integer", "minimum": 1},
+        'we"ird&key': {"enum": ["a", "b"]},
+        "either": {"type": ["string", "null"]},
+        "opts": {"type": "object", "properties": {"hourly": {"type": "boolean"}}},
+    },
+    "required": ["city", "days"],
+}
+
+
+def test_kimi_k3_xml() -> None:
+    """Kimi K3's parameters: `<|open|>argument key="K" type="T"<|sep|>V<|close|>argument<|sep|>`,
+    `T` the one type the schema's values take (`number` for integers), any of the seven type
+    names where it may take several; `&` and `"` in a key written as entities."""
+    g = ts.Grammar.from_structural_tag(
+        {"format": {"type": "json_schema", "json_schema": KIMI_SCHEMA, "style": "kimi_k3_xml"}}, V
+    )
+
+    def p(k: str, t: str, v: str) -> str:
+        return f'<|open|>argument key="{k}" type="{t}"<|sep|>{v}<|close|>argument<|sep|>'
+
+    base = p("city", "string", "Paris <b>") + "\n" + p("days", "number", " 3\n")
+    assert _accepts(g, base)
+    assert _accepts(g, base + p("we&quot;ird&amp;key", "string", "b"))
+    assert _accepts(g, base + p("either", "null", "null") + p("opts", "object", '{"hourly": true}'))
+    assert _accepts(g, base + p("either", "boolean", "x"))  # a type list pins no type name
+    assert not _accepts(g, p("city", "string", "P") + p("days", "integer", "3"))
+    assert not _accepts(g, p("city", "number", "P") + p("days", "number", "3"))
+    assert not _accepts(g, base + p('we"ird&key', "string", "b"))  # unescaped key
+    assert not _accepts(g, base + p("opts", "array", "{}"))
+    assert not _accepts(g, p("city", "string", "P"))  # `days` is required
+
+
+def cohere(value: Any, name: str | None = None, sep: str = "") -> str:
+    """A value as Cohere's elements, written independently of the grammar: strings raw, other
+    scalars as JSON, objects as named elements, arrays as unnamed ones."""
+    esc = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
+    attr = "" if name is None else ' name="' + "".join(esc.get(c, c) for c in name) + '"'
+    if isinstance(value, str):
+        return f'<cofl:value{attr} type="raw">{value}</cofl:value>'
+    if isinstance(value, dict):
+        body = sep.join(cohere(v, k, sep) for k, v in value.items())
+        return f'<cofl:value{attr} type="dict">{sep}{body}{sep}</cofl:value>'
+    if isinstance(value, list):
+        body = "".join(cohere(v, None, sep) for v in value)
+        return f'<cofl:value{attr} type="list">{body}</cofl:value>'
+    return f'<cofl:value{attr} type="json"> {json.dumps(value)} </cofl:value>'
+
+
+COHERE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string"},
+        "filters": {
+            "type": "object",
+            "properties": {
+                "fresh": {"type": "boolean"},
+                "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+            },
+            "required": ["fresh"],
+        },
+        "limit": {"anyOf": [{"type": "integer"}, {"type": "string"}]},
+        "mode": {"enum": ["fast", 7]},
+        "extra": {},
+    },
+    "required": ["query"],
+}
+
+
+def test_cohere_xml() -> None:
+    """Cohere's recursive values against values written by `cohere` above, with random
+    instances of the schema, and the mistakes a model could make rejected."""
+    g = ts.Grammar.from_structural_tag(
+        {"format": {"type": "json_schema", "json_schema": COHERE_SCHEMA, "style": "cohere_xml"}}, V
+    )
+    rng = random.Random(7)
+    words = ['echo "hi"', "a<b", "", "x & y", "\n"]
+    anys: list[Any] = [1.5, None, True, "t", {"k": [1, "z"]}, [[], {"a&b": False}]]
+    for _ in range(60):
+        v: dict[str, Any] = {"query": rng.choice(words)}
+        if rng.random() < 0.6:
+            f: dict[str, Any] = {"fresh": rng.random() < 0.5}
+            if rng.random() < 0.6:
+                f["tags"] = [rng.choice(words) for _ in range(rng.randint(0, 3))]
+            v["filters"] = f
+        if rng.random() < 0.5:
+            v["limit"] = rng.choice([3, -12, "ten"])
+        if rng.random() < 0.5:
+            v["mode"] = rng.choice(["fast", 7])
+        if rng.random() < 0.5:
+            v["extra"] = rng.choice(anys)
+        sep = rng.choice(["", "\n"])
+        text = "".join(cohere(x, k, sep) for k, x in v.items())
+        assert _accepts(g, sep + text + sep), text
+    q = cohere("q", "query")
+    assert not _accepts(g, q.replace('type="raw"', 'type="json"'))
+    assert not _accepts(g, q + cohere({"fresh": True, "tags": ["a", "b", "c", "d"]}, "filters"))
+    assert not _accepts(g, q + cohere({"tags": []}, "filters"))  # `fresh` is required
+    assert not _accepts(g, q + cohere("fast", "mode").replace("raw", "json"))
+    assert not _accepts(g, q + cohere(7, "mode").replace("json", "raw"))
+    listed = cohere({"fresh": True, "tags": ["a"]}, "filters")
+    assert not _accepts(
+        g, q + listed.replace('<cofl:value type="raw">', '<cofl:value name="0" type="raw">')
+    )
+    assert not _accepts(g, q + cohere(1, "other"))  # not declared
 
 
 def test_hostile_free_text_is_bounded() -> None:

@@ -190,8 +190,8 @@ impl Builder<'_> {
                             &at.key("style").path,
                             &format!(
                                 "the json_schema style `{other}` is not supported (json, \
-                                 qwen_xml, minimax_xml, deepseek_xml, deepseek_v4_1_xml and \
-                                 glm_xml are)"
+                                 qwen_xml, minimax_xml, deepseek_xml, deepseek_v4_1_xml, \
+                                 glm_xml, kimi_k3_xml and cohere_xml are)"
                             ),
                         )
                     })?),
@@ -637,6 +637,12 @@ struct XmlStyle {
     string_attr: bool,
     /// GLM's whitespace between `</arg_key>` and `<arg_value>`.
     ws_inside: bool,
+    /// Kimi K3's `type="…"` attribute after the key, and its key escapes (`&amp;`, `&quot;`).
+    typed: bool,
+    /// Cohere's recursive values: every value is an element `<cofl:value name="KEY"
+    /// type="raw|json|dict|list">…</cofl:value>` (array items without `name`); a `dict` holds
+    /// its members as elements, a `list` its items.
+    cohere: bool,
 }
 
 impl XmlStyle {
@@ -647,6 +653,8 @@ impl XmlStyle {
             closing,
             string_attr: false,
             ws_inside: false,
+            typed: false,
+            cohere: false,
         };
         Some(match name {
             "qwen_xml" => plain("<parameter=", ">", "</parameter>"),
@@ -671,16 +679,94 @@ impl XmlStyle {
                 ws_inside: true,
                 ..plain("<arg_key>", "</arg_key><arg_value>", "</arg_value>")
             },
+            "kimi_k3_xml" => XmlStyle {
+                typed: true,
+                ..plain(
+                    "<|open|>argument key=\"",
+                    "\"<|sep|>",
+                    "<|close|>argument<|sep|>",
+                )
+            },
+            "cohere_xml" => XmlStyle {
+                cohere: true,
+                ..plain("<cofl:value", ">", "</cofl:value>")
+            },
             _ => return None,
         })
     }
+
+    /// A declared key as the style writes it.
+    fn key_text(&self, k: &str) -> String {
+        let mut out = String::with_capacity(k.len());
+        for c in k.chars() {
+            match c {
+                '&' if self.typed || self.cohere => out.push_str("&amp;"),
+                '"' if self.typed || self.cohere => out.push_str("&quot;"),
+                '<' if self.cohere => out.push_str("&lt;"),
+                '>' if self.cohere => out.push_str("&gt;"),
+                c => out.push(c),
+            }
+        }
+        out
+    }
+
+    /// The keys of undeclared parameters: names (`[A-Za-z_][A-Za-z0-9_]*`); in Cohere's style
+    /// any non-empty text without NUL, `"`, `&`, `<` and `>` except as the entities `&amp;`,
+    /// `&lt;`, `&gt;` and `&quot;`.
+    fn free_key(&self) -> Hir {
+        if self.cohere {
+            let plain = hir::class(&[
+                ('\u{1}', '!'),
+                ('#', '%'),
+                ('\'', ';'),
+                ('=', '='),
+                ('?', '\u{10FFFF}'),
+            ]);
+            let unit = hir::alt(vec![
+                plain,
+                hir::lit("&amp;"),
+                hir::lit("&lt;"),
+                hir::lit("&gt;"),
+                hir::lit("&quot;"),
+            ]);
+            return hir::rep(unit, 1, None);
+        }
+        hir::concat(vec![
+            hir::class(&[('a', 'z'), ('A', 'Z'), ('_', '_')]),
+            hir::star(hir::class(&[
+                ('a', 'z'),
+                ('A', 'Z'),
+                ('0', '9'),
+                ('_', '_'),
+            ])),
+        ])
+    }
 }
+
+/// Characters a key matched by `patternProperties` may hold in an XML style: none that would
+/// end the key or start an entity (`"`, `&`, `<`, `>`), so it is written as itself.
+fn safe_key() -> Hir {
+    hir::rep(
+        hir::class(&[
+            ('\u{1}', '!'),
+            ('#', '%'),
+            ('\'', ';'),
+            ('=', '='),
+            ('?', '\u{10FFFF}'),
+        ]),
+        1,
+        None,
+    )
+}
+
+use regex_syntax::hir::Hir;
 
 /// A `json_schema` in an XML parameter style: the schema's root object is written without
 /// braces, as a parameter element per property (whitespace before, between and after them);
 /// a parameter's value is raw text for a plain string (anything without the closing marker),
 /// the raw text of a `const`/`enum` value (strings unquoted), and JSON (with whitespace around)
-/// for anything else.
+/// for anything else. Cohere's style writes objects and arrays as elements too (see
+/// [`XmlStyle::cohere`]).
 struct Xml<'b, 'a> {
     b: &'b Builder<'a>,
     style: XmlStyle,
@@ -691,6 +777,14 @@ struct Xml<'b, 'a> {
 
 /// Keywords that say nothing about a value's language.
 const ANNOTATIONS: &[&str] = &["title", "description", "default", "examples", "$comment"];
+
+/// The recursion id of any Cohere value (see [`Xml::cohere_any`]).
+const COHERE_ANY: u32 = 0xC0E0_0001;
+
+/// Kimi K3's type names (an undeclared parameter, or one whose schema has no single type).
+const KIMI_TYPES: [&str; 7] = [
+    "string", "number", "integer", "boolean", "object", "array", "null",
+];
 
 impl Xml<'_, '_> {
     fn ws(&self) -> Expr {
@@ -734,31 +828,43 @@ impl Xml<'_, '_> {
                 "an XML parameter schema is an object schema",
             ));
         };
-        for (k, _) in o.iter() {
-            let known = matches!(
-                k.as_str(),
-                "type"
-                    | "properties"
-                    | "required"
-                    | "additionalProperties"
-                    | "$defs"
-                    | "definitions"
-                    | "$schema"
-                    | "$id"
-                    | "strict"
-            ) || ANNOTATIONS.contains(&k.as_str());
-            if !known {
-                return Err(error(
-                    &at.key(k).path,
-                    &format!("`{k}` on the parameters of an XML style is not supported"),
-                ));
+        let root_only: &[&str] = &["$defs", "definitions", "$schema", "$id", "strict"];
+        for k in o.keys() {
+            if root_only.contains(&k.as_str()) {
+                continue;
             }
+            self.object_keyword(k, at)?;
         }
         if let Some(t) = o.get("type") {
             if t.as_str() != Some("object") {
                 return Err(error(&at.key("type").path, "XML parameters are an object"));
             }
         }
+        let members = self.members(o, at, 0)?;
+        Ok(expr::concat(vec![self.ws(), members, self.ws()]))
+    }
+
+    /// Refuses a keyword of an object written as XML elements that this does not read.
+    fn object_keyword(&self, k: &str, at: &At) -> Result<()> {
+        let known = matches!(
+            k,
+            "type" | "properties" | "required" | "additionalProperties" | "patternProperties"
+        ) || ANNOTATIONS.contains(&k);
+        if known {
+            Ok(())
+        } else {
+            Err(error(
+                &at.key(k).path,
+                &format!("`{k}` on an object written as XML elements is not supported"),
+            ))
+        }
+    }
+
+    /// The members of an object written as elements (the root's parameters, a Cohere `dict`),
+    /// separated by whitespace: the declared properties (in order unless `any_order`), then
+    /// any number of undeclared ones where `patternProperties` or `additionalProperties` allow
+    /// them (with no properties declared and nothing said, any).
+    fn members(&self, o: &serde_json::Map<String, Value>, at: &At, depth: usize) -> Result<Expr> {
         let required: Vec<&str> = o
             .get("required")
             .and_then(Value::as_array)
@@ -770,7 +876,7 @@ impl Xml<'_, '_> {
         for (k, p) in props.into_iter().flatten() {
             let a = at.key("properties").key(k);
             items.push((
-                self.param(&hir::lit(k), p, &a)?,
+                self.element(&hir::lit(&self.style.key_text(k)), p, &a, depth)?,
                 required.contains(&k.as_str()),
             ));
             declared.push(k.as_str());
@@ -781,8 +887,61 @@ impl Xml<'_, '_> {
                 &format!("the required parameter {missing:?} is not declared"),
             ));
         }
-        // undeclared keys: where `additionalProperties` allows them (with no properties
-        // declared and nothing said, any)
+        let written: Vec<Hir> = declared
+            .iter()
+            .map(|k| hir::lit(&self.style.key_text(k)))
+            .collect();
+        // patternProperties: each pattern's keys, apart from the declared ones; a key that two
+        // patterns (or a pattern and a declared name) share would need both schemas at once
+        let mut patterns = Vec::new();
+        if let Some(pp) = o.get("patternProperties") {
+            let Some(pp) = pp.as_object() else {
+                return Err(error(
+                    &at.key("patternProperties").path,
+                    "must be an object",
+                ));
+            };
+            for (p, s) in pp {
+                let a = at.key("patternProperties").key(p);
+                let h = crate::json_schema::compile::pattern_language(p)
+                    .map_err(|e| error(&a.path, &e))?;
+                patterns.push((h, s, a));
+            }
+        }
+        let lang = |pos: Vec<Hir>, neg: &[Hir], a: &At| -> Result<Option<Hir>> {
+            crate::automata::strlang::combine(&pos, neg).map_err(|e| error(&a.path, &e))
+        };
+        for (i, (h, _, a)) in patterns.iter().enumerate() {
+            for k in &declared {
+                if lang(vec![h.clone(), hir::lit(k)], &[], a)?.is_some() {
+                    return Err(error(
+                        &a.path,
+                        &format!(
+                            "the declared parameter {k:?} also matches this pattern (a value \
+                             under both schemas is not supported in an XML style)"
+                        ),
+                    ));
+                }
+            }
+            for (h2, _, a2) in &patterns[i + 1..] {
+                if lang(vec![h.clone(), h2.clone(), safe_key()], &[], a)?.is_some() {
+                    return Err(error(
+                        &a.path,
+                        &format!(
+                            "keys match both this pattern and {} (a value under both schemas \
+                             is not supported in an XML style)",
+                            a2.path
+                        ),
+                    ));
+                }
+            }
+        }
+        let mut tail = Vec::new();
+        for (h, s, a) in &patterns {
+            if let Some(key) = lang(vec![h.clone(), safe_key()], &written, a)? {
+                tail.push(self.element(&key, s, a, depth)?);
+            }
+        }
         let extra = match o.get("additionalProperties") {
             Some(Value::Bool(false)) => None,
             None if props.is_some_and(|p| !p.is_empty()) => None,
@@ -795,37 +954,37 @@ impl Xml<'_, '_> {
                 ))
             }
         };
-        let tail = match extra {
-            None => None,
-            Some(v) => {
-                if !declared.is_empty() {
-                    return Err(error(
-                        &at.key("additionalProperties").path,
-                        "undeclared XML parameters beside declared ones are not supported",
-                    ));
-                }
-                let key = hir::concat(vec![
-                    hir::class(&[('a', 'z'), ('A', 'Z'), ('_', '_')]),
-                    hir::star(hir::class(&[
-                        ('a', 'z'),
-                        ('A', 'Z'),
-                        ('0', '9'),
-                        ('_', '_'),
-                    ])),
-                ]);
-                Some(self.param(&key, &v, &at.key("additionalProperties"))?)
+        if let Some(v) = extra {
+            let a = at.key("additionalProperties");
+            let mut neg = written.clone();
+            neg.extend(patterns.iter().map(|(h, _, _)| h.clone()));
+            if let Some(key) = lang(vec![self.style.free_key()], &neg, &a)? {
+                tail.push(self.element(&key, &v, &a, depth)?);
             }
-        };
-        let members = if self.any_order {
+        }
+        let tail = (!tail.is_empty()).then(|| expr::alt(tail));
+        Ok(if self.any_order {
             expr::member_set(items, self.ws(), tail)
         } else {
             expr::member_seq(items, self.ws(), tail)
-        };
-        Ok(expr::concat(vec![self.ws(), members, self.ws()]))
+        })
+    }
+
+    /// One member's element, with `key` (a language of keys as written) and value schema `p`.
+    fn element(&self, key: &Hir, p: &Value, at: &At, depth: usize) -> Result<Expr> {
+        if self.style.cohere {
+            let name = expr::concat(vec![
+                Expr::Hir(hir::lit(" name=\"")),
+                Expr::Hir(key.clone()),
+                Expr::Hir(hir::lit("\"")),
+            ]);
+            return self.cohere_element(Some(name), p, at, depth);
+        }
+        self.param(key, p, at)
     }
 
     /// One parameter: its element, with `key` (a language of keys) and value schema `p`.
-    fn param(&self, key: &regex_syntax::hir::Hir, p: &Value, at: &At) -> Result<Expr> {
+    fn param(&self, key: &Hir, p: &Value, at: &At) -> Result<Expr> {
         let s = self.style;
         let mut head = vec![Expr::Hir(hir::lit(s.before_key)), Expr::Hir(key.clone())];
         if s.string_attr {
@@ -834,6 +993,14 @@ impl Xml<'_, '_> {
                 hir::lit("true"),
                 hir::lit("false"),
             ])));
+        }
+        if s.typed {
+            head.push(Expr::Hir(hir::lit("\" type=\"")));
+            let names = match kimi_type(p) {
+                Some(t) => vec![hir::lit(t)],
+                None => KIMI_TYPES.iter().map(|t| hir::lit(t)).collect(),
+            };
+            head.push(Expr::Hir(hir::alt(names)));
         }
         if s.ws_inside {
             head.push(Expr::Hir(hir::lit("</arg_key>")));
@@ -853,7 +1020,6 @@ impl Xml<'_, '_> {
             return Err(error(&at.path, "XML parameter values nested too deep"));
         }
         let p = self.deref(p, at)?;
-        let raw = || self.raw_text(at)?.end();
         let o = match p {
             Value::Bool(true) => return self.untyped(at),
             Value::Object(o) => o,
@@ -903,30 +1069,44 @@ impl Xml<'_, '_> {
             return Ok(expr::alt(alts));
         }
         if o.get("type").and_then(Value::as_str) == Some("string") {
-            let shaped = ["pattern", "format"].iter().find(|k| o.contains_key(**k));
-            if let Some(k) = shaped {
-                return Err(error(
-                    &at.key(k).path,
-                    &format!("a string parameter with `{k}` in an XML style is not supported"),
-                ));
-            }
-            if keys
-                .iter()
-                .all(|k| matches!(*k, "type" | "minLength" | "maxLength"))
-            {
-                let min = length(o.get("minLength"), &at.key("minLength"))?;
-                let max = length(o.get("maxLength"), &at.key("maxLength"))?;
-                if min.is_none() && max.is_none() {
-                    return raw();
-                }
-                return self
-                    .raw_text(at)?
-                    .end_within(min.unwrap_or(0), max, &at.path);
+            if let Some(text) = self.string_text(o, &keys, at)? {
+                return Ok(text);
             }
         }
         // anything else is JSON, with whitespace around it
         let json = self.json(p, at)?;
         Ok(expr::concat(vec![self.ws(), json, self.ws()]))
+    }
+
+    /// A string schema's raw text (`type`, `minLength`, `maxLength` only; `None` when it has
+    /// other keywords).
+    fn string_text(
+        &self,
+        o: &serde_json::Map<String, Value>,
+        keys: &[&str],
+        at: &At,
+    ) -> Result<Option<Expr>> {
+        let shaped = ["pattern", "format"].iter().find(|k| o.contains_key(**k));
+        if let Some(k) = shaped {
+            return Err(error(
+                &at.key(k).path,
+                &format!("a string parameter with `{k}` in an XML style is not supported"),
+            ));
+        }
+        if !keys
+            .iter()
+            .all(|k| matches!(*k, "type" | "minLength" | "maxLength"))
+        {
+            return Ok(None);
+        }
+        let min = length(o.get("minLength"), &at.key("minLength"))?;
+        let max = length(o.get("maxLength"), &at.key("maxLength"))?;
+        let text = self.raw_text(at)?;
+        Ok(Some(if min.is_none() && max.is_none() {
+            text.end()?
+        } else {
+            text.end_within(min.unwrap_or(0), max, &at.path)?
+        }))
     }
 
     /// Raw text of a parameter value: anything without the closing marker.
@@ -956,6 +1136,280 @@ impl Xml<'_, '_> {
             }
         }
         self.b.schema(&p, Some(self.any_order), self.ws, at)
+    }
+
+    /// A Cohere element: `<cofl:value` `name`, then one of the schema's (type, body) cases:
+    /// ` type="T">` BODY `</cofl:value>`.
+    fn cohere_element(&self, name: Option<Expr>, p: &Value, at: &At, depth: usize) -> Result<Expr> {
+        let cases = self.cohere_cases(p, at, depth)?;
+        let mut head = vec![Expr::Hir(hir::lit(self.style.before_key))];
+        head.extend(name);
+        head.push(expr::alt(cases));
+        Ok(expr::concat(head))
+    }
+
+    fn cohere_suffix(&self, t: &str, body: Expr) -> Expr {
+        expr::concat(vec![
+            Expr::Hir(hir::lit(&format!(" type=\"{t}\">"))),
+            body,
+            Expr::Hir(hir::lit(self.style.closing)),
+        ])
+    }
+
+    /// `ws body ws`.
+    fn padded(&self, body: Expr) -> Expr {
+        expr::concat(vec![self.ws(), body, self.ws()])
+    }
+
+    /// The cases (each ` type="T">` BODY `</cofl:value>`) of a Cohere value of schema `p`: `raw` with raw text for a
+    /// string, `json` with JSON for a number, boolean or null, `dict` with member elements for
+    /// an object, `list` with item elements for an array; a `const`/`enum` value as its raw
+    /// text (`raw` for a string, else `json`); each branch of `anyOf`/`oneOf`/a type list its
+    /// own cases.
+    fn cohere_cases(&self, p: &Value, at: &At, depth: usize) -> Result<Vec<Expr>> {
+        if depth > 16 {
+            return Err(error(&at.path, "XML parameter values nested too deep"));
+        }
+        let p = self.deref(p, at)?;
+        let o = match p {
+            Value::Bool(true) => return self.cohere_any_cases(),
+            Value::Object(o) => o,
+            _ => {
+                return Err(error(
+                    &at.path,
+                    "a parameter's schema is an object or `true`",
+                ))
+            }
+        };
+        let keys: Vec<&str> = o
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !ANNOTATIONS.contains(k))
+            .collect();
+        if keys.is_empty() {
+            return self.cohere_any_cases();
+        }
+        let literal_case = |v: &Value| {
+            let t = if v.is_string() { "raw" } else { "json" };
+            self.cohere_suffix(t, self.padded(raw_value(v)))
+        };
+        if let Some(c) = o.get("const") {
+            return Ok(vec![literal_case(c)]);
+        }
+        if let Some(e) = o.get("enum").and_then(Value::as_array) {
+            if e.is_empty() {
+                return Err(error(&at.key("enum").path, "an empty enum allows no value"));
+            }
+            return Ok(e.iter().map(literal_case).collect());
+        }
+        for comb in ["anyOf", "oneOf", "allOf"] {
+            if let Some(bs) = o.get(comb).and_then(Value::as_array) {
+                if keys.len() != 1 || bs.is_empty() || (comb == "allOf" && bs.len() != 1) {
+                    return Err(error(
+                        &at.key(comb).path,
+                        &format!(
+                            "`{comb}` in cohere_xml is supported as the schema's only keyword \
+                             (allOf with one branch)"
+                        ),
+                    ));
+                }
+                let mut cases = Vec::new();
+                for (i, b) in bs.iter().enumerate() {
+                    cases.extend(self.cohere_cases(b, &at.index(comb, i), depth + 1)?);
+                }
+                return Ok(cases);
+            }
+        }
+        match o.get("type") {
+            Some(Value::Array(types)) => {
+                let mut cases = Vec::new();
+                for (i, t) in types.iter().enumerate() {
+                    let mut one = o.clone();
+                    one.insert("type".into(), t.clone());
+                    cases.extend(self.cohere_cases(
+                        &Value::Object(one),
+                        &at.index("type", i),
+                        depth + 1,
+                    )?);
+                }
+                Ok(cases)
+            }
+            Some(Value::String(t)) => match t.as_str() {
+                "string" => match self.string_text(o, &keys, at)? {
+                    Some(text) => Ok(vec![self.cohere_suffix("raw", text)]),
+                    None => Err(error(
+                        &at.path,
+                        "a string in cohere_xml may have `minLength` and `maxLength` only",
+                    )),
+                },
+                "object" => {
+                    for k in o.keys() {
+                        self.object_keyword(k, at)?;
+                    }
+                    let members = self.members(o, at, depth + 1)?;
+                    Ok(vec![self.cohere_suffix("dict", self.padded(members))])
+                }
+                "array" => {
+                    let items = self.cohere_list(o, at, depth)?;
+                    Ok(vec![self.cohere_suffix("list", self.padded(items))])
+                }
+                "integer" | "number" | "boolean" | "null" => Ok(vec![
+                    self.cohere_suffix("json", self.padded(self.json(p, at)?))
+                ]),
+                other => Err(error(
+                    &at.key("type").path,
+                    &format!("unknown type {other:?}"),
+                )),
+            },
+            _ => Err(error(
+                &at.path,
+                "a cohere_xml value needs a `type`, `const`, `enum` or one combinator",
+            )),
+        }
+    }
+
+    /// A Cohere `list`'s items: elements without a name, one after another.
+    fn cohere_list(
+        &self,
+        o: &serde_json::Map<String, Value>,
+        at: &At,
+        depth: usize,
+    ) -> Result<Expr> {
+        for k in o.keys() {
+            let known = matches!(
+                k.as_str(),
+                "type" | "items" | "prefixItems" | "minItems" | "maxItems"
+            ) || ANNOTATIONS.contains(&k.as_str());
+            if !known {
+                return Err(error(
+                    &at.key(k).path,
+                    &format!("`{k}` on a cohere_xml list is not supported"),
+                ));
+            }
+        }
+        let min = length(o.get("minItems"), &at.key("minItems"))?.unwrap_or(0);
+        let max = length(o.get("maxItems"), &at.key("maxItems"))?;
+        let prefix = match o.get("prefixItems") {
+            None => &[][..],
+            Some(Value::Array(a)) => &a[..],
+            Some(_) => return Err(error(&at.key("prefixItems").path, "must be an array")),
+        };
+        let n = prefix.len() as u32;
+        // the prefix items that may appear, then the other items
+        let shown = max.map_or(n, |m| m.min(n));
+        let rest = match o.get("items") {
+            Some(Value::Bool(false)) => None,
+            None => Some(Value::Bool(true)),
+            Some(v) => Some(v.clone()),
+        };
+        let rest = match rest {
+            Some(v) if max.is_none_or(|m| m > n) => {
+                let item = self.cohere_element(None, &v, &at.key("items"), depth + 1)?;
+                Some(expr::rep(item, min.saturating_sub(n), max.map(|m| m - n)))
+            }
+            _ => None,
+        };
+        if min > shown && rest.is_none() || max.is_some_and(|m| m < min) {
+            return Err(error(&at.path, "no array satisfies its item bounds"));
+        }
+        // built from the back: item i is required below `min`, else optional, and the items
+        // after it come only with it
+        let mut tail = rest.unwrap_or_else(Expr::empty);
+        for i in (0..shown as usize).rev() {
+            let e =
+                self.cohere_element(None, &prefix[i], &at.index("prefixItems", i), depth + 1)?;
+            let seq = expr::concat(vec![e, tail]);
+            tail = if (i as u32) < min {
+                seq
+            } else {
+                expr::opt(seq)
+            };
+        }
+        Ok(tail)
+    }
+
+    /// Any Cohere value's cases: raw text, a JSON number, boolean or null, a `dict` of any
+    /// named values, a `list` of any values; containers nested at most the JSON options'
+    /// `max_nesting_depth` levels (one copy, called through a stack).
+    fn cohere_any_cases(&self) -> Result<Vec<Expr>> {
+        let raw = self.raw_text(&At {
+            path: String::new(),
+            depth: 0,
+            ends: &[],
+        })?;
+        let scalar = self.json(
+            &serde_json::json!({"type": ["number", "boolean", "null"]}),
+            &At {
+                path: String::new(),
+                depth: 0,
+                ends: &[],
+            },
+        )?;
+        let again = || Expr::Recur(COHERE_ANY);
+        let open =
+            |e: Expr| expr::concat(vec![Expr::Hir(hir::lit(self.style.before_key)), e, again()]);
+        let named = open(expr::concat(vec![
+            Expr::Hir(hir::lit(" name=\"")),
+            Expr::Hir(self.style.free_key()),
+            Expr::Hir(hir::lit("\"")),
+        ]));
+        let unnamed = open(Expr::empty());
+        let room = Expr::DepthBelow(self.b.schema_opts.max_nesting_depth.saturating_add(1));
+        let dict = expr::concat(vec![
+            room.clone(),
+            self.padded(expr::member_seq(Vec::new(), self.ws(), Some(named))),
+        ]);
+        let list = expr::concat(vec![room, self.padded(expr::star(unnamed))]);
+        let body = expr::alt(vec![
+            self.cohere_suffix("raw", raw.end()?),
+            self.cohere_suffix("json", self.padded(scalar)),
+            self.cohere_suffix("dict", dict),
+            self.cohere_suffix("list", list),
+        ]);
+        Ok(vec![Expr::Recursive {
+            id: COHERE_ANY,
+            body: Box::new(body),
+        }])
+    }
+}
+
+/// Kimi K3's `type` attribute of a declared parameter: the one type its schema's values take
+/// (`number` for integers too), or `None` where the schema may take several (no `type`, a type
+/// list, a combinator, a `$ref`).
+fn kimi_type(p: &Value) -> Option<&'static str> {
+    let of_value = |v: &Value| match v {
+        Value::String(_) => "string",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::Null => "null",
+        Value::Object(_) => "object",
+        Value::Array(_) => "array",
+    };
+    let o = p.as_object()?;
+    if o.contains_key("$ref") {
+        return None;
+    }
+    if let Some(c) = o.get("const") {
+        return Some(of_value(c));
+    }
+    if let Some(e) = o.get("enum").and_then(Value::as_array) {
+        let first = of_value(e.first()?);
+        return e.iter().all(|v| of_value(v) == first).then_some(first);
+    }
+    if ["anyOf", "oneOf", "allOf", "not"]
+        .iter()
+        .any(|k| o.contains_key(*k))
+    {
+        return None;
+    }
+    match o.get("type")?.as_str()? {
+        "string" => Some("string"),
+        "integer" | "number" => Some("number"),
+        "boolean" => Some("boolean"),
+        "null" => Some("null"),
+        "object" => Some("object"),
+        "array" => Some("array"),
+        _ => None,
     }
 }
 
