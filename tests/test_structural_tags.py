@@ -25,6 +25,8 @@ import tokensieve as ts
 
 ALPHABET = "ab<>"
 V = byte_vocabulary()
+# special tokens named as tokens (by id or text) stand for one character each in the reference
+ATOM_CHARS: dict[Any, str] = {257: "X", "<|X|>": "X", 258: "Y", "<|Y|>": "Y"}
 
 
 def ends(node: dict[str, Any], s: str, i: int, tag_ends: tuple[str, ...] = ()) -> set[int]:
@@ -33,6 +35,14 @@ def ends(node: dict[str, Any], s: str, i: int, tag_ends: tuple[str, ...] = ()) -
     if t == "const_string":
         v = node["value"]
         return {i + len(v)} if s.startswith(v, i) else set()
+    if t == "token":
+        return {i + 1} if s.startswith(ATOM_CHARS[node["token"]], i) else set()
+    if t == "any_tokens":
+        return set(free_text(s, i, (), tuple(e for e in tag_ends if e))[0])
+    if t == "token_triggered_tags":
+        return token_triggered(node, s, i, tuple(e for e in tag_ends if e))
+    if t == "token_dispatch":
+        return token_dispatch(node, s, i, tag_ends)
     if t == "regex":
         return {j for j in range(i, len(s) + 1) if re.fullmatch(node["pattern"], s[i:j])}
     if t == "any_text":
@@ -85,11 +95,16 @@ def ends(node: dict[str, Any], s: str, i: int, tag_ends: tuple[str, ...] = ()) -
     raise AssertionError(t)
 
 
+def marker(m: Any) -> str:
+    """A tag's begin or end as the reference's text (a token: its character)."""
+    return ATOM_CHARS[m["token"]] if isinstance(m, dict) else m
+
+
 def tag_ends_at(tag: dict[str, Any], s: str, i: int) -> set[int]:
-    b = tag["begin"]
+    b = marker(tag["begin"])
     if not s.startswith(b, i):
         return set()
-    e = tag["end"] if isinstance(tag["end"], list) else [tag["end"]]
+    e = [marker(x) for x in tag["end"]] if isinstance(tag["end"], list) else [marker(tag["end"])]
     inner = ends(tag["content"], s, i + len(b), tuple(e))
     return {j + len(x) for j in inner for x in e if s.startswith(x, j)}
 
@@ -102,6 +117,8 @@ def free_text(
     out = []
     for k in range(i, len(s) + 1):
         text = s[i:k]
+        if any(c in text for c in ATOM_CHARS.values()):
+            return out, None  # free text never holds a token named as a token
         if any(text.endswith(w) for w in excludes):
             return out, None
         done = [t for t in triggers if text.endswith(t)]
@@ -137,6 +154,53 @@ def triggered(node: dict[str, Any], s: str, i: int, excludes: tuple[str, ...]) -
             return first
         return {k for j in first for k in loop(j, frozenset({j}))}
     return loop(i, frozenset({i}))
+
+
+def token_triggered(node: dict[str, Any], s: str, i: int, excludes: tuple[str, ...]) -> set[int]:
+    """Free text (never a token) in which a tag begins with its trigger token."""
+    tags = node["tags"]
+    alo, saf = node.get("at_least_one", False), node.get("stop_after_first", False)
+
+    def tags_at(k: int) -> set[int]:
+        return {j for g in tags for j in tag_ends_at(g, s, k)}
+
+    def loop(i: int, seen: frozenset[int]) -> set[int]:
+        stops = free_text(s, i, (), excludes)[0]
+        out = set(stops)
+        for k in stops:
+            for j in tags_at(k):
+                if saf:
+                    out.add(j)
+                elif j not in seen:
+                    out |= loop(j, seen | {j})
+        return out
+
+    if alo:
+        first = tags_at(i)
+        return first if saf else {k for j in first for k in loop(j, frozenset({j}))}
+    return loop(i, frozenset({i}))
+
+
+def token_dispatch(node: dict[str, Any], s: str, i: int, tag_ends: tuple[str, ...]) -> set[int]:
+    looped = node.get("loop", True)
+    excludes = tuple(e for e in tag_ends if e)
+
+    def go(i: int, seen: frozenset[int]) -> set[int]:
+        stops = free_text(s, i, (), excludes)[0]
+        out = set(stops)
+        for k in stops:
+            for t, f in node["rules"]:
+                if s.startswith(ATOM_CHARS[t], k):
+                    after = ends(f, s, k + 1, tag_ends)
+                    if not looped:
+                        out |= after
+                    else:
+                        for j in after:
+                            if j not in seen:
+                                out |= go(j, seen | {j})
+        return out
+
+    return go(i, frozenset({i}))
 
 
 def dispatch(
@@ -620,3 +684,154 @@ def test_hostile_free_text_is_bounded() -> None:
         ts.Grammar.from_structural_tag(
             {"format": {"type": "any_text", "excludes": ["x" * 70000]}}, V
         )
+
+
+# Token atoms: a vocabulary with two special tokens and a regular token holding 0xFF
+VA = ts.Vocabulary(
+    [bytes([i]) for i in range(256)] + [b"<eos>", b"<|X|>", b"<|Y|>", b"a\xff"],
+    eos_token_ids=[256],
+    special_token_ids=[257, 258],
+)
+ATOM_IDS = {"X": 257, "Y": 258}
+ATOM_TEXTS = ["".join(p) for n in range(6) for p in itertools.product(ALPHABET + "XY", repeat=n)]
+
+
+def atom_tokens(s: str) -> list[int]:
+    return [ATOM_IDS[c] if c in ATOM_IDS else ord(c) for c in s]
+
+
+class AtomGen(Gen):
+    """Random formats that name the special tokens: `token` nodes, tags that begin or end
+    with a token (by id or by text)."""
+
+    def token(self) -> dict[str, Any]:
+        return {"type": "token", "token": self.r.choice([257, "<|X|>", 258, "<|Y|>"])}
+
+    def node(self, depth: int = 0) -> dict[str, Any]:
+        r = self.r
+        x = r.random()
+        if x < 0.2:
+            return self.token()
+        if depth < 2 and x < 0.3:
+            return {"type": "any_tokens", "exclude_tokens": r.choice([[], [258], ["<|X|>"]])}
+        if depth < 2 and x < 0.4:
+            rules = [[t, self.node(depth + 1)] for t in r.sample([257, 258], r.randint(1, 2))]
+            return {"type": "token_dispatch", "rules": rules, "loop": r.random() < 0.6}
+        if depth < 2 and x < 0.5:
+            trig = r.sample([257, "<|Y|>"], r.randint(1, 2))
+            tags = []
+            for _ in range(r.randint(1, 2)):
+                t = super().tag(depth)
+                t["begin"] = {"type": "token", "token": r.choice(trig)}
+                if r.random() < 0.4:
+                    t["end"] = self.token()
+                tags.append(t)
+            return {
+                "type": "token_triggered_tags",
+                "trigger_tokens": trig,
+                "tags": tags,
+                "at_least_one": r.random() < 0.3,
+                "stop_after_first": r.random() < 0.3,
+            }
+        return super().node(depth)
+
+    def tag(self, depth: int, begin: str | None = None) -> dict[str, Any]:
+        t = super().tag(depth, begin)
+        if begin is None and self.r.random() < 0.4:
+            t["begin"] = self.token()
+        if self.r.random() < 0.4:
+            t["end"] = self.token()
+        return t
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_formats_with_tokens_agree_with_the_reference(seed: int) -> None:
+    """Token atoms: a special token is allowed exactly where the format places it, never in
+    free text, and a regular token holding 0xFF (which no text holds) never; each text over
+    the alphabet and the two tokens is compared with the reference, and the masks of its
+    viable prefixes with the reference's next characters."""
+    import numpy as np
+
+    fmt = AtomGen(random.Random(1000 + seed)).node()
+    try:
+        g = ts.Grammar.from_structural_tag({"format": fmt}, VA)
+    except ts.GrammarError as e:
+        pytest.skip(f"refused: {e}")
+    ok = {s for s in ATOM_TEXTS if accepts(fmt, s)}
+    prefixes = {s[:k] for s in ok for k in range(len(s) + 1)}
+    for s in ATOM_TEXTS:
+        m = g.matcher()
+        toks = atom_tokens(s)
+        fed = m.accept_tokens(toks)
+        assert (fed == len(toks) and m.is_accepting()) == (s in ok), (json.dumps(fmt), s)
+        if fed == len(toks) and len(s) <= 3:
+            row = np.zeros((1, ts.bitmask_words(VA.vocab_size)), dtype=np.int32)
+            m.fill_next_token_bitmask(row)
+            bits = np.unpackbits(row.view(np.uint8), bitorder="little")
+            assert not bits[255] and not bits[259], (json.dumps(fmt), s)  # 0xFF never
+            assert bool(bits[256]) == (s in ok), (json.dumps(fmt), s)
+            for c in ALPHABET + "XY":
+                if s + c in prefixes:
+                    assert bits[atom_tokens(c)[0]], (json.dumps(fmt), s, c)
+                elif bits[atom_tokens(c)[0]] and len(s) < 3:
+                    # allowed though no text of up to 5 symbols goes on: one must, later
+                    q = g.matcher()
+                    assert q.accept_tokens(atom_tokens(s + c)) == len(s) + 1
+
+
+def test_markers_take_the_special_tokens_spelled_in_them() -> None:
+    """A marker holding a special token's text may be written with that token (as models
+    write their markers) or as text; the token is allowed nowhere else."""
+    fmt = {
+        "type": "triggered_tags",
+        "triggers": ["<|X|>"],
+        "tags": [{"begin": "<|X|>{", "content": {"type": "any_text"}, "end": "}<|Y|>"}],
+    }
+    g = ts.Grammar.from_structural_tag({"format": fmt}, VA)
+
+    def ok(toks: list[int]) -> bool:
+        m = g.matcher()
+        return m.accept_tokens(toks) == len(toks) and m.is_accepting()
+
+    assert ok(list(b"hi ") + [257] + list(b"{a}") + [258])
+    assert ok(list(b"hi <|X|>{a}<|Y|>"))
+    assert ok(list(b"hi ") + [257] + list(b"{a}<|Y|>") + list(b" bye"))
+    assert not ok(list(b"hi ") + [258])  # the end's token outside the tag
+    assert not ok([257] + list(b"{a") + [257])  # a begin's token inside free text
+    # kimi_k3_xml's markers are special tokens in its tokenizer
+    kimi = ts.Vocabulary(
+        [bytes([i]) for i in range(256)] + [b"<eos>", b"<|open|>", b"<|sep|>", b"<|close|>"],
+        eos_token_ids=[256],
+        special_token_ids=[257, 258, 259],
+    )
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    tag = {"format": {"type": "json_schema", "json_schema": schema, "style": "kimi_k3_xml"}}
+    g = ts.Grammar.from_structural_tag(tag, kimi)
+    toks = [257, *b'argument key="a" type="string"', 258, *b"v", 259, *b"argument", 258]
+    m = g.matcher()
+    assert m.accept_tokens(toks) == len(toks) and m.is_accepting()
+
+
+@pytest.mark.parametrize(
+    ("token", "text"),
+    [
+        (65, 'token 65 is not a special token (its text is "A")'),
+        (256, "token 256 is an EOS token"),
+        ("<nope>", 'token "<nope>": the vocabulary has no special token with this text'),
+        (9999, "token 9999 is outside the vocabulary"),
+        (-1, "a token id is a non-negative integer"),
+    ],
+)
+def test_tokens_that_cannot_be_atoms_are_refused(token: Any, text: str) -> None:
+    with pytest.raises(ts.GrammarError, match=re.escape(text)) as e:
+        ts.Grammar.from_structural_tag({"format": {"type": "token", "token": token}}, VA)
+    assert e.value.path == "$.format.token"
+    bad = {
+        "type": "triggered_tags",
+        "triggers": ["a"],
+        "tags": [
+            {"begin": {"type": "token", "token": 257}, "content": {"type": "any_text"}, "end": "b"}
+        ],
+    }
+    with pytest.raises(ts.GrammarError, match="token_triggered_tags"):
+        ts.Grammar.from_structural_tag({"format": bad}, VA)

@@ -67,7 +67,11 @@ fn token_ends(p: &Parts<'_>, state: u32, row: &[u32]) -> Result<Vec<(u32, u32)>>
             if p.vocab.is_eos(t) {
                 continue;
             }
-            let Some(bytes) = p.vocab.token_bytes(t) else {
+            let bytes = match p.index.atoms() {
+                Some(a) => a.bytes(p.vocab, t),
+                None => p.vocab.token_bytes(t),
+            };
+            let Some(bytes) = bytes else {
                 continue;
             };
             let s = view.walk(state, bytes)?;

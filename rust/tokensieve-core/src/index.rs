@@ -822,6 +822,9 @@ pub struct TokenIndex {
     use_last: bool,
     budget_bytes: usize,
     precomputed: std::sync::atomic::AtomicBool,
+    /// The grammar's token atoms (see [`crate::atoms`]): each mask made is completed with
+    /// them before it is kept.
+    atoms: Option<std::sync::Arc<crate::atoms::Atoms>>,
     /// Masks this index made from a representative for short tokens (see
     /// [`TokenIndex::mask`]), counted for the tests.
     #[cfg(test)]
@@ -854,9 +857,50 @@ impl TokenIndex {
             use_last: true,
             budget_bytes,
             precomputed: std::sync::atomic::AtomicBool::new(false),
+            atoms: None,
             #[cfg(test)]
             short_reps: Default::default(),
         }
+    }
+
+    /// This index for a grammar with token atoms (before any mask is made).
+    pub fn with_atoms(mut self, atoms: Option<std::sync::Arc<crate::atoms::Atoms>>) -> Self {
+        self.atoms = atoms;
+        self
+    }
+
+    /// The grammar's token atoms, if any.
+    pub fn atoms(&self) -> Option<&crate::atoms::Atoms> {
+        self.atoms.as_deref()
+    }
+
+    /// The grammar's token atoms, shared.
+    pub fn atoms_arc(&self) -> Option<std::sync::Arc<crate::atoms::Atoms>> {
+        self.atoms.clone()
+    }
+
+    /// A walk's result completed with the atoms readable at `state` (a text walk that found
+    /// no token is no error when an atom can follow).
+    fn completed(
+        &self,
+        walked: Result<()>,
+        vocab: &Vocabulary,
+        dfa: &LazyDfa,
+        state: u32,
+        buf: &mut [u32],
+    ) -> Result<()> {
+        let Some(a) = &self.atoms else {
+            return walked.map_err(|e| fill_bytes(e, dfa, state));
+        };
+        match walked {
+            Err(Error::Unspellable { .. }) => buf.fill(0),
+            r => r?,
+        }
+        a.complete(vocab, dfa, state, buf)?;
+        if buf.iter().all(|&w| w == 0) {
+            return Err(fill_bytes(unspellable(state), dfa, state));
+        }
+        Ok(())
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, MaskCache> {
@@ -877,8 +921,13 @@ impl TokenIndex {
         } {
             return Ok(m);
         }
-        // Counts far from their bounds share one state's mask (see `LazyDfa::representative`).
-        let rep = dfa.representative(state, vocab.trie().max_depth())?;
+        // Counts far from their bounds share one state's mask (see `LazyDfa::representative`);
+        // an atom reads three bytes.
+        let depth = vocab
+            .trie()
+            .max_depth()
+            .max(if self.atoms.is_some() { 3 } else { 0 });
+        let rep = dfa.representative(state, depth)?;
         if rep != state {
             let m = self.mask(vocab, dfa, rep)?;
             let mut c = self.write();
@@ -903,7 +952,7 @@ impl TokenIndex {
                 let mut view = dfa.view();
                 long_tokens(vocab, &mut view, state, &mut buf)
             };
-            walked.map_err(|e| fill_bytes(e, dfa, state))?;
+            self.completed(walked, vocab, dfa, state, &mut buf)?;
             let mut c = self.write();
             return Ok(self.insert(&mut c, state, buf));
         }
@@ -928,7 +977,7 @@ impl TokenIndex {
             }
         };
         // The view's lock is released before the error path inspects the DFA again.
-        walked.map_err(|e| fill_bytes(e, dfa, state))?;
+        self.completed(walked, vocab, dfa, state, &mut buf)?;
         let mut c = self.write();
         let m = self.insert(&mut c, state, buf);
         drop(c);
@@ -972,6 +1021,13 @@ impl TokenIndex {
         start: u32,
         deadline: Option<Deadline>,
     ) -> Result<IndexStats> {
+        if self.atoms.is_some() {
+            return Err(Error::InvalidArgument(
+                "precomputing every mask is not supported for a grammar with token atoms (its \
+                 masks are made as the output reaches them)"
+                    .into(),
+            ));
+        }
         dfa.determinize_all(deadline)?;
         let frozen = {
             let view = dfa.view();
@@ -1070,6 +1126,7 @@ impl TokenIndex {
             use_last: true,
             budget_bytes,
             precomputed: std::sync::atomic::AtomicBool::new(true),
+            atoms: None,
             #[cfg(test)]
             short_reps: Default::default(),
         }

@@ -15,6 +15,7 @@
 //!
 //! This crate has no Python dependency; the bindings crate wraps it.
 
+pub mod atoms;
 pub mod automata;
 pub mod budget;
 pub mod ebnf;

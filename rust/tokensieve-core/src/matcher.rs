@@ -319,11 +319,22 @@ impl Grammar {
     }
 
     fn from_dfa(dfa: LazyDfa, vocab: Arc<Vocabulary>, opts: &GrammarOptions) -> Result<Grammar> {
+        Grammar::with_atoms(dfa, vocab, opts, None)
+    }
+
+    /// [`Grammar::from_dfa`] for an automaton that reads the token atoms `atoms` (see
+    /// [`crate::atoms`]).
+    fn with_atoms(
+        dfa: LazyDfa,
+        vocab: Arc<Vocabulary>,
+        opts: &GrammarOptions,
+        atoms: Option<Arc<crate::atoms::Atoms>>,
+    ) -> Result<Grammar> {
         let pattern = dfa.pattern().to_string();
         let g = Grammar {
             vocab,
             dfa,
-            index: TokenIndex::new(opts.mask_cache_bytes),
+            index: TokenIndex::new(opts.mask_cache_bytes).with_atoms(atoms),
             options: opts.clone(),
             source: ConstraintSource::regex(&pattern),
             warnings: Vec::new(),
@@ -434,7 +445,8 @@ impl Grammar {
         Some(Ok(Grammar {
             vocab: self.vocab.clone(),
             dfa,
-            index: TokenIndex::new(self.options.mask_cache_bytes),
+            index: TokenIndex::new(self.options.mask_cache_bytes)
+                .with_atoms(self.index.atoms_arc()),
             options: self.options.clone(),
             source: self.source.clone(),
             warnings: self.warnings.clone(),
@@ -561,7 +573,9 @@ impl Grammar {
         let big = budget::stack::BIG_STACK;
         budget::stack::on_big_stack(big, || {
             opts.compiling(|| {
-                let c = crate::ebnf::compile(text, ebnf_opts)?;
+                let mut atoms = crate::atoms::AtomList::new(Some(&vocab));
+                let c = crate::ebnf::compile_with(text, ebnf_opts, &mut atoms)?;
+                let atoms = crate::atoms::Atoms::new(atoms.into_ids()).map(Arc::new);
                 let label = grammar_label(&c.expr);
                 let dfa = LazyDfa::from_owned(&label, c.expr, &opts.regex)?;
                 if dfa.start() == DEAD {
@@ -576,7 +590,7 @@ impl Grammar {
                         ),
                     });
                 }
-                let mut g = Grammar::from_dfa(dfa, vocab, opts)?;
+                let mut g = Grammar::with_atoms(dfa, vocab, opts, atoms)?;
                 g.warnings = c.warnings;
                 g.source = ConstraintSource::ebnf(text, ebnf_opts);
                 Ok(g)
@@ -597,7 +611,7 @@ impl Grammar {
         let big = budget::stack::BIG_STACK;
         budget::stack::on_big_stack(big, || {
             opts.compiling(|| {
-                let c = crate::structural_tag::compile(text, schema_opts)?;
+                let c = crate::structural_tag::compile(text, schema_opts, Some(&vocab))?;
                 let label = expr_label(&c.expr, "structural tag");
                 let dfa = LazyDfa::from_owned(&label, c.expr, &opts.regex)?;
                 dfa.build_rules_on_big_stack();
@@ -607,7 +621,8 @@ impl Grammar {
                         message: "the structural tag matches no string".into(),
                     });
                 }
-                let mut g = Grammar::from_dfa(dfa, vocab, opts)?;
+                let atoms = crate::atoms::Atoms::new(c.atoms).map(Arc::new);
+                let mut g = Grammar::with_atoms(dfa, vocab, opts, atoms)?;
                 g.source = ConstraintSource::structural_tag(text, schema_opts);
                 Ok(g)
             })
@@ -744,7 +759,13 @@ impl Grammar {
         if let Some(s) = spans.get(marker) {
             return Ok(s.clone());
         }
-        let span = Arc::new(Span::new(marker, &self.vocab, &self.dfa, self.dfa.start())?);
+        let span = Arc::new(Span::new(
+            marker,
+            &self.vocab,
+            &self.dfa,
+            self.dfa.start(),
+            self.index.atoms().is_some(),
+        )?);
         spans.insert(marker.to_vec(), span.clone());
         Ok(span)
     }
@@ -752,7 +773,11 @@ impl Grammar {
     /// The state after `token` from `state`, or `None` if the token is not allowed there.
     /// EOS is not handled here (see [`Matcher::accept_token`]).
     pub fn advance(&self, state: u32, token: u32) -> Result<Option<u32>> {
-        match self.vocab.token_bytes(token) {
+        let bytes = match self.index.atoms() {
+            Some(a) => a.bytes(&self.vocab, token),
+            None => self.vocab.token_bytes(token),
+        };
+        match bytes {
             None => Ok(None),
             Some(bytes) => {
                 let s = self.dfa.walk(state, bytes)?;

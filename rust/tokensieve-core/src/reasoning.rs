@@ -111,8 +111,16 @@ impl<'a> Kmp<'a> {
 }
 
 impl Span {
-    /// The span for `marker` before the grammar (`dfa` from its start state `start`).
-    pub fn new(marker: &[u8], vocab: &Vocabulary, dfa: &LazyDfa, start: u32) -> Result<Span> {
+    /// The span for `marker` before the grammar (`dfa` from its start state `start`; `atoms`:
+    /// the grammar has token atoms, so text holding 0xFF never enters it, see
+    /// [`crate::atoms`]).
+    pub fn new(
+        marker: &[u8],
+        vocab: &Vocabulary,
+        dfa: &LazyDfa,
+        start: u32,
+        atoms: bool,
+    ) -> Result<Span> {
         if marker.is_empty() {
             return Err(Error::InvalidArgument(
                 "the reasoning end marker is empty".into(),
@@ -147,7 +155,12 @@ impl Span {
                     q = kmp.next(q, b);
                     if q == m {
                         // few tokens get here: the table is locked per walk, not per scan
-                        step = Some(Step::Complete(dfa.walk(start, &bytes[i + 1..])?));
+                        let rest = &bytes[i + 1..];
+                        step = Some(Step::Complete(if atoms && rest.contains(&0xFF) {
+                            crate::automata::dfa::DEAD
+                        } else {
+                            dfa.walk(start, rest)?
+                        }));
                         break;
                     }
                 }

@@ -82,6 +82,13 @@ pub fn save(grammar: &Grammar) -> Result<Vec<u8>> {
                 .into(),
         ));
     }
+    if grammar.index().atoms().is_some() {
+        return Err(Error::InvalidArgument(
+            "a grammar that names special tokens (token atoms) cannot be saved as an index file \
+             yet; compile it where it is used"
+                .into(),
+        ));
+    }
     if !grammar.is_precomputed() {
         grammar.precompute()?;
     }

@@ -23,41 +23,66 @@
 //! supported (the XML parameter styles, token-level nodes, `dispatch`, `any_text` bounds) is a
 //! `GrammarError` that names it and its JSON path.
 
-use std::collections::BTreeMap;
-
 use serde_json::Value;
 
-use crate::automata::charlang::CharDfa;
 use crate::automata::expr::{self, Expr};
+use crate::automata::freetext::FreeText;
 use crate::automata::hir;
+use std::cell::RefCell;
+
+use crate::atoms::{AtomList, TokenRef};
 use crate::error::{Error, Result};
 use crate::json_schema::{JsonSchemaOptions, PropertyOrder, Whitespace};
+use crate::vocab::Vocabulary;
 
 /// Nodes nested deeper than this are refused (each level is a recursive call here).
 pub const MAX_FORMAT_DEPTH: usize = 64;
 
-/// Most triggers and excluded strings one free text may have, and the most characters they
-/// may hold together (the free-text automaton has one state per character).
-const MAX_WORDS: usize = 1024;
-const MAX_WORD_CHARS: usize = 65_536;
-
-/// Most moves (character, target) the free-text automata of one free text may have: words
-/// with many different characters make every state move on each of them.
-const MAX_FREE_EDGES: usize = 1_000_000;
-
 /// A structural tag read into an expression.
 pub(crate) struct Compiled {
     pub expr: Expr,
+    /// The token ids of the atoms the expression reads, by number (see [`crate::atoms`]).
+    pub atoms: Vec<u32>,
 }
 
 /// Reads a structural tag (JSON text) into its expression. `schema_opts` are the options of its
-/// `json_schema` parts (each node's `any_order` and `max_whitespace_cnt` apply on top).
-pub(crate) fn compile(text: &str, schema_opts: &JsonSchemaOptions) -> Result<Compiled> {
+/// `json_schema` parts (each node's `any_order` and `max_whitespace_cnt` apply on top);
+/// `vocab` resolves the special tokens it names (without one, naming a token is an error and
+/// markers are text only).
+pub(crate) fn compile(
+    text: &str,
+    schema_opts: &JsonSchemaOptions,
+    vocab: Option<&Vocabulary>,
+) -> Result<Compiled> {
     let value: Value = serde_json::from_str(text)
         .map_err(|e| error("", &format!("the structural tag is not valid JSON: {e}")))?;
-    let b = Builder { schema_opts };
+    let mut specials: Vec<(String, u32)> = vocab
+        .map(|v| {
+            v.special_texts()
+                .filter(|&(_, id)| !v.is_eos(id))
+                .filter_map(|(t, id)| Some((std::str::from_utf8(t).ok()?.to_string(), id)))
+                .filter(|(t, _)| t.chars().count() >= 2)
+                .collect()
+        })
+        .unwrap_or_default();
+    // longest first: where two overlap, a marker takes the longer one
+    specials.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
+    let b = Builder {
+        schema_opts,
+        atoms: RefCell::new(AtomList::new(vocab)),
+        specials,
+    };
     let expr = b.top(&value)?;
-    Ok(Compiled { expr })
+    let atoms = b.atoms.into_inner().into_ids();
+    Ok(Compiled { expr, atoms })
+}
+
+/// A free-text automaton's refusal (a sentence) as an error at `path`.
+fn on<T>(r: Result<T>, path: &str) -> Result<T> {
+    r.map_err(|e| match e {
+        Error::InvalidArgument(m) => error(path, &m),
+        other => other,
+    })
 }
 
 fn error(path: &str, message: &str) -> Error {
@@ -69,6 +94,11 @@ fn error(path: &str, message: &str) -> Error {
 
 struct Builder<'a> {
     schema_opts: &'a JsonSchemaOptions,
+    /// The special tokens named so far (see [`crate::atoms`]).
+    atoms: RefCell<AtomList<'a>>,
+    /// The vocabulary's special tokens with a text (not EOS), longest first: a marker that
+    /// holds one's text may be written with that token (see [`Builder::marker`]).
+    specials: Vec<(String, u32)>,
 }
 
 /// Where a node stands: its JSON path, its depth, and the `end` strings of the nearest
@@ -91,7 +121,11 @@ impl<'p> At<'p> {
 
     fn index(&self, k: &str, i: usize) -> At<'p> {
         At {
-            path: format!("{}.{k}[{i}]", self.path),
+            path: if k.is_empty() {
+                format!("{}[{i}]", self.path)
+            } else {
+                format!("{}.{k}[{i}]", self.path)
+            },
             depth: self.depth + 1,
             ends: self.ends,
         }
@@ -146,8 +180,10 @@ impl Builder<'_> {
             };
             let content = self.schema(schema, None, None, &inner)?;
             tags.push(Tag {
-                begin: begin.to_string(),
+                begin_text: Some(begin.to_string()),
+                begin: self.marker(begin, &a.key("begin"))?,
                 content,
+                end: self.marker(end, &a.key("end"))?,
                 ends,
             });
         }
@@ -175,8 +211,9 @@ impl Builder<'_> {
         match kind {
             "const_string" => {
                 let s = string(o.get("value"), &at.key("value"))?;
-                Ok(literal(s))
+                self.marker(s, at)
             }
+            "token" => self.token(o.get("token"), &at.key("token")),
             "json_schema" => {
                 let style = match o.get("style") {
                     None | Some(Value::Null) => "json",
@@ -239,8 +276,12 @@ impl Builder<'_> {
             }
             "grammar" => {
                 let text = string(o.get("grammar"), &at.key("grammar"))?;
-                let c = crate::ebnf::compile(text, &crate::ebnf::EbnfOptions::default())
-                    .map_err(|e| error(&at.key("grammar").path, &e.to_string()))?;
+                let c = crate::ebnf::compile_with(
+                    text,
+                    &crate::ebnf::EbnfOptions::default(),
+                    &mut self.atoms.borrow_mut(),
+                )
+                .map_err(|e| error(&at.key("grammar").path, &e.to_string()))?;
                 Ok(c.expr)
             }
             "regex" => {
@@ -259,10 +300,10 @@ impl Builder<'_> {
                 }
                 let max_chars = budget(o.get("max_chars"), &at.key("max_chars"))?;
                 let excludes = excluded(o, at)?;
-                let free = FreeText::new(&[], &excludes, &at.path)?;
+                let free = on(FreeText::new(&[], &excludes), &at.path)?;
                 match max_chars {
-                    None => free.end(),
-                    Some(n) => free.end_within(0, Some(n), &at.key("max_chars").path),
+                    None => on(free.end(), &at.path),
+                    Some(n) => on(free.end_within(0, Some(n)), &at.key("max_chars").path),
                 }
             }
             "dispatch" => {
@@ -292,14 +333,12 @@ impl Builder<'_> {
                     other => flag(other, &at.key("loop"))?,
                 };
                 let excludes = excluded(o, at)?;
-                let free = FreeText::new(&patterns, &excludes, &at.path)?;
+                let free = on(FreeText::new(&patterns, &excludes), &at.path)?;
                 let mut dispatch = Vec::new();
                 for (k, f) in formats.into_iter().enumerate() {
-                    if let Some(lead) = free.to_trigger(k)? {
-                        dispatch.push(expr::concat(vec![lead, f]));
-                    }
+                    dispatch.extend(self.leads(&free, &patterns[k], k, f, at)?);
                 }
-                Ok(free_then(dispatch, free.end()?, looped))
+                Ok(free_then(dispatch, on(free.end(), &at.path)?, looped))
             }
             "sequence" | "or" => {
                 let elements = array(o.get("elements"), &at.key("elements"))?;
@@ -365,21 +404,227 @@ impl Builder<'_> {
                 } else {
                     Expr::List {
                         item: Box::new(one),
-                        sep: Box::new(literal(sep)),
+                        sep: Box::new(self.marker(sep, at)?),
                     }
                 };
                 Ok(if alo { some } else { expr::opt(some) })
             }
-            "token"
-            | "exclude_token"
-            | "any_tokens"
-            | "token_triggered_tags"
-            | "token_dispatch" => Err(error(
+            "exclude_token" => Err(error(
                 &at.path,
-                &format!("the format `{kind}` is not supported"),
+                "the format `exclude_token` (any one token but these) is not supported: where \
+                 one token ends is not part of a text's language",
             )),
+            "any_tokens" => {
+                if o.get("max_tokens").is_some_and(|b| !b.is_null()) {
+                    return Err(error(
+                        &at.key("max_tokens").path,
+                        "`max_tokens` of any_tokens is not supported",
+                    ));
+                }
+                self.special_excludes(o, at)?;
+                let excludes = excluded(o, at)?;
+                on(on(FreeText::new(&[], &excludes), &at.path)?.end(), &at.path)
+            }
+            "token_triggered_tags" => {
+                let triggers =
+                    self.token_list(o.get("trigger_tokens"), &at.key("trigger_tokens"))?;
+                if triggers.is_empty() {
+                    return Err(error(&at.key("trigger_tokens").path, "must not be empty"));
+                }
+                let tags = self.tags(o, at)?;
+                self.special_excludes(o, at)?;
+                let excludes = excluded(o, at)?;
+                let free = on(on(FreeText::new(&[], &excludes), &at.path)?.end(), &at.path)?;
+                let mut full = Vec::with_capacity(tags.len());
+                for (i, t) in tags.iter().enumerate() {
+                    let starts = triggers.iter().any(|g| g.same_as(&t.begin));
+                    if t.begin_text.is_some() || !starts {
+                        return Err(error(
+                            &at.index("tags", i).key("begin").path,
+                            "a tag of token_triggered_tags begins with one of its trigger tokens",
+                        ));
+                    }
+                    full.push(t.full());
+                }
+                let alo = flag(o.get("at_least_one"), &at.key("at_least_one"))?;
+                let saf = flag(o.get("stop_after_first"), &at.key("stop_after_first"))?;
+                let one_tag = expr::alt(full.clone());
+                let dispatch: Vec<Expr> = full
+                    .into_iter()
+                    .map(|f| expr::concat(vec![free.clone(), f]))
+                    .collect();
+                Ok(match (alo, saf) {
+                    (true, true) => one_tag,
+                    (false, saf) => free_then(dispatch, free, !saf),
+                    (true, false) => expr::concat(vec![one_tag, free_then(dispatch, free, true)]),
+                })
+            }
+            "token_dispatch" => {
+                let rules = array(o.get("rules"), &at.key("rules"))?;
+                if rules.is_empty() {
+                    return Err(error(&at.key("rules").path, "must not be empty"));
+                }
+                self.special_excludes(o, at)?;
+                let excludes = excluded(o, at)?;
+                let free = on(on(FreeText::new(&[], &excludes), &at.path)?.end(), &at.path)?;
+                let mut dispatch = Vec::with_capacity(rules.len());
+                for (i, r) in rules.iter().enumerate() {
+                    let a = at.index("rules", i);
+                    match r.as_array().map(Vec::as_slice) {
+                        Some([t, f]) => {
+                            let atom = self.token(Some(t), &a.index("", 0))?;
+                            let f = self.node(f, &a.index("", 1))?;
+                            dispatch.push(expr::concat(vec![free.clone(), atom, f]));
+                        }
+                        _ => return Err(error(&a.path, "a rule is [token, format]")),
+                    }
+                }
+                let looped = match o.get("loop") {
+                    None | Some(Value::Null) => true,
+                    other => flag(other, &at.key("loop"))?,
+                };
+                Ok(free_then(dispatch, free, looped))
+            }
             other => Err(error(&at.path, &format!("unknown format type `{other}`"))),
         }
+    }
+
+    /// The ways free text reaches trigger `k` (text `trigger`) and goes on with `then`: the
+    /// trigger completed in the text; and, where the trigger starts with a special token's
+    /// text, free text with no trigger in it, that token, then the rest of the trigger.
+    fn leads(
+        &self,
+        free: &FreeText,
+        trigger: &str,
+        k: usize,
+        then: Expr,
+        at: &At,
+    ) -> Result<Vec<Expr>> {
+        let mut out = Vec::new();
+        if let Some(lead) = on(free.to_trigger(k), &at.path)? {
+            out.push(expr::concat(vec![lead, then.clone()]));
+        }
+        if let Some((text, id)) = self
+            .specials
+            .iter()
+            .find(|(t, _)| trigger.starts_with(t.as_str()))
+        {
+            let atom = self.atom(TokenRef::Id(u64::from(*id)), at)?;
+            out.push(expr::concat(vec![
+                on(free.end(), &at.path)?,
+                atom,
+                self.marker(&trigger[text.len()..], at)?,
+                then,
+            ]));
+        }
+        Ok(out)
+    }
+
+    /// A marker's text: as text, and each special token's text in it also as that token (a
+    /// model writes its special markers as those tokens).
+    fn marker(&self, text: &str, at: &At) -> Result<Expr> {
+        if self.specials.is_empty() || text.is_empty() {
+            return Ok(literal(text));
+        }
+        let mut parts = Vec::new();
+        let mut plain = String::new();
+        let mut rest = text;
+        while !rest.is_empty() {
+            match self
+                .specials
+                .iter()
+                .find(|(t, _)| rest.starts_with(t.as_str()))
+            {
+                Some((t, id)) => {
+                    if !plain.is_empty() {
+                        parts.push(literal(&std::mem::take(&mut plain)));
+                    }
+                    let atom = self.atom(TokenRef::Id(u64::from(*id)), at)?;
+                    parts.push(expr::alt(vec![literal(t), atom]));
+                    rest = &rest[t.len()..];
+                }
+                None => {
+                    let c = rest.chars().next().expect("not empty");
+                    plain.push(c);
+                    rest = &rest[c.len_utf8()..];
+                }
+            }
+        }
+        if !plain.is_empty() {
+            parts.push(literal(&plain));
+        }
+        Ok(expr::concat(parts))
+    }
+
+    /// The atom of special token `r` (see [`crate::atoms`]).
+    fn atom(&self, r: TokenRef, at: &At) -> Result<Expr> {
+        self.atoms
+            .borrow_mut()
+            .atom(r)
+            .map(Expr::Hir)
+            .map_err(|e| error(&at.path, &e))
+    }
+
+    /// A `token` node's token: an id or a special token's text.
+    fn token(&self, v: Option<&Value>, at: &At) -> Result<Expr> {
+        let r = match v {
+            Some(Value::Number(n)) => match n.as_u64() {
+                Some(i) => TokenRef::Id(i),
+                None => return Err(error(&at.path, "a token id is a non-negative integer")),
+            },
+            Some(Value::String(t)) if !t.is_empty() => TokenRef::Text(t.clone()),
+            _ => {
+                return Err(error(
+                    &at.path,
+                    "must be a token id or a special token's text",
+                ))
+            }
+        };
+        self.atom(r, at)
+    }
+
+    /// A list of tokens (ids or special tokens' texts) as their atoms.
+    fn token_list(&self, v: Option<&Value>, at: &At) -> Result<Vec<Expr>> {
+        array(v, at)?
+            .iter()
+            .enumerate()
+            .map(|(i, t)| self.token(Some(t), &at.index("", i)))
+            .collect()
+    }
+
+    /// A node's `exclude_tokens`: special tokens (never allowed in free text anyway); an
+    /// ordinary token there is refused.
+    fn special_excludes(&self, o: &serde_json::Map<String, Value>, at: &At) -> Result<()> {
+        let a = at.key("exclude_tokens");
+        let list = match o.get("exclude_tokens") {
+            None | Some(Value::Null) => return Ok(()),
+            v => array(v, &a)?,
+        };
+        for (i, t) in list.iter().enumerate() {
+            let r = match t {
+                Value::Number(n) if n.as_u64().is_some() => TokenRef::Id(n.as_u64().unwrap_or(0)),
+                Value::String(s) if !s.is_empty() => TokenRef::Text(s.clone()),
+                _ => {
+                    return Err(error(
+                        &a.index("", i).path,
+                        "must be a token id or a special token's text",
+                    ))
+                }
+            };
+            self.atoms
+                .borrow()
+                .resolve(&r)
+                .map_err(|e| error(&a.index("", i).path, &e))?;
+        }
+        Ok(())
+    }
+
+    /// A tag's begin or end given as `{"type": "token", "token": ...}`.
+    fn token_object(&self, o: &serde_json::Map<String, Value>, at: &At) -> Result<Expr> {
+        if o.get("type").and_then(Value::as_str) != Some("token") {
+            return Err(error(&at.path, "must be a string or a `token` format"));
+        }
+        self.token(o.get("token"), &at.key("token"))
     }
 
     fn content(&self, o: &serde_json::Map<String, Value>, at: &At) -> Result<Expr> {
@@ -411,38 +656,36 @@ impl Builder<'_> {
             .collect()
     }
 
-    /// `begin content end` (`end` a string or a non-empty list of strings, `""` allowed).
+    /// `begin content end` (`begin` a string or a token; `end` a string, a token or a
+    /// non-empty list of strings, `""` allowed).
     fn tag(&self, o: &serde_json::Map<String, Value>, at: &At) -> Result<Tag> {
-        let begin = match o.get("begin") {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Object(_)) => {
-                return Err(error(
-                    &at.key("begin").path,
-                    "a token as a tag's begin is not supported",
-                ))
-            }
-            _ => return Err(error(&at.key("begin").path, "must be a string")),
+        let (begin_text, begin) = match o.get("begin") {
+            Some(Value::String(s)) => (Some(s.clone()), self.marker(s, &at.key("begin"))?),
+            Some(Value::Object(b)) => (None, self.token_object(b, &at.key("begin"))?),
+            _ => return Err(error(&at.key("begin").path, "must be a string or a token")),
         };
-        let ends: Vec<String> = match o.get("end") {
-            Some(Value::String(s)) => vec![s.clone()],
-            Some(Value::Array(a)) if !a.is_empty() => a
-                .iter()
-                .map(|e| {
-                    e.as_str()
-                        .map(str::to_string)
-                        .ok_or_else(|| error(&at.key("end").path, "holds a non-string"))
-                })
-                .collect::<Result<_>>()?,
-            Some(Value::Object(_)) => {
-                return Err(error(
-                    &at.key("end").path,
-                    "a token as a tag's end is not supported",
-                ))
+        let (ends, end): (Vec<String>, Expr) = match o.get("end") {
+            Some(Value::Object(e)) => (Vec::new(), self.token_object(e, &at.key("end"))?),
+            Some(Value::String(s)) => (vec![s.clone()], self.marker(s, &at.key("end"))?),
+            Some(Value::Array(a)) if !a.is_empty() => {
+                let ends = a
+                    .iter()
+                    .map(|e| {
+                        e.as_str()
+                            .map(str::to_string)
+                            .ok_or_else(|| error(&at.key("end").path, "holds a non-string"))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let alts = ends
+                    .iter()
+                    .map(|e| self.marker(e, &at.key("end")))
+                    .collect::<Result<Vec<_>>>()?;
+                (ends, expr::alt(alts))
             }
             _ => {
                 return Err(error(
                     &at.key("end").path,
-                    "must be a string or a non-empty list of strings",
+                    "must be a string, a token or a non-empty list of strings",
                 ))
             }
         };
@@ -456,7 +699,9 @@ impl Builder<'_> {
         };
         let content = self.node(c, &inner)?;
         Ok(Tag {
+            begin_text,
             begin,
+            end,
             content,
             ends,
         })
@@ -516,43 +761,52 @@ impl Builder<'_> {
         let mut groups: Vec<Vec<Expr>> = vec![Vec::new(); triggers.len()];
         let mut full = Vec::with_capacity(tags.len());
         for (i, t) in tags.into_iter().enumerate() {
+            let a = at.index("tags", i).key("begin");
+            let Some(begin) = &t.begin_text else {
+                return Err(error(
+                    &a.path,
+                    "a tag of triggered_tags begins with text (a token begin is for \
+                     token_triggered_tags)",
+                ));
+            };
             let matching: Vec<usize> = (0..triggers.len())
-                .filter(|&k| t.begin.starts_with(triggers[k].as_str()))
+                .filter(|&k| begin.starts_with(triggers[k].as_str()))
                 .collect();
             if matching.len() != 1 {
                 return Err(error(
-                    &at.index("tags", i).key("begin").path,
+                    &a.path,
                     &format!(
                         "the begin {:?} must start with exactly one trigger ({} do)",
-                        t.begin,
+                        begin,
                         matching.len()
                     ),
                 ));
             }
             let k = matching[0];
-            let rest = &t.begin[triggers[k].len()..];
+            let rest = &begin[triggers[k].len()..];
             groups[k].push(expr::concat(vec![
-                literal(rest),
+                self.marker(rest, &a)?,
                 t.content.clone(),
-                ends_expr(&t.ends),
+                t.end.clone(),
             ]));
             full.push(t.full());
         }
-        let free = FreeText::new(triggers, excludes, &at.path)?;
+        let free = on(FreeText::new(triggers, excludes), &at.path)?;
         let mut dispatch = Vec::new();
         for (k, g) in groups.into_iter().enumerate() {
             if g.is_empty() {
                 continue; // a trigger no tag starts with: it only ends free text
             }
-            if let Some(lead) = free.to_trigger(k)? {
-                dispatch.push(expr::concat(vec![lead, expr::alt(g)]));
-            }
+            dispatch.extend(self.leads(&free, &triggers[k], k, expr::alt(g), at)?);
         }
         let one_tag = expr::alt(full);
         Ok(match (at_least_one, stop_after_first) {
             (true, true) => one_tag,
-            (false, saf) => free_then(dispatch, free.end()?, !saf),
-            (true, false) => expr::concat(vec![one_tag, free_then(dispatch, free.end()?, true)]),
+            (false, saf) => free_then(dispatch, on(free.end(), &at.path)?, !saf),
+            (true, false) => expr::concat(vec![
+                one_tag,
+                free_then(dispatch, on(free.end(), &at.path)?, true),
+            ]),
         })
     }
 }
@@ -986,7 +1240,7 @@ impl Xml<'_, '_> {
     /// One parameter: its element, with `key` (a language of keys) and value schema `p`.
     fn param(&self, key: &Hir, p: &Value, at: &At) -> Result<Expr> {
         let s = self.style;
-        let mut head = vec![Expr::Hir(hir::lit(s.before_key)), Expr::Hir(key.clone())];
+        let mut head = vec![self.b.marker(s.before_key, at)?, Expr::Hir(key.clone())];
         if s.string_attr {
             head.push(Expr::Hir(hir::lit("\" string=\"")));
             head.push(Expr::Hir(hir::alt(vec![
@@ -1007,10 +1261,10 @@ impl Xml<'_, '_> {
             head.push(self.ws());
             head.push(Expr::Hir(hir::lit("<arg_value>")));
         } else {
-            head.push(Expr::Hir(hir::lit(s.after_key)));
+            head.push(self.b.marker(s.after_key, at)?);
         }
         head.push(self.value(p, at, 0)?);
-        head.push(Expr::Hir(hir::lit(s.closing)));
+        head.push(self.b.marker(s.closing, at)?);
         Ok(expr::concat(head))
     }
 
@@ -1103,20 +1357,23 @@ impl Xml<'_, '_> {
         let max = length(o.get("maxLength"), &at.key("maxLength"))?;
         let text = self.raw_text(at)?;
         Ok(Some(if min.is_none() && max.is_none() {
-            text.end()?
+            on(text.end(), &at.path)?
         } else {
-            text.end_within(min.unwrap_or(0), max, &at.path)?
+            on(text.end_within(min.unwrap_or(0), max), &at.path)?
         }))
     }
 
     /// Raw text of a parameter value: anything without the closing marker.
     fn raw_text(&self, at: &At) -> Result<FreeText> {
-        FreeText::new(&[], &[self.style.closing.to_string()], &at.path)
+        on(
+            FreeText::new(&[], &[self.style.closing.to_string()]),
+            &at.path,
+        )
     }
 
     /// A value of no schema: raw text, or a JSON array or object.
     fn untyped(&self, at: &At) -> Result<Expr> {
-        let raw = self.raw_text(at)?.end()?;
+        let raw = on(self.raw_text(at)?.end(), &at.path)?;
         let arr = self.json(&serde_json::json!({"type": "array"}), at)?;
         let obj = self.json(&serde_json::json!({"type": "object"}), at)?;
         Ok(expr::alt(vec![
@@ -1361,7 +1618,7 @@ impl Xml<'_, '_> {
         ]);
         let list = expr::concat(vec![room, self.padded(expr::star(unnamed))]);
         let body = expr::alt(vec![
-            self.cohere_suffix("raw", raw.end()?),
+            self.cohere_suffix("raw", on(raw.end(), "")?),
             self.cohere_suffix("json", self.padded(scalar)),
             self.cohere_suffix("dict", dict),
             self.cohere_suffix("list", list),
@@ -1424,23 +1681,24 @@ fn raw_value(v: &Value) -> Expr {
 
 /// A tag read: its begin, content and end strings.
 struct Tag {
-    begin: String,
+    /// The begin's text (`None`: a token).
+    begin_text: Option<String>,
+    begin: Expr,
     content: Expr,
+    /// The end strings (none for a token end): what the free text inside may not spell.
+    #[allow(dead_code)]
     ends: Vec<String>,
+    end: Expr,
 }
 
 impl Tag {
     fn full(&self) -> Expr {
         expr::concat(vec![
-            literal(&self.begin),
+            self.begin.clone(),
             self.content.clone(),
-            ends_expr(&self.ends),
+            self.end.clone(),
         ])
     }
-}
-
-fn ends_expr(ends: &[String]) -> Expr {
-    expr::alt(ends.iter().map(|e| literal(e)).collect())
 }
 
 fn literal(s: &str) -> Expr {
@@ -1529,289 +1787,5 @@ fn count(v: Option<&Value>, at: &At) -> Result<Option<u32>> {
             .and_then(|n| u32::try_from(n).ok())
             .map(Some)
             .ok_or_else(|| error(&at.path, "must be a non-negative integer or null")),
-    }
-}
-
-/// The free-text automaton of a set of triggers and excluded strings (Aho–Corasick over their
-/// characters): which word, if any, is first complete at each point of a text.
-struct FreeText {
-    /// What is complete at each node, the fail chain included: an excluded string, else the
-    /// longest trigger (by index), else nothing.
-    done: Vec<Done>,
-    /// The automaton's moves out of each trie node (of the words, by character): the characters
-    /// with an edge on its fail chain and where each leads (any other character leads to the
-    /// root). Built breadth first from the fail node's, at most [`MAX_FREE_EDGES`] in all.
-    moves: Vec<BTreeMap<u32, usize>>,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Done {
-    Nothing,
-    Excluded,
-    Trigger(usize),
-}
-
-impl FreeText {
-    fn new(triggers: &[String], excludes: &[String], path: &str) -> Result<FreeText> {
-        let words = triggers.len() + excludes.len();
-        let chars: usize = triggers
-            .iter()
-            .chain(excludes)
-            .map(|w| w.chars().count())
-            .sum();
-        if words > MAX_WORDS || chars > MAX_WORD_CHARS {
-            return Err(error(
-                path,
-                &format!(
-                    "too many triggers and excluded strings ({words}, {chars} characters; at \
-                     most {MAX_WORDS} and {MAX_WORD_CHARS})"
-                ),
-            ));
-        }
-        let mut next: Vec<BTreeMap<u32, usize>> = vec![BTreeMap::new()];
-        let mut word_at: Vec<Option<(Done, usize)>> = vec![None];
-        let mut add = |w: &str, d: Done| {
-            let mut s = 0;
-            for c in w.chars() {
-                let c = c as u32;
-                s = match next[s].get(&c) {
-                    Some(&t) => t,
-                    None => {
-                        next.push(BTreeMap::new());
-                        word_at.push(None);
-                        let t = next.len() - 1;
-                        next[s].insert(c, t);
-                        t
-                    }
-                };
-            }
-            let len = w.chars().count();
-            let better = match (word_at[s], d) {
-                (None, _) => true,
-                (Some((Done::Excluded, _)), _) => false,
-                (Some(_), Done::Excluded) => true,
-                (Some((_, l)), _) => len > l,
-            };
-            if better {
-                word_at[s] = Some((d, len));
-            }
-        };
-        for (k, t) in triggers.iter().enumerate() {
-            add(t, Done::Trigger(k));
-        }
-        for e in excludes {
-            add(e, Done::Excluded);
-        }
-        // failure links, breadth first
-        let n = next.len();
-        let mut fail = vec![0usize; n];
-        let mut done: Vec<Done> = word_at
-            .iter()
-            .map(|w| w.map_or(Done::Nothing, |x| x.0))
-            .collect();
-        let mut order = std::collections::VecDeque::new();
-        order.push_back(0);
-        while let Some(s) = order.pop_front() {
-            let f = fail[s];
-            // an excluded string complete through the fail chain wins; a trigger complete at
-            // the node itself is longer than one through the chain
-            match (done[s], done[f]) {
-                (_, Done::Excluded) => done[s] = Done::Excluded,
-                (Done::Nothing, d) => done[s] = d,
-                _ => {}
-            }
-            let edges: Vec<(u32, usize)> = next[s].iter().map(|(&c, &t)| (c, t)).collect();
-            for (c, t) in edges {
-                // the longest proper suffix of `t`'s word that is a node
-                let mut g = f;
-                fail[t] = loop {
-                    if s != 0 {
-                        if let Some(&x) = next[g].get(&c) {
-                            break x;
-                        }
-                    }
-                    if g == 0 || s == 0 {
-                        break 0;
-                    }
-                    g = fail[g];
-                };
-                order.push_back(t);
-            }
-        }
-        // the moves, breadth first (a node's fail node is shallower, so done before it)
-        let mut moves: Vec<BTreeMap<u32, usize>> = vec![BTreeMap::new(); n];
-        let mut order = std::collections::VecDeque::from([0usize]);
-        let mut edges = 0usize;
-        let mut every = crate::budget::Every::default();
-        while let Some(s) = order.pop_front() {
-            every.tick("building the free text of a structural tag")?;
-            let mut m = if s == 0 {
-                BTreeMap::new()
-            } else {
-                moves[fail[s]].clone()
-            };
-            for (&c, &t) in &next[s] {
-                m.insert(c, t);
-                order.push_back(t);
-            }
-            edges += m.len();
-            // one automaton for the text without a trigger, one per trigger
-            if edges > MAX_FREE_EDGES || edges * (triggers.len() + 1) > 16 * MAX_FREE_EDGES {
-                return Err(error(
-                    path,
-                    &format!(
-                        "the triggers and excluded strings of this free text make an automaton \
-                         of more than {MAX_FREE_EDGES} moves (too many different characters)"
-                    ),
-                ));
-            }
-            moves[s] = m;
-        }
-        Ok(FreeText { done, moves })
-    }
-
-    /// The character DFA over the nodes where nothing is complete yet (the free text so far),
-    /// plus, when `exit` is given, the nodes where that trigger is first complete (accepting,
-    /// with no way on). Other nodes are left out.
-    fn dfa(&self, exit: Option<usize>) -> Result<CharDfa> {
-        let n = self.moves.len();
-        let keep = |s: usize| match self.done[s] {
-            Done::Nothing => true,
-            Done::Trigger(k) => Some(k) == exit,
-            Done::Excluded => false,
-        };
-        let mut id = vec![usize::MAX; n];
-        let mut states = Vec::new();
-        for (s, slot) in id.iter_mut().enumerate() {
-            if keep(s) {
-                *slot = states.len();
-                states.push(s);
-            }
-        }
-        let mut accept = Vec::with_capacity(states.len());
-        let mut edges = Vec::with_capacity(states.len());
-        let mut every = crate::budget::Every::default();
-        for &s in &states {
-            every.tick("building the free text of a structural tag")?;
-            let open = self.done[s] == Done::Nothing;
-            accept.push(if exit.is_some() { !open } else { open });
-            let mut out: Vec<(u32, u32, usize)> = Vec::new();
-            if open {
-                // the characters with a move of their own; any other one leads to the root
-                let mut lo = 0u32;
-                let root = id[0];
-                for (&c, &t) in &self.moves[s] {
-                    if c > lo && root != usize::MAX {
-                        out.push((lo, c - 1, root));
-                    }
-                    if keep(t) {
-                        out.push((c, c, id[t]));
-                    }
-                    lo = c + 1;
-                }
-                if lo <= 0x10FFFF && root != usize::MAX {
-                    out.push((lo, 0x10FFFF, root));
-                }
-            }
-            edges.push(out);
-        }
-        Ok(CharDfa {
-            start: id[0],
-            accept,
-            edges,
-        })
-    }
-
-    /// Free text with no trigger or excluded string complete in it (it may end anywhere).
-    fn end(&self) -> Result<Expr> {
-        if self.done[0] != Done::Nothing {
-            return Err(error("", "an empty trigger or excluded string"));
-        }
-        dfa_expr(trim(self.dfa(None)?))
-    }
-
-    /// [`FreeText::end`] of `min..=max` characters.
-    fn end_within(&self, min: u32, max: Option<u32>, path: &str) -> Result<Expr> {
-        if self.done[0] != Done::Nothing {
-            return Err(error("", "an empty trigger or excluded string"));
-        }
-        match expr::raw_counted_text_dfa(&trim(self.dfa(None)?), min, max) {
-            Some(Some(e)) => Ok(e),
-            Some(None) => Ok(Expr::empty()),
-            None => Err(error(
-                path,
-                "a bound on characters over these excluded strings is not supported",
-            )),
-        }
-    }
-
-    /// Free text that ends where trigger `k` is first complete (`None`: no text does).
-    fn to_trigger(&self, k: usize) -> Result<Option<Expr>> {
-        let d = trim(self.dfa(Some(k))?);
-        if d.accept.is_empty() {
-            return Ok(None);
-        }
-        dfa_expr(d).map(Some)
-    }
-}
-
-fn dfa_expr(d: CharDfa) -> Result<Expr> {
-    expr::raw_text_dfa(&d)
-        .ok_or_else(|| Error::Internal("a free-text automaton did not build".into()))
-}
-
-/// `d` with only the states that can reach acceptance (an empty automaton when none, the
-/// start included, can).
-fn trim(d: CharDfa) -> CharDfa {
-    let n = d.accept.len();
-    let mut rev: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (s, es) in d.edges.iter().enumerate() {
-        for &(_, _, t) in es {
-            rev[t].push(s);
-        }
-    }
-    let mut live = d.accept.clone();
-    let mut stack: Vec<usize> = (0..n).filter(|&s| live[s]).collect();
-    while let Some(t) = stack.pop() {
-        for &s in &rev[t] {
-            if !live[s] {
-                live[s] = true;
-                stack.push(s);
-            }
-        }
-    }
-    if d.start >= n || !live[d.start] {
-        return CharDfa {
-            start: 0,
-            accept: Vec::new(),
-            edges: Vec::new(),
-        };
-    }
-    let mut id = vec![usize::MAX; n];
-    let mut k = 0;
-    for (s, slot) in id.iter_mut().enumerate() {
-        if live[s] {
-            *slot = k;
-            k += 1;
-        }
-    }
-    let mut accept = Vec::with_capacity(k);
-    let mut edges = Vec::with_capacity(k);
-    for s in 0..n {
-        if live[s] {
-            accept.push(d.accept[s]);
-            edges.push(
-                d.edges[s]
-                    .iter()
-                    .filter(|&&(_, _, t)| live[t])
-                    .map(|&(a, b, t)| (a, b, id[t]))
-                    .collect(),
-            );
-        }
-    }
-    CharDfa {
-        start: id[d.start],
-        accept,
-        edges,
     }
 }

@@ -59,6 +59,11 @@ pub struct Vocabulary {
     regular: Vec<bool>,
     eos: Vec<u32>,
     special: Vec<u32>,
+    /// The text of each special token that has one (`<|im_start|>`), for grammars that name
+    /// special tokens by text (token atoms, see `crate::atoms`); the lowest id per text.
+    special_text: HashMap<Vec<u8>, u32>,
+    /// Regular tokens holding the byte 0xFF (never in UTF-8 text), found on first use.
+    with_ff: std::sync::OnceLock<Vec<u32>>,
     vocab_size: usize,
     tokenizer_size: usize,
     kind: VocabKind,
@@ -252,6 +257,12 @@ impl Vocabulary {
         special.extend(eos.iter().copied());
         special.sort_unstable();
         special.dedup();
+        let mut special_text = HashMap::new();
+        for &s in &special {
+            if let Some(t) = tokens.get(s as usize).filter(|t| !t.is_empty()) {
+                special_text.entry(t.clone()).or_insert(s);
+            }
+        }
         let trie = {
             let b = &bytes;
             let o = &offsets;
@@ -282,6 +293,8 @@ impl Vocabulary {
             regular,
             eos,
             special,
+            special_text,
+            with_ff: std::sync::OnceLock::new(),
             vocab_size,
             tokenizer_size,
             kind,
@@ -456,6 +469,38 @@ impl Vocabulary {
     /// Special ids (EOS included), sorted.
     pub fn special_ids(&self) -> &[u32] {
         &self.special
+    }
+
+    /// Whether `id` is a special token (EOS included).
+    pub fn is_special(&self, id: u32) -> bool {
+        self.special.binary_search(&id).is_ok()
+    }
+
+    /// The special token spelled `text` in the tokenizer (`<|im_start|>`), if any.
+    pub fn special_id(&self, text: &[u8]) -> Option<u32> {
+        self.special_text.get(text).copied()
+    }
+
+    /// The special tokens that have a text: (text, id).
+    pub fn special_texts(&self) -> impl Iterator<Item = (&[u8], u32)> {
+        self.special_text.iter().map(|(k, &v)| (k.as_slice(), v))
+    }
+
+    /// The text of special token `id` in the tokenizer, if it has one.
+    pub fn special_text(&self, id: u32) -> Option<&[u8]> {
+        self.special_text
+            .iter()
+            .find(|(_, &v)| v == id)
+            .map(|(k, _)| k.as_slice())
+    }
+
+    /// The regular tokens holding the byte 0xFF, which no UTF-8 text holds.
+    pub fn tokens_with_ff(&self) -> &[u32] {
+        self.with_ff.get_or_init(|| {
+            (0..self.vocab_size as u32)
+                .filter(|&t| self.token_bytes(t).is_some_and(|b| b.contains(&0xFF)))
+                .collect()
+        })
     }
 
     /// Whether `id` is an EOS token.

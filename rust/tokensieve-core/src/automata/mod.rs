@@ -21,6 +21,7 @@ pub(crate) mod charlang;
 pub(crate) mod depth;
 pub mod dfa;
 pub(crate) mod expr;
+pub(crate) mod freetext;
 pub(crate) mod hir;
 pub(crate) mod nfa;
 pub(crate) mod rules;

@@ -54,7 +54,11 @@ impl Group<'_> {
     /// Whether `n` can reach a reference to a rule of the group before reading a character.
     fn left_reach(&self, n: &Node) -> bool {
         match n {
-            Node::Lit(_) | Node::Class { .. } | Node::Any | Node::Regex { .. } => false,
+            Node::Lit(_)
+            | Node::Class { .. }
+            | Node::Any
+            | Node::Regex { .. }
+            | Node::Text { .. } => false,
             Node::Ref { rule, .. } => self.in_group(*rule),
             Node::Seq(xs) => self.left_reach_seq(xs),
             Node::Alt(xs) => xs.iter().any(|x| self.left_reach(x)),
@@ -254,6 +258,13 @@ impl NonEmpty<'_> {
                      its use optional",
                 ))
             }
+            Node::Text { .. } => {
+                return Err(grammar_error(
+                    at,
+                    "a `TagDispatch(...)` stands in front of a left recursion here (its free \
+                     text can be empty)",
+                ))
+            }
             Node::Ref { name, rule, pos } => match self.plus.get(rule) {
                 Some(&p) => Node::Ref {
                     name: name.clone(),
@@ -399,7 +410,7 @@ pub(crate) fn nullable(n: &Node, rules: &[bool]) -> bool {
     match n {
         Node::Lit(s) => s.is_empty(),
         Node::Class { .. } | Node::Any => false,
-        Node::Regex { nullable, .. } => *nullable,
+        Node::Regex { nullable, .. } | Node::Text { nullable, .. } => *nullable,
         Node::Ref { rule, .. } => rules[*rule],
         Node::Seq(xs) => xs.iter().all(|x| nullable(x, rules)),
         Node::Alt(xs) => xs.iter().any(|x| nullable(x, rules)),
@@ -559,7 +570,7 @@ pub(super) fn left_calls(n: &Node, nullable_rules: &[bool], out: &mut Vec<usize>
     match n {
         Node::Lit(s) => s.is_empty(),
         Node::Class { .. } | Node::Any => false,
-        Node::Regex { nullable, .. } => *nullable,
+        Node::Regex { nullable, .. } | Node::Text { nullable, .. } => *nullable,
         Node::Ref { rule, .. } => {
             out.push(*rule);
             nullable_rules[*rule]

@@ -293,6 +293,7 @@ impl Lower<'_> {
                 ClassUnicodeRange::new('\0', char::MAX),
             ])))),
             Node::Regex { hir, .. } => Expr::Hir((**hir).clone()),
+            Node::Text { expr, .. } => (**expr).clone(),
             Node::Seq(xs) => {
                 let last = xs.len().saturating_sub(1);
                 let mut parts = Vec::with_capacity(xs.len());

@@ -89,10 +89,23 @@ pub(crate) struct Compiled {
     pub warnings: Vec<String>,
 }
 
-/// Compiles a GBNF / EBNF grammar (see the module docs).
+#[cfg(test)]
+/// Compiles a GBNF / EBNF grammar (see the module docs); naming a special token is an error.
 pub(crate) fn compile(text: &str, opts: &EbnfOptions) -> Result<Compiled> {
+    compile_with(text, opts, &mut crate::atoms::AtomList::new(None))
+}
+
+/// [`compile`], the special tokens the grammar names (`<[id]>`, `Token(...)`) resolved by and
+/// added to `atoms` (see [`crate::atoms`]).
+pub(crate) fn compile_with(
+    text: &str,
+    opts: &EbnfOptions,
+    atoms: &mut crate::atoms::AtomList<'_>,
+) -> Result<Compiled> {
     opts.validate()?;
-    let rules = parse::parse(text)?;
+    let list = std::mem::replace(atoms, crate::atoms::AtomList::new(None));
+    let (rules, list) = parse::parse_with(text, list)?;
+    *atoms = list;
     lower::lower(rules, opts)
 }
 

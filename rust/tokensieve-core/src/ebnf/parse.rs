@@ -8,6 +8,7 @@
 //! starts. Refused with a position: lookahead assertions `(= ...)`, anything else unknown.
 
 use super::{grammar_error, Pos};
+use crate::atoms::{AtomList, TokenRef};
 use crate::error::Result;
 use regex_syntax::hir::Hir;
 
@@ -40,6 +41,12 @@ pub(crate) enum Node {
     /// language of [`crate::regex::parse_full_match`]); `nullable`: it matches the empty string.
     Regex {
         hir: Box<regex_syntax::hir::Hir>,
+        nullable: bool,
+    },
+    /// A ready expression over bytes: the free text of xgrammar's `TagDispatch(...)` built-in
+    /// (see [`crate::automata::freetext`]); `nullable`: it matches the empty string.
+    Text {
+        expr: Box<crate::automata::expr::Expr>,
         nullable: bool,
     },
 }
@@ -99,7 +106,7 @@ pub(crate) struct RuleText {
     pub body: Node,
 }
 
-struct Parser<'a> {
+struct Parser<'a, 'v> {
     chars: Vec<char>,
     i: usize,
     line: u32,
@@ -107,6 +114,8 @@ struct Parser<'a> {
     _text: &'a str,
     /// How deep groups nest (bounded: the parser recurses per group).
     depth: u32,
+    /// The special tokens the grammar names (`<[id]>`, `Token(...)`), see [`crate::atoms`].
+    atoms: AtomList<'v>,
 }
 
 /// Groups nest at most this deep.
@@ -149,7 +158,11 @@ pub(crate) fn merge_counts(
     Some((min, max))
 }
 
-pub(crate) fn parse(text: &str) -> Result<Vec<RuleText>> {
+/// The rules of `text`, and `atoms` with the special tokens it names added.
+pub(crate) fn parse_with<'v>(
+    text: &str,
+    atoms: AtomList<'v>,
+) -> Result<(Vec<RuleText>, AtomList<'v>)> {
     let mut p = Parser {
         chars: text.chars().collect(),
         i: 0,
@@ -157,6 +170,7 @@ pub(crate) fn parse(text: &str) -> Result<Vec<RuleText>> {
         col: 1,
         _text: text,
         depth: 0,
+        atoms,
     };
     let mut rules = Vec::new();
     p.skip();
@@ -187,7 +201,7 @@ pub(crate) fn parse(text: &str) -> Result<Vec<RuleText>> {
             "the grammar defines no rule",
         ));
     }
-    Ok(rules)
+    Ok((rules, p.atoms))
 }
 
 fn describe(c: char) -> String {
@@ -202,7 +216,7 @@ fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '-'
 }
 
-impl Parser<'_> {
+impl Parser<'_, '_> {
     fn pos(&self) -> Pos {
         Pos {
             line: self.line,
@@ -436,12 +450,36 @@ impl Parser<'_> {
                 if name == "Substring" && self.peek() == Some('(') {
                     return leaf(self.substring_macro(pos)?);
                 }
+                if name == "TagDispatch" && self.peek() == Some('(') {
+                    return leaf(self.tag_dispatch_macro(pos)?);
+                }
+                if name == "Token" && self.peek() == Some('(') {
+                    return leaf(self.token_macro(pos)?);
+                }
+                if name == "TokenTagDispatch" && self.peek() == Some('(') {
+                    return leaf(self.token_tag_dispatch_macro(pos)?);
+                }
+                if name == "ExcludeToken" && self.peek() == Some('(') {
+                    return Err(grammar_error(
+                        pos,
+                        "`ExcludeToken(...)` (any one token but these) is not supported: where \
+                         one token ends is not part of a text's language",
+                    ));
+                }
                 leaf(Node::Ref {
                     name,
                     rule: usize::MAX,
                     pos,
                 })
             }
+            Some('<') if self.peek_at(1) == Some('[') => {
+                let r = self.token_ref()?;
+                leaf(self.atom(r, pos)?)
+            }
+            Some('!') if self.peek_at(1) == Some('<') => Err(self.err_here(
+                "`!<[id]>` (any one token but this one) is not supported: where one token ends \
+                 is not part of a text's language",
+            )),
             Some('\'') => Err(self.err_here(
                 "single-quoted strings are not GBNF; write string literals in double quotes",
             )),
@@ -580,11 +618,14 @@ impl Parser<'_> {
         }
     }
 
-    /// xgrammar's `Regex("pattern")` built-in after its name, at the `(`: the strings that
-    /// fully match the pattern, read as [`crate::regex::parse_full_match`] reads a regex
-    /// (`docs/regex.md`) with `.` taking line breaks too, as xgrammar reads it. Its options
-    /// (`flags=...`, `json_string=true`) are refused by name, and so is a case-insensitive
-    /// pattern over characters past ASCII (xgrammar folds ASCII case only).
+    /// xgrammar's `Regex("pattern", flags="...", json_string=true)` built-in after its name,
+    /// at the `(`: the strings that fully match the pattern, read as
+    /// [`crate::regex::parse_full_match`] reads a regex (`docs/regex.md`). Without `flags`, `.`
+    /// takes line breaks too, as xgrammar reads it; with `flags`, only with `s` among them (`i`:
+    /// case-insensitive, `u`: nothing more, any other letter an error). A case-insensitive
+    /// pattern over characters past ASCII is refused (xgrammar folds ASCII case only). With
+    /// `json_string=true`, only strings that JSON writes as themselves inside quotes (no `"`,
+    /// no `\`, no control character below U+0020).
     fn regex_macro(&mut self, pos: Pos) -> Result<Node> {
         self.bump();
         self.skip();
@@ -595,22 +636,70 @@ impl Parser<'_> {
             ));
         }
         let mut pattern = self.string()?;
-        self.skip();
-        if self.eat(',') {
+        let mut flags: Option<String> = None;
+        let mut json_string = false;
+        loop {
+            self.skip();
+            if !self.eat(',') {
+                break;
+            }
             self.skip();
             let key = self.name().unwrap_or_default();
-            return Err(grammar_error(
-                pos,
-                &format!(
-                    "the `Regex(...)` option `{key}` is not supported (write the pattern alone; \
-                     inline flags such as `(?i)` work)"
-                ),
-            ));
+            self.skip();
+            if !self.eat('=') {
+                return Err(grammar_error(
+                    pos,
+                    &format!("the `Regex(...)` option `{key}` needs a value (`{key}=...`)"),
+                ));
+            }
+            self.skip();
+            match key.as_str() {
+                "flags" if self.peek() == Some('"') && flags.is_none() => {
+                    let f = self.string()?;
+                    if let Some(bad) = f.chars().find(|c| !matches!(c, 'i' | 's' | 'u')) {
+                        return Err(grammar_error(
+                            pos,
+                            &format!(
+                                "the `Regex(...)` flag {bad:?} is not supported (`i`, `s` and \
+                                 `u` are)"
+                            ),
+                        ));
+                    }
+                    flags = Some(f);
+                }
+                "flags" => {
+                    return Err(grammar_error(
+                        pos,
+                        "`flags` of `Regex(...)` is one string literal (`flags=\"is\"`)",
+                    ))
+                }
+                "json_string" => {
+                    json_string = match self.name().as_deref() {
+                        Some("true") => true,
+                        Some("false") => false,
+                        _ => {
+                            return Err(grammar_error(
+                                pos,
+                                "`json_string` of `Regex(...)` is `true` or `false`",
+                            ))
+                        }
+                    }
+                }
+                _ => {
+                    return Err(grammar_error(
+                        pos,
+                        &format!(
+                            "the `Regex(...)` option `{key}` is not supported (`flags` and \
+                             `json_string` are)"
+                        ),
+                    ))
+                }
+            }
         }
         if !self.eat(')') {
             return Err(grammar_error(pos, "`Regex(...)` is not closed"));
         }
-        let folds = pattern.contains("(?") && {
+        let inline_fold = pattern.contains("(?") && {
             let b = pattern.as_bytes();
             (0..b.len()).any(|k| {
                 b[k..].starts_with(b"(?")
@@ -620,6 +709,7 @@ impl Parser<'_> {
                         .any(|c| *c == b'i')
             })
         };
+        let folds = inline_fold || flags.as_deref().is_some_and(|f| f.contains('i'));
         if folds
             && (!pattern.is_ascii()
                 || pattern.contains("\\u")
@@ -634,8 +724,14 @@ impl Parser<'_> {
                  case folding is ASCII only in xgrammar's reading)",
             ));
         }
-        // xgrammar's reading: `.` takes any character, a line break included
-        pattern = format!("(?s:{pattern})");
+        // xgrammar's reading: without flags, `.` takes any character, a line break included
+        let mode = match &flags {
+            None => "s".to_string(),
+            Some(f) => f.chars().filter(|c| matches!(c, 'i' | 's')).collect(),
+        };
+        if !mode.is_empty() {
+            pattern = format!("(?{mode}:{pattern})");
+        }
         let nest = crate::regex::RegexOptions::default().nest_limit;
         let hir = crate::regex::parse_full_match(&pattern, nest).map_err(|e| {
             grammar_error(
@@ -643,11 +739,487 @@ impl Parser<'_> {
                 &format!("the pattern of `Regex(...)` does not compile: {e}"),
             )
         })?;
+        let hir = if json_string {
+            let plain = crate::automata::hir::star(crate::automata::hir::class(&[
+                ('\u{20}', '!'),
+                ('#', '['),
+                (']', '\u{10FFFF}'),
+            ]));
+            match crate::automata::strlang::combine(&[hir, plain], &[]) {
+                Ok(Some(h)) => h,
+                Ok(None) => {
+                    return Err(grammar_error(
+                        pos,
+                        "this `Regex(...)` with `json_string=true` matches no string",
+                    ))
+                }
+                Err(e) => {
+                    return Err(grammar_error(
+                        pos,
+                        &format!("the `Regex(...)` with `json_string=true`: {e}"),
+                    ))
+                }
+            }
+        } else {
+            hir
+        };
         let nullable = hir.properties().minimum_len() == Some(0);
         Ok(Node::Regex {
             hir: Box::new(hir),
             nullable,
         })
+    }
+
+    /// xgrammar's `TagDispatch(("trigger", rule), ..., excludes=("s", ...),
+    /// loop_after_dispatch=true)` built-in after its name, at the `(`: free text (any
+    /// characters) in which the first place a trigger is complete goes on with its rule (the
+    /// longest trigger complete there), and, with `loop_after_dispatch` (the default), free
+    /// text again after the rule, any number of times; free text never holds an excluded string
+    /// and may end anywhere else (see [`crate::automata::freetext`]); `excludes` is a
+    /// parenthesized list (`("s")`, `("s", "t")`). `stop_eos` and `stop_str` are refused by
+    /// name, and so is a string both a trigger and excluded.
+    fn tag_dispatch_macro(&mut self, pos: Pos) -> Result<Node> {
+        use crate::automata::freetext::FreeText;
+        self.bump();
+        let mut triggers: Vec<String> = Vec::new();
+        let mut rules: Vec<Node> = Vec::new();
+        let mut excludes: Vec<String> = Vec::new();
+        let mut looped = true;
+        let mut first = true;
+        loop {
+            self.skip();
+            if self.eat(')') {
+                break;
+            }
+            if !first {
+                if !self.eat(',') {
+                    return Err(grammar_error(pos, "`TagDispatch(...)` is not closed"));
+                }
+                self.skip();
+                if self.eat(')') {
+                    break;
+                }
+            }
+            first = false;
+            match self.peek() {
+                Some('(') => {
+                    self.bump();
+                    self.skip();
+                    if self.peek() != Some('"') {
+                        return Err(grammar_error(
+                            pos,
+                            "a `TagDispatch(...)` case is (\"trigger\", rule)",
+                        ));
+                    }
+                    let t = self.string()?;
+                    if t.is_empty() {
+                        return Err(grammar_error(pos, "a `TagDispatch(...)` trigger is empty"));
+                    }
+                    self.skip();
+                    if !self.eat(',') {
+                        return Err(grammar_error(
+                            pos,
+                            "a `TagDispatch(...)` case is (\"trigger\", rule)",
+                        ));
+                    }
+                    self.skip();
+                    let rpos = self.pos();
+                    let Some(name) = self.name() else {
+                        return Err(grammar_error(
+                            pos,
+                            "a `TagDispatch(...)` case names its rule after the trigger",
+                        ));
+                    };
+                    self.skip();
+                    if !self.eat(')') {
+                        return Err(grammar_error(
+                            pos,
+                            "a `TagDispatch(...)` case is (\"trigger\", rule)",
+                        ));
+                    }
+                    triggers.push(t);
+                    rules.push(Node::Ref {
+                        name,
+                        rule: usize::MAX,
+                        pos: rpos,
+                    });
+                }
+                Some(c) if is_name_char(c) => {
+                    let key = self.name().unwrap_or_default();
+                    self.skip();
+                    if !self.eat('=') {
+                        return Err(grammar_error(
+                            pos,
+                            &format!("the `TagDispatch(...)` option `{key}` needs a value"),
+                        ));
+                    }
+                    self.skip();
+                    match key.as_str() {
+                        "excludes" => excludes = self.string_tuple(pos, "excludes")?,
+                        "loop_after_dispatch" => {
+                            looped = match self.name().as_deref() {
+                                Some("true") => true,
+                                Some("false") => false,
+                                _ => {
+                                    return Err(grammar_error(
+                                        pos,
+                                        "`loop_after_dispatch` is `true` or `false`",
+                                    ))
+                                }
+                            }
+                        }
+                        other => {
+                            return Err(grammar_error(
+                                pos,
+                                &format!(
+                                    "the `TagDispatch(...)` option `{other}` is not supported \
+                                     (`excludes` and `loop_after_dispatch` are)"
+                                ),
+                            ))
+                        }
+                    }
+                }
+                _ => {
+                    return Err(grammar_error(
+                        pos,
+                        "`TagDispatch(...)` takes (\"trigger\", rule) cases and options",
+                    ))
+                }
+            }
+        }
+        if excludes.iter().any(String::is_empty) {
+            return Err(grammar_error(
+                pos,
+                "a `TagDispatch(...)` excluded string is empty",
+            ));
+        }
+        if let Some(t) = triggers.iter().find(|t| excludes.contains(t)) {
+            return Err(grammar_error(
+                pos,
+                &format!("{t:?} is both a trigger and an excluded string of `TagDispatch(...)`"),
+            ));
+        }
+        let on = |r: Result<crate::automata::expr::Expr>| {
+            r.map_err(|e| match e {
+                crate::error::Error::InvalidArgument(m) => grammar_error(pos, &m),
+                other => other,
+            })
+        };
+        let free = FreeText::new(&triggers, &excludes).map_err(|e| match e {
+            crate::error::Error::InvalidArgument(m) => grammar_error(pos, &m),
+            other => other,
+        })?;
+        let end = Node::Text {
+            expr: Box::new(on(free.end())?),
+            nullable: true,
+        };
+        let mut cases = Vec::new();
+        for (k, rule) in rules.into_iter().enumerate() {
+            let lead = free.to_trigger(k).map_err(|e| match e {
+                crate::error::Error::InvalidArgument(m) => grammar_error(pos, &m),
+                other => other,
+            })?;
+            if let Some(lead) = lead {
+                let lead = Node::Text {
+                    expr: Box::new(lead),
+                    nullable: false,
+                };
+                cases.push(Node::Seq(vec![lead, rule]));
+            }
+        }
+        Ok(if cases.is_empty() {
+            end
+        } else if looped {
+            Node::Seq(vec![
+                Node::Rep {
+                    sub: Box::new(Node::Alt(cases)),
+                    min: 0,
+                    max: None,
+                },
+                end,
+            ])
+        } else {
+            cases.insert(0, end);
+            Node::Alt(cases)
+        })
+    }
+
+    /// llama.cpp's token reference `<[id]>`, at the `<`.
+    fn token_ref(&mut self) -> Result<TokenRef> {
+        let pos = self.pos();
+        self.bump();
+        self.bump();
+        let mut digits = String::new();
+        while let Some(c) = self.peek().filter(char::is_ascii_digit) {
+            digits.push(c);
+            self.bump();
+        }
+        if digits.is_empty() || !self.eat(']') || !self.eat('>') {
+            return Err(grammar_error(
+                pos,
+                "a token reference is `<[id]>` (a token id)",
+            ));
+        }
+        let id = digits
+            .parse::<u64>()
+            .map_err(|_| grammar_error(pos, "the token id is too large"))?;
+        Ok(TokenRef::Id(id))
+    }
+
+    /// The expression of special token `r` (see [`crate::atoms`]).
+    fn atom(&mut self, r: TokenRef, pos: Pos) -> Result<Node> {
+        let hir = self.atoms.atom(r).map_err(|e| grammar_error(pos, &e))?;
+        Ok(Node::Regex {
+            hir: Box::new(hir),
+            nullable: false,
+        })
+    }
+
+    /// A parenthesized list of tokens (ids or special tokens' texts), at the `(`.
+    fn token_list(&mut self, pos: Pos, what: &str) -> Result<Vec<TokenRef>> {
+        if !self.eat('(') {
+            return Err(grammar_error(pos, &format!("`{what}` is a list of tokens")));
+        }
+        let mut out = Vec::new();
+        loop {
+            self.skip();
+            if self.eat(')') {
+                break;
+            }
+            match self.peek() {
+                Some('"') => out.push(TokenRef::Text(self.string()?)),
+                Some(c) if c.is_ascii_digit() => {
+                    let mut digits = String::new();
+                    while let Some(c) = self.peek().filter(char::is_ascii_digit) {
+                        digits.push(c);
+                        self.bump();
+                    }
+                    let id = digits
+                        .parse::<u64>()
+                        .map_err(|_| grammar_error(pos, "a token id is too large"))?;
+                    out.push(TokenRef::Id(id));
+                }
+                _ => {
+                    return Err(grammar_error(
+                        pos,
+                        &format!("`{what}` lists token ids or special tokens' texts"),
+                    ))
+                }
+            }
+            self.skip();
+            if !self.eat(',') {
+                self.skip();
+                if !self.eat(')') {
+                    return Err(grammar_error(pos, &format!("`{what}` is not closed")));
+                }
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// xgrammar's `Token(id, ...)` built-in after its name, at the `(`: one of these special
+    /// tokens (ids or texts).
+    fn token_macro(&mut self, pos: Pos) -> Result<Node> {
+        let refs = self.token_list(pos, "Token(...)")?;
+        if refs.is_empty() {
+            return Err(grammar_error(pos, "`Token()` names no token"));
+        }
+        let mut alts = Vec::with_capacity(refs.len());
+        for r in refs {
+            alts.push(self.atoms.atom(r).map_err(|e| grammar_error(pos, &e))?);
+        }
+        Ok(Node::Regex {
+            hir: Box::new(Hir::alternation(alts)),
+            nullable: false,
+        })
+    }
+
+    /// xgrammar's `TokenTagDispatch((id, rule), ..., excludes=(id, ...),
+    /// loop_after_dispatch=true)` built-in after its name, at the `(`: free text (any
+    /// characters, never a special token) in which a trigger token goes on with its rule, and,
+    /// with `loop_after_dispatch` (the default), free text again after it, any number of
+    /// times. Triggers are special tokens; `excludes` must be special tokens too (never allowed
+    /// in free text anyway).
+    fn token_tag_dispatch_macro(&mut self, pos: Pos) -> Result<Node> {
+        use crate::automata::freetext::FreeText;
+        self.bump();
+        let mut cases = Vec::new();
+        let mut looped = true;
+        let mut first = true;
+        loop {
+            self.skip();
+            if self.eat(')') {
+                break;
+            }
+            if !first {
+                if !self.eat(',') {
+                    return Err(grammar_error(pos, "`TokenTagDispatch(...)` is not closed"));
+                }
+                self.skip();
+                if self.eat(')') {
+                    break;
+                }
+            }
+            first = false;
+            match self.peek() {
+                Some('(') => {
+                    self.bump();
+                    self.skip();
+                    let r = match self.peek() {
+                        Some('"') => TokenRef::Text(self.string()?),
+                        Some(c) if c.is_ascii_digit() => {
+                            let mut digits = String::new();
+                            while let Some(c) = self.peek().filter(char::is_ascii_digit) {
+                                digits.push(c);
+                                self.bump();
+                            }
+                            TokenRef::Id(
+                                digits
+                                    .parse::<u64>()
+                                    .map_err(|_| grammar_error(pos, "a token id is too large"))?,
+                            )
+                        }
+                        _ => {
+                            return Err(grammar_error(
+                                pos,
+                                "a `TokenTagDispatch(...)` case is (token, rule)",
+                            ))
+                        }
+                    };
+                    self.skip();
+                    let rpos = self.pos();
+                    let name = if self.eat(',') {
+                        self.skip();
+                        self.name()
+                    } else {
+                        None
+                    };
+                    self.skip();
+                    let Some(name) = name.filter(|_| self.eat(')')) else {
+                        return Err(grammar_error(
+                            pos,
+                            "a `TokenTagDispatch(...)` case is (token, rule)",
+                        ));
+                    };
+                    let atom = self.atom(r, pos)?;
+                    cases.push((atom, name, rpos));
+                }
+                Some(c) if is_name_char(c) => {
+                    let key = self.name().unwrap_or_default();
+                    self.skip();
+                    if !self.eat('=') {
+                        return Err(grammar_error(
+                            pos,
+                            &format!("the `TokenTagDispatch(...)` option `{key}` needs a value"),
+                        ));
+                    }
+                    self.skip();
+                    match key.as_str() {
+                        "excludes" => {
+                            for r in self.token_list(pos, "excludes")? {
+                                self.atoms.resolve(&r).map_err(|e| grammar_error(pos, &e))?;
+                            }
+                        }
+                        "loop_after_dispatch" => {
+                            looped = match self.name().as_deref() {
+                                Some("true") => true,
+                                Some("false") => false,
+                                _ => {
+                                    return Err(grammar_error(
+                                        pos,
+                                        "`loop_after_dispatch` is `true` or `false`",
+                                    ))
+                                }
+                            }
+                        }
+                        other => {
+                            return Err(grammar_error(
+                                pos,
+                                &format!(
+                                    "the `TokenTagDispatch(...)` option `{other}` is not \
+                                     supported (`excludes` and `loop_after_dispatch` are)"
+                                ),
+                            ))
+                        }
+                    }
+                }
+                _ => {
+                    return Err(grammar_error(
+                        pos,
+                        "`TokenTagDispatch(...)` takes (token, rule) cases and options",
+                    ))
+                }
+            }
+        }
+        let free = FreeText::new(&[], &[])?.end()?;
+        let end = Node::Text {
+            expr: Box::new(free),
+            nullable: true,
+        };
+        let mut alts: Vec<Node> = cases
+            .into_iter()
+            .map(|(atom, name, rpos)| {
+                Node::Seq(vec![
+                    end.clone(),
+                    atom,
+                    Node::Ref {
+                        name,
+                        rule: usize::MAX,
+                        pos: rpos,
+                    },
+                ])
+            })
+            .collect();
+        Ok(if alts.is_empty() {
+            end
+        } else if looped {
+            Node::Seq(vec![
+                Node::Rep {
+                    sub: Box::new(Node::Alt(alts)),
+                    min: 0,
+                    max: None,
+                },
+                end,
+            ])
+        } else {
+            alts.insert(0, end);
+            Node::Alt(alts)
+        })
+    }
+
+    /// A parenthesized list of string literals (`()`, `("a")`, `("a",)`, `("a", "b")`), the
+    /// value of option `what`.
+    fn string_tuple(&mut self, pos: Pos, what: &str) -> Result<Vec<String>> {
+        if !self.eat('(') {
+            return Err(grammar_error(
+                pos,
+                &format!("`{what}` is a tuple of strings (`(\"a\", \"b\")`)"),
+            ));
+        }
+        let mut out = Vec::new();
+        loop {
+            self.skip();
+            if self.eat(')') {
+                break;
+            }
+            if self.peek() != Some('"') {
+                return Err(grammar_error(
+                    pos,
+                    &format!("`{what}` is a tuple of strings (`(\"a\", \"b\")`)"),
+                ));
+            }
+            out.push(self.string()?);
+            self.skip();
+            if !self.eat(',') {
+                self.skip();
+                if !self.eat(')') {
+                    return Err(grammar_error(pos, &format!("`{what}` is not closed")));
+                }
+                break;
+            }
+        }
+        Ok(out)
     }
 
     /// xgrammar's `Substring("s1", "s2", ...)` built-in after its name, at the `(`: a run of

@@ -495,11 +495,34 @@ fn regex_built_in_is_the_full_match_language_of_its_pattern() {
     }
     let d = automaton("root ::= Regex(\"(?i)ab\") Regex(\"c*\")?\n", 8);
     assert!(accepts(&d, "aB") && accepts(&d, "Abccc"));
+    // flags: `i` folds ASCII case, `.` takes a line break only with `s`
+    let d = automaton("root ::= Regex(\"a.b\", flags=\"i\")\n", 8);
+    assert!(accepts(&d, "AcB") && !accepts(&d, "A\nB"));
+    let d = automaton("root ::= Regex(\"a.b\", flags=\"su\")\n", 8);
+    assert!(accepts(&d, "a\nb") && !accepts(&d, "A\nb"));
+    // json_string: only what JSON writes as itself between quotes
+    let d = automaton("root ::= Regex(\".+\", json_string=true)\n", 8);
+    assert!(accepts(&d, "a b") && accepts(&d, "你好"));
+    for s in ["a\"b", "a\\b", "a\tb", ""] {
+        assert!(!accepts(&d, s), "{s:?}");
+    }
     for (g, what) in [
-        ("root ::= Regex(\"a\", flags=\"i\")\n", "option `flags`"),
         (
-            "root ::= Regex(\"a\", json_string=true)\n",
-            "option `json_string`",
+            "root ::= Regex(\"a\", flags=\"m\")\n",
+            "flag 'm' is not supported",
+        ),
+        ("root ::= Regex(\"a\", flags=true)\n", "one string literal"),
+        (
+            "root ::= Regex(\"a\", json_string=1)\n",
+            "`true` or `false`",
+        ),
+        (
+            "root ::= Regex(\"a\", lazy=true)\n",
+            "option `lazy` is not supported",
+        ),
+        (
+            "root ::= Regex(\"\\\"\", json_string=true)\n",
+            "matches no string",
         ),
         ("root ::= Regex(\"(?i)Σ\")\n", "past ASCII"),
         ("root ::= Regex(\"a(?=b)\")\n", "does not compile"),
@@ -514,4 +537,69 @@ fn regex_built_in_is_the_full_match_language_of_its_pattern() {
         .err()
         .map(|e| e.to_string());
     assert!(e.unwrap_or_default().contains("left recursion"));
+}
+
+/// xgrammar's `TagDispatch`: free text until a trigger completes, then its rule, then free
+/// text again (with `loop_after_dispatch`, the default); excluded strings never in free text.
+#[test]
+fn tag_dispatch_built_in() {
+    let g =
+        "root ::= TagDispatch((\"<a>\", ra), (\"<b>\", rb))\nra ::= \"1\" [x]*\nrb ::= \"22\"\n";
+    let d = automaton(g, 64);
+    for (s, ok) in [
+        ("", true),
+        ("free text", true),
+        ("hi <a>1xx and <b>22 bye", true),
+        ("<a>1<a>1x", true),
+        ("<b>2", false),  // inside the rule: not finished
+        ("<a>2", false),  // the rule after its trigger
+        ("<<b>22", true), // the trigger completes inside the free text
+        ("<a", true),     // an unfinished trigger ends free text
+    ] {
+        assert_eq!(accepts(&d, s), ok, "{s:?}");
+    }
+    assert!(run(&d, "<a>").0);
+    let once = automaton(
+        "root ::= TagDispatch((\"<a>\", ra), loop_after_dispatch=false) \"!\"\nra ::= \"1\"\n",
+        64,
+    );
+    assert!(accepts(&once, "x<a>1!") && accepts(&once, "xy!"));
+    assert!(!accepts(&once, "x<a>1 more!"));
+    let ex = automaton(
+        "root ::= TagDispatch((\"go\", r), excludes=(\"END\",)) \"END\"\nr ::= \"()\"\n",
+        64,
+    );
+    assert!(accepts(&ex, "a go() b END") && !accepts(&ex, "a END b END"));
+    // recursion through a dispatch's rule: after a trigger, so no left recursion
+    let rec = automaton(
+        "root ::= r\nr ::= TagDispatch((\"[\", inner))\ninner ::= r \"]\"\n",
+        64,
+    );
+    assert!(accepts(&rec, "a[b[c]d]e") && !accepts(&rec, "a[b"));
+    for (g, what) in [
+        (
+            "root ::= TagDispatch((\"\", r))\nr ::= \"a\"\n",
+            "trigger is empty",
+        ),
+        ("root ::= TagDispatch((\"t\", nope))\n", "nope"),
+        (
+            "root ::= TagDispatch(\"t\", r)\nr ::= \"a\"\n",
+            "takes (\"trigger\", rule)",
+        ),
+        (
+            "root ::= TagDispatch((\"t\" r))\nr ::= \"a\"\n",
+            "is (\"trigger\", rule)",
+        ),
+        (
+            "root ::= TagDispatch((\"t\", r), stop_eos=false)\nr ::= \"a\"\n",
+            "option `stop_eos` is not supported",
+        ),
+        (
+            "root ::= TagDispatch((\"t\", r), excludes=(\"t\"))\nr ::= \"a\"\n",
+            "both a trigger and an excluded string",
+        ),
+    ] {
+        let e = lang(g).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains(what), "{g:?}: {e}");
+    }
 }
