@@ -425,6 +425,49 @@ def test_a_grammar_compiles_to_an_index_that_round_trips(
     assert code == 0 and "ebnf" in stdout and "nest ::=" in stdout
 
 
+def test_compile_structural_tag(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, tokenizer_json: Path
+) -> None:
+    """A structural tag file compiles to an index file a server finds by the tag; a tag that
+    names a special token (a token atom) is a compile error that says so."""
+    import tokensieve as ts
+    from tokensieve.index_files import IndexDirectory
+
+    tag = {
+        "type": "structural_tag",
+        "format": {
+            "type": "triggered_tags",
+            "triggers": ["a"],
+            "tags": [
+                {"begin": "ab", "content": {"type": "const_string", "value": "x"}, "end": "b"}
+            ],
+        },
+    }
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps(tag))
+    out = tmp_path / "indexes"
+    out.mkdir()
+    code, stdout, err = run_main(
+        capsys, "compile", "--structural-tag", path, "--tokenizer", tokenizer_json,
+        "--eos-token-id", "5", "-o", out / "tools.tsidx",
+    )  # fmt: skip
+    assert code == 0, err
+    code, stdout, _ = run_main(capsys, "inspect", out / "tools.tsidx", "--json")
+    assert code == 0 and json.loads(stdout)["constraint_kind"] == "structural_tag"
+    vocab = ts.Vocabulary.from_pretrained(tokenizer_json, eos_token_ids=[5])
+    loaded = IndexDirectory(out, vocab).find("structural_tag", tag)
+    assert loaded is not None
+    for text, ok in [("yabxb", True), ("y", True), ("yab", False), ("abb", False)]:
+        m = loaded.matcher()
+        ids = [vocab_id(vocab, ch) for ch in text]
+        assert (m.accept_tokens(ids) == len(ids) and m.is_accepting()) == ok, text
+    code, _, err = run_main(
+        capsys, "compile", "--structural-tag", tmp_path / "missing.json",
+        "--tokenizer", tokenizer_json, "--eos-token-id", "5", "-o", out / "x.tsidx",
+    )  # fmt: skip
+    assert code == 2 and "missing.json" in err
+
+
 def vocab_id(vocab: Any, ch: str) -> int:
     return next(t for t in range(vocab.tokenizer_size) if vocab.token_bytes(t) == ch.encode())
 

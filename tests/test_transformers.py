@@ -27,6 +27,7 @@ from tokensieve.transformers import (  # noqa: E402
     EBNFLogitsProcessor,
     JSONLogitsProcessor,
     RegexLogitsProcessor,
+    StructuralTagLogitsProcessor,
     TransformersLogitsProcessor,
 )
 
@@ -313,6 +314,44 @@ def test_generate_per_prompt_grammars_and_bad_grammars() -> None:
         EBNFLogitsProcessor(GRAMMARS[2][0], s.vocab)
     with pytest.raises(ValueError, match="Lark is not supported"):
         EBNFLogitsProcessor('start: "a" | "b"', s.vocab)
+
+
+def test_generate_structural_tag_tool_calls() -> None:
+    """A forced tool call (a structural tag), sampled from a random model: the output is one
+    whole call whose arguments are valid."""
+    import json as _json
+
+    s = small_setup()
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 9}},
+        "required": ["n"],
+    }
+    tag = {
+        "type": "structural_tag",
+        "format": {
+            "type": "triggered_tags",
+            "triggers": ["<call>"],
+            "tags": [
+                {
+                    "begin": "<call>",
+                    "content": {"type": "json_schema", "json_schema": schema},
+                    "end": "</call>",
+                }
+            ],
+            "at_least_one": True,
+            "stop_after_first": True,
+        },
+    }
+    proc = StructuralTagLogitsProcessor([tag, _json.dumps(tag)], s.vocab)
+    outs = s.generate(proc, batch=2, max_new_tokens=MAX_NEW_TOKENS, seed=11)
+    for tokens in outs:
+        text = s.text(tokens)  # finished: one whole call
+        m = re.fullmatch(r"<call>(.*)</call>", text, re.S)
+        assert m is not None, text
+        assert 0 <= _json.loads(m.group(1))["n"] <= 9
+    with pytest.raises(ts.GrammarError, match=r"\$\.format"):
+        StructuralTagLogitsProcessor({"format": {"type": "nope"}}, s.vocab)
 
 
 # --- the processor alone ----------------------------------------------------------------------

@@ -3,6 +3,7 @@
     tokensieve compile --regex '[0-9]+' --tokenizer path/to/tokenizer -o digits.tsidx
     tokensieve compile --json-schema schemas/ --tokenizer path/to/tokenizer -o out_dir/
     tokensieve compile --ebnf grammar.gbnf --start root --tokenizer path/to/tokenizer -o g.tsidx
+    tokensieve compile --structural-tag tools.json --tokenizer path/to/tokenizer -o tools.tsidx
     tokensieve inspect digits.tsidx
 
 ``--json-schema`` takes a schema file, a folder (its ``*.json`` files), or a JSONL file: one
@@ -13,6 +14,9 @@ schema text read a second time. The compiler reads a schema's own text (a file's
 exact: nothing goes through a Python float. ``--ebnf`` takes a GBNF/EBNF grammar file (UTF-8,
 at most 64 MiB; ``docs/grammars.md``), compiled from the rule ``--start`` names (``root`` by
 default); ``--max-stack-depth`` bounds its recursion, as for a schema. A Lark grammar is refused.
+``--structural-tag`` takes a structural tag's JSON file (``docs/grammars.md``, *Structural tags*;
+the JSON options apply to its ``json_schema`` parts). A grammar or tag that names special tokens
+(token atoms) cannot be written as an index file: that is a compile error naming them.
 
 Exit codes: 0 success, 1 compile error (the message names the problem; a tokenizer the core
 refuses included), 2 usage error (a bad argument, a tokenizer or input that cannot be read). A folder or JSONL file is compiled schema by
@@ -116,6 +120,12 @@ def _parser() -> argparse.ArgumentParser:
         "--ebnf",
         metavar="FILE",
         help="a GBNF/EBNF grammar file (llama.cpp's GBNF or xgrammar's EBNF; Lark is not read)",
+    )
+    src.add_argument(
+        "--structural-tag",
+        metavar="FILE",
+        dest="structural_tag",
+        help="a structural tag's JSON file (what vLLM's and SGLang's tool calling send)",
     )
     c.add_argument("--tokenizer", required=True, help="tokenizer.json or a folder holding one")
     c.add_argument(
@@ -390,6 +400,13 @@ def _jobs(args: argparse.Namespace) -> list[Job]:
         except ValueError as e:
             raise UsageError(f"--ebnf {path}: {e}") from None
         return [Job(str(path), path.stem, "ebnf", text)]
+    if args.structural_tag is not None:
+        path = Path(args.structural_tag)
+        try:
+            text = _read_file(path)
+        except ValueError as e:
+            raise UsageError(f"--structural-tag {path}: {e}") from None
+        return [Job(str(path), path.stem, "structural_tag", text)]
     path = Path(args.json_schema)
     try:
         info = path.stat()

@@ -6,6 +6,7 @@
 
     proc = RegexLogitsProcessor(r"[0-9]{3}-[0-9]{4}", tokenizer)
     proc = EBNFLogitsProcessor('root ::= "(" root ")" | "x"', tokenizer)   # GBNF/EBNF
+    proc = StructuralTagLogitsProcessor(tag, tokenizer)   # a structural tag (tool calls)
     out = model.generate(**inputs, logits_processor=[proc], max_new_tokens=16,
                          pad_token_id=tokenizer.eos_token_id)
 
@@ -55,6 +56,7 @@ __all__ = [
     "TransformersLogitsProcessor",
     "JSONLogitsProcessor",
     "RegexLogitsProcessor",
+    "StructuralTagLogitsProcessor",
     "vocabulary_for",
 ]
 
@@ -307,3 +309,30 @@ class EBNFLogitsProcessor(TransformersLogitsProcessor):
         many = not isinstance(grammar, str)
         options = {**options, "start": start}
         super().__init__(_compile_all("ebnf", grammar, many, vocab, options))
+
+
+class StructuralTagLogitsProcessor(TransformersLogitsProcessor):
+    """Constrain rows to a structural tag (:meth:`Grammar.from_structural_tag`): free text and
+    tagged, constrained parts such as tool calls, as vLLM's and SGLang's tool calling send them.
+
+    Args:
+        tag: the structural tag, as a dict or its JSON text, or a list with one per prompt (or
+            per row).
+        tokenizer: as for :class:`RegexLogitsProcessor`; its special tokens are what the tag's
+            ``token`` nodes and special-token markers name.
+        **options: :meth:`Grammar.from_structural_tag` options (JSON Schema options for its
+            ``json_schema`` parts, ``max_states`` …).
+    """
+
+    def __init__(
+        self,
+        tag: str | Mapping[str, Any] | Sequence[str | Mapping[str, Any]],
+        tokenizer: Any,
+        *,
+        vocab_size: int | None = None,
+        eos_token_ids: Sequence[int] | None = None,
+        **options: Any,
+    ) -> None:
+        vocab = vocabulary_for(tokenizer, vocab_size, eos_token_ids)
+        many = not isinstance(tag, (str, Mapping))
+        super().__init__(_compile_all("structural_tag", tag, many, vocab, options))
