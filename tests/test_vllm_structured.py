@@ -307,6 +307,27 @@ def test_a_server_default_for_fit_max_tokens_yields_to_the_request() -> None:
     assert spanned.max_tokens is None and spanned.reasoning_end == "</think>"
 
 
+def test_structural_tags_fit_max_tokens_by_default() -> None:
+    """Tool calls (structural tags) keep their output finishable within max_tokens unless the
+    request or the server says otherwise; other kinds do not by default."""
+    tag = '{"format": {"type": "const_string", "value": "x"}}'
+
+    def params(extra: dict[str, Any] | None, **kind: Any) -> SimpleNamespace:
+        return SimpleNamespace(
+            structured_outputs=so(**kind), extra_args=extra, min_tokens=0, max_tokens=40
+        )
+
+    assert read_request(params(None, structural_tag=tag), tag_fit_default=True).max_tokens == 40
+    assert read_request(params(None, json={}), tag_fit_default=True).max_tokens is None
+    off = params({"guided_fit_max_tokens": False}, structural_tag=tag)
+    assert read_request(off, tag_fit_default=True).max_tokens is None
+    assert read_request(params(None, structural_tag=tag)).max_tokens is None  # server: 0
+    reasoning = read_request(
+        params(None, structural_tag=tag), tag_fit_default=True, engine_reasoning=True
+    )
+    assert reasoning.max_tokens is None
+
+
 def test_stop_tokens_outside_the_vocabulary_are_ignored() -> None:
     stop = StopTokens(VOCAB, [EOS, 10**9, -1])
     assert stop.stops == [EOS] and stop.missing == [EOT] and stop.extra == []

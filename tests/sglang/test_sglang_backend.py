@@ -398,7 +398,7 @@ def test_cache_holds_one_template_per_key(backend: Any) -> None:
         (("structural_tag", '{"format": {}}'), "structural tag error at $.format"),
         (
             ("structural_tag", '{"format": {"type": "token", "token": 1}}'),
-            "`token` is not supported",
+            "token 1 is not a special token",
         ),
     ],
 )

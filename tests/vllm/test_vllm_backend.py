@@ -109,6 +109,8 @@ def grammar_for(kind: str, spec: Any, vocab: ts.Vocabulary, **options: Any) -> t
         return ts.Grammar.from_choice(spec, vocab)
     if kind == "grammar":
         return ts.Grammar.from_ebnf(spec.text, vocab, **options)
+    if kind == "structural_tag":
+        return ts.Grammar.from_structural_tag(spec, vocab, **options)
     return ts.Grammar.from_json_object(vocab, **options)
 
 
@@ -117,6 +119,8 @@ def so_params(kind: str, spec: Any) -> Any:
 
     if kind == "grammar":
         return StructuredOutputsParams(grammar=spec.text)
+    if kind == "structural_tag":
+        return StructuredOutputsParams(structural_tag=json.dumps(spec))
     field = {"json": "json", "regex": "regex", "choice": "choice", "json_object": "json_object"}
     return StructuredOutputsParams(**{field[kind]: True if kind == "json_object" else spec})
 
@@ -404,6 +408,23 @@ SPEC_SCHEMA = {
     "additionalProperties": False,
 }
 EOS = 128001
+# a structural tag whose markers are special tokens of Llama 3's tokenizer: each may be written
+# as that token (a token atom) or spelled in text
+HEADER_SCHEMA = {
+    "type": "object",
+    "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 99}},
+    "required": ["n"],
+}
+HEADER_TAG = {
+    "type": "structural_tag",
+    "format": {
+        "type": "tag",
+        "begin": "<|start_header_id|>",
+        "content": {"type": "json_schema", "json_schema": HEADER_SCHEMA},
+        "end": "<|end_header_id|>",
+    },
+}
+HEADER_IDS = {128006: "<|start_header_id|>", 128007: "<|end_header_id|>"}
 
 
 def allowed(bitmask: Any, row: int, size: int) -> np.ndarray:
@@ -438,8 +459,14 @@ def test_vllm_manager_drives_drafts_exactly(model_dir: Path, vocab: ts.Vocabular
     size = backend.vocab_size
     rng = random.Random(0)
     scratch = ts.allocate_token_bitmask(1, size)
-    kinds = [("json", SPEC_SCHEMA), ("regex", REGEX), ("choice", CHOICES), ("json", UNIQUE)]
-    outputs = rows_checked = eos_drafts = 0
+    kinds = [
+        ("json", SPEC_SCHEMA),
+        ("regex", REGEX),
+        ("choice", CHOICES),
+        ("json", UNIQUE),
+        ("structural_tag", HEADER_TAG),
+    ]
+    outputs = rows_checked = eos_drafts = atoms = 0
     for r in range(16):
         kind, spec = kinds[r % len(kinds)]
         params = SamplingParams(max_tokens=400, structured_outputs=so_params(kind, spec))
@@ -508,15 +535,24 @@ def test_vllm_manager_drives_drafts_exactly(model_dir: Path, vocab: ts.Vocabular
             if committed[-1] == EOS:
                 break
         assert committed[-1] == EOS and req.structured_output_request.grammar.is_terminated()
-        text = b"".join(vocab.token_bytes(t) or b"" for t in committed[:-1]).decode()
-        check(kind, spec, text)
+        atoms += sum(t in HEADER_IDS for t in committed)
+        text = b"".join(
+            vocab.token_bytes(t) or HEADER_IDS[t].encode() for t in committed[:-1]
+        ).decode()
+        if kind == "structural_tag":
+            m = re.fullmatch(r"<\|start_header_id\|>(.*)<\|end_header_id\|>", text, re.S)
+            assert m is not None, text
+            jsonschema.validate(json.loads(m.group(1)), HEADER_SCHEMA)
+        else:
+            check(kind, spec, text)
         outputs += 1
     stats = backend.draft_stats
     print(
         f"speculative decoding through vLLM's StructuredOutputManager ({k} drafts): "
         f"{outputs}/16 outputs valid, {rows_checked} draft/bonus rows equal to the reference; "
         f"the grammar judged {stats.offered} draft tokens: {stats.valid} kept, "
-        f"{stats.rejected} cut; {eos_drafts} calls kept an EOS draft"
+        f"{stats.rejected} cut; {eos_drafts} calls kept an EOS draft; {atoms} header markers "
+        "written as their special tokens"
     )
     assert outputs == 16 and stats.rejected > 0 and stats.valid > 0 and eos_drafts > 0
 

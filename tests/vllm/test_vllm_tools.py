@@ -101,8 +101,9 @@ def tool_server(
         "--tool-call-parser",
         parser,
     ]
-    # every output completable within max_tokens: a random model writes strings without end
-    env = {"TOKENSIEVE_LOG_COMPILES": "1", "TOKENSIEVE_FIT_MAX_TOKENS": "1"}
+    # no TOKENSIEVE_FIT_MAX_TOKENS: structural tags keep their output completable within
+    # max_tokens by default (a random model writes strings without end)
+    env = {"TOKENSIEVE_LOG_COMPILES": "1"}
     with running_server(model_dir, log, args, env) as base:
         yield parser, base, log
 

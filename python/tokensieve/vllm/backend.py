@@ -73,8 +73,11 @@ _LOG_COMPILES = os.environ.get("TOKENSIEVE_LOG_COMPILES", "") not in ("", "0")
 # Threads of the structured-output manager's executor (see install).
 GRAMMAR_TASKS = 16
 # Every structured request keeps its output finishable within its max_tokens unless it says
-# otherwise (its guided_fit_max_tokens): a server-wide default, off unless set.
-_FIT_DEFAULT = os.environ.get("TOKENSIEVE_FIT_MAX_TOKENS", "") not in ("", "0")
+# otherwise (its guided_fit_max_tokens): a server-wide default, off unless set; structural tags
+# (tool calls, where a call cut at max_tokens is no call) keep it on unless it is set to 0.
+_FIT_ENV = os.environ.get("TOKENSIEVE_FIT_MAX_TOKENS", "")
+_FIT_DEFAULT = _FIT_ENV not in ("", "0")
+_TAG_FIT_DEFAULT = _FIT_ENV != "0"
 
 
 class TokensieveGrammar(GrammarState, StructuredOutputGrammar):  # type: ignore[misc]
@@ -122,6 +125,7 @@ class TokensieveBackend(StructuredOutputBackend):  # type: ignore[misc]
                 request.sampling_params,
                 engine_reasoning=self.engine_reasoning,
                 fit_default=_FIT_DEFAULT,
+                tag_fit_default=_TAG_FIT_DEFAULT,
             )
             request._tokensieve_request = req
         return req

