@@ -1,6 +1,6 @@
 """Structural tags (tool calling): time to first mask and mask times, tokensieve beside xgrammar.
 
-For tags over 1, 20 and 200 tools in three shapes that vLLM's tool parsers send (``llama3_json``:
+For tags over 1, 20, 200 and 1,000 tools in three shapes that vLLM's tool parsers send (``llama3_json``:
 ``triggered_tags`` with JSON arguments; ``hermes`` with ``tool_choice="required"``:
 ``tags_with_separator``; ``qwen3_xml``: ``triggered_tags`` with XML parameters), each engine
 compiles the tag, makes a matcher and fills its first mask (time to first mask), then walks a
@@ -33,7 +33,7 @@ sys.path.insert(0, str(HERE))
 from common import RESULTS_DIR, SHARED_TOKENIZERS, machine_info, md_table  # noqa: E402
 
 TOKENIZER = SHARED_TOKENIZERS / "llama3"
-SIZES = (1, 20, 200)
+SIZES = (1, 20, 200, 1000)
 SHAPES = ("llama3_json", "hermes_required", "qwen3_xml")
 FREE_TEXT = "Sure, let me look that up for you before answering the question. "
 

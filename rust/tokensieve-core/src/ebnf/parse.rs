@@ -179,6 +179,9 @@ pub(crate) fn parse_with<'v>(
         let Some(name) = p.name() else {
             return Err(p.err_here("expected a rule name (letters, digits, `_` or `-`)"));
         };
+        if p.peek() == Some('[') {
+            p.rule_attributes(&name)?;
+        }
         p.skip();
         if !p.eat_str("::=") {
             return Err(p.err_here(&format!("expected `::=` after the rule name `{name}`")));
@@ -311,10 +314,81 @@ impl Parser<'_, '_> {
         if k == self.i {
             return false;
         }
+        // xgrammar's rule attributes: `name[...] ::=`
+        if self.chars.get(k) == Some(&'[') {
+            while self.chars.get(k).is_some_and(|&c| c != ']' && c != '\n') {
+                k += 1;
+            }
+            if self.chars.get(k) != Some(&']') {
+                return false;
+            }
+            k += 1;
+        }
         while self.chars.get(k).is_some_and(|c| c.is_whitespace()) {
             k += 1;
         }
         self.chars.get(k..k + 3) == Some(&[':', ':', '='])
+    }
+
+    /// xgrammar's rule attributes after a rule's name, at the `[`: `temperature=X` (a sampling
+    /// setting: no part of the language, so read and checked only); the others, which change
+    /// the language by tokens or by a rule's own reading (`lazy`, `max_chars`, `max_tokens`),
+    /// are refused by name.
+    fn rule_attributes(&mut self, name: &str) -> Result<()> {
+        let pos = self.pos();
+        self.bump();
+        loop {
+            while self.peek().is_some_and(|c| c == ' ' || c == '\t') {
+                self.bump();
+            }
+            if self.eat(']') {
+                return Ok(());
+            }
+            let key = self.name().unwrap_or_default();
+            while self.peek().is_some_and(|c| c == ' ' || c == '\t') {
+                self.bump();
+            }
+            let mut value = String::new();
+            if self.eat('=') {
+                while let Some(c) = self.peek().filter(|&c| c != ',' && c != ']' && c != '\n') {
+                    value.push(c);
+                    self.bump();
+                }
+            }
+            let value = value.trim();
+            match key.as_str() {
+                "temperature" => {
+                    let ok = value
+                        .parse::<f64>()
+                        .is_ok_and(|t| t.is_finite() && t >= 0.0);
+                    if !ok {
+                        return Err(grammar_error(
+                            pos,
+                            &format!(
+                                "the temperature of rule `{name}` is a finite number of at least \
+                                 0, not {value:?}"
+                            ),
+                        ));
+                    }
+                }
+                "" => return Err(grammar_error(pos, "a rule attribute has no name")),
+                other => {
+                    return Err(grammar_error(
+                        pos,
+                        &format!(
+                            "the rule attribute `{other}` (of rule `{name}`) is not supported \
+                             (`temperature` is)"
+                        ),
+                    ))
+                }
+            }
+            if !self.eat(',') && self.peek() != Some(']') {
+                return Err(grammar_error(
+                    pos,
+                    "rule attributes are not closed with `]`",
+                ));
+            }
+        }
     }
 
     /// The alternatives from here, and the height of their tree (at most [`MAX_HEIGHT`]).
@@ -1330,6 +1404,7 @@ impl Parser<'_, '_> {
             'a' => return Ok('\u{7}'),
             'f' => return Ok('\u{c}'),
             'v' => return Ok('\u{b}'),
+            'e' => return Ok('\u{1b}'),
             'x' => 2,
             'u' => 4,
             'U' => 8,

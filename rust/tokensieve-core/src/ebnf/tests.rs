@@ -474,6 +474,8 @@ fn blanks_before_a_repetition_operator_and_c_escapes() {
     let d = automaton("root ::= \"\\a\\f\\v\" [\\a-\\f]\n", 8);
     assert!(accepts(&d, "\u{7}\u{c}\u{b}\u{8}"));
     assert!(!accepts(&d, "\u{7}\u{c}\u{b}\u{e}"));
+    let d = automaton("root ::= \"\\e\"\n", 8);
+    assert!(accepts(&d, "\u{1b}") && !accepts(&d, "e"));
 }
 
 #[test]
@@ -597,6 +599,34 @@ fn tag_dispatch_built_in() {
         (
             "root ::= TagDispatch((\"t\", r), excludes=(\"t\"))\nr ::= \"a\"\n",
             "both a trigger and an excluded string",
+        ),
+    ] {
+        let e = lang(g).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains(what), "{g:?}: {e}");
+    }
+}
+
+/// xgrammar's rule attributes: `temperature` is read and checked (no part of the language);
+/// the attributes that change the language are refused by name.
+#[test]
+fn rule_attributes() {
+    let d = automaton(
+        "root ::= \"a\" value \"z\"\nvalue[temperature=0.6] ::= \"x\"+\n",
+        8,
+    );
+    assert!(accepts(&d, "axxz") && !accepts(&d, "az"));
+    for (g, what) in [
+        ("root[temperature=-0.1] ::= \"a\"\n", "at least 0"),
+        ("root[temperature=1e999] ::= \"a\"\n", "finite"),
+        ("root[temperature=abc] ::= \"a\"\n", "finite"),
+        (
+            "root[lazy, temperature=0.6] ::= \"a\"\n",
+            "attribute `lazy`",
+        ),
+        ("root[max_chars=2] ::= \"a\"\n", "attribute `max_chars`"),
+        (
+            "root[temperature=0.5 ::= \"a\"\n",
+            "temperature of rule `root`",
         ),
     ] {
         let e = lang(g).err().map(|e| e.to_string()).unwrap_or_default();
