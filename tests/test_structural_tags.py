@@ -835,3 +835,34 @@ def test_tokens_that_cannot_be_atoms_are_refused(token: Any, text: str) -> None:
     }
     with pytest.raises(ts.GrammarError, match="token_triggered_tags"):
         ts.Grammar.from_structural_tag({"format": bad}, VA)
+
+
+@pytest.mark.parametrize("shape", ["triggered", "first", "separated"])
+def test_many_tags_agree_with_the_reference(shape: str) -> None:
+    """Tags over many tools (their alternation is grouped into rules built when first
+    entered): texts that pick each of the tags, others that mix them up, against the
+    reference."""
+    n = 150
+    tags = [
+        {"begin": f"<t{i}>", "content": {"type": "const_string", "value": f"v{i}"}, "end": "</t>"}
+        for i in range(n)
+    ]
+    if shape == "separated":
+        fmt: dict[str, Any] = {"type": "tags_with_separator", "tags": tags, "separator": ","}
+    else:
+        fmt = {"type": "triggered_tags", "triggers": ["<t"], "tags": tags}
+        if shape == "first":
+            fmt["at_least_one"] = True
+    g = ts.Grammar.from_structural_tag({"format": fmt}, V)
+    texts = [f"<t{i}>v{i}</t>" for i in range(n)]
+    texts += [f"x <t{i}>v{i}</t> y <t{n - 1 - i}>v{n - 1 - i}</t>" for i in range(0, n, 7)]
+    texts += [f"<t{i}>v{i}</t>,<t{i + 1}>v{i + 1}</t>" for i in range(0, n - 1, 11)]
+    texts += ["", "x", f"<t{n}>v{n}</t>", "<t3>v4</t>", "<t12>v1</t>", "<t1>v1</t>,<t2>v3</t>"]
+    seen = {True: 0, False: 0}
+    for s in texts:
+        m = g.matcher()
+        b = s.encode()
+        got = m.accept_tokens(list(b)) == len(b) and m.is_accepting()
+        assert got == accepts(fmt, s), (shape, s)
+        seen[got] += 1
+    assert seen[True] > n and seen[False] > 3, seen

@@ -623,6 +623,8 @@ impl Grammar {
                 }
                 let atoms = crate::atoms::Atoms::new(c.atoms).map(Arc::new);
                 let mut g = Grammar::with_atoms(dfa, vocab, opts, atoms)?;
+                // the parts no first mask entered (each tool's), built before a call needs them
+                g.dfa.build_rules_in_background();
                 g.source = ConstraintSource::structural_tag(text, schema_opts);
                 Ok(g)
             })

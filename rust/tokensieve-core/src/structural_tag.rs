@@ -398,7 +398,7 @@ impl Builder<'_> {
                 let sep = string(o.get("separator"), &at.key("separator"))?;
                 let alo = flag(o.get("at_least_one"), &at.key("at_least_one"))?;
                 let saf = flag(o.get("stop_after_first"), &at.key("stop_after_first"))?;
-                let one = expr::alt(tags.into_iter().map(|t| t.full()).collect());
+                let one = wide_alt(tags.into_iter().map(|t| t.full()).collect());
                 let some = if saf {
                     one
                 } else {
@@ -448,7 +448,7 @@ impl Builder<'_> {
                 }
                 let alo = flag(o.get("at_least_one"), &at.key("at_least_one"))?;
                 let saf = flag(o.get("stop_after_first"), &at.key("stop_after_first"))?;
-                let one_tag = expr::alt(full.clone());
+                let one_tag = wide_alt(full.clone());
                 let dispatch: Vec<Expr> = full
                     .into_iter()
                     .map(|f| expr::concat(vec![free.clone(), f]))
@@ -500,24 +500,31 @@ impl Builder<'_> {
         then: Expr,
         at: &At,
     ) -> Result<Vec<Expr>> {
-        let mut out = Vec::new();
-        if let Some(lead) = on(free.to_trigger(k), &at.path)? {
-            out.push(expr::concat(vec![lead, then.clone()]));
-        }
-        if let Some((text, id)) = self
+        let special = self
             .specials
             .iter()
-            .find(|(t, _)| trigger.starts_with(t.as_str()))
-        {
-            let atom = self.atom(TokenRef::Id(u64::from(*id)), at)?;
-            out.push(expr::concat(vec![
+            .find(|(t, _)| trigger.starts_with(t.as_str()));
+        let lead = on(free.to_trigger(k), &at.path)?;
+        let Some((text, id)) = special else {
+            return Ok(lead
+                .map(|l| expr::concat(vec![l, then]))
+                .into_iter()
+                .collect());
+        };
+        let atom = self.atom(TokenRef::Id(u64::from(*id)), at)?;
+        let by_token = |rest: Expr| -> Result<Expr> {
+            Ok(expr::concat(vec![
                 on(free.end(), &at.path)?,
-                atom,
+                atom.clone(),
                 self.marker(&trigger[text.len()..], at)?,
-                then,
-            ]));
-        }
-        Ok(out)
+                rest,
+            ]))
+        };
+        // (what follows is copied only when both ways lead to it)
+        Ok(match lead {
+            None => vec![by_token(then)?],
+            Some(l) => vec![by_token(then.clone())?, expr::concat(vec![l, then])],
+        })
     }
 
     /// A marker's text: as text, and each special token's text in it also as that token (a
@@ -783,13 +790,11 @@ impl Builder<'_> {
                 ));
             }
             let k = matching[0];
-            let rest = &begin[triggers[k].len()..];
-            groups[k].push(expr::concat(vec![
-                self.marker(rest, &a)?,
-                t.content.clone(),
-                t.end.clone(),
-            ]));
-            full.push(t.full());
+            let rest = self.marker(&begin[triggers[k].len()..], &a)?;
+            if at_least_one {
+                full.push(t.full()); // the first tag, with no text before it
+            }
+            groups[k].push(expr::concat(vec![rest, t.content, t.end]));
         }
         let free = on(FreeText::new(triggers, excludes), &at.path)?;
         let mut dispatch = Vec::new();
@@ -797,9 +802,9 @@ impl Builder<'_> {
             if g.is_empty() {
                 continue; // a trigger no tag starts with: it only ends free text
             }
-            dispatch.extend(self.leads(&free, &triggers[k], k, expr::alt(g), at)?);
+            dispatch.extend(self.leads(&free, &triggers[k], k, wide_alt(g), at)?);
         }
-        let one_tag = expr::alt(full);
+        let one_tag = wide_alt(full);
         Ok(match (at_least_one, stop_after_first) {
             (true, true) => one_tag,
             (false, saf) => free_then(dispatch, on(free.end(), &at.path)?, !saf),
@@ -808,6 +813,38 @@ impl Builder<'_> {
                 free_then(dispatch, on(free.end(), &at.path)?, true),
             ]),
         })
+    }
+}
+
+/// Branches per group of [`wide_alt`].
+const ALT_GROUP: usize = 32;
+
+/// The alternation of many branches (one per tool), nested in groups of [`ALT_GROUP`]: each
+/// group can then be cut into a rule of its own (see `automata::rules`), compiled when first
+/// entered or by the background builder. A flat alternation of many small branches is one
+/// rule, built with the root once it is large (a 1,000-tool tag: 160 ms at compile time).
+fn wide_alt(items: Vec<Expr>) -> Expr {
+    if items.len() <= ALT_GROUP {
+        return expr::alt(items);
+    }
+    let mut level: Vec<Expr> = items;
+    while level.len() > ALT_GROUP {
+        let mut next = Vec::with_capacity(level.len().div_ceil(ALT_GROUP));
+        let mut it = level.into_iter().peekable();
+        while it.peek().is_some() {
+            next.push(grouped(it.by_ref().take(ALT_GROUP).collect()));
+        }
+        level = next;
+    }
+    grouped(level)
+}
+
+/// One group of [`wide_alt`], kept as its own node (`expr::alt` would flatten nested groups).
+fn grouped(items: Vec<Expr>) -> Expr {
+    if items.len() < 2 || items.iter().all(Expr::is_plain) {
+        expr::alt(items)
+    } else {
+        Expr::Alt(items)
     }
 }
 
