@@ -29,6 +29,12 @@ V = byte_vocabulary()
 ATOM_CHARS: dict[Any, str] = {257: "X", "<|X|>": "X", 258: "Y", "<|Y|>": "Y"}
 
 
+def _accepts(g: ts.Grammar, s: str) -> bool:
+    m = g.matcher()
+    b = s.encode()
+    return m.accept_tokens(list(b)) == len(b) and m.is_accepting()
+
+
 def ends(node: dict[str, Any], s: str, i: int, tag_ends: tuple[str, ...] = ()) -> set[int]:
     """Where `node`'s text, starting at `i` of `s`, can end."""
     t = node.get("type", "tag")
@@ -388,16 +394,12 @@ def test_tool_calls_in_free_text() -> None:
     }
     g = ts.Grammar.from_structural_tag(json.dumps(tag), V)
 
-    def ok(s: str) -> bool:
-        m = g.matcher()
-        return m.accept_tokens(list(s.encode())) == len(s.encode()) and m.is_accepting()
-
     good = call + '{"city": "Paris"}}</tool_call>'
-    assert ok("Sure. " + good + " Done é€")
-    assert ok("text ending inside a trigger <tool_ca")
-    assert not ok("a <tool_call> that is not a call")
-    assert not ok(call + '{"town": "Paris"}}</tool_call>')  # strict: undeclared property
-    assert ok(good + good)
+    assert _accepts(g, "Sure. " + good + " Done é€")
+    assert _accepts(g, "text ending inside a trigger <tool_ca")
+    assert not _accepts(g, "a <tool_call> that is not a call")
+    assert not _accepts(g, call + '{"town": "Paris"}}</tool_call>')  # strict: undeclared property
+    assert _accepts(g, good + good)
     # the older shape SGLang sends
     legacy = {"structures": [{"begin": call, "schema": schema, "end": "}</tool_call>"}]}
     legacy["triggers"] = ["<tool_call>"]
@@ -468,25 +470,19 @@ def test_xml_parameter_styles(style: str) -> None:
     def p(k: str, v: str) -> str:
         return head.format(k=k) + v + close
 
-    def ok(s: str) -> bool:
-        m = g.matcher()
-        return m.accept_tokens(list(s.encode())) == len(s.encode()) and m.is_accepting()
-
     city = p("city", 'São Paulo <b>\n"quoted"')  # raw text: anything without the closing
-    assert ok(city + p("days", "3"))
-    assert ok(
-        "\n" + city + "\n" + p("days", " 7\n") + p("unit", "F") + p("opts", '{"hourly": true}')
+    assert _accepts(g, city + p("days", "3"))
+    assert _accepts(
+        g, "\n" + city + "\n" + p("days", " 7\n") + p("unit", "F") + p("opts", '{"hourly": true}')
     )
-    assert not ok(p("days", "3") + city)  # declared order
-    assert not ok(city)  # `days` is required
-    assert not ok(city + p("days", "0"))  # minimum 1
-    assert not ok(city + p("days", "3") + p("unit", '"C"'))  # enum values are raw
-    assert not ok(city + p("days", "3") + p("zone", "x"))  # not declared
-    assert not ok(head.format(k="city") + "a" + close + close + p("days", "3"))
+    assert not _accepts(g, p("days", "3") + city)  # declared order
+    assert not _accepts(g, city)  # `days` is required
+    assert not _accepts(g, city + p("days", "0"))  # minimum 1
+    assert not _accepts(g, city + p("days", "3") + p("unit", '"C"'))  # enum values are raw
+    assert not _accepts(g, city + p("days", "3") + p("zone", "x"))  # not declared
+    assert not _accepts(g, head.format(k="city") + "a" + close + close + p("days", "3"))
     any_order = {"format": dict(tag["format"], any_order=True)}
-    m = ts.Grammar.from_structural_tag(any_order, V).matcher()
-    s = p("days", "3") + city
-    assert m.accept_tokens(list(s.encode())) == len(s.encode()) and m.is_accepting()
+    assert _accepts(ts.Grammar.from_structural_tag(any_order, V), p("days", "3") + city)
 
 
 def test_xml_parameters_refused_by_name() -> None:
@@ -523,12 +519,6 @@ def test_xml_parameters_refused_by_name() -> None:
             ts.Grammar.from_structural_tag(
                 {"format": {"type": "json_schema", "json_schema": schema, "style": "cohere_xml"}}, V
             )
-
-
-def _accepts(g: ts.Grammar, s: str) -> bool:
-    m = g.matcher()
-    b = s.encode()
-    return m.accept_tokens(list(b)) == len(b) and m.is_accepting()
 
 
 def test_xml_pattern_and_additional_parameters() -> None:
@@ -860,9 +850,7 @@ def test_many_tags_agree_with_the_reference(shape: str) -> None:
     texts += ["", "x", f"<t{n}>v{n}</t>", "<t3>v4</t>", "<t12>v1</t>", "<t1>v1</t>,<t2>v3</t>"]
     seen = {True: 0, False: 0}
     for s in texts:
-        m = g.matcher()
-        b = s.encode()
-        got = m.accept_tokens(list(b)) == len(b) and m.is_accepting()
+        got = _accepts(g, s)
         assert got == accepts(fmt, s), (shape, s)
         seen[got] += 1
     assert seen[True] > n and seen[False] > 3, seen

@@ -393,20 +393,17 @@ def _jobs(args: argparse.Namespace) -> list[Job]:
         return [Job("choice", "choice", "choice", args.choice)]
     if args.json_object:
         return [Job("json_object", "json_object", "json_object")]
-    if args.ebnf is not None:
-        path = Path(args.ebnf)
-        try:
-            text = _read_file(path)
-        except ValueError as e:
-            raise UsageError(f"--ebnf {path}: {e}") from None
-        return [Job(str(path), path.stem, "ebnf", text)]
-    if args.structural_tag is not None:
-        path = Path(args.structural_tag)
-        try:
-            text = _read_file(path)
-        except ValueError as e:
-            raise UsageError(f"--structural-tag {path}: {e}") from None
-        return [Job(str(path), path.stem, "structural_tag", text)]
+    for flag, kind, file in (
+        ("--ebnf", "ebnf", args.ebnf),
+        ("--structural-tag", "structural_tag", args.structural_tag),
+    ):
+        if file is not None:
+            path = Path(file)
+            try:
+                text = _read_file(path)
+            except ValueError as e:
+                raise UsageError(f"{flag} {path}: {e}") from None
+            return [Job(str(path), path.stem, kind, text)]
     path = Path(args.json_schema)
     try:
         info = path.stat()

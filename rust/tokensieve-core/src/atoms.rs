@@ -140,10 +140,9 @@ impl<'v> AtomList<'v> {
     }
 }
 
-/// A grammar's atoms: the special token each number stands for.
+/// A grammar's atoms: each special token and the bytes of its number.
 #[derive(Debug)]
 pub struct Atoms {
-    ids: Vec<u32>,
     by_id: HashMap<u32, [u8; 3]>,
 }
 
@@ -158,12 +157,7 @@ impl Atoms {
             .enumerate()
             .map(|(k, &id)| (id, escape(k)))
             .collect();
-        Some(Atoms { ids, by_id })
-    }
-
-    /// The token ids of the atoms, by number.
-    pub fn ids(&self) -> &[u32] {
-        &self.ids
+        Some(Atoms { by_id })
     }
 
     /// The bytes token `t` walks in a grammar with these atoms: an atom's three bytes, a

@@ -77,6 +77,21 @@ pub(crate) fn compile(
     Ok(Compiled { expr, atoms })
 }
 
+/// A token as a tag names it: an id or a special token's text.
+fn token_ref(v: Option<&Value>, at: &At) -> Result<TokenRef> {
+    match v {
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .map(TokenRef::Id)
+            .ok_or_else(|| error(&at.path, "a token id is a non-negative integer")),
+        Some(Value::String(t)) if !t.is_empty() => Ok(TokenRef::Text(t.clone())),
+        _ => Err(error(
+            &at.path,
+            "must be a token id or a special token's text",
+        )),
+    }
+}
+
 /// A free-text automaton's refusal (a sentence) as an error at `path`.
 fn on<T>(r: Result<T>, path: &str) -> Result<T> {
     r.map_err(|e| match e {
@@ -184,7 +199,6 @@ impl Builder<'_> {
                 begin: self.marker(begin, &a.key("begin"))?,
                 content,
                 end: self.marker(end, &a.key("end"))?,
-                ends,
             });
         }
         self.triggered(&triggers, tags, &[], false, false, at)
@@ -574,20 +588,7 @@ impl Builder<'_> {
 
     /// A `token` node's token: an id or a special token's text.
     fn token(&self, v: Option<&Value>, at: &At) -> Result<Expr> {
-        let r = match v {
-            Some(Value::Number(n)) => match n.as_u64() {
-                Some(i) => TokenRef::Id(i),
-                None => return Err(error(&at.path, "a token id is a non-negative integer")),
-            },
-            Some(Value::String(t)) if !t.is_empty() => TokenRef::Text(t.clone()),
-            _ => {
-                return Err(error(
-                    &at.path,
-                    "must be a token id or a special token's text",
-                ))
-            }
-        };
-        self.atom(r, at)
+        self.atom(token_ref(v, at)?, at)
     }
 
     /// A list of tokens (ids or special tokens' texts) as their atoms.
@@ -608,20 +609,12 @@ impl Builder<'_> {
             v => array(v, &a)?,
         };
         for (i, t) in list.iter().enumerate() {
-            let r = match t {
-                Value::Number(n) if n.as_u64().is_some() => TokenRef::Id(n.as_u64().unwrap_or(0)),
-                Value::String(s) if !s.is_empty() => TokenRef::Text(s.clone()),
-                _ => {
-                    return Err(error(
-                        &a.index("", i).path,
-                        "must be a token id or a special token's text",
-                    ))
-                }
-            };
+            let at = a.index("", i);
+            let r = token_ref(Some(t), &at)?;
             self.atoms
                 .borrow()
                 .resolve(&r)
-                .map_err(|e| error(&a.index("", i).path, &e))?;
+                .map_err(|e| error(&at.path, &e))?;
         }
         Ok(())
     }
@@ -710,7 +703,6 @@ impl Builder<'_> {
             begin,
             end,
             content,
-            ends,
         })
     }
 
@@ -1311,24 +1303,9 @@ impl Xml<'_, '_> {
             return Err(error(&at.path, "XML parameter values nested too deep"));
         }
         let p = self.deref(p, at)?;
-        let o = match p {
-            Value::Bool(true) => return self.untyped(at),
-            Value::Object(o) => o,
-            _ => {
-                return Err(error(
-                    &at.path,
-                    "a parameter's schema is an object or `true`",
-                ))
-            }
-        };
-        let keys: Vec<&str> = o
-            .keys()
-            .map(String::as_str)
-            .filter(|k| !ANNOTATIONS.contains(k))
-            .collect();
-        if keys.is_empty() {
+        let Some((o, keys)) = self.keywords(p, at)? else {
             return self.untyped(at);
-        }
+        };
         if let Some(c) = o.get("const") {
             return Ok(raw_value(c));
         }
@@ -1367,6 +1344,32 @@ impl Xml<'_, '_> {
         // anything else is JSON, with whitespace around it
         let json = self.json(p, at)?;
         Ok(expr::concat(vec![self.ws(), json, self.ws()]))
+    }
+
+    /// A parameter schema's object and its keywords other than annotations; `None` for one
+    /// that says nothing of its value (`true`, or annotations only).
+    #[allow(clippy::type_complexity)]
+    fn keywords<'v>(
+        &self,
+        p: &'v Value,
+        at: &At,
+    ) -> Result<Option<(&'v serde_json::Map<String, Value>, Vec<&'v str>)>> {
+        let o = match p {
+            Value::Bool(true) => return Ok(None),
+            Value::Object(o) => o,
+            _ => {
+                return Err(error(
+                    &at.path,
+                    "a parameter's schema is an object or `true`",
+                ))
+            }
+        };
+        let keys: Vec<&str> = o
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !ANNOTATIONS.contains(k))
+            .collect();
+        Ok((!keys.is_empty()).then_some((o, keys)))
     }
 
     /// A string schema's raw text (`type`, `minLength`, `maxLength` only; `None` when it has
@@ -1465,24 +1468,9 @@ impl Xml<'_, '_> {
             return Err(error(&at.path, "XML parameter values nested too deep"));
         }
         let p = self.deref(p, at)?;
-        let o = match p {
-            Value::Bool(true) => return self.cohere_any_cases(),
-            Value::Object(o) => o,
-            _ => {
-                return Err(error(
-                    &at.path,
-                    "a parameter's schema is an object or `true`",
-                ))
-            }
-        };
-        let keys: Vec<&str> = o
-            .keys()
-            .map(String::as_str)
-            .filter(|k| !ANNOTATIONS.contains(k))
-            .collect();
-        if keys.is_empty() {
+        let Some((o, keys)) = self.keywords(p, at)? else {
             return self.cohere_any_cases();
-        }
+        };
         let literal_case = |v: &Value| {
             let t = if v.is_string() { "raw" } else { "json" };
             self.cohere_suffix(t, self.padded(raw_value(v)))
@@ -1626,18 +1614,15 @@ impl Xml<'_, '_> {
     /// named values, a `list` of any values; containers nested at most the JSON options'
     /// `max_nesting_depth` levels (one copy, called through a stack).
     fn cohere_any_cases(&self) -> Result<Vec<Expr>> {
-        let raw = self.raw_text(&At {
+        let here = At {
             path: String::new(),
             depth: 0,
             ends: &[],
-        })?;
+        };
+        let raw = self.raw_text(&here)?;
         let scalar = self.json(
             &serde_json::json!({"type": ["number", "boolean", "null"]}),
-            &At {
-                path: String::new(),
-                depth: 0,
-                ends: &[],
-            },
+            &here,
         )?;
         let again = || Expr::Recur(COHERE_ANY);
         let open =
@@ -1716,15 +1701,11 @@ fn raw_value(v: &Value) -> Expr {
     }
 }
 
-/// A tag read: its begin, content and end strings.
+/// A tag read: its begin (and the begin's text, `None` for a token), content and end.
 struct Tag {
-    /// The begin's text (`None`: a token).
     begin_text: Option<String>,
     begin: Expr,
     content: Expr,
-    /// The end strings (none for a token end): what the free text inside may not spell.
-    #[allow(dead_code)]
-    ends: Vec<String>,
     end: Expr,
 }
 

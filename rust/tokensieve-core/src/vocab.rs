@@ -486,14 +486,6 @@ impl Vocabulary {
         self.special_text.iter().map(|(k, &v)| (k.as_slice(), v))
     }
 
-    /// The text of special token `id` in the tokenizer, if it has one.
-    pub fn special_text(&self, id: u32) -> Option<&[u8]> {
-        self.special_text
-            .iter()
-            .find(|(_, &v)| v == id)
-            .map(|(k, _)| k.as_slice())
-    }
-
     /// The regular tokens holding the byte 0xFF, which no UTF-8 text holds.
     pub fn tokens_with_ff(&self) -> &[u32] {
         self.with_ff.get_or_init(|| {

@@ -854,24 +854,93 @@ impl Parser<'_, '_> {
     /// name, and so is a string both a trigger and excluded.
     fn tag_dispatch_macro(&mut self, pos: Pos) -> Result<Node> {
         use crate::automata::freetext::FreeText;
-        self.bump();
+        const BAD: &str = "a `TagDispatch(...)` case is (\"trigger\", rule)";
         let mut triggers: Vec<String> = Vec::new();
         let mut rules: Vec<Node> = Vec::new();
         let mut excludes: Vec<String> = Vec::new();
+        let looped = self.dispatch_args(
+            pos,
+            "TagDispatch",
+            "(\"trigger\", rule)",
+            &mut |p: &mut Self| {
+                if p.peek() != Some('"') {
+                    return Err(grammar_error(pos, BAD));
+                }
+                let t = p.string()?;
+                if t.is_empty() {
+                    return Err(grammar_error(pos, "a `TagDispatch(...)` trigger is empty"));
+                }
+                let rule = p.case_rule(
+                    pos,
+                    BAD,
+                    "a `TagDispatch(...)` case names its rule after the trigger",
+                )?;
+                triggers.push(t);
+                rules.push(rule);
+                Ok(())
+            },
+            &mut |p: &mut Self| {
+                excludes = p.string_tuple(pos, "excludes")?;
+                Ok(())
+            },
+        )?;
+        if excludes.iter().any(String::is_empty) {
+            return Err(grammar_error(
+                pos,
+                "a `TagDispatch(...)` excluded string is empty",
+            ));
+        }
+        if let Some(t) = triggers.iter().find(|t| excludes.contains(t)) {
+            return Err(grammar_error(
+                pos,
+                &format!("{t:?} is both a trigger and an excluded string of `TagDispatch(...)`"),
+            ));
+        }
+        let free = at_pos(FreeText::new(&triggers, &excludes), pos)?;
+        let end = Node::Text {
+            expr: Box::new(at_pos(free.end(), pos)?),
+            nullable: true,
+        };
+        let mut cases = Vec::new();
+        for (k, rule) in rules.into_iter().enumerate() {
+            if let Some(lead) = at_pos(free.to_trigger(k), pos)? {
+                let lead = Node::Text {
+                    expr: Box::new(lead),
+                    nullable: false,
+                };
+                cases.push(Node::Seq(vec![lead, rule]));
+            }
+        }
+        Ok(dispatch_node(cases, end, looped))
+    }
+
+    /// The arguments of a dispatch built-in (`name` `TagDispatch` or `TokenTagDispatch`), at
+    /// the `(`: cases, each read by `case` after its own `(` (`form` shows one in messages),
+    /// and the options `excludes` (its value read by `excludes`) and `loop_after_dispatch`;
+    /// returns `loop_after_dispatch` (default true).
+    fn dispatch_args(
+        &mut self,
+        pos: Pos,
+        name: &str,
+        form: &str,
+        case: &mut dyn FnMut(&mut Self) -> Result<()>,
+        excludes: &mut dyn FnMut(&mut Self) -> Result<()>,
+    ) -> Result<bool> {
+        self.bump();
         let mut looped = true;
         let mut first = true;
         loop {
             self.skip();
             if self.eat(')') {
-                break;
+                return Ok(looped);
             }
             if !first {
                 if !self.eat(',') {
-                    return Err(grammar_error(pos, "`TagDispatch(...)` is not closed"));
+                    return Err(grammar_error(pos, &format!("`{name}(...)` is not closed")));
                 }
                 self.skip();
                 if self.eat(')') {
-                    break;
+                    return Ok(looped);
                 }
             }
             first = false;
@@ -879,44 +948,7 @@ impl Parser<'_, '_> {
                 Some('(') => {
                     self.bump();
                     self.skip();
-                    if self.peek() != Some('"') {
-                        return Err(grammar_error(
-                            pos,
-                            "a `TagDispatch(...)` case is (\"trigger\", rule)",
-                        ));
-                    }
-                    let t = self.string()?;
-                    if t.is_empty() {
-                        return Err(grammar_error(pos, "a `TagDispatch(...)` trigger is empty"));
-                    }
-                    self.skip();
-                    if !self.eat(',') {
-                        return Err(grammar_error(
-                            pos,
-                            "a `TagDispatch(...)` case is (\"trigger\", rule)",
-                        ));
-                    }
-                    self.skip();
-                    let rpos = self.pos();
-                    let Some(name) = self.name() else {
-                        return Err(grammar_error(
-                            pos,
-                            "a `TagDispatch(...)` case names its rule after the trigger",
-                        ));
-                    };
-                    self.skip();
-                    if !self.eat(')') {
-                        return Err(grammar_error(
-                            pos,
-                            "a `TagDispatch(...)` case is (\"trigger\", rule)",
-                        ));
-                    }
-                    triggers.push(t);
-                    rules.push(Node::Ref {
-                        name,
-                        rule: usize::MAX,
-                        pos: rpos,
-                    });
+                    case(self)?;
                 }
                 Some(c) if is_name_char(c) => {
                     let key = self.name().unwrap_or_default();
@@ -924,12 +956,12 @@ impl Parser<'_, '_> {
                     if !self.eat('=') {
                         return Err(grammar_error(
                             pos,
-                            &format!("the `TagDispatch(...)` option `{key}` needs a value"),
+                            &format!("the `{name}(...)` option `{key}` needs a value"),
                         ));
                     }
                     self.skip();
                     match key.as_str() {
-                        "excludes" => excludes = self.string_tuple(pos, "excludes")?,
+                        "excludes" => excludes(self)?,
                         "loop_after_dispatch" => {
                             looped = match self.name().as_deref() {
                                 Some("true") => true,
@@ -946,7 +978,7 @@ impl Parser<'_, '_> {
                             return Err(grammar_error(
                                 pos,
                                 &format!(
-                                    "the `TagDispatch(...)` option `{other}` is not supported \
+                                    "the `{name}(...)` option `{other}` is not supported \
                                      (`excludes` and `loop_after_dispatch` are)"
                                 ),
                             ))
@@ -956,65 +988,33 @@ impl Parser<'_, '_> {
                 _ => {
                     return Err(grammar_error(
                         pos,
-                        "`TagDispatch(...)` takes (\"trigger\", rule) cases and options",
+                        &format!("`{name}(...)` takes {form} cases and options"),
                     ))
                 }
             }
         }
-        if excludes.iter().any(String::is_empty) {
-            return Err(grammar_error(
-                pos,
-                "a `TagDispatch(...)` excluded string is empty",
-            ));
+    }
+
+    /// The rest of a dispatch case after its trigger: `, rule)`, as a reference to the rule
+    /// (`bad`: the message of a malformed case, `no_name`: of a case without its rule).
+    fn case_rule(&mut self, pos: Pos, bad: &str, no_name: &str) -> Result<Node> {
+        self.skip();
+        if !self.eat(',') {
+            return Err(grammar_error(pos, bad));
         }
-        if let Some(t) = triggers.iter().find(|t| excludes.contains(t)) {
-            return Err(grammar_error(
-                pos,
-                &format!("{t:?} is both a trigger and an excluded string of `TagDispatch(...)`"),
-            ));
-        }
-        let on = |r: Result<crate::automata::expr::Expr>| {
-            r.map_err(|e| match e {
-                crate::error::Error::InvalidArgument(m) => grammar_error(pos, &m),
-                other => other,
-            })
+        self.skip();
+        let rpos = self.pos();
+        let Some(name) = self.name() else {
+            return Err(grammar_error(pos, no_name));
         };
-        let free = FreeText::new(&triggers, &excludes).map_err(|e| match e {
-            crate::error::Error::InvalidArgument(m) => grammar_error(pos, &m),
-            other => other,
-        })?;
-        let end = Node::Text {
-            expr: Box::new(on(free.end())?),
-            nullable: true,
-        };
-        let mut cases = Vec::new();
-        for (k, rule) in rules.into_iter().enumerate() {
-            let lead = free.to_trigger(k).map_err(|e| match e {
-                crate::error::Error::InvalidArgument(m) => grammar_error(pos, &m),
-                other => other,
-            })?;
-            if let Some(lead) = lead {
-                let lead = Node::Text {
-                    expr: Box::new(lead),
-                    nullable: false,
-                };
-                cases.push(Node::Seq(vec![lead, rule]));
-            }
+        self.skip();
+        if !self.eat(')') {
+            return Err(grammar_error(pos, bad));
         }
-        Ok(if cases.is_empty() {
-            end
-        } else if looped {
-            Node::Seq(vec![
-                Node::Rep {
-                    sub: Box::new(Node::Alt(cases)),
-                    min: 0,
-                    max: None,
-                },
-                end,
-            ])
-        } else {
-            cases.insert(0, end);
-            Node::Alt(cases)
+        Ok(Node::Ref {
+            name,
+            rule: usize::MAX,
+            pos: rpos,
         })
     }
 
@@ -1023,21 +1023,41 @@ impl Parser<'_, '_> {
         let pos = self.pos();
         self.bump();
         self.bump();
+        let id = match self.token_id(pos, "the token id is too large") {
+            Some(id) if self.eat(']') && self.eat('>') => id?,
+            _ => {
+                return Err(grammar_error(
+                    pos,
+                    "a token reference is `<[id]>` (a token id)",
+                ))
+            }
+        };
+        Ok(TokenRef::Id(id))
+    }
+
+    /// A token id here (its digits), `None` when no digit is; `too_large`: the message of an id
+    /// past `u64`.
+    fn token_id(&mut self, pos: Pos, too_large: &str) -> Option<Result<u64>> {
         let mut digits = String::new();
         while let Some(c) = self.peek().filter(char::is_ascii_digit) {
             digits.push(c);
             self.bump();
         }
-        if digits.is_empty() || !self.eat(']') || !self.eat('>') {
-            return Err(grammar_error(
-                pos,
-                "a token reference is `<[id]>` (a token id)",
-            ));
+        (!digits.is_empty()).then(|| {
+            digits
+                .parse::<u64>()
+                .map_err(|_| grammar_error(pos, too_large))
+        })
+    }
+
+    /// A token named here: an id or a special token's text in quotes; `None` when neither
+    /// starts here.
+    fn token_item(&mut self, pos: Pos) -> Option<Result<TokenRef>> {
+        if self.peek() == Some('"') {
+            return Some(self.string().map(TokenRef::Text));
         }
-        let id = digits
-            .parse::<u64>()
-            .map_err(|_| grammar_error(pos, "the token id is too large"))?;
-        Ok(TokenRef::Id(id))
+        self.token_id(pos, "a token id is too large")
+            .map(|r| r.map(TokenRef::Id))
     }
 
     /// The expression of special token `r` (see [`crate::atoms`]).
@@ -1051,45 +1071,13 @@ impl Parser<'_, '_> {
 
     /// A parenthesized list of tokens (ids or special tokens' texts), at the `(`.
     fn token_list(&mut self, pos: Pos, what: &str) -> Result<Vec<TokenRef>> {
-        if !self.eat('(') {
-            return Err(grammar_error(pos, &format!("`{what}` is a list of tokens")));
-        }
-        let mut out = Vec::new();
-        loop {
-            self.skip();
-            if self.eat(')') {
-                break;
-            }
-            match self.peek() {
-                Some('"') => out.push(TokenRef::Text(self.string()?)),
-                Some(c) if c.is_ascii_digit() => {
-                    let mut digits = String::new();
-                    while let Some(c) = self.peek().filter(char::is_ascii_digit) {
-                        digits.push(c);
-                        self.bump();
-                    }
-                    let id = digits
-                        .parse::<u64>()
-                        .map_err(|_| grammar_error(pos, "a token id is too large"))?;
-                    out.push(TokenRef::Id(id));
-                }
-                _ => {
-                    return Err(grammar_error(
-                        pos,
-                        &format!("`{what}` lists token ids or special tokens' texts"),
-                    ))
-                }
-            }
-            self.skip();
-            if !self.eat(',') {
-                self.skip();
-                if !self.eat(')') {
-                    return Err(grammar_error(pos, &format!("`{what}` is not closed")));
-                }
-                break;
-            }
-        }
-        Ok(out)
+        self.paren_list(
+            pos,
+            what,
+            &format!("`{what}` is a list of tokens"),
+            &format!("`{what}` lists token ids or special tokens' texts"),
+            &mut |p: &mut Self| p.token_item(pos),
+        )
     }
 
     /// xgrammar's `Token(id, ...)` built-in after its name, at the `(`: one of these special
@@ -1117,183 +1105,78 @@ impl Parser<'_, '_> {
     /// in free text anyway).
     fn token_tag_dispatch_macro(&mut self, pos: Pos) -> Result<Node> {
         use crate::automata::freetext::FreeText;
-        self.bump();
-        let mut cases = Vec::new();
-        let mut looped = true;
-        let mut first = true;
-        loop {
-            self.skip();
-            if self.eat(')') {
-                break;
-            }
-            if !first {
-                if !self.eat(',') {
-                    return Err(grammar_error(pos, "`TokenTagDispatch(...)` is not closed"));
-                }
-                self.skip();
-                if self.eat(')') {
-                    break;
-                }
-            }
-            first = false;
-            match self.peek() {
-                Some('(') => {
-                    self.bump();
-                    self.skip();
-                    let r = match self.peek() {
-                        Some('"') => TokenRef::Text(self.string()?),
-                        Some(c) if c.is_ascii_digit() => {
-                            let mut digits = String::new();
-                            while let Some(c) = self.peek().filter(char::is_ascii_digit) {
-                                digits.push(c);
-                                self.bump();
-                            }
-                            TokenRef::Id(
-                                digits
-                                    .parse::<u64>()
-                                    .map_err(|_| grammar_error(pos, "a token id is too large"))?,
-                            )
-                        }
-                        _ => {
-                            return Err(grammar_error(
-                                pos,
-                                "a `TokenTagDispatch(...)` case is (token, rule)",
-                            ))
-                        }
-                    };
-                    self.skip();
-                    let rpos = self.pos();
-                    let name = if self.eat(',') {
-                        self.skip();
-                        self.name()
-                    } else {
-                        None
-                    };
-                    self.skip();
-                    let Some(name) = name.filter(|_| self.eat(')')) else {
-                        return Err(grammar_error(
-                            pos,
-                            "a `TokenTagDispatch(...)` case is (token, rule)",
-                        ));
-                    };
-                    let atom = self.atom(r, pos)?;
-                    cases.push((atom, name, rpos));
-                }
-                Some(c) if is_name_char(c) => {
-                    let key = self.name().unwrap_or_default();
-                    self.skip();
-                    if !self.eat('=') {
-                        return Err(grammar_error(
-                            pos,
-                            &format!("the `TokenTagDispatch(...)` option `{key}` needs a value"),
-                        ));
-                    }
-                    self.skip();
-                    match key.as_str() {
-                        "excludes" => {
-                            for r in self.token_list(pos, "excludes")? {
-                                self.atoms.resolve(&r).map_err(|e| grammar_error(pos, &e))?;
-                            }
-                        }
-                        "loop_after_dispatch" => {
-                            looped = match self.name().as_deref() {
-                                Some("true") => true,
-                                Some("false") => false,
-                                _ => {
-                                    return Err(grammar_error(
-                                        pos,
-                                        "`loop_after_dispatch` is `true` or `false`",
-                                    ))
-                                }
-                            }
-                        }
-                        other => {
-                            return Err(grammar_error(
-                                pos,
-                                &format!(
-                                    "the `TokenTagDispatch(...)` option `{other}` is not \
-                                     supported (`excludes` and `loop_after_dispatch` are)"
-                                ),
-                            ))
-                        }
-                    }
-                }
-                _ => {
-                    return Err(grammar_error(
-                        pos,
-                        "`TokenTagDispatch(...)` takes (token, rule) cases and options",
-                    ))
-                }
-            }
-        }
-        let free = FreeText::new(&[], &[])?.end()?;
+        const BAD: &str = "a `TokenTagDispatch(...)` case is (token, rule)";
         let end = Node::Text {
-            expr: Box::new(free),
+            expr: Box::new(FreeText::new(&[], &[])?.end()?),
             nullable: true,
         };
-        let mut alts: Vec<Node> = cases
-            .into_iter()
-            .map(|(atom, name, rpos)| {
-                Node::Seq(vec![
-                    end.clone(),
-                    atom,
-                    Node::Ref {
-                        name,
-                        rule: usize::MAX,
-                        pos: rpos,
-                    },
-                ])
-            })
-            .collect();
-        Ok(if alts.is_empty() {
-            end
-        } else if looped {
-            Node::Seq(vec![
-                Node::Rep {
-                    sub: Box::new(Node::Alt(alts)),
-                    min: 0,
-                    max: None,
-                },
-                end,
-            ])
-        } else {
-            alts.insert(0, end);
-            Node::Alt(alts)
-        })
+        let mut cases = Vec::new();
+        let looped = self.dispatch_args(
+            pos,
+            "TokenTagDispatch",
+            "(token, rule)",
+            &mut |p: &mut Self| {
+                let Some(r) = p.token_item(pos) else {
+                    return Err(grammar_error(pos, BAD));
+                };
+                let r = r?;
+                let rule = p.case_rule(pos, BAD, BAD)?;
+                let atom = p.atom(r, pos)?;
+                cases.push(Node::Seq(vec![end.clone(), atom, rule]));
+                Ok(())
+            },
+            &mut |p: &mut Self| {
+                for r in p.token_list(pos, "excludes")? {
+                    p.atoms.resolve(&r).map_err(|e| grammar_error(pos, &e))?;
+                }
+                Ok(())
+            },
+        )?;
+        Ok(dispatch_node(cases, end, looped))
     }
 
     /// A parenthesized list of string literals (`()`, `("a")`, `("a",)`, `("a", "b")`), the
     /// value of option `what`.
     fn string_tuple(&mut self, pos: Pos, what: &str) -> Result<Vec<String>> {
+        let shape = format!("`{what}` is a tuple of strings (`(\"a\", \"b\")`)");
+        self.paren_list(pos, what, &shape, &shape, &mut |p: &mut Self| {
+            (p.peek() == Some('"')).then(|| p.string())
+        })
+    }
+
+    /// A parenthesized, comma-separated list (a comma after the last item allowed) of what
+    /// `item` reads (`None`: no item starts here), at the `(`; `open` and `bad` are the
+    /// messages of a missing `(` and of something not an item, `what` names the list.
+    fn paren_list<T>(
+        &mut self,
+        pos: Pos,
+        what: &str,
+        open: &str,
+        bad: &str,
+        item: &mut dyn FnMut(&mut Self) -> Option<Result<T>>,
+    ) -> Result<Vec<T>> {
         if !self.eat('(') {
-            return Err(grammar_error(
-                pos,
-                &format!("`{what}` is a tuple of strings (`(\"a\", \"b\")`)"),
-            ));
+            return Err(grammar_error(pos, open));
         }
         let mut out = Vec::new();
         loop {
             self.skip();
             if self.eat(')') {
-                break;
+                return Ok(out);
             }
-            if self.peek() != Some('"') {
-                return Err(grammar_error(
-                    pos,
-                    &format!("`{what}` is a tuple of strings (`(\"a\", \"b\")`)"),
-                ));
+            match item(self) {
+                Some(x) => out.push(x?),
+                None => return Err(grammar_error(pos, bad)),
             }
-            out.push(self.string()?);
             self.skip();
             if !self.eat(',') {
                 self.skip();
                 if !self.eat(')') {
                     return Err(grammar_error(pos, &format!("`{what}` is not closed")));
                 }
-                break;
+                return Ok(out);
             }
         }
-        Ok(out)
     }
 
     /// xgrammar's `Substring("s1", "s2", ...)` built-in after its name, at the `(`: a run of
@@ -1428,5 +1311,33 @@ impl Parser<'_, '_> {
                 &format!("the escape `\\{c}` names U+{v:04X}, which is not a Unicode character"),
             )
         })
+    }
+}
+
+/// A free-text automaton's refusal (a sentence) as a grammar error at `pos`.
+fn at_pos<T>(r: Result<T>, pos: Pos) -> Result<T> {
+    r.map_err(|e| match e {
+        crate::error::Error::InvalidArgument(m) => grammar_error(pos, &m),
+        other => other,
+    })
+}
+
+/// A dispatch built-in's language: with `looped`, any number of `cases`, then `end` (free
+/// text); without, `end` or one case.
+fn dispatch_node(mut cases: Vec<Node>, end: Node, looped: bool) -> Node {
+    if cases.is_empty() {
+        end
+    } else if looped {
+        Node::Seq(vec![
+            Node::Rep {
+                sub: Box::new(Node::Alt(cases)),
+                min: 0,
+                max: None,
+            },
+            end,
+        ])
+    } else {
+        cases.insert(0, end);
+        Node::Alt(cases)
     }
 }
