@@ -248,7 +248,7 @@ def geomean(values: Iterable[float | None]) -> float | None:
 
 def num(x: float | None) -> str:
     """About three significant digits; ``–`` for missing values."""
-    if x is None:
+    if x is None or x != x:
         return "–"
     a = abs(x)
     if a >= 100:

@@ -86,8 +86,6 @@ def apply_token_bitmask_inplace(
     waits for the GPU; inside ``torch.compile`` it breaks the graph).
     """
     torch = _require_torch()
-    from tokensieve.kernels import _torch_op  # registers the op on first use (dynamo-safe)
-
     for name, t in (("logits", logits), ("bitmask", bitmask)):
         if not isinstance(t, torch.Tensor):
             raise ValueError(f"{name} must be a torch tensor, got {type(t).__name__}")
@@ -98,6 +96,8 @@ def apply_token_bitmask_inplace(
         _run(torch, logits, bitmask, indices, vocab_size, backend)
         torch.autograd.graph.increment_version(logits)  # as the dispatcher would for (a!)
         return
+    from tokensieve.kernels import _torch_op  # registers the op on first use (dynamo-safe)
+
     op: Any = _torch_op
     op(logits, bitmask, indices, vocab_size, backend)
 
@@ -303,11 +303,17 @@ _TRITON_STATE: dict[str, Any] = {}
 
 
 def _triton_available() -> bool:
-    try:
-        import triton  # noqa: F401
-    except Exception:
-        return False
-    return True
+    """Whether triton imports (asked once per process)."""
+    known = _TRITON_STATE.get("available")
+    if known is None:
+        try:
+            import triton  # noqa: F401
+        except Exception:
+            known = False
+        else:
+            known = True
+        _TRITON_STATE["available"] = known
+    return bool(known)
 
 
 def _triton_interpret() -> bool:
