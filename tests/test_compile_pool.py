@@ -110,3 +110,32 @@ def test_the_lanes_default_to_one_less_than_the_cores_and_a_bad_setting_is_ignor
         r = run_child(body, setting)
         assert 1 <= r["lanes"] <= max(1, r["cores"] - 1), (setting, r)
     assert run_child(body, "5")["lanes"] == 5
+
+
+def test_wait_gives_up_at_its_timeout_and_reports_a_finished_compile() -> None:
+    r = run_child(
+        """
+        slow = ts.Grammar.compile_pending(
+            "ebnf", 'root ::= x{200000}\\nx ::= "(" x ")" | "y"\\n', vocab, max_compile_seconds=1
+        )
+        t0 = time.perf_counter()
+        early = slow.wait(0.05)
+        waited_s = time.perf_counter() - t0
+        late = slow.wait(5)
+        quick = ts.Grammar.compile_pending("regex", "[0-9]+", vocab)
+        quick_done = quick.wait(5)
+        errors = []
+        for bad in (-1.0, float("nan"), float("inf")):
+            try:
+                quick.wait(bad)
+            except ValueError as e:
+                errors.append(str(e))
+        print(json.dumps({"early": early, "waited_s": waited_s, "late": late,
+                          "slow_done": slow.done(), "quick_done": quick_done, "errors": errors}))
+        """,
+        "1",
+    )
+    assert r["early"] is False and 0.04 < r["waited_s"] < 1.0, r
+    assert r["late"] is True and r["slow_done"] is True, r  # finished (its deadline's error)
+    assert r["quick_done"] is True, r
+    assert len(r["errors"]) == 3 and all("timeout" in e for e in r["errors"]), r

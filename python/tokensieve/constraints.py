@@ -593,6 +593,11 @@ class PendingCompile:
     def done(self) -> bool:
         return self._pending is None or self._pending.done()
 
+    def wait(self, timeout: float) -> bool:
+        """Wait at most ``timeout`` seconds (the GIL released) for the compile; whether it is
+        done."""
+        return self._pending is None or self._pending.wait(timeout)
+
     def result(self) -> Grammar:
         """The grammar; ``ValueError`` with the client-readable message when it failed."""
         if self._pending is not None:

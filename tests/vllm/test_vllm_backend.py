@@ -1108,10 +1108,11 @@ def _soak_grammars(manager: Any) -> dict[str, ts.Grammar]:
 
 
 def test_admission_runs_off_the_event_loop_and_a_slow_constraint_delays_only_itself() -> None:
-    """The door's check (``plugin.admit_async``, awaited by ``AsyncLLM.add_request``) waits for
-    the compile without blocking the event loop: while a constraint that compiles until its
-    deadline is being refused, the loop keeps running and another request's admission completes
-    at once."""
+    """The door's check inside vLLM's validation (``_validate_params``, reached from the wrapped
+    ``AsyncLLM.add_request``) admits a constraint that compiles at once where it stands, and
+    hands one still compiling after ``ADMISSION_WAIT_S`` back (``_AdmissionPending``) to be
+    awaited without blocking the event loop: while a constraint that compiles until its
+    deadline is being refused, the loop keeps running and another request is admitted at once."""
     import asyncio
     from types import SimpleNamespace
 
@@ -1134,6 +1135,24 @@ def test_admission_runs_off_the_event_loop_and_a_slow_constraint_delays_only_its
     fast = SamplingParams(
         max_tokens=8, structured_outputs=StructuredOutputsParams(regex="[0-9]{4}-admission")
     )
+    bad = SamplingParams(
+        max_tokens=8, structured_outputs=StructuredOutputsParams(regex="[0-9]{4}-(admission")
+    )
+
+    async def admit(params: Any) -> None:
+        """The door as the wrapped ``add_request`` runs it: where it stands, else awaited."""
+        try:
+            plugin._admit_or_defer(params, config, object())
+        except plugin._AdmissionPending as pending:
+            await plugin._admitted_async(params, pending.started)
+
+    with pytest.raises(VLLMValidationError, match="regex"):  # a client error stays a 400
+        asyncio.run(admit(bad))
+    t0 = time.perf_counter()
+    with pytest.raises(plugin._AdmissionPending) as pending:
+        plugin._admit_or_defer(slow, config, object())
+    assert time.perf_counter() - t0 < 0.5
+    assert not plugin._admitted(slow)
 
     async def run() -> tuple[int, float, float, str]:
         ticks = 0
@@ -1147,9 +1166,9 @@ def test_admission_runs_off_the_event_loop_and_a_slow_constraint_delays_only_its
 
         t0 = time.perf_counter()
         tick = asyncio.ensure_future(ticker())
-        slow_task = asyncio.ensure_future(plugin.admit_async(slow, config, object()))
+        slow_task = asyncio.ensure_future(plugin._admitted_async(slow, pending.value.started))
         await asyncio.sleep(0.05)
-        await plugin.admit_async(fast, config, object())
+        await admit(fast)
         fast_s = time.perf_counter() - t0
         try:
             await slow_task

@@ -11,14 +11,16 @@ a failure is a ``VLLMValidationError`` with tokensieve's message, which the Open
 answers with HTTP 400. vLLM's other checks still run. Engines with any other scheduler are left
 exactly as they were.
 
-The check runs before ``AsyncLLM.add_request`` goes on, without blocking the server's event
-loop on the compile: the request is read on the loop (in time proportional to its size), its
-compile runs on a core compile thread with the GIL released while the coroutine sleeps,
-requests for a constraint whose compile is running share it, and a cached constraint (or
-error) is answered at once. So a slow or hostile constraint delays its own request only.
-``InputProcessor._validate_params`` then sees the request admitted and does not compile again
-(a request that reaches it without passing ``AsyncLLM.add_request``, as in the offline ``LLM``,
-is checked there).
+The check runs where vLLM's own backends check a request, inside
+``InputProcessor._validate_params`` (for a raw prompt on the renderer's thread, for the server's
+rendered prompts on the event loop), so requests go on to the engine one by one as they are
+checked. The request is read (in time proportional to its size) and its compile started on a
+core compile thread (the GIL released), or found in the cache with its error; a compile still
+running after ``ADMISSION_WAIT_S`` (2 ms) is handed back to the wrapped ``AsyncLLM.add_request``,
+which sleeps until it is done (never blocking the event loop) and submits the request again.
+Requests for a constraint whose compile is running share it. So a slow or hostile constraint
+delays its own request only. A request that reaches ``_validate_params`` without passing
+``AsyncLLM.add_request`` (the offline ``LLM``) is checked there to the end.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from tokensieve.vllm.constraints import GRAMMAR_CACHE
 from tokensieve.vllm.processor_base import GuidedProcessorBase, error_text
 from tokensieve.vllm.structured import StructuredRequest, engine_reasoning, read_request
 
-__all__ = ["admit", "admit_async", "register", "uses_tokensieve"]
+__all__ = ["admit", "register", "uses_tokensieve"]
 
 logger = logging.getLogger("tokensieve.vllm")
 
@@ -50,6 +52,12 @@ _LOCK = threading.Lock()
 
 # Set on a request's StructuredOutputsParams once admitted: what was admitted (see _admitted).
 _ADMITTED = "_tokensieve_admitted"
+# set by the wrapped AsyncLLM.add_request: this request's check may hand a running compile back
+_DEFERRABLE = "_tokensieve_deferrable"
+# How long the door's check waits for a compile where it stands (the GIL released) before it
+# hands the compile to a coroutine that sleeps until it is done: most constraints compile in
+# well under this, and a request checked at once goes on to the engine at once.
+ADMISSION_WAIT_S = 0.002
 
 
 def uses_tokensieve(vllm_config: Any) -> bool:
@@ -102,20 +110,43 @@ def admit(params: Any, vllm_config: Any, tokenizer: Any) -> None:
         _finish(*started)
 
 
-async def admit_async(params: Any, vllm_config: Any, tokenizer: Any) -> None:
-    """:func:`admit` without blocking the event loop on the compile: the request is read here
-    (in time proportional to its size) and its compile started on a core compile thread (the
-    GIL released), or found in the cache; the coroutine then sleeps until the compile is done
-    (checking after 0.2 ms, then at doubling intervals up to 5 ms), and computes the first mask
-    (on the admission vocabulary: microseconds). The request is then marked admitted, so the
-    synchronous check does not compile it again."""
+class _AdmissionPending(Exception):
+    """Raised inside vLLM's validation when a deferrable request's compile is still running:
+    ``AsyncLLM.add_request`` (wrapped) awaits it off the loop and submits the request again."""
+
+    def __init__(self, started: tuple[StructuredRequest, PendingCompile, ts.Vocabulary]) -> None:
+        super().__init__("tokensieve: the constraint's admission compile is still running")
+        self.started = started
+
+
+def _admit_or_defer(params: Any, vllm_config: Any, tokenizer: Any) -> None:
+    """:func:`admit` when the compile is done within ``ADMISSION_WAIT_S``; otherwise raise
+    :class:`_AdmissionPending` with the running compile."""
     with _refusals():
         started = _start(params, vllm_config, tokenizer)
+        done = started[1].wait(ADMISSION_WAIT_S)
+        if done:
+            _finish(*started)
+    if not done:
+        raise _AdmissionPending(started)
+    _mark_admitted(params)
+
+
+async def _admitted_async(
+    params: Any, started: tuple[StructuredRequest, PendingCompile, ts.Vocabulary]
+) -> None:
+    """Sleep until a started compile is done (checking at doubling intervals from 0.2 ms up to
+    5 ms), then finish the admission: the first mask, or the client's error."""
+    with _refusals():
         delay = 0.0002
         while not started[1].done():
             await asyncio.sleep(delay)
             delay = min(2 * delay, 0.005)
         _finish(*started)
+    _mark_admitted(params)
+
+
+def _mark_admitted(params: Any) -> None:
     try:
         setattr(params.structured_outputs, _ADMITTED, _admission_key(params))
     except AttributeError:  # a params object that takes no attributes is checked again
@@ -198,7 +229,11 @@ def register() -> None:
         if so is None or not uses_tokensieve(getattr(self, "vllm_config", None)):
             return vllm_validate(self, params, *args, **kwargs)
         if not _admitted(params):
-            admit(params, self.vllm_config, getattr(self, "tokenizer", None))
+            tokenizer = getattr(self, "tokenizer", None)
+            if getattr(so, _DEFERRABLE, None) == _admission_key(params):
+                _admit_or_defer(params, self.vllm_config, tokenizer)
+            else:
+                admit(params, self.vllm_config, tokenizer)
         # vLLM's own checks of everything else, without its structured-output backends
         params.structured_outputs = None
         try:
@@ -210,12 +245,12 @@ def register() -> None:
 
     _validate_params._tokensieve = True  # type: ignore[attr-defined]
     InputProcessor._validate_params = _validate_params
-    _admit_before_add_request()
+    _wrap_add_request()
 
 
-def _admit_before_add_request() -> None:
-    """Make ``AsyncLLM.add_request`` admit a structured request with :func:`admit_async` before
-    it goes on (idempotent; a no-op without vLLM's ``AsyncLLM``)."""
+def _wrap_add_request() -> None:
+    """Make ``AsyncLLM.add_request`` let the door's check hand a running compile back (see the
+    module's text) (idempotent; a no-op without vLLM's ``AsyncLLM``)."""
     try:
         from vllm.v1.engine.async_llm import AsyncLLM
     except ImportError:
@@ -231,8 +266,22 @@ def _admit_before_add_request() -> None:
         if getattr(params, "structured_outputs", None) is not None and uses_tokensieve(
             getattr(self, "vllm_config", None)
         ):
-            processor = getattr(self, "input_processor", None)
-            await admit_async(params, self.vllm_config, getattr(processor, "tokenizer", None))
+            # The check runs inside vLLM's own validation (where its backends' checks run: on
+            # the renderer's thread for a raw prompt, on the loop after rendering for the
+            # server's), so requests reach the engine one by one as they are checked. A compile
+            # that is still running there after ADMISSION_WAIT_S is awaited here, off the loop,
+            # and the request submitted again (vLLM validates before anything else).
+            so = params.structured_outputs
+            with contextlib.suppress(AttributeError):  # else checked to the end where it stands
+                setattr(so, _DEFERRABLE, _admission_key(params))
+            try:
+                return await vllm_add(self, request_id, prompt, params, *args, **kwargs)
+            except _AdmissionPending as pending:
+                started = pending.started
+            finally:
+                with contextlib.suppress(AttributeError):
+                    delattr(so, _DEFERRABLE)
+            await _admitted_async(params, started)
         return await vllm_add(self, request_id, prompt, params, *args, **kwargs)
 
     add_request._tokensieve = True  # type: ignore[attr-defined]

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 pub(crate) type CompileJob = Box<dyn FnOnce() + Send>;
 
 /// How long a compile holds its lane before it moves to the slow lane.
-pub(crate) const SLOW_AFTER: Duration = Duration::from_millis(50);
+pub(crate) const SLOW_AFTER: Duration = Duration::from_millis(10);
 
 /// At most this many idle compile threads are kept (a kept thread's per-thread caches stay
 /// warm; starting a thread costs about 0.2 ms).

@@ -357,6 +357,32 @@ impl PyPendingGrammar {
             .is_some()
     }
 
+    /// Wait (GIL released) at most `timeout` seconds for the compile to finish; whether it has.
+    fn wait(&self, py: Python<'_>, timeout: f64) -> PyResult<bool> {
+        if !(timeout >= 0.0 && timeout.is_finite()) {
+            return Err(PyValueError::new_err(format!(
+                "timeout must be a finite number of seconds >= 0, got {timeout}"
+            )));
+        }
+        let slot = self.slot.clone();
+        Ok(py.detach(move || {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(timeout);
+            let mut result = slot.result.lock().unwrap_or_else(|e| e.into_inner());
+            while result.is_none() {
+                let now = std::time::Instant::now();
+                if now >= deadline {
+                    return false;
+                }
+                result = slot
+                    .ready
+                    .wait_timeout(result, deadline - now)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            true
+        }))
+    }
+
     /// The grammar, waiting (GIL released) for the compile; raises what the compile raised.
     fn result(&self, py: Python<'_>) -> PyResult<PyGrammar> {
         let slot = self.slot.clone();
