@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use super::charlang::CharDfa;
+use super::charlang::{coreachable, CharDfa};
 use super::expr::{self, Expr};
 use crate::error::{Error, Result};
 
@@ -251,22 +251,8 @@ fn dfa_expr(d: CharDfa) -> Result<Expr> {
 /// start included, can).
 fn trim(d: CharDfa) -> CharDfa {
     let n = d.accept.len();
-    let mut rev: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (s, es) in d.edges.iter().enumerate() {
-        for &(_, _, t) in es {
-            rev[t].push(s);
-        }
-    }
-    let mut live = d.accept.clone();
-    let mut stack: Vec<usize> = (0..n).filter(|&s| live[s]).collect();
-    while let Some(t) = stack.pop() {
-        for &s in &rev[t] {
-            if !live[s] {
-                live[s] = true;
-                stack.push(s);
-            }
-        }
-    }
+    let arcs = (d.edges.iter().enumerate()).flat_map(|(s, es)| es.iter().map(move |e| (s, e.2)));
+    let live = coreachable(&d.accept, arcs);
     if d.start >= n || !live[d.start] {
         return CharDfa {
             start: 0,

@@ -158,6 +158,7 @@ mod product {
 
     use regex_syntax::hir::{Class, Hir, HirKind};
 
+    use super::super::charlang::coreachable;
     use super::super::hir::{alt, class, concat, star, weight};
 
     const MAX_NFA: usize = 20_000;
@@ -474,22 +475,8 @@ mod product {
         edges: &[Vec<(usize, usize)>],
     ) -> (usize, Vec<bool>, Vec<Vec<(usize, usize)>>) {
         let n = accept.len();
-        let mut rev: Vec<Vec<usize>> = vec![Vec::new(); n];
-        for (i, es) in edges.iter().enumerate() {
-            for &(_, j) in es {
-                rev[j].push(i);
-            }
-        }
-        let mut live = accept.to_vec();
-        let mut stack: Vec<usize> = (0..n).filter(|&i| accept[i]).collect();
-        while let Some(j) = stack.pop() {
-            for &i in &rev[j] {
-                if !live[i] {
-                    live[i] = true;
-                    stack.push(i);
-                }
-            }
-        }
+        let arcs = (edges.iter().enumerate()).flat_map(|(i, es)| es.iter().map(move |e| (i, e.1)));
+        let live = coreachable(accept, arcs);
         let mut block: Vec<usize> = (0..n).map(|i| usize::from(accept[i])).collect();
         let mut count = block.iter().collect::<BTreeSet<_>>().len();
         loop {

@@ -75,6 +75,29 @@ pub(crate) struct CharDfa {
     pub edges: Vec<Vec<(u32, u32, usize)>>,
 }
 
+/// The states of an automaton with `accept.len()` states and the transitions `arcs`
+/// (`(from, to)`) from which an accepting state can be reached.
+pub(crate) fn coreachable(
+    accept: &[bool],
+    arcs: impl IntoIterator<Item = (usize, usize)>,
+) -> Vec<bool> {
+    let mut rev: Vec<Vec<usize>> = vec![Vec::new(); accept.len()];
+    for (from, to) in arcs {
+        rev[to].push(from);
+    }
+    let mut live = accept.to_vec();
+    let mut stack: Vec<usize> = (0..accept.len()).filter(|&s| accept[s]).collect();
+    while let Some(t) = stack.pop() {
+        for &s in &rev[t] {
+            if !live[s] {
+                live[s] = true;
+                stack.push(s);
+            }
+        }
+    }
+    live
+}
+
 /// A regular language over characters, as a lazily evaluated expression.
 #[derive(Debug, Clone)]
 pub(crate) struct Lang(Arc<Node>);

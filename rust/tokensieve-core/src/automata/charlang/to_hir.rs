@@ -336,24 +336,8 @@ fn too_deep(b: &LangBudget) -> String {
 
 /// The states of `d` from which an accepting state can be reached.
 pub(super) fn live_states(d: &Dfa) -> Vec<bool> {
-    let n = d.n();
-    let mut rev: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for s in 0..n {
-        for c in 0..d.k {
-            rev[d.next(s, c)].push(s as u32);
-        }
-    }
-    let mut live = d.accept.clone();
-    let mut stack: Vec<usize> = (0..n).filter(|&s| live[s]).collect();
-    while let Some(t) = stack.pop() {
-        for &s in &rev[t] {
-            if !live[s as usize] {
-                live[s as usize] = true;
-                stack.push(s as usize);
-            }
-        }
-    }
-    live
+    let arcs = (0..d.n()).flat_map(|s| (0..d.k).map(move |c| (s, d.next(s, c))));
+    coreachable(&d.accept, arcs)
 }
 
 /// State elimination on the live part of a minimal DFA.
