@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402
 from bench_kernels import random_bitmask, torch_unpack_masked_fill  # noqa: E402
-from common import md_table, num, text_table  # noqa: E402
+from common import RESULTS_DIR, md_table, num, text_table  # noqa: E402
 
 import tokensieve as ts  # noqa: E402
 
@@ -85,8 +85,6 @@ def previous_kernel() -> Any:
 
     return run
 
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 # peer kernels that raised on first use here: name -> the error (reported with the results)
 BROKEN: dict[str, str] = {}
@@ -234,7 +232,7 @@ def main() -> int:
     if args.dry_run:
         return dry_run()
     if args.render:
-        print(write_tables(json.loads((RESULTS / "kernels_gpu.json").read_text())))
+        print(write_tables(json.loads((RESULTS_DIR / "kernels_gpu.json").read_text())))
         return 0
     if torch is None or not torch.cuda.is_available():
         print("bench_kernels_gpu: no CUDA GPU here; nothing measured", file=sys.stderr)
@@ -263,7 +261,7 @@ def main() -> int:
         "peer kernels that failed here": BROKEN,
     }
     result = {"meta": meta, "device": rows, "host": host}
-    (RESULTS / "kernels_gpu.json").write_text(json.dumps(result, indent=1))
+    (RESULTS_DIR / "kernels_gpu.json").write_text(json.dumps(result, indent=1))
     print(write_tables(result))
     return 0
 
@@ -291,7 +289,7 @@ def write_tables(result: dict[str, Any]) -> str:
         + md_table(["batch"] + hnames, htable)
         + f"\n\nMachine: {json.dumps(meta)}\n"
     )
-    (RESULTS / "kernels_gpu.md").write_text(md)
+    (RESULTS_DIR / "kernels_gpu.md").write_text(md)
     return text_table(head, table)
 
 
