@@ -14,6 +14,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).resolve().parent
 
 PRELUDE = textwrap.dedent(
@@ -99,6 +101,53 @@ def test_a_slow_compile_leaves_its_lane_and_a_later_quick_one_does_not_wait_for_
     assert r["moved_to_slow"] >= 1, r
     assert r["quick_s"] < 1.5, r
     assert r["slow_error"] == "BudgetError", r  # its own deadline still holds
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="thread priorities: Linux only")
+def test_a_slow_compile_runs_at_a_low_priority_on_a_thread_that_ends_with_it() -> None:
+    r = run_child(
+        """
+        import os
+
+        def compile_thread_nices():
+            # the nice value (field 19 of /proc/<pid>/task/<tid>/stat) of each compile thread
+            # (the keeper's and the workers' names both read "tokensieve-comp", cut at 15)
+            out = []
+            for tid in os.listdir("/proc/self/task"):
+                try:
+                    stat = open(f"/proc/self/task/{tid}/stat").read()
+                except OSError:
+                    continue
+                name = stat[stat.index("(") + 1 : stat.rindex(")")]
+                if name.startswith("tokensieve-comp"):
+                    out.append(int(stat[stat.rindex(")") + 2 :].split()[16]))
+            return sorted(out)
+
+        quick = ts.Grammar.compile_pending("json_schema", enum_schema(3, 50), vocab)
+        quick.result()
+        before = compile_thread_nices()
+        slow = ts.Grammar.compile_pending(
+            "ebnf", 'root ::= x{200000}\\nx ::= "(" x ")" | "y"\\n', vocab, max_compile_seconds=2
+        )
+        time.sleep(0.3)
+        during = compile_thread_nices()
+        try:
+            slow.result()
+        except ts.TokensieveError:
+            pass
+        time.sleep(0.2)
+        after = compile_thread_nices()
+        later = ts.Grammar.compile_pending("json_schema", enum_schema(4, 50), vocab)
+        later.result()
+        print(json.dumps({"before": before, "during": during, "after": after,
+                          "still_running": not slow.done(), **compile_pool_stats()}))
+        """,
+        "1",
+    )
+    assert all(n == 0 for n in r["before"]), r
+    assert r["during"].count(10) == 1, r  # the slow compile's thread, lowered
+    assert 10 not in r["after"], r  # that thread ended with its compile
+    assert r["moved_to_slow"] >= 1, r
 
 
 def test_the_lanes_default_to_one_less_than_the_cores_and_a_bad_setting_is_ignored() -> None:

@@ -19,6 +19,7 @@
 //! ```
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -176,6 +177,10 @@ pub struct Grammar {
     uniques: Option<Arc<Uniques>>,
     /// This grammar's place among its generations (see [`Grammar::current`]).
     lineage: Lineage,
+    /// The rules not entered yet go to the background builder when a matcher of this grammar
+    /// first accepts a token (see [`Grammar::advance`]): a grammar that only ever serves a
+    /// first mask (a server's admission check) never spends a core on them.
+    rules_later: AtomicBool,
 }
 
 /// A grammar's generations. Its lazily built states are shared by all its matchers and bounded
@@ -342,6 +347,7 @@ impl Grammar {
             spans: Mutex::default(),
             uniques: None,
             lineage: Lineage::default(),
+            rules_later: AtomicBool::new(false),
         };
         g.index.mask(&g.vocab, &g.dfa, g.dfa.start())?;
         g.dfa.mark_ready();
@@ -366,6 +372,7 @@ impl Grammar {
             spans: Mutex::default(),
             uniques: None,
             lineage: Lineage::default(),
+            rules_later: AtomicBool::new(false),
         }
     }
 
@@ -458,6 +465,7 @@ impl Grammar {
                 newest: Mutex::default(),
                 number: self.lineage.number + 1,
             },
+            rules_later: AtomicBool::new(false),
         }))
     }
 
@@ -524,7 +532,7 @@ impl Grammar {
                     });
                 }
                 let mut g = Grammar::from_dfa(dfa, vocab, opts)?;
-                g.dfa.build_rules_in_background();
+                g.build_rules_later();
                 g.warnings = c.warnings;
                 if !c.uniques.is_empty() {
                     g.uniques = Some(Arc::new(Uniques::new(c.uniques)));
@@ -624,7 +632,7 @@ impl Grammar {
                 let atoms = crate::atoms::Atoms::new(c.atoms).map(Arc::new);
                 let mut g = Grammar::with_atoms(dfa, vocab, opts, atoms)?;
                 // the parts no first mask entered (each tool's), built before a call needs them
-                g.dfa.build_rules_in_background();
+                g.build_rules_later();
                 g.source = ConstraintSource::structural_tag(text, schema_opts);
                 Ok(g)
             })
@@ -772,9 +780,22 @@ impl Grammar {
         Ok(span)
     }
 
+    /// Hand the rules no mask has entered yet to the background builder once a matcher of
+    /// this grammar accepts its first token (see [`Grammar::advance`]), not now: a grammar
+    /// compiled only to check a request and fill its first mask never builds them, and a
+    /// burst of new grammars does not spend the cores on parts no output has reached.
+    fn build_rules_later(&self) {
+        self.rules_later.store(true, Ordering::Relaxed);
+    }
+
     /// The state after `token` from `state`, or `None` if the token is not allowed there.
     /// EOS is not handled here (see [`Matcher::accept_token`]).
     pub fn advance(&self, state: u32, token: u32) -> Result<Option<u32>> {
+        if self.rules_later.load(Ordering::Relaxed)
+            && self.rules_later.swap(false, Ordering::Relaxed)
+        {
+            self.dfa.build_rules_in_background();
+        }
         let bytes = match self.index.atoms() {
             Some(a) => a.bytes(&self.vocab, token),
             None => self.vocab.token_bytes(token),

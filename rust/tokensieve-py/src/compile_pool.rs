@@ -10,9 +10,13 @@
 //! early and the rest wait without taking the cores. A compile that has run for
 //! [`SLOW_AFTER`] leaves its lane (it goes on, on the slow lane, which has no bound), so one
 //! slow or hostile constraint (each is bounded by its own compile deadline) never holds up the
-//! others for longer than that.
+//! others for longer than that. On Linux its thread also drops to a low scheduling priority
+//! ([`SLOW_NICE`]) then: while the cores are busy (a server's forward passes, the other
+//! compiles), the slow compile gets what they leave, so it delays its own request, not everyone
+//! else's. A thread so lowered ends with its compile (a thread cannot raise its priority back
+//! without privileges), and the threads after it are started at the priority of the pool.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{mpsc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -20,6 +24,11 @@ pub(crate) type CompileJob = Box<dyn FnOnce() + Send>;
 
 /// How long a compile holds its lane before it moves to the slow lane.
 pub(crate) const SLOW_AFTER: Duration = Duration::from_millis(10);
+
+/// The nice value a compile's thread gets when the compile moves to the slow lane (Linux): it
+/// then gets about a tenth of the share of a thread at the default priority while both want a
+/// core, and a core to itself when one is idle.
+const SLOW_NICE: i32 = 10;
 
 /// At most this many idle compile threads are kept (a kept thread's per-thread caches stay
 /// warm; starting a thread costs about 0.2 ms).
@@ -53,8 +62,12 @@ type Handed = (CompileJob, u64);
 struct State {
     /// Compiles waiting for a lane, oldest first.
     queue: VecDeque<CompileJob>,
-    /// The running compiles that hold a lane, by ticket, with when each started.
-    lanes: HashMap<u64, Instant>,
+    /// The running compiles that hold a lane, by ticket, with when each started and, once its
+    /// worker has taken it, the worker's thread id (for [`lower_priority`]).
+    lanes: HashMap<u64, (Instant, Option<ThreadId>)>,
+    /// Workers whose compile was moved to the slow lane and their priority lowered: each ends
+    /// when its compile does.
+    lowered: HashSet<ThreadId>,
     next_ticket: u64,
     /// Idle workers, the most recently idle last (its caches are the warmest).
     idle: Vec<mpsc::Sender<Handed>>,
@@ -87,7 +100,7 @@ pub(crate) fn stats() -> Stats {
 
 struct Pool {
     state: Mutex<State>,
-    /// Wakes the keeper: a compile is waiting for a lane.
+    /// Wakes the keeper: a compile took a lane.
     waiting: Condvar,
 }
 
@@ -109,12 +122,10 @@ pub(crate) fn submit(job: CompileJob) {
     let mut st = lock(p);
     st.queue.push_back(job);
     pump(&mut st);
-    if !st.queue.is_empty() {
-        if !st.keeper {
-            st.keeper = start_keeper();
-        }
-        p.waiting.notify_one();
+    if !st.keeper {
+        st.keeper = start_keeper();
     }
+    p.waiting.notify_one();
 }
 
 /// Start waiting compiles while lanes are free. With the pool's lock held.
@@ -125,7 +136,7 @@ fn pump(st: &mut State) {
         };
         let ticket = st.next_ticket;
         st.next_ticket += 1;
-        st.lanes.insert(ticket, Instant::now());
+        st.lanes.insert(ticket, (Instant::now(), None));
         st.most_in_lanes = st.most_in_lanes.max(st.lanes.len());
         let mut handed = (job, ticket);
         loop {
@@ -157,12 +168,20 @@ fn start_worker(first: Handed) -> Result<(), Handed> {
     let spawned = std::thread::Builder::new()
         .name("tokensieve-compile".into())
         .spawn(move || {
+            let me = this_thread();
             let mut next = taken.lock().unwrap_or_else(|e| e.into_inner()).take();
             while let Some((job, ticket)) = next {
+                if let Some(lane) = lock(pool()).lanes.get_mut(&ticket) {
+                    lane.1 = me;
+                }
                 job();
                 let p = pool();
                 let mut st = lock(p);
                 st.lanes.remove(&ticket);
+                if me.is_some_and(|t| st.lowered.remove(&t)) {
+                    // its priority was lowered: it ends (the keeper starts what waits)
+                    return;
+                }
                 if st.idle.len() >= MAX_IDLE && st.queue.is_empty() {
                     return;
                 }
@@ -185,9 +204,9 @@ fn start_worker(first: Handed) -> Result<(), Handed> {
     }
 }
 
-/// The keeper: while compiles wait for a lane, it moves each compile that has held its lane for
-/// [`SLOW_AFTER`] to the slow lane and starts a waiting one in its place. Returns whether it
-/// started.
+/// The keeper: while compiles hold lanes, it moves each compile that has held its lane for
+/// [`SLOW_AFTER`] to the slow lane (its thread's priority lowered) and starts a waiting one in
+/// its place. Returns whether it started.
 fn start_keeper() -> bool {
     std::thread::Builder::new()
         .name("tokensieve-compile-keeper".into())
@@ -195,7 +214,7 @@ fn start_keeper() -> bool {
             let p = pool();
             let mut st = lock(p);
             loop {
-                if st.queue.is_empty() || st.lanes.len() < lanes() {
+                if st.lanes.is_empty() {
                     st = p.waiting.wait(st).unwrap_or_else(|e| e.into_inner());
                     continue;
                 }
@@ -203,15 +222,19 @@ fn start_keeper() -> bool {
                 let slow: Vec<u64> = st
                     .lanes
                     .iter()
-                    .filter(|&(_, &t)| now.duration_since(t) >= SLOW_AFTER)
+                    .filter(|&(_, &(t, _))| now.duration_since(t) >= SLOW_AFTER)
                     .map(|(&k, _)| k)
                     .collect();
                 for k in slow {
-                    st.lanes.remove(&k);
+                    if let Some((_, Some(tid))) = st.lanes.remove(&k) {
+                        if lower_priority(tid) {
+                            st.lowered.insert(tid);
+                        }
+                    }
                     st.moved_to_slow += 1;
                 }
                 pump(&mut st);
-                let oldest = st.lanes.values().min().copied().unwrap_or(now);
+                let oldest = st.lanes.values().map(|l| l.0).min().unwrap_or(now);
                 let wait = SLOW_AFTER.saturating_sub(now.duration_since(oldest));
                 st = p
                     .waiting
@@ -221,4 +244,37 @@ fn start_keeper() -> bool {
             }
         })
         .is_ok()
+}
+
+/// A worker thread's id for [`lower_priority`] (Linux; `None` elsewhere).
+#[cfg(target_os = "linux")]
+type ThreadId = libc::pid_t;
+#[cfg(not(target_os = "linux"))]
+type ThreadId = u32;
+
+#[cfg(target_os = "linux")]
+fn this_thread() -> Option<ThreadId> {
+    // SAFETY: gettid has no preconditions.
+    libc::pid_t::try_from(unsafe { libc::syscall(libc::SYS_gettid) }).ok()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn this_thread() -> Option<ThreadId> {
+    None
+}
+
+/// Give thread `tid` of this process the nice value [`SLOW_NICE`]; whether it took.
+#[cfg(target_os = "linux")]
+fn lower_priority(tid: ThreadId) -> bool {
+    let Ok(who) = libc::id_t::try_from(tid) else {
+        return false;
+    };
+    // SAFETY: setpriority on a thread of this process changes only its nice value; a thread
+    // that has ended (an id no longer in use) makes it fail, reported by its return value.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, who, SLOW_NICE) == 0 }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn lower_priority(_tid: ThreadId) -> bool {
+    false
 }

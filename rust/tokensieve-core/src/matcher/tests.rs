@@ -449,3 +449,53 @@ fn shared_states_renew_instead_of_running_out() {
         .expect("runs out of room");
     assert!(matches!(err, Error::Budget(_)), "{err}");
 }
+
+#[test]
+fn rules_are_built_ahead_only_once_a_token_is_accepted() {
+    use crate::json_schema::JsonSchemaOptions;
+    let toks: Vec<Vec<u8>> = (0u8..128)
+        .map(|b| vec![b])
+        .chain([b"</s>".to_vec()])
+        .collect();
+    let v = Arc::new(Vocabulary::new(toks, vec![128], vec![], None).unwrap());
+    let member = |f: &str| {
+        serde_json::json!({"type": "object", "properties": {
+            "mail": {"type": "string", "format": f},
+            "when": {"type": "string", "format": "date-time"}}})
+    };
+    let schema = serde_json::json!({"type": "object", "properties": {
+        "a": member("email"), "b": member("uri"), "c": member("date")},
+        "additionalProperties": false});
+    let g = Arc::new(
+        Grammar::from_json_schema(
+            &schema,
+            v,
+            &JsonSchemaOptions::default(),
+            &GrammarOptions::default(),
+        )
+        .unwrap(),
+    );
+    let (rules, at_start) = g.dfa().rules_built();
+    assert!(
+        rules >= 3 && at_start < rules,
+        "{rules} rules, {at_start} built"
+    );
+    // a grammar that only fills its first mask (an admission check) builds nothing more
+    let mut m = g.matcher();
+    let mut row = vec![0u32; 5];
+    m.fill_next_token_bitmask(&mut row).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(
+        g.dfa().rules_ready(),
+        0,
+        "rules built before any token was accepted"
+    );
+    assert_eq!(g.dfa().rules_built().1, at_start);
+    // its first accepted token hands the rest to the background builder
+    assert!(m.accept_token(u32::from(b'{')).unwrap());
+    let t = std::time::Instant::now();
+    while g.dfa().rules_ready() + g.dfa().rules_built().1 < rules {
+        assert!(t.elapsed().as_secs() < 60, "the builder did not start");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}

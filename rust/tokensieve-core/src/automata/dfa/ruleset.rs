@@ -131,7 +131,10 @@ impl RuleSet {
 
 /// The background builder: one thread per process compiling the rules of new automata, parents
 /// before the rules they call, while the automaton serves masks (see
-/// [`super::LazyDfa::build_rules_in_background`]).
+/// [`super::LazyDfa::build_rules_in_background`]). It runs at the lowest scheduling priority:
+/// its work is ahead of need, and on a busy server the cores belong to the forward passes,
+/// the compiles requests wait for and the masks (a rule it has not reached is built when a
+/// mask enters it, as without it).
 pub(super) fn background() -> Option<std::sync::mpsc::Sender<Weak<RuleSet>>> {
     type Builder = Option<(u32, std::sync::mpsc::Sender<Weak<RuleSet>>)>;
     static BUILDER: Mutex<Builder> = Mutex::new(None);
@@ -148,6 +151,7 @@ pub(super) fn background() -> Option<std::sync::mpsc::Sender<Weak<RuleSet>>> {
             std::thread::Builder::new()
                 .name("tokensieve-rules".into())
                 .spawn(move || {
+                    lowest_priority();
                     for job in rx {
                         let n = job.upgrade().map_or(0, |s| s.order.len());
                         for k in 0..n {
@@ -160,6 +164,20 @@ pub(super) fn background() -> Option<std::sync::mpsc::Sender<Weak<RuleSet>>> {
                 .ok()?;
             *b = Some((pid, tx.clone()));
             Some(tx)
+        }
+    }
+}
+
+/// Make the calling thread the last the OS runs when the cores are busy (Linux: nice 19 for
+/// this thread alone). Elsewhere, or where it is refused, the thread keeps its priority.
+fn lowest_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: gettid has no preconditions; setpriority on this thread's own id changes only
+    // its nice value, and a failure (reported by its return value) changes nothing.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid);
+        if let Ok(tid) = libc::id_t::try_from(tid) {
+            libc::setpriority(libc::PRIO_PROCESS, tid, 19);
         }
     }
 }
