@@ -10,10 +10,11 @@
 //! early and the rest wait without taking the cores. A compile that has run for
 //! [`SLOW_AFTER`] leaves its lane (it goes on, on the slow lane, which has no bound), so one
 //! slow or hostile constraint (each is bounded by its own compile deadline) never holds up the
-//! others for longer than that. On Linux its thread also drops to a low scheduling priority
-//! ([`SLOW_NICE`]) then: while the cores are busy (a server's forward passes, the other
-//! compiles), the slow compile gets what they leave, so it delays its own request, not everyone
-//! else's. A thread so lowered ends with its compile (a thread cannot raise its priority back
+//! others for longer than that. On Linux a compile still running after [`LOWER_AFTER`] (a
+//! hostile or very large constraint, not a large one on busy cores) also drops its thread to a
+//! low scheduling priority ([`SLOW_NICE`]): while the cores are busy (a server's forward
+//! passes, the other compiles), it gets what they leave, so it delays its own request, not
+//! everyone else's. A thread so lowered ends with its compile (a thread cannot raise its priority back
 //! without privileges), and the threads after it are started at the priority of the pool.
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -25,7 +26,12 @@ pub(crate) type CompileJob = Box<dyn FnOnce() + Send>;
 /// How long a compile holds its lane before it moves to the slow lane.
 pub(crate) const SLOW_AFTER: Duration = Duration::from_millis(10);
 
-/// The nice value a compile's thread gets when the compile moves to the slow lane (Linux): it
+/// How long a compile runs before its thread's priority is lowered (Linux; see [`SLOW_NICE`]).
+/// The largest compiles of real schemas take a few milliseconds alone and a few tens on cores
+/// busy with a server's forward passes; those keep their priority.
+const LOWER_AFTER: Duration = Duration::from_millis(100);
+
+/// The nice value a compile's thread gets once the compile has run for [`LOWER_AFTER`]: it
 /// then gets about a tenth of the share of a thread at the default priority while both want a
 /// core, and a core to itself when one is idle.
 const SLOW_NICE: i32 = 10;
@@ -65,6 +71,8 @@ struct State {
     /// The running compiles that hold a lane, by ticket, with when each started and, once its
     /// worker has taken it, the worker's thread id (for [`lower_priority`]).
     lanes: HashMap<u64, (Instant, Option<ThreadId>)>,
+    /// The same for the compiles moved to the slow lane whose priority is not lowered yet.
+    slow: HashMap<u64, (Instant, Option<ThreadId>)>,
     /// Workers whose compile was moved to the slow lane and their priority lowered: each ends
     /// when its compile does.
     lowered: HashSet<ThreadId>,
@@ -171,13 +179,18 @@ fn start_worker(first: Handed) -> Result<(), Handed> {
             let me = this_thread();
             let mut next = taken.lock().unwrap_or_else(|e| e.into_inner()).take();
             while let Some((job, ticket)) = next {
-                if let Some(lane) = lock(pool()).lanes.get_mut(&ticket) {
-                    lane.1 = me;
+                {
+                    let mut st = lock(pool());
+                    let st = &mut *st;
+                    if let Some(lane) = st.lanes.get_mut(&ticket).or(st.slow.get_mut(&ticket)) {
+                        lane.1 = me;
+                    }
                 }
                 job();
                 let p = pool();
                 let mut st = lock(p);
                 st.lanes.remove(&ticket);
+                st.slow.remove(&ticket);
                 if me.is_some_and(|t| st.lowered.remove(&t)) {
                     // its priority was lowered: it ends (the keeper starts what waits)
                     return;
@@ -204,9 +217,9 @@ fn start_worker(first: Handed) -> Result<(), Handed> {
     }
 }
 
-/// The keeper: while compiles hold lanes, it moves each compile that has held its lane for
-/// [`SLOW_AFTER`] to the slow lane (its thread's priority lowered) and starts a waiting one in
-/// its place. Returns whether it started.
+/// The keeper: while compiles run, it moves each compile that has held its lane for
+/// [`SLOW_AFTER`] to the slow lane and starts a waiting one in its place, and lowers the
+/// priority of each that has run for [`LOWER_AFTER`]. Returns whether it started.
 fn start_keeper() -> bool {
     std::thread::Builder::new()
         .name("tokensieve-compile-keeper".into())
@@ -214,28 +227,40 @@ fn start_keeper() -> bool {
             let p = pool();
             let mut st = lock(p);
             loop {
-                if st.lanes.is_empty() {
+                if st.lanes.is_empty() && st.slow.is_empty() {
                     st = p.waiting.wait(st).unwrap_or_else(|e| e.into_inner());
                     continue;
                 }
                 let now = Instant::now();
-                let slow: Vec<u64> = st
-                    .lanes
-                    .iter()
-                    .filter(|&(_, &(t, _))| now.duration_since(t) >= SLOW_AFTER)
-                    .map(|(&k, _)| k)
-                    .collect();
-                for k in slow {
-                    if let Some((_, Some(tid))) = st.lanes.remove(&k) {
+                let past = |m: &HashMap<u64, (Instant, Option<ThreadId>)>, d: Duration| {
+                    m.iter()
+                        .filter(|&(_, &(t, _))| now.duration_since(t) >= d)
+                        .map(|(&k, _)| k)
+                        .collect::<Vec<u64>>()
+                };
+                for k in past(&st.lanes, SLOW_AFTER) {
+                    if let Some(lane) = st.lanes.remove(&k) {
+                        st.slow.insert(k, lane);
+                    }
+                    st.moved_to_slow += 1;
+                }
+                for k in past(&st.slow, LOWER_AFTER) {
+                    if let Some((_, Some(tid))) = st.slow.remove(&k) {
                         if lower_priority(tid) {
                             st.lowered.insert(tid);
                         }
                     }
-                    st.moved_to_slow += 1;
                 }
                 pump(&mut st);
-                let oldest = st.lanes.values().map(|l| l.0).min().unwrap_or(now);
-                let wait = SLOW_AFTER.saturating_sub(now.duration_since(oldest));
+                let next = |m: &HashMap<u64, (Instant, Option<ThreadId>)>, d: Duration| {
+                    m.values()
+                        .map(|l| d.saturating_sub(now.duration_since(l.0)))
+                        .min()
+                };
+                let wait = match (next(&st.lanes, SLOW_AFTER), next(&st.slow, LOWER_AFTER)) {
+                    (Some(a), Some(b)) => a.min(b),
+                    (a, b) => a.or(b).unwrap_or(SLOW_AFTER),
+                };
                 st = p
                     .waiting
                     .wait_timeout(st, wait.max(Duration::from_millis(1)))
