@@ -718,15 +718,7 @@ impl Parser<'_, '_> {
                 break;
             }
             self.skip();
-            let key = self.name().unwrap_or_default();
-            self.skip();
-            if !self.eat('=') {
-                return Err(grammar_error(
-                    pos,
-                    &format!("the `Regex(...)` option `{key}` needs a value (`{key}=...`)"),
-                ));
-            }
-            self.skip();
+            let key = self.option_key(pos, "Regex")?;
             match key.as_str() {
                 "flags" if self.peek() == Some('"') && flags.is_none() => {
                     let f = self.string()?;
@@ -747,18 +739,7 @@ impl Parser<'_, '_> {
                         "`flags` of `Regex(...)` is one string literal (`flags=\"is\"`)",
                     ))
                 }
-                "json_string" => {
-                    json_string = match self.name().as_deref() {
-                        Some("true") => true,
-                        Some("false") => false,
-                        _ => {
-                            return Err(grammar_error(
-                                pos,
-                                "`json_string` of `Regex(...)` is `true` or `false`",
-                            ))
-                        }
-                    }
-                }
+                "json_string" => json_string = self.bool_option(pos, "Regex", "json_string")?,
                 _ => {
                     return Err(grammar_error(
                         pos,
@@ -914,6 +895,33 @@ impl Parser<'_, '_> {
         Ok(dispatch_node(cases, end, looped))
     }
 
+    /// A built-in's `key=` option name, at the name, past the `=` and the space after it
+    /// (`builtin` names the built-in in the message when the `=` is missing).
+    fn option_key(&mut self, pos: Pos, builtin: &str) -> Result<String> {
+        let key = self.name().unwrap_or_default();
+        self.skip();
+        if !self.eat('=') {
+            return Err(grammar_error(
+                pos,
+                &format!("the `{builtin}(...)` option `{key}` needs a value (`{key}=...`)"),
+            ));
+        }
+        self.skip();
+        Ok(key)
+    }
+
+    /// A built-in's boolean option value, `true` or `false` (`key` of `builtin` in the message).
+    fn bool_option(&mut self, pos: Pos, builtin: &str, key: &str) -> Result<bool> {
+        match self.name().as_deref() {
+            Some("true") => Ok(true),
+            Some("false") => Ok(false),
+            _ => Err(grammar_error(
+                pos,
+                &format!("`{key}` of `{builtin}(...)` is `true` or `false`"),
+            )),
+        }
+    }
+
     /// The arguments of a dispatch built-in (`name` `TagDispatch` or `TokenTagDispatch`), at
     /// the `(`: cases, each read by `case` after its own `(` (`form` shows one in messages),
     /// and the options `excludes` (its value read by `excludes`) and `loop_after_dispatch`;
@@ -951,28 +959,11 @@ impl Parser<'_, '_> {
                     case(self)?;
                 }
                 Some(c) if is_name_char(c) => {
-                    let key = self.name().unwrap_or_default();
-                    self.skip();
-                    if !self.eat('=') {
-                        return Err(grammar_error(
-                            pos,
-                            &format!("the `{name}(...)` option `{key}` needs a value"),
-                        ));
-                    }
-                    self.skip();
+                    let key = self.option_key(pos, name)?;
                     match key.as_str() {
                         "excludes" => excludes(self)?,
                         "loop_after_dispatch" => {
-                            looped = match self.name().as_deref() {
-                                Some("true") => true,
-                                Some("false") => false,
-                                _ => {
-                                    return Err(grammar_error(
-                                        pos,
-                                        "`loop_after_dispatch` is `true` or `false`",
-                                    ))
-                                }
-                            }
+                            looped = self.bool_option(pos, name, "loop_after_dispatch")?;
                         }
                         other => {
                             return Err(grammar_error(
