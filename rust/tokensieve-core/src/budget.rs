@@ -6,6 +6,7 @@
 //! a stage that moves to another thread carries it with [`current`]. Outside a compile (a
 //! matcher computing a mask during decoding) nothing is checked.
 
+pub mod priority;
 pub mod stack;
 
 use std::cell::Cell;

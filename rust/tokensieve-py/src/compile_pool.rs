@@ -14,12 +14,15 @@
 //! hostile or very large constraint, not a large one on busy cores) also drops its thread to a
 //! low scheduling priority ([`SLOW_NICE`]): while the cores are busy (a server's forward
 //! passes, the other compiles), it gets what they leave, so it delays its own request, not
-//! everyone else's. A thread so lowered ends with its compile (a thread cannot raise its priority back
-//! without privileges), and the threads after it are started at the priority of the pool.
+//! everyone else's. A thread so lowered ends with its compile (a thread cannot raise its
+//! priority back without privileges), and the threads after it are started at the priority of
+//! the pool.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{mpsc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
+
+use tokensieve_core::budget::priority;
 
 pub(crate) type CompileJob = Box<dyn FnOnce() + Send>;
 
@@ -61,6 +64,10 @@ pub(crate) fn lanes() -> usize {
     })
 }
 
+/// Running compiles by ticket: when each started and, once its worker has taken it, the
+/// worker's thread id (to lower its priority).
+type Running = HashMap<u64, (Instant, Option<i32>)>;
+
 /// A job handed to a worker, with the ticket that stands for its lane.
 type Handed = (CompileJob, u64);
 
@@ -68,14 +75,13 @@ type Handed = (CompileJob, u64);
 struct State {
     /// Compiles waiting for a lane, oldest first.
     queue: VecDeque<CompileJob>,
-    /// The running compiles that hold a lane, by ticket, with when each started and, once its
-    /// worker has taken it, the worker's thread id (for [`lower_priority`]).
-    lanes: HashMap<u64, (Instant, Option<ThreadId>)>,
-    /// The same for the compiles moved to the slow lane whose priority is not lowered yet.
-    slow: HashMap<u64, (Instant, Option<ThreadId>)>,
-    /// Workers whose compile was moved to the slow lane and their priority lowered: each ends
+    /// The running compiles that hold a lane.
+    lanes: Running,
+    /// The compiles moved to the slow lane whose thread's priority is not lowered yet.
+    slow: Running,
+    /// Workers whose compile ran past [`LOWER_AFTER`] and whose priority was lowered: each ends
     /// when its compile does.
-    lowered: HashSet<ThreadId>,
+    lowered: HashSet<i32>,
     next_ticket: u64,
     /// Idle workers, the most recently idle last (its caches are the warmest).
     idle: Vec<mpsc::Sender<Handed>>,
@@ -176,7 +182,7 @@ fn start_worker(first: Handed) -> Result<(), Handed> {
     let spawned = std::thread::Builder::new()
         .name("tokensieve-compile".into())
         .spawn(move || {
-            let me = this_thread();
+            let me = priority::current_thread();
             let mut next = taken.lock().unwrap_or_else(|e| e.into_inner()).take();
             while let Some((job, ticket)) = next {
                 {
@@ -232,7 +238,7 @@ fn start_keeper() -> bool {
                     continue;
                 }
                 let now = Instant::now();
-                let past = |m: &HashMap<u64, (Instant, Option<ThreadId>)>, d: Duration| {
+                let past = |m: &Running, d: Duration| {
                     m.iter()
                         .filter(|&(_, &(t, _))| now.duration_since(t) >= d)
                         .map(|(&k, _)| k)
@@ -246,13 +252,13 @@ fn start_keeper() -> bool {
                 }
                 for k in past(&st.slow, LOWER_AFTER) {
                     if let Some((_, Some(tid))) = st.slow.remove(&k) {
-                        if lower_priority(tid) {
+                        if priority::set_nice(tid, SLOW_NICE) {
                             st.lowered.insert(tid);
                         }
                     }
                 }
                 pump(&mut st);
-                let next = |m: &HashMap<u64, (Instant, Option<ThreadId>)>, d: Duration| {
+                let next = |m: &Running, d: Duration| {
                     m.values()
                         .map(|l| d.saturating_sub(now.duration_since(l.0)))
                         .min()
@@ -269,37 +275,4 @@ fn start_keeper() -> bool {
             }
         })
         .is_ok()
-}
-
-/// A worker thread's id for [`lower_priority`] (Linux; `None` elsewhere).
-#[cfg(target_os = "linux")]
-type ThreadId = libc::pid_t;
-#[cfg(not(target_os = "linux"))]
-type ThreadId = u32;
-
-#[cfg(target_os = "linux")]
-fn this_thread() -> Option<ThreadId> {
-    // SAFETY: gettid has no preconditions.
-    libc::pid_t::try_from(unsafe { libc::syscall(libc::SYS_gettid) }).ok()
-}
-
-#[cfg(not(target_os = "linux"))]
-fn this_thread() -> Option<ThreadId> {
-    None
-}
-
-/// Give thread `tid` of this process the nice value [`SLOW_NICE`]; whether it took.
-#[cfg(target_os = "linux")]
-fn lower_priority(tid: ThreadId) -> bool {
-    let Ok(who) = libc::id_t::try_from(tid) else {
-        return false;
-    };
-    // SAFETY: setpriority on a thread of this process changes only its nice value; a thread
-    // that has ended (an id no longer in use) makes it fail, reported by its return value.
-    unsafe { libc::setpriority(libc::PRIO_PROCESS, who, SLOW_NICE) == 0 }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn lower_priority(_tid: ThreadId) -> bool {
-    false
 }

@@ -151,7 +151,10 @@ pub(super) fn background() -> Option<std::sync::mpsc::Sender<Weak<RuleSet>>> {
             std::thread::Builder::new()
                 .name("tokensieve-rules".into())
                 .spawn(move || {
-                    lowest_priority();
+                    // its work is ahead of need: the last the OS runs when the cores are busy
+                    if let Some(me) = crate::budget::priority::current_thread() {
+                        crate::budget::priority::set_nice(me, 19);
+                    }
                     for job in rx {
                         let n = job.upgrade().map_or(0, |s| s.order.len());
                         for k in 0..n {
@@ -164,20 +167,6 @@ pub(super) fn background() -> Option<std::sync::mpsc::Sender<Weak<RuleSet>>> {
                 .ok()?;
             *b = Some((pid, tx.clone()));
             Some(tx)
-        }
-    }
-}
-
-/// Make the calling thread the last the OS runs when the cores are busy (Linux: nice 19 for
-/// this thread alone). Elsewhere, or where it is refused, the thread keeps its priority.
-fn lowest_priority() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: gettid has no preconditions; setpriority on this thread's own id changes only
-    // its nice value, and a failure (reported by its return value) changes nothing.
-    unsafe {
-        let tid = libc::syscall(libc::SYS_gettid);
-        if let Ok(tid) = libc::id_t::try_from(tid) {
-            libc::setpriority(libc::PRIO_PROCESS, tid, 19);
         }
     }
 }
