@@ -384,6 +384,42 @@ def test_values_are_copied_in_plain_types() -> None:
     assert Constraint.make("choice", b'["a"]').value == ("a",)
 
 
+def test_a_schema_is_written_as_json_once_and_a_readers_copy_is_not_copied_again() -> None:
+    """A dict schema's JSON text is written once by ``make`` (the source hash and the compile
+    read it); a value a reader copied already (``PlainJson``) is taken as it is; both give the
+    key and the language of the schema as a dict and as its text."""
+    from tokensieve._bounded_json import PlainJson, plain_copy
+
+    schema = {"type": "object", "properties": {"n": {"type": "number", "maximum": 1.5}}}
+    as_dict = Constraint.make("json_schema", schema)
+    assert (
+        as_dict.text
+        == '{"type": "object", "properties": {"n": {"type": "number", "maximum": 1.5}}}'
+    )
+    as_text = Constraint.make("json_schema", as_dict.text)
+    assert as_text.value == as_dict.text and as_text.text is None
+    copied = plain_copy(schema, "guided_json")
+    assert type(copied) is PlainJson and copied.value == schema and copied.value is not schema
+    from_reader = Constraint.make("json_schema", copied)
+    assert from_reader.value is copied.value and from_reader == as_dict
+    assert from_reader.key == as_dict.key == as_text.key
+    vocab = byte_vocab()
+    for c in (as_dict, as_text, from_reader):
+        m = c.compile(vocab).matcher()
+        assert m.accept_tokens(list(b'{"n": 1.5}')) == 10 and m.is_accepting()
+    # a reader's copy is still checked as a schema, and a tag's as a tag
+    with pytest.raises(ValueError, match="must be a JSON Schema"):
+        Constraint.make("json_schema", plain_copy([1], "guided_json"))
+    with pytest.raises(ValueError, match="must be a structural tag"):
+        Constraint.make("structural_tag", plain_copy("x", "guided_structural_tag"))
+    # the vLLM reader hands its copy on: one copy, whose text the compile reads
+    from tokensieve.vllm.constraints import read_extra_args
+
+    read = read_extra_args({"guided_json": schema}).constraint
+    assert read is not None and read.value == schema and read.value is not schema
+    assert read.text == as_dict.text and read.key == as_dict.key
+
+
 def test_a_constraint_built_by_hand_fails_as_a_value_error_and_is_not_cached() -> None:
     vocab = byte_vocab()
     c = Constraint("json_schema", {"enum": [{1, 2}]})  # not through make(): not checked

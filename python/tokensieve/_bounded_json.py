@@ -31,11 +31,13 @@ __all__ = [
     "MAX_JSON_VALUES",
     "MAX_TEXT_BYTES",
     "NestingError",
+    "PlainJson",
     "checked_json_text",
     "decode_json_text",
     "exact_str",
     "has_type",
     "json_nesting",
+    "plain_copy",
     "plain_json",
     "shown",
 ]
@@ -49,6 +51,22 @@ MAX_JSON_NESTING = 128
 MAX_JSON_VALUES = 1 << 20
 
 _CHUNK = 1 << 20
+
+
+class PlainJson:
+    """A value :func:`plain_json` has copied within its default bounds, wrapped so that the
+    next reader (``Constraint.make``) takes the copy as it is rather than walking it again.
+    Only :func:`plain_copy` makes one."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def plain_copy(value: Any, what: str) -> PlainJson:
+    """:func:`plain_json` with its default bounds, the copy wrapped as :class:`PlainJson`."""
+    return PlainJson(plain_json(value, what))
 
 
 class NestingError(ValueError):
@@ -208,6 +226,16 @@ def plain_json(
             return v
         if v is None or t is bool or t is int:
             return v
+        if t is dict or t is list:  # the common containers first, without has_type's checks
+            if level > max_nesting:
+                raise _too_deep(what, max_nesting)
+            copy: Any = {} if t is dict else []
+            stack.append((v, copy, level))
+            return copy
+        if t is float:
+            if not math.isfinite(v):
+                raise ValueError(f"{what} holds {v!r}, which is not JSON")
+            return v
         if has_type(v, float):
             f = float.__float__(v)
             if not math.isfinite(f):
@@ -216,7 +244,7 @@ def plain_json(
         if has_type(v, (dict, list, tuple)):
             if level > max_nesting:
                 raise _too_deep(what, max_nesting)
-            copy: Any = {} if has_type(v, dict) else []
+            copy = {} if has_type(v, dict) else []
             stack.append((v, copy, level))
             return copy
         if has_type(v, int):  # a subclass (bool cannot be subclassed)

@@ -48,6 +48,7 @@ from tokensieve._bounded_json import (
     MAX_JSON_NESTING,
     MAX_TEXT_BYTES,
     NestingError,
+    PlainJson,
     checked_json_text,
     decode_json_text,
     exact_str,
@@ -104,6 +105,9 @@ class Constraint:
     value: Any
     options: tuple[tuple[str, Any], ...] = ()
     label: str = field(default="", compare=False)
+    # A schema's or tag's JSON text when ``value`` is its plain copy: written once here, read by
+    # the source hash and the compile (which would each write it again).
+    text: str | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def make(
@@ -155,7 +159,17 @@ class Constraint:
             value = _choice_value(value, name)
         else:
             value = None
-        return cls(kind, value, tuple(sorted(opts.items())), label)
+        text = None
+        if kind in ("json_schema", "structural_tag") and type(value) is not str:
+            text = json.dumps(value, allow_nan=False)  # a plain copy: always JSON
+        return cls(kind, value, tuple(sorted(opts.items())), label, text)
+
+    def source(self) -> Any:
+        """The value as the core takes it: JSON text for a schema or tag (written once), a list
+        for a choice, else ``value``."""
+        if self.text is not None:
+            return self.text
+        return list(self.value) if self.kind == "choice" else self.value
 
     @property
     def language_options(self) -> dict[str, Any]:
@@ -177,9 +191,8 @@ class Constraint:
         ``ValueError`` or a ``TokensieveError`` when the constraint is invalid (anything else,
         possible only for a ``Constraint`` built without :meth:`make`, is a ``ValueError``)."""
         try:
-            value = list(self.value) if self.kind == "choice" else self.value
             engine = {k: v for k, v in self.options if k in ENGINE_OPTIONS}
-            h = constraint_hash(self.kind, value, **self.language_options)
+            h = constraint_hash(self.kind, self.source(), **self.language_options)
             return f"{h}:{json.dumps(engine, sort_keys=True)}"
         except (ValueError, TokensieveError):
             raise
@@ -198,8 +211,7 @@ class Constraint:
         if not isinstance(vocab, Vocabulary):
             raise TypeError(f"vocab must be a tokensieve.Vocabulary, got {type(vocab).__name__}")
         try:
-            value = list(self.value) if self.kind == "choice" else self.value
-            return Grammar.compile_pending(self.kind, value, vocab, **dict(self.options))
+            return Grammar.compile_pending(self.kind, self.source(), vocab, **dict(self.options))
         except (ValueError, TokensieveError):
             raise
         except Exception as e:
@@ -338,9 +350,12 @@ def _schema_value(value: Any, name: str) -> Any:
         text, parsed = _json_text(value, name)
         _check_schema_type(parsed, name)
         return text
-    if not has_type(value, (dict, list, tuple, bool, int, float)) and value is not None:
-        value = _model_schema(value, name)
-    value = _schema_checked(plain_json, value, name)
+    if type(value) is PlainJson:  # copied by a reader already (within the same bounds)
+        value = value.value
+    else:
+        if not has_type(value, (dict, list, tuple, bool, int, float)) and value is not None:
+            value = _model_schema(value, name)
+        value = _schema_checked(plain_json, value, name)
     _check_schema_type(value, name)
     return value
 
@@ -358,6 +373,9 @@ def _tag_value(value: Any, name: str) -> Any:
     """A structural tag as JSON text (checked, kept as text), or a plain ``dict`` copy."""
     if has_type(value, (str, bytes, bytearray)):
         text, parsed = _json_text(value, name)
+    elif type(value) is PlainJson:  # copied by a reader already (within the same bounds)
+        text = None
+        parsed = value.value
     else:
         text = None
         parsed = _schema_checked(plain_json, value, name)
@@ -629,7 +647,6 @@ def _precompiled(constraint: Constraint, vocab: Vocabulary) -> Grammar | None:
             d = _INDEX_DIRS.get(key)
             if d is None:
                 d = _INDEX_DIRS[key] = IndexDirectory(_INDEX_DIR, vocab)
-        value = list(constraint.value) if constraint.kind == "choice" else constraint.value
-        return d.find(constraint.kind, value, **constraint.language_options)
+        return d.find(constraint.kind, constraint.source(), **constraint.language_options)
     except Exception:
         return None  # compile it instead; the compile reports any real problem

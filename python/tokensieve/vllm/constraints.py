@@ -187,7 +187,7 @@ def _schema(value: Any) -> Any:
         return request_args.checked_json_text(value, name)
     if isinstance(value, type) and hasattr(value, "model_json_schema"):
         value = value.model_json_schema()
-    return request_args.plain_json(value, name)
+    return request_args.plain_copy(value, name)  # Constraint.make takes the copy as it is
 
 
 def _tag(value: Any) -> Any:
@@ -195,7 +195,7 @@ def _tag(value: Any) -> Any:
     name = "guided_structural_tag"
     if isinstance(value, (str, bytes, bytearray)):
         return request_args.checked_json_text(value, name)
-    return request_args.plain_json(value, name)
+    return request_args.plain_copy(value, name)  # Constraint.make takes the copy as it is
 
 
 def _choices(value: Any) -> list[str]:

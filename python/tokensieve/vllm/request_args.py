@@ -39,6 +39,7 @@ from tokensieve._bounded_json import (
     exact_str,
     has_type,
     json_nesting,
+    plain_copy,
     plain_json,
     shown,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "has_type",
     "is_null",
     "json_nesting",
+    "plain_copy",
     "plain_json",
     "read_bool",
     "read_int",
