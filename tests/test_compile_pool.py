@@ -103,6 +103,35 @@ def test_a_slow_compile_leaves_its_lane_and_a_later_quick_one_does_not_wait_for_
     assert r["slow_error"] == "BudgetError", r  # its own deadline still holds
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="thread policies: Linux only")
+def test_compile_threads_run_under_the_batch_policy_and_the_caller_keeps_its_own() -> None:
+    """A compile thread handed a job does not preempt the thread that handed it over (which in
+    a server holds the GIL): the workers run under SCHED_BATCH; the calling thread and the
+    keeper keep the normal policy."""
+    r = run_child(
+        """
+        import os, threading
+
+        ts.Grammar.compile_pending("json_schema", enum_schema(5, 50), vocab).result()
+        policies = {}
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                name = open(f"/proc/self/task/{tid}/comm").read().strip()
+                policies.setdefault(name, []).append(os.sched_getscheduler(int(tid)))
+            except OSError:
+                continue
+        print(json.dumps({"policies": policies, "main": os.sched_getscheduler(0),
+                          "me": threading.get_native_id(), "batch": os.SCHED_BATCH,
+                          "other": os.SCHED_OTHER}))
+        """,
+        "1",
+    )
+    compile_threads = r["policies"].get("tokensieve-comp", [])
+    # the worker (batch) and the keeper (normal): both named "tokensieve-compile..." (cut at 15)
+    assert sorted(compile_threads) == sorted([r["batch"], r["other"]]), r
+    assert r["main"] == r["other"], r
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="thread priorities: Linux only")
 def test_a_slow_compile_runs_at_a_low_priority_on_a_thread_that_ends_with_it() -> None:
     r = run_child(

@@ -16,7 +16,10 @@
 //! passes, the other compiles), it gets what they leave, so it delays its own request, not
 //! everyone else's. A thread so lowered ends with its compile (a thread cannot raise its
 //! priority back without privileges), and the threads after it are started at the priority of
-//! the pool.
+//! the pool. On Linux the compile threads run under the batch scheduling policy
+//! ([`priority::set_batch`]): a thread handed a job waits for a core instead of preempting the
+//! thread that handed it over, which in a server holds the GIL (vLLM's event loop, renderer or
+//! scheduler thread) and would otherwise stop, GIL held, for the length of the compile.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{mpsc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -183,6 +186,11 @@ fn start_worker(first: Handed) -> Result<(), Handed> {
         .name("tokensieve-compile".into())
         .spawn(move || {
             let me = priority::current_thread();
+            // handed a job, it waits for the core rather than taking it from the thread that
+            // handed it over (which may hold the GIL: the event loop, vLLM's scheduler)
+            if let Some(tid) = me {
+                priority::set_batch(tid);
+            }
             let mut next = taken.lock().unwrap_or_else(|e| e.into_inner()).take();
             while let Some((job, ticket)) = next {
                 {

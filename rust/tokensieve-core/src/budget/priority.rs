@@ -1,6 +1,7 @@
 //! Thread scheduling priority: the background work that serving must not wait behind (the
 //! rule builder, a compile that has run long) gives the cores to everything else while they
-//! are busy. Linux only; elsewhere nothing changes.
+//! are busy, and a compile thread handed a job does not take the core from the thread that
+//! handed it over ([`set_batch`]). Linux only; elsewhere nothing changes.
 
 /// The calling thread's id, as [`set_nice`] takes it (`None` off Linux).
 pub fn current_thread() -> Option<i32> {
@@ -28,6 +29,26 @@ pub fn set_nice(tid: i32, nice: i32) -> bool {
     #[cfg(not(target_os = "linux"))]
     {
         let _ = (tid, nice);
+        false
+    }
+}
+
+/// Put thread `tid` of this process under the batch policy (`SCHED_BATCH`, its nice value
+/// kept); whether it took. A batch thread that wakes up does not preempt the thread running on
+/// its core: a compile thread handed a job by a thread that holds Python's GIL (a server's
+/// event loop, vLLM's scheduler) starts when that thread waits or its time slice ends, instead
+/// of stopping it, GIL held, for the length of the compile.
+pub fn set_batch(tid: i32) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: sched_setscheduler on a thread of this process with a valid param changes
+        // only its policy; SCHED_BATCH needs no privilege; failure is its return value.
+        unsafe { libc::sched_setscheduler(tid, libc::SCHED_BATCH, &param) == 0 }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = tid;
         false
     }
 }
