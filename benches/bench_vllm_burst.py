@@ -14,6 +14,11 @@ bursts of ``structured_outputs.json`` requests, every request of a burst submitt
    second set of 32 new schemas (another 24 of the dev set and variants of the 8 heavy ones)
    arrives at once.
 
+With ``--repeat N`` (N > 1) each engine then serves N - 1 more cold and warm bursts, each on the
+cold set with a new root ``description`` (so every schema is new to every cache, its language
+unchanged): *cold, engine warm* and *warm, engine warm* in the table, the bursts of a server
+that has been running, with less noise than one burst per fresh engine.
+
 Before anything is timed each engine serves one unconstrained and one constrained request on a
 schema outside the sets. TTFT is the time from submission to the first streamed token; the table
 pools the rounds and gives, per burst, the percentiles over the requests every backend accepted
@@ -60,6 +65,15 @@ from common import (  # noqa: E402
 
 BACKENDS = ("xgrammar", "guidance", "tokensieve")
 BURSTS = ("cold", "warm", "traffic")
+# --repeat: the further cold and warm bursts of each engine, pooled
+MORE_BURSTS = ("cold_more", "warm_more")
+BURST_TITLES = {
+    "cold": "cold",
+    "warm": "warm",
+    "traffic": "traffic",
+    "cold_more": "cold, engine warm",
+    "warm_more": "warm, engine warm",
+}
 DEV_SET = SHARED_DATA / "jsonschemabench-dev.jsonl.gz"
 TOKENIZER = SHARED_TOKENIZERS / "llama3"
 N_DEV = 24
@@ -160,6 +174,18 @@ def heavy_schemas(variant: int) -> list[tuple[str, dict[str, Any]]]:
         (f"heavy/long-strings-{v}", strings),
         (f"heavy/pattern-properties-{v}", pattern_props),
     ]
+
+
+def salted(rows: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+    """The rows with each object schema's root ``description`` made new (burst `k`): the same
+    language, a schema no cache has seen."""
+    out = []
+    for r in rows:
+        schema = r["schema"]
+        if isinstance(schema, dict):
+            schema = dict(schema, description=f"burst {k}: {schema.get('description', '')}"[:80])
+        out.append({"id": r["id"], "schema": schema})
+    return out
 
 
 def load_sets() -> dict[str, list[dict[str, Any]]]:
@@ -274,6 +300,15 @@ async def child_main(args: argparse.Namespace) -> dict[str, Any]:
         await asyncio.gather(*(e.wait() for e in started))
         res["traffic"] = await burst(engine, "traffic", sets["traffic"], seed0 + 300)
         res["traffic_free_errors"] = [r["error"] for r in await asyncio.gather(*free) if r["error"]]
+        for k in range(1, args.repeat):
+            res["phase"] = f"repeat {k}"
+            rows = salted(sets["cold"], k)
+            for name, seed in (("cold_more", 400), ("warm_more", 500)):
+                await asyncio.sleep(0.5)  # the last burst's outputs are in
+                recs = await burst(engine, f"{name}{k}", rows, seed0 + seed + 10 * k)
+                for rec in recs:
+                    rec["id"] = f"{rec['id']}#{k}"
+                res.setdefault(name, []).extend(recs)
         res["phase"] = "done"
     except Exception as e:
         res["crash"] = f"{type(e).__name__}: {e}"[:1000]
@@ -291,10 +326,13 @@ async def child_main(args: argparse.Namespace) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 
 
-def run_child(backend: str, rnd: int, model: Path, schemas: Path, tmp: Path) -> dict[str, Any]:
+def run_child(
+    backend: str, rnd: int, model: Path, schemas: Path, tmp: Path, repeat: int
+) -> dict[str, Any]:
     out = tmp / f"{backend}-{rnd}.json"
     cmd = [sys.executable, __file__, "--child", "--backend", backend, "--model", str(model)]
     cmd += ["--schemas", str(schemas), "--out", str(out), "--round", str(rnd)]
+    cmd += ["--repeat", str(repeat)]
     missing = {"backend": backend, "round": rnd}
     return run_engine_child(cmd, out, tmp / f"{backend}-{rnd}.log", CHILD_TIMEOUT_S, missing)
 
@@ -303,7 +341,9 @@ def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Per burst: the (round, id) keys every backend accepted, and per backend the TTFT
     percentiles over them."""
     out: dict[str, Any] = {}
-    for b_name in BURSTS:
+    for b_name in BURSTS + MORE_BURSTS:
+        if not any(r.get(b_name) for rs in runs.values() for r in rs):
+            continue
         accepted: dict[str, set[tuple[int, str]]] = {}
         ttft: dict[str, dict[tuple[int, str], float]] = {}
         for backend, rs in runs.items():
@@ -344,6 +384,13 @@ def main() -> None:
     ap.add_argument("--out", help=argparse.SUPPRESS)
     ap.add_argument("--round", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--rounds", type=int, default=ROUNDS)
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="cold and warm bursts per engine (the first as before, the others on the cold set "
+        "with a new root description each)",
+    )
     ap.add_argument("--out-dir", default=str(RESULTS_DIR))
     args = ap.parse_args()
     if args.child:
@@ -372,7 +419,7 @@ def main() -> None:
         schemas.write_text(json.dumps(sets))
         for rnd in range(args.rounds):
             for b in backends:
-                res = run_child(b, rnd, model, schemas, tmp)
+                res = run_child(b, rnd, model, schemas, tmp, args.repeat)
                 runs[b].append(res)
                 line = ", ".join(
                     f"{name} p50 {ms(percentile([r['ttft_s'] for r in res.get(name, []) if r['ttft_s']], 50))} ms"
@@ -395,6 +442,8 @@ def main() -> None:
     command = "$HOME/.cache/tokensieve/venv-vllm/bin/python benches/bench_vllm_burst.py" + (
         f" --rounds {args.rounds}" if args.rounds != ROUNDS else ""
     )
+    if args.repeat != 1:
+        command += f" --repeat {args.repeat}"
     lines = [
         "# vLLM: time to first token on a burst of new schemas",
         "",
@@ -414,10 +463,18 @@ def main() -> None:
         "ones the engine has not seen; *warm* the same again; *beside traffic* 32 other new "
         f"schemas while {N_TRAFFIC} unconstrained requests decode. TTFT percentiles over the "
         "requests every backend accepted (pooled over rounds), in ms; ratio: the backend's p50 "
-        "over tokensieve's.",
+        "over tokensieve's."
+        + (
+            f" Then {args.repeat - 1} more cold and warm bursts per engine, each on the cold "
+            "set with a new root `description` (*engine warm*: a server that has been running)."
+            if args.repeat > 1
+            else ""
+        ),
         "",
     ]
-    for name in BURSTS:
+    for name in BURSTS + MORE_BURSTS:
+        if name not in summary:
+            continue
         s = summary[name]
         ts_p50 = s["backends"].get("tokensieve", {}).get("p50_s")
         rows = []
@@ -435,7 +492,7 @@ def main() -> None:
                 ]
             )
         lines += [
-            f"## {name} ({s['common']} requests accepted by all)",
+            f"## {BURST_TITLES[name]} ({s['common']} requests accepted by all)",
             "",
             md_table(
                 ["backend", "accepted", "TTFT p50", "TTFT p95", "TTFT max", "p50 vs ts"], rows
@@ -445,9 +502,9 @@ def main() -> None:
     refused = {
         b: sorted(
             {
-                f"{rec['id']}: {rec['error'][:120]}"
+                f"{rec['id'].split('#')[0]}: {rec['error'][:120]}"
                 for r in rs
-                for name in BURSTS
+                for name in BURSTS + MORE_BURSTS
                 for rec in r.get(name, [])
                 if rec["error"]
             }
