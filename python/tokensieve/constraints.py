@@ -98,7 +98,9 @@ class Constraint:
     (choice), ``None`` (json_object) or a grammar's ``str`` text (ebnf). ``label`` names the constraint in messages (a request
     key such as ``guided_json``; the kind by default) and is not part of its identity. Two
     constraints with the same language and options have the same :attr:`key` (a schema as text
-    and as a dict included).
+    and as a dict included). ``text``, not part of the identity either, is a schema's or
+    structural tag's JSON text when ``value`` is its plain copy (written once by :meth:`make`
+    for the source hash and the compile, see :meth:`source`), else ``None``.
     """
 
     kind: str
