@@ -217,6 +217,18 @@ def plain_json(
     chars = 0
     stack: list[tuple[Any, Any, int]] = []  # (a container, its copy to fill, its level)
 
+    def opened(v: Any, level: int, copy: Any) -> Any:
+        """The empty copy of container `v`, queued to be filled."""
+        if level > max_nesting:
+            raise _too_deep(what, max_nesting)
+        stack.append((v, copy, level))
+        return copy
+
+    def finite(f: float) -> float:
+        if not math.isfinite(f):
+            raise ValueError(f"{what} holds {f!r}, which is not JSON")
+        return f
+
     def visit(v: Any, level: int) -> Any:
         """The plain copy of a scalar, or the empty copy of a container (filled later)."""
         nonlocal chars
@@ -226,27 +238,15 @@ def plain_json(
             return v
         if v is None or t is bool or t is int:
             return v
-        if t is dict or t is list:  # the common containers first, without has_type's checks
-            if level > max_nesting:
-                raise _too_deep(what, max_nesting)
-            copy: Any = {} if t is dict else []
-            stack.append((v, copy, level))
-            return copy
+        # the exact types first, without has_type's checks; then their subclasses
+        if t is dict or t is list:
+            return opened(v, level, {} if t is dict else [])
         if t is float:
-            if not math.isfinite(v):
-                raise ValueError(f"{what} holds {v!r}, which is not JSON")
-            return v
+            return finite(v)
         if has_type(v, float):
-            f = float.__float__(v)
-            if not math.isfinite(f):
-                raise ValueError(f"{what} holds {f!r}, which is not JSON")
-            return f
+            return finite(float.__float__(v))
         if has_type(v, (dict, list, tuple)):
-            if level > max_nesting:
-                raise _too_deep(what, max_nesting)
-            copy = {} if has_type(v, dict) else []
-            stack.append((v, copy, level))
-            return copy
+            return opened(v, level, {} if has_type(v, dict) else [])
         if has_type(v, int):  # a subclass (bool cannot be subclassed)
             return int.__int__(v)
         if has_type(v, str):

@@ -188,9 +188,7 @@ fn start_worker(first: Handed) -> Result<(), Handed> {
             let me = priority::current_thread();
             // handed a job, it waits for the core rather than taking it from the thread that
             // handed it over (which may hold the GIL: the event loop, vLLM's scheduler)
-            if let Some(tid) = me {
-                priority::set_batch(tid);
-            }
+            priority::set_batch();
             let mut next = taken.lock().unwrap_or_else(|e| e.into_inner()).take();
             while let Some((job, ticket)) = next {
                 {

@@ -33,22 +33,19 @@ pub fn set_nice(tid: i32, nice: i32) -> bool {
     }
 }
 
-/// Put thread `tid` of this process under the batch policy (`SCHED_BATCH`, its nice value
-/// kept); whether it took. A batch thread that wakes up does not preempt the thread running on
-/// its core: a compile thread handed a job by a thread that holds Python's GIL (a server's
-/// event loop, vLLM's scheduler) starts when that thread waits or its time slice ends, instead
-/// of stopping it, GIL held, for the length of the compile.
-pub fn set_batch(tid: i32) -> bool {
+/// Put the calling thread under the batch policy (`SCHED_BATCH`, its nice value kept); whether
+/// it took. A batch thread that wakes up does not preempt the thread running on its core: a
+/// compile thread handed a job by a thread that holds Python's GIL (a server's event loop,
+/// vLLM's scheduler) starts when that thread waits or its time slice ends, instead of stopping
+/// it, GIL held, for the length of the compile.
+pub fn set_batch() -> bool {
     #[cfg(target_os = "linux")]
     {
         let param = libc::sched_param { sched_priority: 0 };
-        // SAFETY: sched_setscheduler on a thread of this process with a valid param changes
+        // SAFETY: sched_setscheduler with pid 0 (the calling thread) and a valid param changes
         // only its policy; SCHED_BATCH needs no privilege; failure is its return value.
-        unsafe { libc::sched_setscheduler(tid, libc::SCHED_BATCH, &param) == 0 }
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) == 0 }
     }
     #[cfg(not(target_os = "linux"))]
-    {
-        let _ = tid;
-        false
-    }
+    false
 }

@@ -152,8 +152,8 @@ pub(super) fn background() -> Option<std::sync::mpsc::Sender<Weak<RuleSet>>> {
                 .name("tokensieve-rules".into())
                 .spawn(move || {
                     // its work is ahead of need: the last the OS runs when the cores are busy
+                    crate::budget::priority::set_batch();
                     if let Some(me) = crate::budget::priority::current_thread() {
-                        crate::budget::priority::set_batch(me);
                         crate::budget::priority::set_nice(me, 19);
                     }
                     for job in rx {
