@@ -1,6 +1,7 @@
-"""Grammar benchmark: GBNF grammars, tokensieve beside xgrammar and llguidance.
+"""Grammar benchmark: GBNF (or Lark) grammars, tokensieve beside xgrammar and llguidance.
 
     python benches/bench_grammars.py [--tokenizer PATH] [--extra DIR] [--repeats N] [--out-dir DIR]
+    python benches/bench_grammars.py --lark [--tokenizer PATH] [--repeats N] [--out-dir DIR]
 
 For one vocabulary (default: the Llama 3 ``tokenizer.json`` in ``../shared/tokenizers/llama3``)
 and every grammar of ``tests/grammars/`` (and of ``--extra DIR``, e.g. a checkout of llama.cpp's
@@ -22,6 +23,11 @@ anchor refuses the text as written (xgrammar has no ``.`` and no ``{,n}``; llgui
 rules, which may refuse the walk), it gets the flat rendering of ``tests/grammar_anchors.py``
 (same language; marked ``*`` in the tables). Results: a table on stdout,
 ``benches/results/grammars.md`` and ``.json``.
+
+``--lark``: the Lark grammars of ``tests/grammars/lark/`` instead, each engine reading the text
+as written — ``Grammar.from_lark(text)``, ``llguidance.grammar_from("lark", text)`` and
+``xgrammar.Grammar.from_lark(text)`` compiled — with the same two measures, along a hand-written
+sample (``LARK_SAMPLES``, in every engine's language); results in ``grammars_lark.md``/``.json``.
 """
 
 from __future__ import annotations
@@ -92,6 +98,90 @@ class Compiled:
         self.handle = handle
         self.flat = flat
         self.why = why  # the refusal of the text as written
+
+
+LARK = GRAMMARS / "lark"
+# one realistic text per Lark grammar (each engine must accept it: a refusal is reported)
+LARK_SAMPLES: dict[str, str] = {
+    "arithmetic": "12 * (3 + 4.5) - -2 / 7 + 1e3 * (2 - 0.25)",
+    "keywords": "if x then y; z = w; print q; if iff then thenx; print print;",
+    "json": '{"name": "tokensieve", "tags": ["a", "b\\n"], "n": -1.5e3, "ok": true, "none": null}',
+    "csv": 'name,age,city\nalice,30,"Paris, France"\nbob,25,\n',
+    "sql": "SELECT name, age FROM people WHERE age = 30",
+    "tool_calls": (
+        'Let me look that up. <call>weather(city="Paris", days=3)</call> and '
+        "<call>time()</call> Done."
+    ),
+}
+
+
+def compile_lark(eng: Engine, text: str) -> Compiled:
+    """Compile the Lark ``text`` with ``eng``, as written."""
+    try:
+        if eng.name == TS:
+            return Compiled(eng.ts.Grammar.from_lark(text, eng.vocab), False)  # type: ignore[attr-defined]
+        if eng.name == XGR:
+            xgr, compiler = eng.xgr, eng.compiler  # type: ignore[attr-defined]
+            compiler.clear_cache()
+            return Compiled(compiler.compile_grammar(xgr.Grammar.from_lark(text)), False)
+        if eng.name == LLG:
+            llg = eng.llg  # type: ignore[attr-defined]
+            return Compiled(eng._matcher(llg.grammar_from("lark", text)), False)  # type: ignore[attr-defined]
+    except CompileError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the engine refused the grammar: reported
+        raise CompileError(f"{type(e).__name__}: {str(e).strip()[:200]}") from None
+    raise CompileError(f"{eng.name}: no Lark here")
+
+
+def lark_rows(eng: dict[str, Engine], engines: list[str], hf: Any, repeats: int) -> list[Any]:
+    """The ``--lark`` measures: per grammar and engine, first mask and the sample's fills."""
+    rows: list[dict[str, Any]] = []
+    for path in sorted(LARK.glob("*.lark")):
+        text = path.read_text(encoding="utf-8")
+        sample = LARK_SAMPLES[path.stem]
+        walk = hf.encode(sample, add_special_tokens=False).ids
+        row: dict[str, Any] = {
+            "grammar": path.stem,
+            "file": str(path),
+            "engines": {},
+            "walk": {"kind": "sample", "text": sample, "tokens": len(walk)},
+        }
+        for e in engines:
+            res: dict[str, Any] = {}
+            row["engines"][e] = res
+            times: list[int] = []
+            c = None
+            try:
+                for _ in range(repeats):
+                    del c
+                    t0 = time.perf_counter_ns()
+                    c = compile_lark(eng[e], text)
+                    m = eng[e].first_matcher(c.handle)
+                    eng[e].fill(m)
+                    times.append(time.perf_counter_ns() - t0)
+                    del m
+            except CompileError as err:
+                res.update(ok=False, error=str(err)[:300])
+                print(f"  {path.stem:16} {e:10} error: {res['error'][:120]}", flush=True)
+                continue
+            assert c is not None
+            res.update(ok=True, flat=False, ttfm_ns=times)
+            m = eng[e].matcher(c.handle)
+            problem = None
+            for p in ["cold", "warm"] if e == TS else ["steps"]:
+                ns, problem = step_pass(eng[e], m, walk)
+                res[f"{p}_ns"] = ns
+                if problem:
+                    break
+            res["problem"] = problem
+            key = "warm_ns" if e == TS else "steps_ns"
+            line = f"  {path.stem:16} {e:10} ttfm p50 {num(stats(times, 1e6)['p50'])} ms"
+            if res.get(key):
+                line += f", mask p50 {num(stats(res[key], 1e3)['p50'])} µs"
+            print(line + (f" PROBLEM {problem}" if problem else ""), flush=True)
+        rows.append(row)
+    return rows
 
 
 def compile_grammar(eng: Engine, text: str, flat: ga.Flat, force_flat: bool = False) -> Compiled:
@@ -213,6 +303,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5, help="time-to-first-mask repeats")
     ap.add_argument("--grammar", action="append", default=None, help="only these grammars")
     ap.add_argument("--out-dir", default=str(common.RESULTS_DIR))
+    ap.add_argument("--lark", action="store_true", help="the Lark grammars of tests/grammars/lark")
     args = ap.parse_args()
     tok_path = Path(args.tokenizer)
     if not common.resolve_tokenizer(tok_path)[1].is_file():
@@ -223,7 +314,7 @@ def main() -> int:
         print("error: tokensieve is not importable (run `make build`)", file=sys.stderr)
         return 2
 
-    files = [(p.stem, p) for p in ga.grammar_files(GRAMMARS)]
+    files = [] if args.lark else [(p.stem, p) for p in ga.grammar_files(GRAMMARS)]
     if args.extra:
         files += [
             (f"{Path(args.extra).name}/{p.stem}", p) for p in ga.grammar_files(Path(args.extra))
@@ -233,7 +324,8 @@ def main() -> int:
 
     info = common.TokenizerInfo(tok_path)
     machine = common.machine_info(["tokensieve", "xgrammar", "llguidance", "numpy", "tokenizers"])
-    print(f"grammar benchmark: {len(files)} grammars, {info.file}, engines {engines}")
+    what = f"{len(list(LARK.glob('*.lark')))} Lark" if args.lark else str(len(files))
+    print(f"grammar benchmark: {what} grammars, {info.file}, engines {engines}")
     eng: dict[str, Engine] = {}
     setup: dict[str, Any] = {}
     for e in engines:
@@ -244,7 +336,7 @@ def main() -> int:
 
     hf = Tokenizer.from_file(str(info.file))
 
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = lark_rows(eng, engines, hf, args.repeats) if args.lark else []
     for name, path in files:
         text = path.read_text(encoding="utf-8")
         flat = ga.parse_gbnf(text)
@@ -318,13 +410,15 @@ def main() -> int:
         "setup": setup,
         "repeats": args.repeats,
         "extra": args.extra,
+        "lark": args.lark,
         "rows": rows,
     }
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "grammars.json").write_text(json.dumps(report, indent=1) + "\n")
+    stem = "grammars_lark" if args.lark else "grammars"
+    (out / f"{stem}.json").write_text(json.dumps(report, indent=1) + "\n")
     md = render(report, engines)
-    (out / "grammars.md").write_text(md)
+    (out / f"{stem}.md").write_text(md)
     print(md)
     return 0
 
@@ -332,8 +426,9 @@ def main() -> int:
 def render(rep: dict[str, Any], engines: list[str]) -> str:
     m = rep["machine"]
     pk = m["packages"]
+    lark = bool(rep.get("lark"))
     lines = [
-        "# Grammar benchmark — GBNF, llama3",
+        f"# Grammar benchmark — {'Lark' if lark else 'GBNF'}, llama3",
         "",
         f"Generated by `{rep['command'].strip()}` on {m['date']}. Protocol: the docstring of "
         "`benches/bench_grammars.py`.",
@@ -348,9 +443,19 @@ def render(rep: dict[str, Any], engines: list[str]) -> str:
             ],
         ),
         "",
-        "`*`: the engine refused the text as written (or, llguidance, refused the walk), and got "
-        "the flat rendering of the same language (`tests/grammar_anchors.py`).",
-        "",
+        *(
+            [
+                "Each engine reads the Lark text as written (`tests/grammars/lark/`) and walks "
+                "its hand-written sample (`LARK_SAMPLES`) as the tokenizer splits it.",
+                "",
+            ]
+            if lark
+            else [
+                "`*`: the engine refused the text as written (or, llguidance, refused the walk), "
+                "and got the flat rendering of the same language (`tests/grammar_anchors.py`).",
+                "",
+            ]
+        ),
         *(
             [
                 f"Grammars named `{Path(rep['extra']).name}/…` are the `*.gbnf` files of "
@@ -360,10 +465,17 @@ def render(rep: dict[str, Any], engines: list[str]) -> str:
             if rep.get("extra")
             else []
         ),
-        "Walks: the grammars of `tests/grammars/` walk a hand-written sample text (`SAMPLES`) "
-        "as the tokenizer splits it; the others a seeded walk of at most 60 tokens under "
-        "tokensieve's masks (on a grammar of its own, so the measured one starts cold).",
-        "",
+        *(
+            []
+            if lark
+            else [
+                "Walks: the grammars of `tests/grammars/` walk a hand-written sample text "
+                "(`SAMPLES`) as the tokenizer splits it; the others a seeded walk of at most 60 "
+                "tokens under tokensieve's masks (on a grammar of its own, so the measured one "
+                "starts cold).",
+                "",
+            ]
+        ),
         "## Time to first mask (compile + matcher + first mask), ms",
         "",
         "Median of the repeats; the first (cold) compile in parentheses.",

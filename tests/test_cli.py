@@ -425,6 +425,43 @@ def test_a_grammar_compiles_to_an_index_that_round_trips(
     assert code == 0 and "ebnf" in stdout and "nest ::=" in stdout
 
 
+LARK = 'start: "let" NAME ":" NAME | NAME ":" NAME\nNAME: /[a-z]+/\n%ignore ","\n'
+
+
+def test_compile_lark(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, tokenizer_json: Path
+) -> None:
+    """A Lark grammar compiles to an index file that keeps its lexer's semantics (a keyword
+    is also a name where the parser allows both; skipped commas only between lexemes)."""
+    import tokensieve as ts
+    from tokensieve.index_files import IndexDirectory
+
+    path = tmp_path / "let.lark"
+    path.write_text(LARK)
+    out = tmp_path / "indexes"
+    out.mkdir()
+    code, stdout, err = run_main(
+        capsys, "compile", "--lark", path, "--tokenizer", tokenizer_json,
+        "--eos-token-id", "5", "-o", out / "let.tsidx",
+    )  # fmt: skip
+    assert code == 0, err
+    code, stdout, _ = run_main(capsys, "inspect", out / "let.tsidx", "--json")
+    header = json.loads(stdout)
+    assert code == 0 and header["constraint_kind"] == "lark", header
+    vocab = ts.Vocabulary.from_pretrained(tokenizer_json, eos_token_ids=[5])
+    direct = ts.Grammar.from_lark(LARK, vocab)
+    assert header["source_hash"] == direct.source_hash
+    loaded = ts.Grammar.load(out / "let.tsidx", vocab)
+    for g in (loaded, direct):
+        for text, ok in [("let,x:y", True), ("let:y", True), ("letx,:y", True), ("let", False),
+                         (",let,x:y", False), ("let,x:y,", False)]:  # fmt: skip
+            m = g.matcher()
+            ids = [vocab_id(vocab, ch) for ch in text]
+            assert (m.accept_tokens(ids) == len(ids) and m.is_accepting()) == ok, text
+    found = IndexDirectory(out, vocab).find("lark", LARK)
+    assert found is not None and found.source_hash == direct.source_hash
+
+
 def test_compile_structural_tag(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, tokenizer_json: Path
 ) -> None:
@@ -475,7 +512,7 @@ def vocab_id(vocab: Any, ch: str) -> int:
 @pytest.mark.parametrize(
     ("grammar", "extra", "code", "message"),
     [
-        ('start: "a" | "b"\n', (), 1, "Lark is not supported"),
+        ('start: "a" | "b"\n%declare X\n', (), 1, "line 2, column 1: `%declare` is not supported"),
         ('root ::= "a" (\n', (), 1, "GrammarError"),
         ('root ::= "a"\n', ("--start", "nowhere"), 1, "nowhere"),
         ('root ::= "a"\n', ("--whitespace", "compact"), 1, "apply to JSON constraints only"),

@@ -68,8 +68,6 @@ def test_ebnf_constraint_compiles_with_its_start_rule_and_keys_like_the_core() -
 @pytest.mark.parametrize(
     ("value", "options", "message"),
     [
-        ('start: "a" | "b"', {}, "ebnf looks like a Lark grammar"),
-        ("// a comment\nrule: NAME\n%import common.NAME", {}, "Lark is not supported"),
         ("", {}, "ebnf is empty"),
         (b'root ::= "a"', {}, "ebnf must be a string"),
         ('root ::= "a"', {"whitespace": "compact"}, "apply to JSON constraints only"),
@@ -83,8 +81,23 @@ def test_malformed_grammars_are_value_errors(value: Any, options: Any, message: 
 
 def test_start_is_a_grammar_option_only() -> None:
     for kind, value in (("regex", "a"), ("json_schema", {}), ("choice", ["a"])):
-        with pytest.raises(ValueError, match="apply to grammars"):
+        with pytest.raises(ValueError, match=r"apply to grammars \(ebnf, lark\) only"):
             Constraint.make(kind, value, {"start": "root"})
+
+
+def test_a_lark_grammar_given_as_ebnf_is_read_as_lark() -> None:
+    vocab = byte_vocab()
+    c = Constraint.make("ebnf", 'start: "a" | "b"')
+    assert c.kind == "lark"
+    assert accepts(c.compile(vocab), "a") and not accepts(c.compile(vocab), "c")
+    # the same grammar as kind lark has the same key; its own start rule by default
+    assert Constraint.make("lark", 'start: "a" | "b"').key == c.key
+    other = Constraint.make("lark", 'start: "a"\nitem: "b"', {"start": "item"})
+    assert accepts(other.compile(vocab), "b")
+    # a malformed one is the core's GrammarError, with its position
+    bad = Constraint.make("ebnf", "// a comment\nrule: NAME\n%import common.NAME")
+    with pytest.raises(ts.GrammarError, match="line 3, column 1: `common` has no terminal `NAME`"):
+        bad.compile(vocab)
 
 
 def test_lark_detection_is_vllms() -> None:

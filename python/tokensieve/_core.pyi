@@ -162,6 +162,18 @@ class Grammar:
         max_compile_seconds: float | None = None,
     ) -> Grammar: ...
     @staticmethod
+    def from_lark(
+        text: str,
+        vocab: Vocabulary,
+        *,
+        start: str = "start",
+        max_stack_depth: int | None = None,
+        max_states: int | None = None,
+        max_nfa_bytes: int | None = None,
+        mask_cache_bytes: int | None = None,
+        max_compile_seconds: float | None = None,
+    ) -> Grammar: ...
+    @staticmethod
     def from_structural_tag(
         tag: str | Mapping[str, Any], vocab: Vocabulary, **options: Any
     ) -> Grammar: ...

@@ -3,6 +3,7 @@
     tokensieve compile --regex '[0-9]+' --tokenizer path/to/tokenizer -o digits.tsidx
     tokensieve compile --json-schema schemas/ --tokenizer path/to/tokenizer -o out_dir/
     tokensieve compile --ebnf grammar.gbnf --start root --tokenizer path/to/tokenizer -o g.tsidx
+    tokensieve compile --lark grammar.lark --tokenizer path/to/tokenizer -o g.tsidx
     tokensieve compile --structural-tag tools.json --tokenizer path/to/tokenizer -o tools.tsidx
     tokensieve inspect digits.tsidx
 
@@ -13,7 +14,10 @@ schema text read a second time. The compiler reads a schema's own text (a file's
 ``"schema"`` member's text cut out of its line, the ``--registry`` file's), so its numbers stay
 exact: nothing goes through a Python float. ``--ebnf`` takes a GBNF/EBNF grammar file (UTF-8,
 at most 64 MiB; ``docs/grammars.md``), compiled from the rule ``--start`` names (``root`` by
-default); ``--max-stack-depth`` bounds its recursion, as for a schema. A Lark grammar is refused.
+default); ``--max-stack-depth`` bounds its recursion, as for a schema. ``--lark`` takes a Lark
+grammar file (the dialect llguidance documents; ``docs/grammars.md``, *Lark*), from the rule
+``--start`` names (``start`` by default); a file given to ``--ebnf`` with no ``name ::= ...``
+rule is read as Lark too.
 ``--structural-tag`` takes a structural tag's JSON file (``docs/grammars.md``, *Structural tags*;
 the JSON options apply to its ``json_schema`` parts). A grammar or tag that names special tokens
 (token atoms) cannot be written as an index file: that is a compile error naming them.
@@ -119,7 +123,13 @@ def _parser() -> argparse.ArgumentParser:
     src.add_argument(
         "--ebnf",
         metavar="FILE",
-        help="a GBNF/EBNF grammar file (llama.cpp's GBNF or xgrammar's EBNF; Lark is not read)",
+        help="a GBNF/EBNF grammar file (llama.cpp's GBNF or xgrammar's EBNF; a file with no "
+        "`name ::= ...` rule is read as Lark)",
+    )
+    src.add_argument(
+        "--lark",
+        metavar="FILE",
+        help="a Lark grammar file (the dialect llguidance documents)",
     )
     src.add_argument(
         "--structural-tag",
@@ -168,11 +178,11 @@ def _parser() -> argparse.ArgumentParser:
         help=f"wall-clock budget of the build (default {AOT_MAX_COMPILE_SECONDS:g} s here; "
         "10 s for a grammar compiled at run time)",
     )
-    e = c.add_argument_group("grammar options (--ebnf)")
+    e = c.add_argument_group("grammar options (--ebnf, --lark)")
     e.add_argument(
         "--start",
         metavar="NAME",
-        help="the rule the grammar starts from (default root)",
+        help="the rule the grammar starts from (default root; start for Lark)",
     )
     g = c.add_argument_group(
         "JSON options (see the README's options table; --max-stack-depth applies to --ebnf too)"
@@ -395,6 +405,7 @@ def _jobs(args: argparse.Namespace) -> list[Job]:
         return [Job("json_object", "json_object", "json_object")]
     for flag, kind, file in (
         ("--ebnf", "ebnf", args.ebnf),
+        ("--lark", "lark", args.lark),
         ("--structural-tag", "structural_tag", args.structural_tag),
     ):
         if file is not None:

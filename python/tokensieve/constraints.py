@@ -9,14 +9,17 @@ kind                  value
 ``json_schema``       a dict or bool, its JSON text, or a pydantic model class
 ``choice``            a non-empty list of strings
 ``json_object``       ignored: any JSON object
-``ebnf``              a grammar's text: GBNF (llama.cpp) or xgrammar's EBNF (``name ::= ...``)
+``ebnf``              a grammar's text: GBNF (llama.cpp) or xgrammar's EBNF (``name ::= ...``);
+                      a Lark grammar given as ``ebnf`` is read as ``lark`` (below)
+``lark``              a Lark grammar's text (the dialect llguidance documents)
 ====================  ==========================================================
 
 Engine options (all kinds): ``max_states``, ``max_nfa_bytes``, ``mask_cache_bytes``,
 ``max_compile_seconds``. JSON Schema options are listed in :data:`SCHEMA_OPTIONS`; a grammar
-takes :data:`EBNF_OPTIONS` (``start``, the rule it starts from, and ``max_stack_depth``). A Lark
-grammar (no ``name ::= ...`` rule, vLLM's own test: :func:`looks_like_lark`) is refused with a
-``ValueError`` naming Lark: tokensieve does not read Lark yet.
+takes :data:`EBNF_OPTIONS` (``start``, the rule it starts from — ``root`` for GBNF/EBNF,
+``start`` for Lark — and ``max_stack_depth``). A grammar given as ``ebnf`` that has no
+``name ::= ...`` rule (vLLM's own test, :func:`looks_like_lark`, the one its built-in backends
+use to pick a dialect) is a Lark grammar: its kind becomes ``lark``.
 
 :meth:`Constraint.compile` is the only place a kind is dispatched to a ``Grammar``
 constructor. :attr:`Constraint.key` is the core's source hash (the hash a compiled grammar and
@@ -72,7 +75,9 @@ __all__ = [
     "set_index_directory",
 ]
 
-KINDS = ("regex", "json_schema", "choice", "json_object", "ebnf", "structural_tag")
+KINDS = ("regex", "json_schema", "choice", "json_object", "ebnf", "lark", "structural_tag")
+# the kinds whose value is a grammar's text (they take EBNF_OPTIONS)
+GRAMMAR_KINDS = ("ebnf", "lark")
 # Option names come from the core (``CompileOptions::set`` reads them); the engine budgets apply
 # to every kind, the JSON Schema options to json_schema and json_object, the grammar options
 # to ebnf.
@@ -82,10 +87,6 @@ EBNF_OPTIONS: tuple[str, ...] = tuple(_core.EBNF_OPTIONS)
 # Every option name a constraint of some kind takes.
 ALL_OPTIONS: tuple[str, ...] = ENGINE_OPTIONS + tuple(
     dict.fromkeys(o for o in SCHEMA_OPTIONS + EBNF_OPTIONS if o not in ENGINE_OPTIONS)
-)
-LARK_UNSUPPORTED = (
-    "looks like a Lark grammar (no rule is written `name ::= ...`): Lark is not supported by "
-    "tokensieve yet; write the grammar in GBNF/EBNF (`root ::= ...`, docs/grammars.md)"
 )
 
 
@@ -140,10 +141,12 @@ class Constraint:
                 f"{', '.join(ALL_OPTIONS)}"
             )
         ebnf_only = sorted(k for k in opts if k in EBNF_OPTIONS and k not in SCHEMA_OPTIONS)
-        if ebnf_only and kind != "ebnf":
-            raise ValueError(f"option(s) {', '.join(ebnf_only)} apply to grammars (ebnf) only")
-        if kind in ("regex", "ebnf"):
-            own = EBNF_OPTIONS if kind == "ebnf" else ()
+        if ebnf_only and kind not in GRAMMAR_KINDS:
+            raise ValueError(
+                f"option(s) {', '.join(ebnf_only)} apply to grammars (ebnf, lark) only"
+            )
+        if kind in ("regex", *GRAMMAR_KINDS):
+            own = EBNF_OPTIONS if kind in GRAMMAR_KINDS else ()
             json_only = sorted(k for k in opts if k in SCHEMA_OPTIONS and k not in own)
             if json_only:
                 raise ValueError(f"option(s) {', '.join(json_only)} apply to JSON constraints only")
@@ -151,8 +154,10 @@ class Constraint:
             if not has_type(value, str):
                 raise ValueError(f"{name} must be a string, got {type(value).__name__}")
             value = exact_str(value)
-        elif kind == "ebnf":
+        elif kind in GRAMMAR_KINDS:
             value = _grammar_value(value, name)
+            if kind == "ebnf" and looks_like_lark(value):
+                kind = "lark"
         elif kind == "json_schema":
             value = _schema_value(value, name)
         elif kind == "structural_tag":
@@ -177,7 +182,7 @@ class Constraint:
     def language_options(self) -> dict[str, Any]:
         """The options that shape the language (what :attr:`key`'s source hash covers): the
         JSON Schema options of a JSON constraint, the grammar options of an ``ebnf`` one."""
-        names = EBNF_OPTIONS if self.kind == "ebnf" else SCHEMA_OPTIONS
+        names = EBNF_OPTIONS if self.kind in GRAMMAR_KINDS else SCHEMA_OPTIONS
         return {k: v for k, v in self.options if k in names}
 
     @property
@@ -421,8 +426,7 @@ _LARK_COMMENT = re.compile(r"(#|//).*$")
 
 
 def _grammar_value(value: Any, name: str) -> str:
-    """A grammar's text: a string of at most 64 MiB (UTF-8) holding a ``name ::= ...`` rule
-    (Lark is refused by name)."""
+    """A grammar's text: a non-blank string of at most 64 MiB (UTF-8)."""
     if not has_type(value, str):
         raise ValueError(f"{name} must be a string (the grammar's text), got {shown(value)}")
     text = exact_str(value)
@@ -430,8 +434,6 @@ def _grammar_value(value: Any, name: str) -> str:
         raise ValueError(f"{name} holds more than {MAX_TEXT_BYTES:,} bytes of grammar text")
     if not text.strip():
         raise ValueError(f"{name} is empty: a grammar needs a rule (`root ::= ...`)")
-    if looks_like_lark(text):
-        raise ValueError(f"{name} {LARK_UNSUPPORTED}")
     return text
 
 

@@ -53,6 +53,7 @@ else:
 __all__ = [
     "ChoiceLogitsProcessor",
     "EBNFLogitsProcessor",
+    "LarkLogitsProcessor",
     "TransformersLogitsProcessor",
     "JSONLogitsProcessor",
     "RegexLogitsProcessor",
@@ -288,8 +289,9 @@ class EBNFLogitsProcessor(TransformersLogitsProcessor):
     """Constrain rows to the language of a GBNF/EBNF grammar (:meth:`Grammar.from_ebnf`).
 
     Args:
-        grammar: the grammar's text (llama.cpp's GBNF or xgrammar's EBNF; Lark is refused), or
-            a list with one per prompt (or per row).
+        grammar: the grammar's text (llama.cpp's GBNF or xgrammar's EBNF; a grammar with no
+            ``name ::= ...`` rule is read as Lark, see :class:`LarkLogitsProcessor`), or a list
+            with one per prompt (or per row).
         tokenizer: as for :class:`RegexLogitsProcessor`.
         start: the rule the grammar starts from (default ``root``).
         **options: :meth:`Grammar.from_ebnf` options (``max_stack_depth``, ``max_states`` …).
@@ -309,6 +311,33 @@ class EBNFLogitsProcessor(TransformersLogitsProcessor):
         many = not isinstance(grammar, str)
         options = {**options, "start": start}
         super().__init__(_compile_all("ebnf", grammar, many, vocab, options))
+
+
+class LarkLogitsProcessor(TransformersLogitsProcessor):
+    """Constrain rows to the language of a Lark grammar (:meth:`Grammar.from_lark`: the dialect
+    llguidance documents, its terminals lexed greedily, ``%ignore`` between lexemes).
+
+    Args:
+        grammar: the grammar's text, or a list with one per prompt (or per row).
+        tokenizer: as for :class:`RegexLogitsProcessor`.
+        start: the rule the grammar starts from (default ``start``).
+        **options: :meth:`Grammar.from_lark` options (``max_stack_depth``, ``max_states`` …).
+    """
+
+    def __init__(
+        self,
+        grammar: str | Sequence[str],
+        tokenizer: Any,
+        *,
+        start: str | None = None,
+        vocab_size: int | None = None,
+        eos_token_ids: Sequence[int] | None = None,
+        **options: Any,
+    ) -> None:
+        vocab = vocabulary_for(tokenizer, vocab_size, eos_token_ids)
+        many = not isinstance(grammar, str)
+        options = {**options, "start": start}
+        super().__init__(_compile_all("lark", grammar, many, vocab, options))
 
 
 class StructuralTagLogitsProcessor(TransformersLogitsProcessor):

@@ -44,8 +44,8 @@ def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @dataclass(frozen=True)
 class GrammarSpec:
-    """A GBNF/EBNF grammar and an independent recognizer of its language (a Python ``re`` for a
-    regular one, a recursive-descent parser for the others)."""
+    """A GBNF/EBNF (or Lark) grammar and an independent recognizer of its language (a Python
+    ``re`` for a regular one, a recursive-descent parser for the others)."""
 
     text: str
     accepts: Callable[[str], bool]
@@ -80,6 +80,20 @@ time  ::= [01] [0-9] ":" [0-5] [0-9]
 """,
     lambda text: (
         re.fullmatch(r"(19|20)[0-9]{2}-(0[1-9]|1[0-2]) [01][0-9]:[0-5][0-9]", text) is not None
+    ),
+)
+# Lark (llguidance's dialect): a keyword that is also a name where the parser allows both,
+# blanks skipped between lexemes only; a terminal's bound ends its lexeme (greedy), so the
+# language is this Python regex
+LARK_LET = GrammarSpec(
+    """start: "let" NAME "=" value ";"
+value: NUMBER | NAME | "true"
+NAME: /[a-z]{1,8}/
+NUMBER: /[0-9]{1,4}/
+%ignore " "
+""",
+    lambda text: (
+        re.fullmatch(r"let *[a-z]{1,8} *= *(?:[0-9]{1,4}|[a-z]{1,8}) *;", text) is not None
     ),
 )
 # choices vLLM's own validation would rewrite into a grammar (choice_as_grammar): quotes, a

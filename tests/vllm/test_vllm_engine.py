@@ -190,7 +190,7 @@ def test_a_bad_constraint_is_rejected_and_the_engine_goes_on(engine_runs: dict[s
         ({"guided_regex": "[0-9]{3}"}, "min_tokens=5"),
         ({"guided_json": '{"type": "number", "maximum": 1e20000}'}, "exponent beyond"),
         ({"guided_regex": "[0-9]+", "guided_max_compile_seconds": 3600}, "above this server's"),
-        ({"guided_grammar": 'start: "a" | "b"'}, "Lark is not supported by tokensieve yet"),
+        ({"guided_grammar": 'start: "a" | "b"\n%declare X'}, "`%declare` is not supported"),
         ({"guided_grammar": 'root ::= "a" ('}, "invalid guided_grammar: GrammarError"),
     ]:
         params = SamplingParams(
@@ -360,7 +360,7 @@ def test_server_rejects_bad_constraints_with_http_400(server: str) -> None:
             {"guided_regex": "[0-9]+", "guided_max_states": "1000000000"},
             "above this server's limit",
         ),
-        ({"guided_grammar": "start: item+\nitem: /[a-z]/"}, "Lark is not supported"),
+        ({"guided_grammar": "start: item+\nitem: /[a-z]/ MISSING"}, "`MISSING` is not defined"),
         ({"guided_grammar": 'root ::= "a" | undefined'}, "GrammarError"),
     ]:
         with pytest.raises(openai.BadRequestError) as e:

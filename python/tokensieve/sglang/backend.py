@@ -3,11 +3,12 @@ tokensieve grammars and matchers. Imports SGLang (and torch); ``tokensieve.sglan
 
 * ``json`` requests (``json_schema``; ``response_format`` ``json_object`` arrives as the schema
   ``{"type": "object"}``; ``$$ANY$$`` is any JSON value), ``regex`` requests and ``ebnf``
-  requests (GBNF/EBNF text, the grammar starting at ``root``, as xgrammar reads it) compile
-  with :class:`tokensieve.constraints.GrammarCache`; a compile error (``SchemaError``,
-  ``RegexError``, ``GrammarError``, ``BudgetError``, ``UnspellableError``, a malformed value,
-  a Lark grammar) is SGLang's ``InvalidGrammarObject`` carrying tokensieve's message, which
-  SGLang returns to the client.
+  requests (GBNF/EBNF text, the grammar starting at ``root``, as xgrammar reads it; a grammar
+  with no ``name ::= ...`` rule is Lark, starting at ``start``) compile with
+  :class:`tokensieve.constraints.GrammarCache`; a compile error (``SchemaError``,
+  ``RegexError``, ``GrammarError``, ``BudgetError``, ``UnspellableError``, a malformed value)
+  is SGLang's ``InvalidGrammarObject`` carrying tokensieve's message, which SGLang returns to
+  the client.
 * ``structural_tag`` requests (the older ``{"structures": [...], "triggers": [...]}`` shape
   SGLang's tool calling sends, and the ``format`` shape) compile with
   ``Grammar.from_structural_tag``.

@@ -9,8 +9,9 @@ OpenAI server)::
     {"guided_json_object": true}
     {"guided_grammar": 'root ::= "yes" | "no"', "guided_start": "root"}
 
-``guided_grammar`` is a grammar's text (GBNF/EBNF, ``Grammar.from_ebnf``; Lark is refused by
-name), its start rule ``guided_start`` (default ``root``). Options are the Python API's keyword
+``guided_grammar`` is a grammar's text (GBNF/EBNF, ``Grammar.from_ebnf``; a grammar with no
+``name ::= ...`` rule is Lark, ``Grammar.from_lark``), its start rule ``guided_start`` (default
+``root``, ``start`` for Lark). Options are the Python API's keyword
 arguments with a ``guided_`` prefix; ``guided_request_id``
 (a string of at most 256 bytes, or an integer) names the request in tokensieve's log lines;
 ``guided_fit_max_tokens`` (true) keeps the output finishable within the request's ``max_tokens``

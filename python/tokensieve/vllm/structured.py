@@ -19,8 +19,9 @@ the value limits, the compile cache and the messages. vLLM's per-request knobs a
 ``guided_`` prefix (``guided_max_states``, ``guided_fit_max_tokens``, ``guided_start`` for a
 grammar's start rule, ...). ``grammar`` is a GBNF/EBNF grammar (what vLLM's xgrammar backend
 reads; vLLM's own validation, where it runs instead of tokensieve's, rewrites ``choice`` into
-one), compiled by ``Grammar.from_ebnf``; a Lark grammar (vLLM's ``grammar_is_likely_lark``
-test) is refused with a message naming Lark. ``structural_tag`` (what strict tool calling
+one), compiled by ``Grammar.from_ebnf``, or a Lark grammar (vLLM's ``grammar_is_likely_lark``
+test, the one its built-in backends use to pick the dialect), compiled by
+``Grammar.from_lark``. ``structural_tag`` (what strict tool calling
 sends: xgrammar's structural-tag JSON) is compiled by ``Grammar.from_structural_tag``.
 
 Stop tokens: vLLM hands a request's stop ids (its EOS, the generation config's EOS ids and the
@@ -99,7 +100,7 @@ def structured_args(
     a request that does not say; ``tag_fit_default``: the same for a ``structural_tag`` (tool
     calls: a call cut at ``max_tokens`` is no call).
 
-    Raises ``ValueError`` naming the problem: a Lark ``grammar`` (not supported yet), no constraint or more than one, a constraint also sent as a ``guided_*`` key, conflicting
+    Raises ``ValueError`` naming the problem: no constraint or more than one, a constraint also sent as a ``guided_*`` key, conflicting
     whitespace knobs, or anything :func:`~tokensieve.vllm.constraints.read_extra_args` refuses
     (a malformed or oversized value, an unknown option).
     """

@@ -24,6 +24,7 @@ pub mod fit;
 pub mod index;
 pub mod json_schema;
 pub mod kernel;
+pub mod lark;
 pub mod matcher;
 pub mod reasoning;
 pub mod regex;
@@ -37,6 +38,7 @@ pub use ebnf::EbnfOptions;
 pub use error::{Error, Result};
 pub use index::IndexStats;
 pub use json_schema::JsonSchemaOptions;
+pub use lark::LarkOptions;
 pub use matcher::{
     fill_next_token_bitmask_batch, CompileOptions, ConstraintSource, Grammar, GrammarOptions,
     MaskRequest, Matcher,

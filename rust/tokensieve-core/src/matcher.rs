@@ -204,7 +204,8 @@ struct Lineage {
 /// What a grammar was compiled from, in canonical form (the key of caches and index files).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConstraintSource {
-    /// `"regex"`, `"json_schema"`, `"choice"`, `"json_object"`, `"ebnf"`.
+    /// `"regex"`, `"json_schema"`, `"choice"`, `"json_object"`, `"ebnf"`, `"lark"`,
+    /// `"structural_tag"`.
     pub kind: String,
     /// The constraint's text: the pattern, or canonical JSON (property order kept).
     pub text: String,
@@ -254,6 +255,15 @@ impl ConstraintSource {
     pub fn ebnf(text: &str, opts: &crate::ebnf::EbnfOptions) -> ConstraintSource {
         ConstraintSource {
             kind: "ebnf".into(),
+            text: text.to_string(),
+            options: opts.canonical(),
+        }
+    }
+
+    /// The source of a Lark grammar constraint.
+    pub fn lark(text: &str, opts: &crate::lark::LarkOptions) -> ConstraintSource {
+        ConstraintSource {
+            kind: "lark".into(),
             text: text.to_string(),
             options: opts.canonical(),
         }
@@ -601,6 +611,41 @@ impl Grammar {
                 let mut g = Grammar::with_atoms(dfa, vocab, opts, atoms)?;
                 g.warnings = c.warnings;
                 g.source = ConstraintSource::ebnf(text, ebnf_opts);
+                Ok(g)
+            })
+        })
+    }
+
+    /// Compile a Lark grammar (the dialect llguidance documents, see `crate::lark`): its
+    /// terminals lexed greedily, `%ignore`d lexemes between any two, the rules parsed over the
+    /// lexemes. The first mask is computed here.
+    pub fn from_lark(
+        text: &str,
+        vocab: Arc<Vocabulary>,
+        lark_opts: &crate::lark::LarkOptions,
+        opts: &GrammarOptions,
+    ) -> Result<Grammar> {
+        let big = budget::stack::BIG_STACK;
+        budget::stack::on_big_stack(big, || {
+            opts.compiling(|| {
+                let c = crate::lark::compile(text, lark_opts, opts.regex.max_nfa_bytes)?;
+                let label = format!("lark grammar ({} lexemes)", c.lexer.num_lexemes());
+                let dfa = LazyDfa::from_lexed(&label, c.parser, c.lexer, &opts.regex)?;
+                if dfa.start() == DEAD {
+                    return Err(Error::Grammar {
+                        line: 1,
+                        column: 1,
+                        message: format!(
+                            "the rule `{}` matches no text with at most max_stack_depth={} rule \
+                             calls open (a recursion that never ends, or a rule with nothing to \
+                             match?)",
+                            lark_opts.start, lark_opts.max_stack_depth
+                        ),
+                    });
+                }
+                let mut g = Grammar::with_atoms(dfa, vocab, opts, None)?;
+                g.warnings = c.warnings;
+                g.source = ConstraintSource::lark(text, lark_opts);
                 Ok(g)
             })
         })

@@ -24,6 +24,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "error", "budget", "automata", "trie", "vocab", "atoms", "regex",
         ],
     ),
+    ("lark", &["error", "budget", "automata", "regex", "ebnf"]),
     (
         "structural_tag",
         &[
@@ -67,6 +68,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "regex",
             "json_schema",
             "ebnf",
+            "lark",
             "structural_tag",
             "index",
             "fit",

@@ -184,6 +184,23 @@ pub(crate) fn compile_options(
 /// Keyword arguments of a GBNF / EBNF grammar → its options: `start`, `max_stack_depth` and
 /// the grammar budgets (`GrammarOptions::NAMES`); any other name is an error naming the valid
 /// ones (a JSON Schema option would change nothing here).
+/// A Lark grammar's options: those of [`ebnf_options`], the start rule `start` by default.
+pub(crate) fn lark_options(
+    py: Python<'_>,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<(core::LarkOptions, core::GrammarOptions)> {
+    let named = match options {
+        Some(d) => d.get_item("start")?.is_some_and(|v| !v.is_none()),
+        None => false,
+    };
+    let (e, g) = ebnf_options(py, options)?;
+    let l = core::LarkOptions {
+        start: if named { e.start } else { "start".into() },
+        max_stack_depth: e.max_stack_depth,
+    };
+    Ok((l, g))
+}
+
 pub(crate) fn ebnf_options(
     py: Python<'_>,
     options: Option<&Bound<'_, PyDict>>,
@@ -255,7 +272,7 @@ impl PyGrammar {
         vocab: Py<PyVocabulary>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyPendingGrammar> {
-        let o = if kind == "ebnf" {
+        let o = if kind == "ebnf" || kind == "lark" {
             core::CompileOptions::default()
         } else {
             compile_options(py, options)?
@@ -289,9 +306,14 @@ impl PyGrammar {
                 let (e, g) = ebnf_options(py, options)?;
                 Box::new(move || core::Grammar::from_ebnf(&text, v, &e, &g))
             }
+            "lark" => {
+                let text = grammar_text(py, source)?;
+                let (l, g) = lark_options(py, options)?;
+                Box::new(move || core::Grammar::from_lark(&text, v, &l, &g))
+            }
             _ => {
                 return Err(PyValueError::new_err(format!(
-                "unknown constraint kind {kind:?}; use regex, json_schema, choice, json_object, ebnf or structural_tag"
+                "unknown constraint kind {kind:?}; use regex, json_schema, choice, json_object, ebnf, lark or structural_tag"
             )))
             }
         };
@@ -500,6 +522,26 @@ impl PyGrammar {
             let text = grammar_text(py, text)?;
             let (e, g) = ebnf_options(py, options)?;
             Self::build(py, vocab, |v| core::Grammar::from_ebnf(&text, v, &e, &g))
+        })
+    }
+
+    /// Compile a Lark grammar (the dialect llguidance documents; see docs/grammars.md, *Lark*):
+    /// terminals are lexed greedily and `%ignore`d lexemes may stand between any two. The
+    /// output must match the rule `start` (default "start"), with at most `max_stack_depth`
+    /// rule calls open (default 1000). Other keyword arguments: the grammar budgets of
+    /// `from_regex`.
+    #[staticmethod]
+    #[pyo3(signature = (text, vocab, **options))]
+    fn from_lark(
+        py: Python<'_>,
+        text: &Bound<'_, PyAny>,
+        vocab: Py<PyVocabulary>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        guard(py, || {
+            let text = grammar_text(py, text)?;
+            let (l, g) = lark_options(py, options)?;
+            Self::build(py, vocab, |v| core::Grammar::from_lark(&text, v, &l, &g))
         })
     }
 
@@ -746,6 +788,18 @@ fn constraint_hash_of(
         return Ok(format!(
             "{:016x}",
             core::ConstraintSource::ebnf(&text, &e).hash()
+        ));
+    }
+    if kind == "lark" {
+        let text = grammar_text(
+            py,
+            value
+                .ok_or_else(|| PyValueError::new_err("a lark constraint needs the grammar text"))?,
+        )?;
+        let (l, _) = lark_options(py, options)?;
+        return Ok(format!(
+            "{:016x}",
+            core::ConstraintSource::lark(&text, &l).hash()
         ));
     }
     let so = compile_options(py, options)?.schema;

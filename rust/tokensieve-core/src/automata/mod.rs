@@ -23,6 +23,7 @@ pub mod dfa;
 pub(crate) mod expr;
 pub(crate) mod freetext;
 pub(crate) mod hir;
+pub mod lexer;
 pub(crate) mod nfa;
 pub(crate) mod rules;
 pub(crate) mod spell;

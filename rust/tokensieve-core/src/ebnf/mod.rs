@@ -15,7 +15,7 @@
 
 mod left;
 mod lower;
-mod parse;
+pub(crate) mod parse;
 
 use crate::automata::expr::Expr;
 use crate::error::{Error, Result};
@@ -106,6 +106,12 @@ pub(crate) fn compile_with(
     let list = std::mem::replace(atoms, crate::atoms::AtomList::new(None));
     let (rules, list) = parse::parse_with(text, list)?;
     *atoms = list;
+    lower::lower(rules, opts)
+}
+
+/// Lowers rules built by another front end (Lark's, over its lexer's symbols) as a GBNF
+/// grammar's are (see [`lower`]).
+pub(crate) fn lower_rules(rules: Vec<parse::RuleText>, opts: &EbnfOptions) -> Result<Compiled> {
     lower::lower(rules, opts)
 }
 

@@ -11,6 +11,7 @@ use super::analysis::SetGroup;
 use super::graph::Graph;
 use super::{LazyDfa, DEAD, UNKNOWN};
 use crate::automata::depth::{Depths, MAX_FRAMES, NONE};
+use crate::automata::lexer::Lexer;
 use crate::automata::nfa::{Count, MARKER};
 use crate::error::{Error, Result};
 
@@ -176,7 +177,7 @@ impl Table {
 impl LazyDfa {
     /// [`LazyDfa::representative`] with the table locked.
     pub(super) fn representative_in(&self, t: &mut Table, state: u32, k: usize) -> Result<u32> {
-        if !self.registers || state == DEAD {
+        if !self.has_registers() || state == DEAD {
             return Ok(state);
         }
         let k1 = k as u64 + 1;
@@ -753,6 +754,12 @@ impl LazyDfa {
         if t.g.root.is_none() {
             return Err(complete_without_nfa());
         }
+        if let Some(lx) = &self.lexer {
+            if let Some(pqf) = pair_of(&t.sets[state as usize]) {
+                let lx = lx.clone();
+                return self.lexed_next(&lx, t, state, pqf, class);
+            }
+        }
         let b = self.reps[class];
         let width = 1 + 2 * self.registers as usize;
         let mut seeds: Vec<(u32, u64)> = Vec::new();
@@ -789,6 +796,193 @@ impl LazyDfa {
         } else {
             t.trans[row + class] = next;
         }
+        Ok(next)
+    }
+}
+
+/// The first word of a lexed automaton's pair state (no NFA state has this id).
+const PAIR_MARK: u32 = u32::MAX - 1;
+/// A pair state's flags: a lexeme was read already (skipped or not).
+const STARTED: u32 = 1;
+/// A pair state's flags: the last lexeme read was skipped.
+const SKIPPED_LAST: u32 = 2;
+
+/// The parser state, lexer state and flags of a pair state's key, or `None` for a parser
+/// state.
+fn pair_of(key: &[u32]) -> Option<(u32, u32, u32)> {
+    match key {
+        [PAIR_MARK, p, q, f] => Some((*p, *q, *f)),
+        _ => None,
+    }
+}
+
+impl LazyDfa {
+    /// The parser's state after symbol `sym` from parser state `p` (cached in the table).
+    fn parser_step(&self, t: &mut Table, p: u32, sym: u8) -> Result<u32> {
+        let c = sym as usize;
+        let known = t.trans[p as usize * self.stride + c];
+        if known != UNKNOWN {
+            return Ok(known);
+        }
+        self.compute_next(t, p, c)
+    }
+
+    /// Whether parser state `p` allows some lexeme of `words` next (through its probes).
+    fn parser_allows(&self, lx: &Lexer, t: &mut Table, p: u32, words: &[u64]) -> Result<bool> {
+        for i in crate::automata::lexer::members(words) {
+            if self.parser_step(t, p, lx.probe(i))? != DEAD {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Whether a skipped lexeme may be read at (`p`, flags `f`): the parser allows some lexeme
+    /// next, and the policy allows a skip here.
+    fn skip_allowed(&self, lx: &Lexer, t: &mut Table, p: u32, f: u32) -> Result<bool> {
+        let policy = lx.policy();
+        if (f & STARTED == 0 && !policy.at_start) || (policy.once && f & SKIPPED_LAST != 0) {
+            return Ok(false);
+        }
+        for i in 0..lx.num_lexemes() {
+            if self.parser_step(t, p, lx.probe(i))? != DEAD {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Whether some lexeme of `viable` may be read next at (`p`, `f`).
+    fn allows_any(
+        &self,
+        lx: &Lexer,
+        t: &mut Table,
+        p: u32,
+        f: u32,
+        viable: &[u64],
+    ) -> Result<bool> {
+        if lx.any_skipped(viable) && self.skip_allowed(lx, t, p, f)? {
+            return Ok(true);
+        }
+        self.parser_allows(lx, t, p, viable)
+    }
+
+    /// The parser state and flags after the lexemes of end set `sym` at (`p`, `f`): the parser
+    /// reads them, and, where one is skipped and a skip is allowed, the parser also stays as
+    /// it is (the union of both readings).
+    fn read_lexeme(
+        &self,
+        lx: &Lexer,
+        t: &mut Table,
+        p: u32,
+        f: u32,
+        sym: u8,
+    ) -> Result<(u32, u32)> {
+        let read = self.parser_step(t, p, sym)?;
+        let skip = lx.skips(sym) && self.skip_allowed(lx, t, p, f)?;
+        Ok(match (read != DEAD, skip) {
+            (_, false) => (read, STARTED),
+            (false, true) => (p, STARTED | SKIPPED_LAST),
+            // (never with "once": the lexer refuses end sets mixing both then)
+            (true, true) => (self.union_states(t, read, p)?, STARTED),
+        })
+    }
+
+    /// The parser state holding the entries of parser states `a` and `b` (each closed, so
+    /// the union is closed too).
+    fn union_states(&self, t: &mut Table, a: u32, b: u32) -> Result<u32> {
+        if a == b || b == DEAD {
+            return Ok(a);
+        }
+        if a == DEAD {
+            return Ok(b);
+        }
+        let width = 1 + 2 * self.registers as usize;
+        let mut entries: Vec<&[u32]> = Vec::new();
+        let mut accepting = false;
+        let (ka, kb) = (t.sets[a as usize].clone(), t.sets[b as usize].clone());
+        for e in ka.chunks_exact(width).chain(kb.chunks_exact(width)) {
+            if e[0] == ACCEPT_MARK {
+                accepting = true;
+            } else {
+                entries.push(e);
+            }
+        }
+        entries.sort_unstable();
+        entries.dedup();
+        let mut key: Vec<u32> = entries.concat();
+        if accepting {
+            key.push(ACCEPT_MARK);
+            if self.registers {
+                key.extend([0, 0]);
+            }
+        }
+        self.intern(t, key, accepting)
+    }
+
+    /// The pair state of parser state `p`, lexer state `q` and flags `f`: accepting when
+    /// nothing of a lexeme is read and the parser accepts, or when the lexemes ending at `q`
+    /// take the parser to an accepting state.
+    pub(super) fn intern_pair(&self, t: &mut Table, p: u32, q: u32, f: u32) -> Result<u32> {
+        let key = [PAIR_MARK, p, q, f];
+        if let Some(&id) = t.ids.get(&key[..]) {
+            return Ok(id);
+        }
+        let lx = self.lexer.clone().expect("a lexed automaton");
+        let accepting = if q == crate::automata::lexer::LEX_START {
+            t.accepting[p as usize]
+        } else if let Some(sym) = lx.ends(q) {
+            let (p2, _) = self.read_lexeme(&lx, t, p, f, sym)?;
+            t.accepting[p2 as usize]
+        } else {
+            false
+        };
+        self.intern(t, key.to_vec(), accepting)
+    }
+
+    /// The pair state for lexer state `q` just reached at (`p`, `f`): where a lazy lexeme
+    /// the parser allows ends at `q`, it ends right there (only the lazy ones are read) and
+    /// the next lexeme starts; else (`p`, `q`, `f`).
+    fn enter(&self, lx: &Lexer, t: &mut Table, p: u32, q: u32, f: u32) -> Result<u32> {
+        if let Some(sym) = lx.lazy_ends(q) {
+            let (p2, f2) = self.read_lexeme(lx, t, p, f, sym)?;
+            if p2 != DEAD {
+                return self.intern_pair(t, p2, crate::automata::lexer::LEX_START, f2);
+            }
+        }
+        self.intern_pair(t, p, q, f)
+    }
+
+    /// The transition of pair state `state` = (`p`, `q`, `f`) on byte `class` (classes are
+    /// bytes in a lexed automaton): the lexeme goes on when some lexeme allowed at its start
+    /// can still end after the byte; else the lexemes ending at `q` are read and the byte
+    /// starts the next lexeme.
+    #[allow(clippy::too_many_arguments)]
+    fn lexed_next(
+        &self,
+        lx: &Lexer,
+        t: &mut Table,
+        state: u32,
+        (p, q, f): (u32, u32, u32),
+        class: usize,
+    ) -> Result<u32> {
+        use crate::automata::lexer::{LEX_DEAD, LEX_START};
+        let b = self.reps[class];
+        let q2 = lx.next(q, b);
+        let next = if q2 != LEX_DEAD && self.allows_any(lx, t, p, f, lx.viable(q2))? {
+            self.enter(lx, t, p, q2, f)?
+        } else if let Some(sym) = lx.ends(q) {
+            let (p2, f2) = self.read_lexeme(lx, t, p, f, sym)?;
+            let q3 = lx.next(LEX_START, b);
+            if p2 != DEAD && q3 != LEX_DEAD && self.allows_any(lx, t, p2, f2, lx.viable(q3))? {
+                self.enter(lx, t, p2, q3, f2)?
+            } else {
+                DEAD
+            }
+        } else {
+            DEAD
+        };
+        t.trans[state as usize * self.stride + class] = next;
         Ok(next)
     }
 }

@@ -62,6 +62,7 @@ use ruleset::{background, RuleSet};
 
 use super::depth::Depths;
 use super::expr::Expr;
+use super::lexer::Lexer;
 use super::nfa::Count;
 
 pub use parts::DfaParts;
@@ -120,6 +121,9 @@ pub struct LazyDfa {
     /// The NFA state the start state is the closure of.
     start_nfa: u32,
     pattern: String,
+    /// A lexed automaton's lexer (see [`LazyDfa::from_lexed`]); its public states are then
+    /// pairs of a parser state and a lexer state.
+    lexer: Option<Arc<Lexer>>,
 }
 
 impl std::fmt::Debug for LazyDfa {
@@ -138,7 +142,7 @@ impl LazyDfa {
     pub fn from_hir(pattern: &str, hir: &Hir, opts: &RegexOptions) -> Result<LazyDfa> {
         if super::hir::has_counter(hir) {
             let built = super::nfa::build(&Expr::Hir(hir.clone()), opts.max_nfa_bytes)?;
-            return Self::from_nfa(pattern, built.nfa, built.counts, None, 0, opts);
+            return Self::from_nfa(pattern, built.nfa, built.counts, None, 0, opts, None);
         }
         let nfa = thompson::Compiler::new()
             .configure(
@@ -154,7 +158,7 @@ impl LazyDfa {
                          max_nfa_bytes"
                 ))
             })?;
-        Self::from_nfa(pattern, nfa, Vec::new(), None, 0, opts)
+        Self::from_nfa(pattern, nfa, Vec::new(), None, 0, opts, None)
     }
 
     /// Compile an expression of the intermediate form (see [`super::expr`]): plain ones as
@@ -172,6 +176,31 @@ impl LazyDfa {
         if let Some(h) = x.as_hir() {
             return Self::from_hir(pattern, h, opts);
         }
+        Self::from_owned_with(pattern, x, opts, None)
+    }
+
+    /// A lexed automaton: `parser` is a language over the lexer's symbols (each lexeme a byte
+    /// class, [`Lexer::symbols_of`]), and the automaton reads text: a state is a pair of a
+    /// parser state and a lexer state. A lexeme ends where the next byte cannot continue any
+    /// lexeme the parser allows at its start (greedy, no backtracking); the parser then reads
+    /// the symbol of the lexemes ending there, and the byte starts the next lexeme. The end of
+    /// the input ends the lexeme being read. The parser's language decides everything else
+    /// (where ignored lexemes may stand is part of it).
+    pub(crate) fn from_lexed(
+        pattern: &str,
+        parser: Expr,
+        lexer: Arc<Lexer>,
+        opts: &RegexOptions,
+    ) -> Result<LazyDfa> {
+        Self::from_owned_with(pattern, parser, opts, Some(lexer))
+    }
+
+    fn from_owned_with(
+        pattern: &str,
+        x: Expr,
+        opts: &RegexOptions,
+        lexer: Option<Arc<Lexer>>,
+    ) -> Result<LazyDfa> {
         let split = super::rules::split(x);
         let eager = split.eager();
         let mut rules = split.rules;
@@ -181,7 +210,15 @@ impl LazyDfa {
         let rules =
             (rules.len() > 1).then(|| Arc::new(RuleSet::new(rules, &root, opts.max_nfa_bytes)));
         drop(root);
-        let dfa = Self::from_nfa(pattern, built.nfa, built.counts, rules, next_rec, opts)?;
+        let dfa = Self::from_nfa(
+            pattern,
+            built.nfa,
+            built.counts,
+            rules,
+            next_rec,
+            opts,
+            lexer,
+        )?;
         {
             let mut t = dfa.lock();
             for r in eager {
@@ -198,6 +235,7 @@ impl LazyDfa {
         rules: Option<Arc<RuleSet>>,
         next_rec: u32,
         opts: &RegexOptions,
+        lexer: Option<Arc<Lexer>>,
     ) -> Result<LazyDfa> {
         let counts = if counts.iter().any(Option::is_some) {
             counts
@@ -207,7 +245,8 @@ impl LazyDfa {
         let split = rules.is_some();
         let mut classes = [0u8; 256];
         let mut reps = Vec::new();
-        if split {
+        // a lexed automaton's rows serve both the parser's symbols and the text's bytes
+        if split || lexer.is_some() {
             for b in 0..=255u8 {
                 classes[b as usize] = b;
                 reps.push(b);
@@ -246,6 +285,7 @@ impl LazyDfa {
             start: DEAD,
             start_nfa,
             pattern: pattern.to_string(),
+            lexer,
         };
         dfa.start_on(g)?;
         Ok(dfa)
@@ -262,6 +302,9 @@ impl LazyDfa {
         table.trans.extend(std::iter::repeat_n(DEAD, self.stride));
         table.ids.insert(Box::new([]), DEAD);
         self.start = self.closure_intern(&mut table, &[(self.start_nfa, 0)], true)?;
+        if self.lexer.is_some() && self.start != DEAD {
+            self.start = self.intern_pair(&mut table, self.start, super::lexer::LEX_START, 0)?;
+        }
         table.mark_ready();
         self.table = Mutex::new(table);
         Ok(())
@@ -289,6 +332,7 @@ impl LazyDfa {
             start: DEAD,
             start_nfa: self.start_nfa,
             pattern: self.pattern.clone(),
+            lexer: self.lexer.clone(),
         };
         Some(dfa.start_on(g).map(|()| dfa))
     }
@@ -377,7 +421,7 @@ impl LazyDfa {
     /// Whether subset entries carry counts or stack frames (only then can a state's
     /// [`LazyDfa::representative`] differ from it).
     pub fn has_registers(&self) -> bool {
-        self.registers
+        self.registers && self.lexer.is_none()
     }
 
     /// Number of byte equivalence classes.
@@ -466,7 +510,7 @@ impl LazyDfa {
     /// masks agree, and a long bounded string needs one mask for its middle, not one per count.
     /// The result is a state of this automaton like any other (its transitions are exact).
     pub fn representative(&self, state: u32, k: usize) -> Result<u32> {
-        if !self.registers || state == DEAD {
+        if !self.has_registers() || state == DEAD {
             return Ok(state);
         }
         self.representative_in(&mut self.lock(), state, k)

@@ -111,6 +111,7 @@ impl LazyDfa {
             start,
             start_nfa: 0,
             pattern,
+            lexer: None,
         })
     }
 }

@@ -1,0 +1,562 @@
+//! Lark grammars (the dialect llguidance documents) → a lexer and a parser over its symbols
+//! (see `docs/grammars.md`, *Lark*).
+//!
+//! * `parse` — the text → rules, terminals and directives ([`parse::Ex`] trees).
+//! * here — terminals (uppercase names) become regular byte languages: strings, `/regex/`s
+//!   (Rust `regex` syntax, as llguidance reads them), ranges and other terminals, composed;
+//!   every string or regex written inside a rule is a lexeme of its own, so is every terminal
+//!   a rule names and every `%ignore`. They make one [`Lexer`]. The rules become an
+//!   [`crate::ebnf`] grammar over the lexer's symbols (a lexeme is the byte class of its
+//!   symbols), lowered like a GBNF grammar (left recursion, recursion on the stack). The
+//!   `%ignore`d lexemes are the lexer's skipped ones: read wherever the parser allows some
+//!   lexeme next (so never after the last one), not at the start unless
+//!   `%llguidance {"allow_initial_skip": true}` says so, one at most in a row with
+//!   `"ignore_once": true`.
+//!
+//! The automaton ([`crate::automata::dfa::LazyDfa::from_lexed`]) then runs the lexer beside
+//! the parser: a lexeme ends only where the next byte continues no lexeme the parser allows
+//! (greedy, without backtracking), and every lexeme ending there that the parser allows is
+//! read (a keyword that is also an identifier is both, the parser keeps the readings it can).
+
+mod parse;
+
+use std::sync::Arc;
+
+use regex_syntax::hir::{Class, ClassBytes, ClassBytesRange, Hir};
+use rustc_hash::FxHashMap;
+
+use crate::automata::expr::Expr;
+use crate::automata::lexer::{LexemeSpec, Lexer, SkipPolicy};
+use crate::ebnf::parse::{Node, RuleText};
+use crate::ebnf::{grammar_error, EbnfOptions, Pos};
+use crate::error::{Error, Result};
+use parse::{Def, Ex};
+
+/// The options of a Lark grammar that change its language.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LarkOptions {
+    /// The rule the output must match (default `start`).
+    pub start: String,
+    /// Most rule calls open at once (see [`EbnfOptions::max_stack_depth`]).
+    pub max_stack_depth: u32,
+}
+
+impl Default for LarkOptions {
+    fn default() -> Self {
+        LarkOptions {
+            start: "start".into(),
+            max_stack_depth: crate::ebnf::DEFAULT_MAX_STACK_DEPTH,
+        }
+    }
+}
+
+impl LarkOptions {
+    /// The options as canonical JSON (the cache key).
+    pub fn canonical(&self) -> String {
+        serde_json::json!({"max_stack_depth": self.max_stack_depth, "start": self.start})
+            .to_string()
+    }
+}
+
+/// A compiled Lark grammar: the parser's language over the lexer's symbols, and the lexer.
+pub(crate) struct Compiled {
+    pub parser: Expr,
+    pub lexer: Arc<Lexer>,
+    pub warnings: Vec<String>,
+}
+
+/// Lark's `common` terminals (the ones `%import common.NAME` reads), in Lark syntax, with the
+/// languages llguidance gives them: a string holds any character but a quote or a backslash raw, a
+/// backslash escapes any character but a line break; a C comment holds no `*/`.
+const COMMON: &str = r#"
+DIGIT: "0".."9"
+HEXDIGIT: "a".."f" | "A".."F" | DIGIT
+INT: DIGIT+
+SIGNED_INT: ["+" | "-"] INT
+DECIMAL: INT "." INT? | "." INT
+_EXP: ("e" | "E") SIGNED_INT
+FLOAT: INT _EXP | DECIMAL _EXP?
+SIGNED_FLOAT: ["+" | "-"] FLOAT
+NUMBER: FLOAT | INT
+SIGNED_NUMBER: ["+" | "-"] NUMBER
+_STRING_ESC_INNER: /([^"\\]|\\.)*/
+ESCAPED_STRING: "\"" _STRING_ESC_INNER "\""
+LCASE_LETTER: "a".."z"
+UCASE_LETTER: "A".."Z"
+LETTER: UCASE_LETTER | LCASE_LETTER
+WORD: LETTER+
+CNAME: ("_" | LETTER) ("_" | LETTER | DIGIT)*
+WS_INLINE: (" " | /\t/)+
+WS: /[ \t\f\r\n]/+
+CR: /\r/
+LF: /\n/
+NEWLINE: (CR? LF)+
+SH_COMMENT: /#[^\n]*/
+CPP_COMMENT: /\/\/[^\n]*/
+C_COMMENT: /\/\*([^*]|\*+[^*\/])*\*+\//
+SQL_COMMENT: /--[^\n]*/
+"#;
+
+const START: &str = "$start";
+
+struct Builder<'a> {
+    /// the grammar's terminals (and the imported ones, under their names here)
+    terminals: FxHashMap<String, (&'a Def, bool)>,
+    /// Lark's common terminals (what an imported one refers to)
+    common: FxHashMap<String, &'a Def>,
+    /// terminal name → its regex text (memoized)
+    terminal_regex: FxHashMap<String, String>,
+    /// lexemes: key (`T:NAME` or `R:regex`) → index
+    lexeme_ids: FxHashMap<String, usize>,
+    lexeme_regex: Vec<String>,
+    lexeme_names: Vec<String>,
+    lexeme_lazy: Vec<bool>,
+    nest_limit: u32,
+}
+
+/// A rule's body with its lexemes numbered.
+enum Lx {
+    Seq(Vec<Lx>),
+    Alt(Vec<Lx>),
+    Rep(Box<Lx>, u32, Option<u32>),
+    Lexeme(usize),
+    Ref(String, Pos),
+}
+
+fn escape(s: &str) -> String {
+    regex_syntax::escape(s)
+}
+
+impl<'a> Builder<'a> {
+    /// The regex text of a terminal expression; `stack` holds the terminals being expanded.
+    fn regex(&mut self, x: &Ex, stack: &mut Vec<String>, common: bool) -> Result<String> {
+        Ok(match x {
+            Ex::Seq(xs) => {
+                let parts: Result<Vec<String>> =
+                    xs.iter().map(|x| self.regex(x, stack, common)).collect();
+                format!("(?:{})", parts?.join(""))
+            }
+            Ex::Alt(xs) => {
+                let parts: Result<Vec<String>> =
+                    xs.iter().map(|x| self.regex(x, stack, common)).collect();
+                format!("(?:{})", parts?.join("|"))
+            }
+            Ex::Rep(sub, min, max) => {
+                let s = self.regex(sub, stack, common)?;
+                match max {
+                    Some(m) => format!("(?:{s}){{{min},{m}}}"),
+                    None => format!("(?:{s}){{{min},}}"),
+                }
+            }
+            Ex::Lit { text, ci } => {
+                if *ci {
+                    format!("(?i:{})", escape(text))
+                } else {
+                    format!("(?:{})", escape(text))
+                }
+            }
+            Ex::Re {
+                pattern,
+                flags,
+                pos,
+            } => {
+                let mut f = String::new();
+                for c in flags.chars() {
+                    match c {
+                        'i' | 'm' | 's' | 'x' => f.push(c),
+                        'u' => {}
+                        other => {
+                            return Err(grammar_error(
+                                *pos,
+                                &format!("the regex flag `{other}` is not supported"),
+                            ))
+                        }
+                    }
+                }
+                // the pattern alone must parse (its errors then point into it)
+                crate::regex::parse(pattern, self.nest_limit)
+                    .map_err(|e| grammar_error(*pos, &format!("in /{pattern}/: {e}")))?;
+                if f.is_empty() {
+                    format!("(?:{pattern})")
+                } else {
+                    format!("(?{f}:{pattern})")
+                }
+            }
+            Ex::Range(a, b) => format!("[\\x{{{:x}}}-\\x{{{:x}}}]", *a as u32, *b as u32),
+            Ex::Substring(chunks) => substring_regex(chunks),
+            Ex::Name(n, pos) => {
+                if !parse::names_terminal(n) {
+                    return Err(grammar_error(
+                        *pos,
+                        &format!("the terminal uses the rule `{n}`: terminals hold terminals only"),
+                    ));
+                }
+                self.terminal(n, *pos, stack, common)?
+            }
+        })
+    }
+
+    fn terminal(
+        &mut self,
+        n: &str,
+        pos: Pos,
+        stack: &mut Vec<String>,
+        common: bool,
+    ) -> Result<String> {
+        let key = if common {
+            format!("common.{n}")
+        } else {
+            n.to_string()
+        };
+        if let Some(r) = self.terminal_regex.get(&key) {
+            return Ok(r.clone());
+        }
+        if stack.contains(&key) {
+            return Err(grammar_error(
+                pos,
+                &format!("the terminal `{n}` refers to itself (terminals cannot be recursive)"),
+            ));
+        }
+        let found = if common {
+            self.common.get(n).map(|d| (*d, true))
+        } else {
+            self.terminals.get(n).copied()
+        };
+        let Some((def, in_common)) = found else {
+            return Err(grammar_error(
+                pos,
+                &format!("the terminal `{n}` is not defined"),
+            ));
+        };
+        if stack.len() > 200 {
+            return Err(grammar_error(
+                pos,
+                "terminals nest more than 200 levels deep",
+            ));
+        }
+        stack.push(key.clone());
+        let r = self.regex(&def.body, stack, in_common)?;
+        stack.pop();
+        self.terminal_regex.insert(key, r.clone());
+        Ok(r)
+    }
+
+    fn lexeme(&mut self, key: String, regex: String, name: String, lazy: bool) -> usize {
+        if let Some(&i) = self.lexeme_ids.get(&key) {
+            return i;
+        }
+        let i = self.lexeme_regex.len();
+        self.lexeme_ids.insert(key, i);
+        self.lexeme_regex.push(regex);
+        self.lexeme_names.push(name);
+        self.lexeme_lazy.push(lazy);
+        i
+    }
+
+    /// The lazy lexeme a `name[lazy]` / `name[suffix=...]` rule is.
+    fn lazy_rule(&mut self, def: &Def) -> Result<usize> {
+        let key = format!("L:{}", def.name);
+        if let Some(&i) = self.lexeme_ids.get(&key) {
+            return Ok(i);
+        }
+        let mut r = self
+            .regex(&def.body, &mut Vec::new(), false)
+            .map_err(|e| match e {
+                Error::Grammar {
+                    line,
+                    column,
+                    message,
+                } if message.contains("uses the rule") => Error::Grammar {
+                    line,
+                    column,
+                    message: format!(
+                        "{message} (a `lazy` or `suffix` rule is one lexeme: its body holds \
+                         strings, regexes and terminals only)"
+                    ),
+                },
+                other => other,
+            })?;
+        if let Some(sfx) = &def.suffix {
+            r = format!("(?:{r}{})", self.regex(sfx, &mut Vec::new(), false)?);
+        }
+        Ok(self.lexeme(key, r, def.name.clone(), true))
+    }
+
+    /// A rule's body: names of rules stay references, terminals and literals become lexemes.
+    fn rule(&mut self, x: &Ex) -> Result<Lx> {
+        Ok(match x {
+            Ex::Seq(xs) => Lx::Seq(xs.iter().map(|x| self.rule(x)).collect::<Result<_>>()?),
+            Ex::Alt(xs) => Lx::Alt(xs.iter().map(|x| self.rule(x)).collect::<Result<_>>()?),
+            Ex::Rep(sub, a, b) => Lx::Rep(Box::new(self.rule(sub)?), *a, *b),
+            Ex::Name(n, pos) if parse::names_terminal(n) => {
+                let r = self.terminal(n, *pos, &mut Vec::new(), false)?;
+                let lazy = self.terminals.get(n).is_some_and(|(d, _)| d.lazy);
+                let r = match self.terminals.get(n).and_then(|(d, _)| d.suffix.clone()) {
+                    Some(sfx) => format!("(?:{r}{})", self.regex(&sfx, &mut Vec::new(), false)?),
+                    None => r,
+                };
+                Lx::Lexeme(self.lexeme(format!("T:{n}"), r, n.clone(), lazy))
+            }
+            Ex::Name(n, pos) => Lx::Ref(n.clone(), *pos),
+            other => {
+                let r = self.regex(other, &mut Vec::new(), false)?;
+                let name = match other {
+                    Ex::Lit { text, .. } => format!("{text:?}"),
+                    Ex::Re { pattern, .. } => format!("/{pattern}/"),
+                    _ => r.clone(),
+                };
+                Lx::Lexeme(self.lexeme(format!("R:{r}"), r.clone(), name, false))
+            }
+        })
+    }
+}
+
+/// The regex of the contiguous runs of `chunks` (and the empty string).
+fn substring_regex(chunks: &[String]) -> String {
+    let mut alts = vec![String::new()];
+    for i in 0..chunks.len() {
+        // chunks[i] (chunks[i+1] (...)?)?
+        let mut s = String::new();
+        for c in chunks[i..].iter().rev() {
+            s = if s.is_empty() {
+                escape(c)
+            } else {
+                format!("{}(?:{s})?", escape(c))
+            };
+        }
+        alts.push(s);
+    }
+    format!("(?:{})", alts.join("|"))
+}
+
+fn byte_class(symbols: &[u8]) -> Node {
+    let ranges: Vec<ClassBytesRange> = symbols
+        .iter()
+        .map(|&b| ClassBytesRange::new(b, b))
+        .collect();
+    Node::Text {
+        expr: Box::new(Expr::Hir(Hir::class(Class::Bytes(ClassBytes::new(ranges))))),
+        nullable: false,
+    }
+}
+
+fn node(x: &Lx, sym: &dyn Fn(usize) -> Node) -> Node {
+    match x {
+        Lx::Seq(xs) => Node::Seq(xs.iter().map(|x| node(x, sym)).collect()),
+        Lx::Alt(xs) => Node::Alt(xs.iter().map(|x| node(x, sym)).collect()),
+        Lx::Rep(sub, a, b) => Node::Rep {
+            sub: Box::new(node(sub, sym)),
+            min: *a,
+            max: *b,
+        },
+        Lx::Lexeme(i) => sym(*i),
+        Lx::Ref(n, pos) => Node::Ref {
+            name: n.clone(),
+            rule: usize::MAX,
+            pos: *pos,
+        },
+    }
+}
+
+/// Compiles a Lark grammar (see the module docs).
+pub(crate) fn compile(text: &str, opts: &LarkOptions, nfa_bytes: usize) -> Result<Compiled> {
+    let ebnf_opts = EbnfOptions {
+        start: START.into(),
+        max_stack_depth: opts.max_stack_depth,
+    };
+    ebnf_opts.validate()?;
+    if opts.start.is_empty() {
+        return Err(Error::InvalidArgument("start must name a rule".into()));
+    }
+    let g = parse::parse(text)?;
+    let common = parse::parse(COMMON)?;
+    let mut terminals: FxHashMap<String, (&Def, bool)> = FxHashMap::default();
+    for d in &g.terminals {
+        if terminals.insert(d.name.clone(), (d, false)).is_some() {
+            return Err(grammar_error(
+                d.pos,
+                &format!("the terminal `{}` is defined twice", d.name),
+            ));
+        }
+    }
+    let common_defs: FxHashMap<String, &Def> = common
+        .terminals
+        .iter()
+        .map(|d| (d.name.clone(), d))
+        .collect();
+    for (name, alias, pos) in &g.imports {
+        let Some(d) = common_defs.get(name.as_str()) else {
+            return Err(grammar_error(
+                *pos,
+                &format!("`common` has no terminal `{name}`"),
+            ));
+        };
+        if terminals.contains_key(alias.as_str()) {
+            return Err(grammar_error(
+                *pos,
+                &format!("the terminal `{alias}` is defined twice"),
+            ));
+        }
+        terminals.insert(alias.clone(), (*d, true));
+    }
+    let own: std::collections::HashSet<String> = terminals.keys().cloned().collect();
+    let mut b = Builder {
+        terminals,
+        common: common_defs,
+        terminal_regex: FxHashMap::default(),
+        lexeme_ids: FxHashMap::default(),
+        lexeme_regex: Vec::new(),
+        lexeme_names: Vec::new(),
+        lexeme_lazy: Vec::new(),
+        nest_limit: 250,
+    };
+    let check_visible = |x: &Ex| -> Result<()> {
+        let mut bad = None;
+        visit_names(x, &mut |n, pos| {
+            if parse::names_terminal(n) && !own.contains(n) && bad.is_none() {
+                bad = Some((n.to_string(), pos));
+            }
+        });
+        match bad {
+            Some((n, pos)) => Err(grammar_error(
+                pos,
+                &format!("the terminal `{n}` is not defined"),
+            )),
+            None => Ok(()),
+        }
+    };
+    for d in g.rules.iter().chain(g.terminals.iter()) {
+        check_visible(&d.body)?;
+    }
+    let mut seen_rules: FxHashMap<&str, Pos> = FxHashMap::default();
+    let mut bodies = Vec::new();
+    for d in &g.rules {
+        if seen_rules.insert(d.name.as_str(), d.pos).is_some() {
+            return Err(grammar_error(
+                d.pos,
+                &format!("the rule `{}` is defined twice", d.name),
+            ));
+        }
+        let body = if d.lazy {
+            Lx::Lexeme(b.lazy_rule(d)?)
+        } else {
+            b.rule(&d.body)?
+        };
+        bodies.push((d.name.clone(), d.pos, body));
+    }
+    if !seen_rules.contains_key(opts.start.as_str()) {
+        return Err(grammar_error(
+            Pos { line: 1, col: 1 },
+            &format!("the grammar has no rule `{}` (the start rule)", opts.start),
+        ));
+    }
+    let mut ignored = Vec::new();
+    for (x, _) in &g.ignore {
+        check_visible(x)?;
+        // `%ignore A | B` ignores each
+        let alts: Vec<&Ex> = match x {
+            Ex::Alt(xs) => xs.iter().collect(),
+            x => vec![x],
+        };
+        for a in alts {
+            match b.rule(a)? {
+                Lx::Lexeme(i) => ignored.push(i),
+                _ => {
+                    return Err(grammar_error(
+                        g.ignore[0].1,
+                        "`%ignore` takes terminals, strings or regexes",
+                    ))
+                }
+            }
+        }
+    }
+    // every lexeme parsed once more as a whole (for its HIR)
+    let mut specs = Vec::with_capacity(b.lexeme_regex.len() + 1);
+    for (i, (r, name)) in b.lexeme_regex.iter().zip(&b.lexeme_names).enumerate() {
+        let hir = crate::regex::parse(r, b.nest_limit).map_err(|e| {
+            grammar_error(Pos { line: 1, col: 1 }, &format!("the lexeme {name}: {e}"))
+        })?;
+        specs.push(LexemeSpec {
+            hir,
+            name: name.clone(),
+            skipped: ignored.contains(&i),
+            lazy: b.lexeme_lazy[i],
+        });
+    }
+    if specs.is_empty() {
+        // a grammar of empty rules: a lexer that reads nothing
+        specs.push(LexemeSpec {
+            hir: Hir::fail(),
+            name: "(none)".into(),
+            skipped: false,
+            lazy: false,
+        });
+    }
+    let policy = SkipPolicy {
+        at_start: g.initial_skip,
+        once: g.ignore_once,
+    };
+    let lexer = Lexer::build(&specs, policy, nfa_bytes).map_err(|e| match e {
+        Error::InvalidArgument(m) => grammar_error(Pos { line: 1, col: 1 }, &m),
+        other => other,
+    })?;
+    // a lexeme whose language held the empty string is optional where it is used
+    let sym = |i: usize| -> Node {
+        let t = byte_class(&lexer.symbols_of(i));
+        if lexer.nullable(i) {
+            Node::Rep {
+                sub: Box::new(t),
+                min: 0,
+                max: Some(1),
+            }
+        } else {
+            t
+        }
+    };
+    let mut rules: Vec<RuleText> = bodies
+        .iter()
+        .map(|(name, pos, lx)| RuleText {
+            name: name.clone(),
+            pos: *pos,
+            body: node(lx, &sym),
+        })
+        .collect();
+    rules.push(RuleText {
+        name: START.into(),
+        pos: Pos { line: 1, col: 1 },
+        body: Node::Ref {
+            name: opts.start.clone(),
+            rule: usize::MAX,
+            pos: Pos { line: 1, col: 1 },
+        },
+    });
+    let c = crate::ebnf::lower_rules(rules, &ebnf_opts)?;
+    let warnings = c
+        .warnings
+        .into_iter()
+        .filter(|w| !w.contains(START))
+        .map(|w| {
+            w.replace(
+                &format!("from `{START}`"),
+                &format!("from `{}`", opts.start),
+            )
+        })
+        .collect();
+    Ok(Compiled {
+        parser: c.expr,
+        lexer: Arc::new(lexer),
+        warnings,
+    })
+}
+
+fn visit_names(x: &Ex, f: &mut dyn FnMut(&str, Pos)) {
+    match x {
+        Ex::Seq(xs) | Ex::Alt(xs) => xs.iter().for_each(|x| visit_names(x, f)),
+        Ex::Rep(sub, ..) => visit_names(sub, f),
+        Ex::Name(n, pos) => f(n, *pos),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,927 @@
+//! Lark text → definitions: rules (lowercase names) and terminals (uppercase names), each an
+//! [`Ex`] tree, and the directives (`%ignore`, `%import common`, `%llguidance`).
+//!
+//! Accepted: `name: alternatives` with `|` continuing on the next lines, `?name` / `!name`
+//! (tree shaping only), `-> alias` (ignored), rule priorities `name.N` (they choose among
+//! parse trees, never the language), `"strings"` (Python escapes, `i` suffix), `/regex/flags`
+//! (`i`, `m`, `s`, `x`, `u`), `"a".."z"`, `( )`, `[ ]`, `?`, `*`, `+`, `~ n`, `~ n..m`,
+//! `{n}`, `{n,}`, `{,m}`, `{n,m}`, `//` and `#` comments, rule attributes `capture` and
+//! `temperature` (which do not change the language), `lazy` and `suffix` (the rule is then
+//! one lazy lexeme). Refused by name, with a position: templates, `%declare`, `%override`,
+//! `%extend`, imports other than `common`, terminal priorities, `stop` and `max_tokens`,
+//! `&`/`~` terminal operators, `%json`, special tokens, `@grammar` references.
+
+use crate::ebnf::{grammar_error, Pos};
+use crate::error::Result;
+
+/// A Lark expression.
+#[derive(Clone, Debug)]
+pub(crate) enum Ex {
+    Seq(Vec<Ex>),
+    Alt(Vec<Ex>),
+    Rep(Box<Ex>, u32, Option<u32>),
+    /// a string literal (`ci`: the `i` suffix)
+    Lit {
+        text: String,
+        ci: bool,
+    },
+    /// a `/regex/` with its flags
+    Re {
+        pattern: String,
+        flags: String,
+        pos: Pos,
+    },
+    /// `"a".."z"`
+    Range(char, char),
+    /// a rule or terminal name
+    Name(String, Pos),
+    /// `%regex { "substring_*": ... }`: the contiguous runs of these chunks (and the empty
+    /// string)
+    Substring(Vec<String>),
+}
+
+/// One definition as written.
+pub(crate) struct Def {
+    pub name: String,
+    pub pos: Pos,
+    pub body: Ex,
+    /// `name[lazy]` or `name[suffix=...]`: the rule is one lazy lexeme
+    pub lazy: bool,
+    /// `name[suffix=X]`: X follows the body inside the lexeme
+    pub suffix: Option<Ex>,
+}
+
+/// The grammar as written.
+#[derive(Default)]
+pub(crate) struct Text {
+    pub rules: Vec<Def>,
+    pub terminals: Vec<Def>,
+    /// `%ignore` expressions
+    pub ignore: Vec<(Ex, Pos)>,
+    /// `%import common.NAME -> ALIAS`: (name in common, name here, position)
+    pub imports: Vec<(String, String, Pos)>,
+    /// `%llguidance {"allow_initial_skip": true}`: ignored lexemes may open the text too
+    pub initial_skip: bool,
+    /// `%llguidance {"ignore_once": true}` (or `"skip_repetition": "once"`): at most one
+    /// ignored lexeme between two others
+    pub ignore_once: bool,
+}
+
+/// Groups nest at most this deep.
+const MAX_DEPTH: u32 = 200;
+/// Largest repetition bound.
+const MAX_COUNT: u64 = 100_000;
+
+#[derive(Clone, Debug, PartialEq)]
+enum Tok {
+    Name(String),
+    Str(String, bool),
+    Re(String, String),
+    Num(u64),
+    Punct(&'static str),
+    Directive(String),
+    /// a JSON object after `%json`, `%regex` or `%llguidance`
+    Json(serde_json::Value),
+    Special(String),
+    Nl,
+}
+
+struct Lexed {
+    toks: Vec<(Tok, Pos)>,
+}
+
+fn err<T>(pos: Pos, msg: impl AsRef<str>) -> Result<T> {
+    Err(grammar_error(pos, msg.as_ref()))
+}
+
+const PUNCTS: &[&str] = &[
+    "->", "..", ":", "|", "(", ")", "[", "]", "{", "}", "?", "*", "+", "~", ",", "=", "&", "!",
+    ".", "@", "-",
+];
+
+fn lex(text: &str) -> Result<Lexed> {
+    let chars: Vec<char> = text.chars().collect();
+    let (mut i, mut line, mut col) = (0usize, 1u32, 1u32);
+    let mut toks = Vec::new();
+    let adv = |i: &mut usize, line: &mut u32, col: &mut u32, c: char| {
+        *i += 1;
+        if c == '\n' {
+            *line += 1;
+            *col = 1;
+        } else {
+            *col += 1;
+        }
+    };
+    while i < chars.len() {
+        let c = chars[i];
+        let pos = Pos { line, col };
+        if c == '\n' {
+            toks.push((Tok::Nl, pos));
+            adv(&mut i, &mut line, &mut col, c);
+            continue;
+        }
+        if c.is_whitespace() {
+            adv(&mut i, &mut line, &mut col, c);
+            continue;
+        }
+        if c == '#' || (c == '/' && chars.get(i + 1) == Some(&'/')) {
+            while i < chars.len() && chars[i] != '\n' {
+                {
+                    let ch = chars[i];
+                    adv(&mut i, &mut line, &mut col, ch);
+                }
+            }
+            continue;
+        }
+        if c == '"' {
+            adv(&mut i, &mut line, &mut col, c);
+            let mut s = String::new();
+            loop {
+                let Some(&d) = chars.get(i) else {
+                    return err(pos, "a string is not closed");
+                };
+                if d == '\n' {
+                    return err(pos, "a string is not closed on its line");
+                }
+                adv(&mut i, &mut line, &mut col, d);
+                if d == '"' {
+                    break;
+                }
+                if d == '\\' {
+                    let Some(&e) = chars.get(i) else {
+                        return err(pos, "a string is not closed");
+                    };
+                    let epos = Pos { line, col };
+                    adv(&mut i, &mut line, &mut col, e);
+                    let hex = |n: usize, i: &mut usize, line: &mut u32, col: &mut u32| {
+                        let mut v = 0u32;
+                        for _ in 0..n {
+                            let h = chars.get(*i).and_then(|h| h.to_digit(16));
+                            let Some(h) = h else {
+                                return err(epos, "a \\x, \\u or \\U escape needs hex digits");
+                            };
+                            v = v * 16 + h;
+                            let ch = chars[*i];
+                            adv(i, line, col, ch);
+                        }
+                        char::from_u32(v)
+                            .map_or_else(|| err(epos, "the escape names no Unicode character"), Ok)
+                    };
+                    match e {
+                        'n' => s.push('\n'),
+                        't' => s.push('\t'),
+                        'r' => s.push('\r'),
+                        'f' => s.push('\x0c'),
+                        'v' => s.push('\x0b'),
+                        'a' => s.push('\x07'),
+                        'b' => s.push('\x08'),
+                        '0' => s.push('\0'),
+                        '\\' | '"' | '\'' => s.push(e),
+                        'x' => s.push(hex(2, &mut i, &mut line, &mut col)?),
+                        'u' => s.push(hex(4, &mut i, &mut line, &mut col)?),
+                        'U' => s.push(hex(8, &mut i, &mut line, &mut col)?),
+                        '\n' => {}
+                        // as Python reads an unknown escape: the backslash stays
+                        other => {
+                            s.push('\\');
+                            s.push(other);
+                        }
+                    }
+                    continue;
+                }
+                s.push(d);
+            }
+            let ci = chars.get(i) == Some(&'i')
+                && !chars
+                    .get(i + 1)
+                    .is_some_and(|c| c.is_alphanumeric() || *c == '_');
+            if ci {
+                adv(&mut i, &mut line, &mut col, 'i');
+            }
+            toks.push((Tok::Str(s, ci), pos));
+            continue;
+        }
+        if c == '/' {
+            adv(&mut i, &mut line, &mut col, c);
+            let mut s = String::new();
+            loop {
+                let Some(&d) = chars.get(i) else {
+                    return err(pos, "a /regex/ is not closed");
+                };
+                if d == '\n' {
+                    return err(pos, "a /regex/ is not closed on its line");
+                }
+                adv(&mut i, &mut line, &mut col, d);
+                if d == '/' {
+                    break;
+                }
+                if d == '\\' && chars.get(i) == Some(&'/') {
+                    s.push('/');
+                    adv(&mut i, &mut line, &mut col, '/');
+                    continue;
+                }
+                if d == '\\' {
+                    if let Some(&e) = chars.get(i) {
+                        s.push('\\');
+                        s.push(e);
+                        adv(&mut i, &mut line, &mut col, e);
+                        continue;
+                    }
+                }
+                s.push(d);
+            }
+            let mut flags = String::new();
+            while let Some(&f) = chars.get(i) {
+                if !f.is_ascii_alphabetic() {
+                    break;
+                }
+                flags.push(f);
+                adv(&mut i, &mut line, &mut col, f);
+            }
+            toks.push((Tok::Re(s, flags), pos));
+            continue;
+        }
+        if c == '%' {
+            adv(&mut i, &mut line, &mut col, c);
+            let mut name = String::new();
+            while let Some(&d) = chars.get(i) {
+                if !(d.is_alphanumeric() || d == '_') {
+                    break;
+                }
+                name.push(d);
+                adv(&mut i, &mut line, &mut col, d);
+            }
+            if name.is_empty() {
+                return err(
+                    pos,
+                    "`%` must start a directive (`%ignore`, `%import`, ...)",
+                );
+            }
+            let takes_json = matches!(
+                name.as_str(),
+                "json" | "regex" | "llguidance" | "grammar_options"
+            );
+            toks.push((Tok::Directive(name), pos));
+            if takes_json {
+                while i < chars.len() && chars[i].is_whitespace() {
+                    {
+                        let ch = chars[i];
+                        adv(&mut i, &mut line, &mut col, ch);
+                    }
+                }
+                let jpos = Pos { line, col };
+                if chars.get(i) != Some(&'{') {
+                    return err(jpos, "the directive needs a JSON object `{ ... }`");
+                }
+                // the balanced object, strings skipped
+                let start = i;
+                let (mut depth, mut in_str, mut esc) = (0i32, false, false);
+                while i < chars.len() {
+                    let d = chars[i];
+                    adv(&mut i, &mut line, &mut col, d);
+                    if in_str {
+                        if esc {
+                            esc = false;
+                        } else if d == '\\' {
+                            esc = true;
+                        } else if d == '"' {
+                            in_str = false;
+                        }
+                        continue;
+                    }
+                    match d {
+                        '"' => in_str = true,
+                        '{' | '[' => depth += 1,
+                        '}' | ']' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                let body: String = chars[start..i].iter().collect();
+                let v: serde_json::Value = serde_json::from_str(&body).or_else(|_| {
+                    err(
+                        jpos,
+                        "the JSON object after the directive is not valid JSON",
+                    )
+                })?;
+                toks.push((Tok::Json(v), jpos));
+            }
+            continue;
+        }
+        if c == '<' {
+            let mut j = i + 1;
+            while j < chars.len() && chars[j] != '>' && chars[j] != '\n' {
+                j += 1;
+            }
+            if chars.get(j) == Some(&'>') {
+                let s: String = chars[i + 1..j].iter().collect();
+                while i <= j {
+                    {
+                        let ch = chars[i];
+                        adv(&mut i, &mut line, &mut col, ch);
+                    }
+                }
+                toks.push((Tok::Special(s), pos));
+                continue;
+            }
+            return err(
+                pos,
+                "`<` must start a special token `<name>` closed on its line",
+            );
+        }
+        if c.is_ascii_digit() {
+            let mut v: u64 = 0;
+            while let Some(d) = chars.get(i).and_then(|d| d.to_digit(10)) {
+                v = v.saturating_mul(10).saturating_add(u64::from(d));
+                {
+                    let ch = chars[i];
+                    adv(&mut i, &mut line, &mut col, ch);
+                }
+            }
+            toks.push((Tok::Num(v), pos));
+            continue;
+        }
+        if c.is_alphabetic() || c == '_' {
+            let mut s = String::new();
+            while let Some(&d) = chars.get(i) {
+                if !(d.is_alphanumeric() || d == '_' || d == '-') {
+                    break;
+                }
+                // `-` inside a name, not `->`
+                if d == '-' && chars.get(i + 1) == Some(&'>') {
+                    break;
+                }
+                s.push(d);
+                adv(&mut i, &mut line, &mut col, d);
+            }
+            toks.push((Tok::Name(s), pos));
+            continue;
+        }
+        if c == '\'' {
+            return err(
+                pos,
+                "single-quoted strings are not Lark syntax: use \"...\"",
+            );
+        }
+        let rest: String = chars[i..chars.len().min(i + 2)].iter().collect();
+        let Some(p) = PUNCTS.iter().find(|p| rest.starts_with(**p)) else {
+            return err(pos, format!("unexpected character {c:?}"));
+        };
+        for ch in p.chars() {
+            adv(&mut i, &mut line, &mut col, ch);
+        }
+        toks.push((Tok::Punct(p), pos));
+    }
+    Ok(Lexed { toks })
+}
+
+struct P {
+    toks: Vec<(Tok, Pos)>,
+    i: usize,
+    /// open groups: newlines inside them are blanks
+    depth: u32,
+    end: Pos,
+}
+
+fn is_terminal_name(n: &str) -> bool {
+    let n = n.trim_start_matches('_');
+    n.chars().next().is_some_and(|c| c.is_uppercase()) && !n.chars().any(|c| c.is_lowercase())
+}
+
+impl P {
+    fn peek(&mut self) -> Option<&Tok> {
+        if self.depth > 0 {
+            while matches!(self.toks.get(self.i), Some((Tok::Nl, _))) {
+                self.i += 1;
+            }
+        }
+        self.toks.get(self.i).map(|t| &t.0)
+    }
+    fn pos(&mut self) -> Pos {
+        self.peek();
+        self.toks.get(self.i).map_or(self.end, |t| t.1)
+    }
+    fn next(&mut self) -> Option<(Tok, Pos)> {
+        self.peek();
+        let t = self.toks.get(self.i).cloned();
+        self.i += 1;
+        t
+    }
+    fn is(&mut self, p: &str) -> bool {
+        matches!(self.peek(), Some(Tok::Punct(q)) if *q == p)
+    }
+    fn eat(&mut self, p: &str) -> bool {
+        let yes = self.is(p);
+        if yes {
+            self.i += 1;
+        }
+        yes
+    }
+    fn expect(&mut self, p: &str, what: &str) -> Result<()> {
+        if self.eat(p) {
+            return Ok(());
+        }
+        let pos = self.pos();
+        err(pos, format!("expected `{p}` {what}"))
+    }
+    fn skip_nl(&mut self) {
+        while matches!(self.toks.get(self.i), Some((Tok::Nl, _))) {
+            self.i += 1;
+        }
+    }
+    /// Whether the next line goes on with `|` (a rule's alternatives across lines).
+    fn continues(&mut self) -> bool {
+        let mut j = self.i;
+        while matches!(self.toks.get(j), Some((Tok::Nl, _))) {
+            j += 1;
+        }
+        if matches!(self.toks.get(j), Some((Tok::Punct("|"), _))) {
+            self.i = j;
+            return true;
+        }
+        false
+    }
+    fn num(&mut self, what: &str) -> Result<u32> {
+        let pos = self.pos();
+        match self.next() {
+            Some((Tok::Num(n), _)) if n <= MAX_COUNT => Ok(n as u32),
+            Some((Tok::Num(_), _)) => err(pos, format!("{what} is larger than {MAX_COUNT}")),
+            _ => err(pos, format!("expected a number ({what})")),
+        }
+    }
+
+    fn expansions(&mut self) -> Result<Ex> {
+        let mut alts = vec![self.alias()?];
+        loop {
+            if self.eat("|") || (self.depth == 0 && self.continues() && self.eat("|")) {
+                alts.push(self.alias()?);
+            } else {
+                break;
+            }
+        }
+        Ok(if alts.len() == 1 {
+            alts.pop().unwrap_or(Ex::Seq(Vec::new()))
+        } else {
+            Ex::Alt(alts)
+        })
+    }
+
+    fn alias(&mut self) -> Result<Ex> {
+        let mut items = Vec::new();
+        loop {
+            match self.peek() {
+                None | Some(Tok::Nl) => break,
+                Some(Tok::Punct(p)) if matches!(*p, "|" | ")" | "]" | "->" | ",") => break,
+                _ => {}
+            }
+            items.push(self.expr()?);
+        }
+        if self.eat("->") {
+            let pos = self.pos();
+            if !matches!(self.next(), Some((Tok::Name(_), _))) {
+                return err(pos, "expected a name after `->`");
+            }
+        }
+        Ok(if items.len() == 1 {
+            items.pop().unwrap_or(Ex::Seq(Vec::new()))
+        } else {
+            Ex::Seq(items)
+        })
+    }
+
+    fn expr(&mut self) -> Result<Ex> {
+        let mut x = self.atom()?;
+        loop {
+            let pos = self.pos();
+            if self.eat("?") {
+                x = Ex::Rep(Box::new(x), 0, Some(1));
+            } else if self.eat("*") {
+                x = Ex::Rep(Box::new(x), 0, None);
+            } else if self.eat("+") {
+                x = Ex::Rep(Box::new(x), 1, None);
+            } else if self.eat("~") {
+                let a = self.num("the count after `~`")?;
+                let b = if self.eat("..") {
+                    self.num("the upper count after `..`")?
+                } else {
+                    a
+                };
+                if b < a {
+                    return err(pos, "the repetition's upper count is below its lower count");
+                }
+                x = Ex::Rep(Box::new(x), a, Some(b));
+            } else if self.is("{") {
+                self.i += 1;
+                let a = if matches!(self.peek(), Some(Tok::Num(_))) {
+                    Some(self.num("the repetition's lower count")?)
+                } else {
+                    None
+                };
+                let b = if self.eat(",") {
+                    if matches!(self.peek(), Some(Tok::Num(_))) {
+                        Some(self.num("the repetition's upper count")?)
+                    } else {
+                        None
+                    }
+                } else {
+                    if a.is_none() {
+                        return err(pos, "templates are not supported (`name{...}`)");
+                    }
+                    a
+                };
+                self.expect("}", "to close the repetition")?;
+                let min = a.unwrap_or(0);
+                if b.is_some_and(|b| b < min) {
+                    return err(pos, "the repetition's upper count is below its lower count");
+                }
+                x = Ex::Rep(Box::new(x), min, b);
+            } else {
+                break;
+            }
+        }
+        Ok(x)
+    }
+
+    fn group(&mut self, close: &str) -> Result<Ex> {
+        let pos = self.pos();
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return err(
+                pos,
+                format!("groups nest more than {MAX_DEPTH} levels deep"),
+            );
+        }
+        let x = self.expansions()?;
+        self.expect(close, "to close the group")?;
+        self.depth -= 1;
+        Ok(x)
+    }
+
+    fn atom(&mut self) -> Result<Ex> {
+        let pos = self.pos();
+        let Some((t, _)) = self.next() else {
+            return err(pos, "the definition ends too early");
+        };
+        match t {
+            Tok::Punct("(") => self.group(")"),
+            Tok::Punct("[") => Ok(Ex::Rep(Box::new(self.group("]")?), 0, Some(1))),
+            Tok::Str(s, ci) => {
+                if self.eat("..") {
+                    let p2 = self.pos();
+                    let Some((Tok::Str(e, _), _)) = self.next() else {
+                        return err(p2, "expected a string after `..`");
+                    };
+                    let (mut a, mut b) = (s.chars(), e.chars());
+                    match (a.next(), a.next(), b.next(), b.next()) {
+                        (Some(x), None, Some(y), None) if x <= y => Ok(Ex::Range(x, y)),
+                        _ => err(
+                            pos,
+                            "a range `\"a\"..\"z\"` needs two single characters in order",
+                        ),
+                    }
+                } else {
+                    Ok(Ex::Lit { text: s, ci })
+                }
+            }
+            Tok::Re(pattern, flags) => Ok(Ex::Re {
+                pattern,
+                flags,
+                pos,
+            }),
+            Tok::Name(n) => {
+                if self.is("{") {
+                    // `name{2,3}` is a repetition; `name{a, b}` a template
+                    let nxt = self.toks.get(self.i + 1).map(|t| &t.0);
+                    if !matches!(nxt, Some(Tok::Num(_)) | Some(Tok::Punct(","))) {
+                        return err(pos, format!("templates are not supported (`{n}{{...}}`)"));
+                    }
+                }
+                Ok(Ex::Name(n, pos))
+            }
+            Tok::Directive(d) if d == "regex" => {
+                let jpos = self.pos();
+                let Some((Tok::Json(v), _)) = self.next() else {
+                    return err(jpos, "`%regex` needs a JSON object");
+                };
+                substring(&v, jpos)
+            }
+            Tok::Directive(d) if d == "json" => err(
+                pos,
+                "`%json { ... }` (a JSON Schema inside a Lark grammar) is not supported yet",
+            ),
+            Tok::Directive(d) => err(pos, format!("`%{d}` cannot stand inside a definition")),
+            Tok::Special(s) => err(
+                pos,
+                format!("special tokens (`<{s}>`) are not supported in Lark grammars yet"),
+            ),
+            Tok::Punct("@") => err(
+                pos,
+                "references to other grammars (`@name`) are not supported",
+            ),
+            Tok::Punct("&") | Tok::Punct("~") => err(
+                pos,
+                "the `&` and `~` operators on terminals are not supported",
+            ),
+            Tok::Punct(p) => err(pos, format!("unexpected `{p}`")),
+            Tok::Num(_) => err(pos, "unexpected number"),
+            Tok::Json(_) => err(pos, "unexpected JSON object"),
+            Tok::Nl => err(pos, "the definition ends too early"),
+        }
+    }
+}
+
+/// `%regex { "substring_chunks" | "substring_words" | "substring_chars": ... }`.
+fn substring(v: &serde_json::Value, pos: Pos) -> Result<Ex> {
+    let Some(o) = v.as_object() else {
+        return err(pos, "`%regex` needs a JSON object");
+    };
+    if o.len() != 1 {
+        return err(
+            pos,
+            "`%regex` takes exactly one of substring_chunks, substring_words, substring_chars",
+        );
+    }
+    let (k, val) = o.iter().next().expect("one key");
+    let chunks: Vec<String> = match (k.as_str(), val) {
+        ("substring_chunks", serde_json::Value::Array(xs)) => {
+            let mut out = Vec::new();
+            for x in xs {
+                let Some(s) = x.as_str() else {
+                    return err(pos, "substring_chunks must be a list of strings");
+                };
+                out.push(s.to_string());
+            }
+            out
+        }
+        ("substring_chars", serde_json::Value::String(s)) => {
+            s.chars().map(|c| c.to_string()).collect()
+        }
+        ("substring_words", serde_json::Value::String(s)) => words(s),
+        ("substring_chunks" | "substring_chars" | "substring_words", _) => {
+            return err(pos, format!("`{k}` has the wrong type"))
+        }
+        _ => return err(pos, format!("`%regex` key `{k}` is not supported")),
+    };
+    if chunks.len() > 2_000 {
+        return err(pos, "`%regex` substring lists more than 2,000 chunks");
+    }
+    Ok(Ex::Substring(chunks))
+}
+
+/// Words and the characters between them as chunks: runs of alphanumerics, each other
+/// character on its own.
+fn words(s: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    for c in s.chars() {
+        if c.is_alphanumeric() || c == '_' {
+            cur.push(c);
+        } else {
+            if !cur.is_empty() {
+                out.push(std::mem::take(&mut cur));
+            }
+            out.push(c.to_string());
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// Parse the grammar text.
+pub(crate) fn parse(text: &str) -> Result<Text> {
+    let lexed = lex(text)?;
+    let lines = text.lines().count() as u32;
+    let mut p = P {
+        toks: lexed.toks,
+        i: 0,
+        depth: 0,
+        end: Pos {
+            line: lines.max(1),
+            col: 1,
+        },
+    };
+    let mut out = Text::default();
+    loop {
+        p.skip_nl();
+        let pos = p.pos();
+        let Some((t, _)) = p.next() else { break };
+        match t {
+            Tok::Directive(d) => match d.as_str() {
+                "ignore" => {
+                    let x = p.expansions()?;
+                    out.ignore.push((x, pos));
+                }
+                "import" => import(&mut p, &mut out, pos)?,
+                "llguidance" | "grammar_options" => {
+                    let Some((Tok::Json(v), _)) = p.next() else {
+                        return err(pos, format!("`%{d}` needs a JSON object"));
+                    };
+                    let Some(o) = v.as_object() else {
+                        return err(pos, format!("`%{d}` needs a JSON object"));
+                    };
+                    for (k, v) in o {
+                        match (k.as_str(), v) {
+                            ("allow_initial_skip", serde_json::Value::Bool(b)) => {
+                                out.initial_skip = *b
+                            }
+                            ("ignore_once", serde_json::Value::Bool(b)) => out.ignore_once = *b,
+                            ("skip_repetition", serde_json::Value::String(s))
+                                if s == "once" || s == "many" =>
+                            {
+                                out.ignore_once = s == "once"
+                            }
+                            // these change how masks are computed or sampled, not the language
+                            ("no_forcing", serde_json::Value::Bool(_)) => {}
+                            _ => {
+                                return err(
+                                    pos,
+                                    format!(
+                                    "the `%{d}` option `{k}` (with this value) is not supported"
+                                ),
+                                )
+                            }
+                        }
+                    }
+                }
+                "declare" | "override" | "extend" => {
+                    return err(pos, format!("`%{d}` is not supported"));
+                }
+                other => return err(pos, format!("unknown directive `%{other}`")),
+            },
+            Tok::Punct("?") | Tok::Punct("!") => {
+                let pos2 = p.pos();
+                let Some((Tok::Name(n), _)) = p.next() else {
+                    return err(pos2, "expected a rule name");
+                };
+                definition(&mut p, &mut out, n, pos)?;
+            }
+            Tok::Name(n) => definition(&mut p, &mut out, n, pos)?,
+            _ => return err(pos, "expected a definition (`name: ...`) or a directive"),
+        }
+        match p.peek() {
+            None | Some(Tok::Nl) => {}
+            _ => {
+                let pos = p.pos();
+                return err(pos, "unexpected text after the end of the definition");
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn definition(p: &mut P, out: &mut Text, name: String, pos: Pos) -> Result<()> {
+    let terminal = is_terminal_name(&name);
+    if p.is("{") {
+        return err(
+            pos,
+            format!("templates are not supported (`{name}{{...}}`)"),
+        );
+    }
+    let (mut lazy, mut suffix) = (false, None);
+    if p.eat("[") {
+        // attributes
+        loop {
+            let apos = p.pos();
+            let Some((Tok::Name(k), _)) = p.next() else {
+                return err(apos, "expected an attribute name");
+            };
+            let mut value = None;
+            if p.eat("=") {
+                // the value: a string, a number, a name or a regex
+                let vpos = p.pos();
+                value = match p.next() {
+                    Some((Tok::Str(text, ci), _)) => Some(Ex::Lit { text, ci }),
+                    Some((Tok::Re(pattern, flags), _)) => Some(Ex::Re {
+                        pattern,
+                        flags,
+                        pos: vpos,
+                    }),
+                    Some((Tok::Name(n), _)) => Some(Ex::Name(n, vpos)),
+                    Some((Tok::Num(_), _)) => None,
+                    _ => return err(vpos, format!("expected a value for the attribute `{k}`")),
+                };
+                // a decimal value such as 0.7
+                if p.eat(".") {
+                    let _ = p.next();
+                }
+            }
+            match k.as_str() {
+                // names of captures and sampling temperatures: not the language
+                "capture" | "temperature" | "stop_capture" => {}
+                "lazy" => lazy = true,
+                "suffix" => {
+                    let Some(v) = value else {
+                        return err(apos, "`suffix` needs a string, a regex or a terminal");
+                    };
+                    lazy = true;
+                    suffix = Some(v);
+                }
+                "stop" => {
+                    return err(
+                        apos,
+                        "the attribute `stop` is not supported: the text it leaves depends on \
+                         hiding tokens already generated (use `suffix`, which keeps the text)",
+                    )
+                }
+                "max_tokens" => {
+                    return err(
+                        apos,
+                        "the attribute `max_tokens` is not supported: it bounds tokens, not text",
+                    )
+                }
+                other => return err(apos, format!("the attribute `{other}` is not supported")),
+            }
+            if !p.eat(",") {
+                break;
+            }
+        }
+        p.expect("]", "to close the attributes")?;
+    }
+    if p.eat(".") {
+        let ppos = p.pos();
+        let _ = p.eat("-");
+        if !matches!(p.next(), Some((Tok::Num(_), _))) {
+            return err(ppos, "expected a priority number after `.`");
+        }
+        if terminal {
+            return err(
+                pos,
+                format!("terminal priorities are not supported (`{name}`)"),
+            );
+        }
+    }
+    p.expect(":", "after the name being defined")?;
+    let body = p.expansions()?;
+    let def = Def {
+        name,
+        pos,
+        body,
+        lazy,
+        suffix,
+    };
+    if terminal {
+        out.terminals.push(def);
+    } else {
+        out.rules.push(def);
+    }
+    Ok(())
+}
+
+fn import(p: &mut P, out: &mut Text, pos: Pos) -> Result<()> {
+    let npos = p.pos();
+    let Some((Tok::Name(module), _)) = p.next() else {
+        return err(
+            npos,
+            "expected a module after `%import` (only `common` is built in)",
+        );
+    };
+    if module != "common" {
+        return err(
+            npos,
+            format!("only `%import common` is supported, not `{module}`"),
+        );
+    }
+    if p.eat(".") {
+        let n2 = p.pos();
+        let Some((Tok::Name(n), _)) = p.next() else {
+            return err(n2, "expected a name after `common.`");
+        };
+        let alias = if p.eat("->") {
+            let a2 = p.pos();
+            let Some((Tok::Name(a), _)) = p.next() else {
+                return err(a2, "expected a name after `->`");
+            };
+            a
+        } else {
+            n.clone()
+        };
+        out.imports.push((n, alias, pos));
+        return Ok(());
+    }
+    p.expect("(", "or `.NAME` after `%import common`")?;
+    p.depth += 1;
+    loop {
+        let n2 = p.pos();
+        let Some((Tok::Name(n), _)) = p.next() else {
+            return err(n2, "expected a name in the import list");
+        };
+        out.imports.push((n.clone(), n, pos));
+        if !p.eat(",") {
+            break;
+        }
+    }
+    p.expect(")", "to close the import list")?;
+    p.depth -= 1;
+    Ok(())
+}
+
+/// Whether `name` names a terminal (uppercase, maybe after leading underscores).
+pub(crate) fn names_terminal(name: &str) -> bool {
+    is_terminal_name(name)
+}

@@ -1,0 +1,107 @@
+use super::*;
+use crate::automata::dfa::{LazyDfa, DEAD};
+use crate::regex::RegexOptions;
+
+fn dfa(text: &str) -> LazyDfa {
+    let c = compile(text, &LarkOptions::default(), 1 << 24).unwrap();
+    LazyDfa::from_lexed("lark", c.parser, c.lexer, &RegexOptions::default()).unwrap()
+}
+
+fn accepts(d: &LazyDfa, s: &str) -> bool {
+    let st = d.walk(d.start(), s.as_bytes()).unwrap();
+    st != DEAD && d.is_accepting(st)
+}
+
+fn prefix(d: &LazyDfa, s: &str) -> bool {
+    d.walk(d.start(), s.as_bytes()).unwrap() != DEAD
+}
+
+#[test]
+fn greedy_lexemes_end_only_where_no_longer_one_is_allowed() {
+    // "ab" is lexed as C, never as A then B
+    let d = dfa("start: A B | C \"x\"\nA: \"a\"\nB: \"b\"\nC: \"ab\"");
+    assert!(!accepts(&d, "ab"));
+    assert!(accepts(&d, "abx"));
+    let d = dfa("start: A B\nA: \"a\"\nB: \"b\"");
+    assert!(accepts(&d, "ab"));
+}
+
+#[test]
+fn keywords_and_identifiers_follow_the_parser() {
+    let d = dfa("start: \"if\" ID | ID \"=\" ID\nID: /[a-z]+/\n%ignore \" \"");
+    assert!(accepts(&d, "if x"));
+    assert!(accepts(&d, "if = x"));
+    assert!(accepts(&d, "iffy = x"));
+    assert!(!accepts(&d, "ifx"));
+    assert!(accepts(&d, "if   x"));
+    // blanks only between two lexemes: not first, not after the last
+    assert!(!prefix(&d, " if"));
+    assert!(!prefix(&d, "if x "));
+    assert!(!prefix(&d, "x y"));
+}
+
+#[test]
+fn ignored_lexemes_stand_between_any_two() {
+    let d = dfa(
+        "start: expr\nexpr: expr \"+\" term | term\nterm: NUMBER | \"(\" expr \")\"\n\
+         %import common.NUMBER\n%import common.WS\n%ignore WS",
+    );
+    assert!(accepts(&d, "1+2"));
+    assert!(accepts(&d, "( 1 + 2.5 ) +3"));
+    // a blank may follow the last number: an operator could still come after it
+    assert!(accepts(&d, "1+3 "));
+    assert!(!accepts(&d, "1 2"));
+    assert!(!accepts(&d, "1+"));
+    // a number is one lexeme: no blank inside it
+    assert!(!prefix(&d, "1. 5+"));
+}
+
+#[test]
+fn a_skip_stands_where_some_lexeme_may_follow_and_the_end_may_still_come() {
+    let d = dfa("start: \"a\" B \"c\"?\nB: /[0-9]+/\n%ignore \" \"");
+    assert!(accepts(&d, "a1 "));
+    assert!(accepts(&d, "a 1 c"));
+    assert!(!prefix(&d, "a1 c "));
+    let d = dfa("%llguidance {\"allow_initial_skip\": true}\nstart: \"a\"\n%ignore \" \"");
+    assert!(accepts(&d, "  a"));
+    let d = dfa("%llguidance {\"ignore_once\": true}\nstart: \"a\" \"b\"\n%ignore /[ ]{1,2}/");
+    assert!(accepts(&d, "a  b"));
+    assert!(!prefix(&d, "a   "));
+}
+
+#[test]
+fn a_terminal_both_skipped_and_in_a_rule_is_read_both_ways() {
+    let d = dfa("start: \"a\" WS \"b\" | \"a\" \"c\"\nWS: \" \"\n%ignore WS");
+    assert!(accepts(&d, "a b"));
+    assert!(accepts(&d, "a c"));
+    assert!(accepts(&d, "a  b"));
+    assert!(!accepts(&d, "ab"));
+}
+
+#[test]
+fn a_lexeme_of_the_empty_string_is_optional_where_used() {
+    let d = dfa("start: \"a\" /b*/ \"c\"");
+    assert!(accepts(&d, "ac"));
+    assert!(accepts(&d, "abbc"));
+    let d = dfa("start: /[a-z]*/ \"x\"");
+    assert!(accepts(&d, "x"));
+    assert!(!accepts(&d, "ax"));
+    let d = dfa("start:");
+    assert!(accepts(&d, ""));
+    assert!(!prefix(&d, "a"));
+}
+
+#[test]
+fn a_lazy_lexeme_ends_where_it_first_matches() {
+    let d = dfa("start: \"<\" r \">\"\nr[lazy]: /[a-z]+/");
+    assert!(accepts(&d, "<a>"));
+    assert!(!prefix(&d, "<ab"));
+    // a lazy lexeme the parser allows ends first, even where a greedy one could go on
+    let d = dfa("start: r \"b\" | Y \"c\"\nr[lazy]: /a+/\nY: /a+/");
+    assert!(accepts(&d, "ab"));
+    assert!(!prefix(&d, "ac"));
+    let d = dfa("start: r\nr[suffix=\"x\"]: /[a-z]*/");
+    assert!(accepts(&d, "abx"));
+    assert!(accepts(&d, "x"));
+    assert!(!prefix(&d, "axb"));
+}

@@ -1,0 +1,588 @@
+"""Lark grammars (``Grammar.from_lark``): masks against the dialect's owner and an oracle.
+
+* Differential against llguidance: seeded random token walks over a byte-level BPE vocabulary
+  (the 256 bytes plus multi-byte tokens that straddle lexemes), each step's full mask compared
+  token by token, on grammars that exercise the lexer: left recursion with ``%ignore``,
+  keywords that are also identifiers, JSON through ``%import common``, CSV, case-insensitive
+  SQL keywords, lazy lexemes and suffixes, lexemes of the empty string.
+* An independent oracle: random grammars over a small alphabet, read by a lexer written here
+  (Python's ``regex`` with partial matching) feeding an Earley recogniser over lexemes; every
+  string up to a length is compared (viable prefix, accepted) with tokensieve's automaton.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytest
+import regex
+from feed import byte_vocabulary
+
+import tokensieve as ts
+
+# ---------------------------------------------------------------------------------------------
+# a byte-level BPE tokenizer.json both engines read
+
+
+def _byte_to_unicode() -> dict[int, str]:
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1)]
+    keep += list(range(ord("®"), ord("ÿ") + 1))
+    out, n = {b: chr(b) for b in keep}, 0
+    for b in range(256):
+        if b not in out:
+            out[b] = chr(256 + n)
+            n += 1
+    return out
+
+
+def tokenizer_json(extra: list[str]) -> tuple[str, int]:
+    """The 256 bytes, then ``extra`` (each once), then ``<|eos|>``: (JSON text, EOS id)."""
+    b2u = _byte_to_unicode()
+    vocab: dict[str, int] = {}
+    for b in range(256):
+        vocab[b2u[b]] = len(vocab)
+    for s in extra:
+        vocab.setdefault("".join(b2u[b] for b in s.encode()), len(vocab))
+    eos = len(vocab)
+    vocab["<|eos|>"] = eos
+    byte_level = {"add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    doc = {
+        "version": "1.0",
+        "added_tokens": [
+            {
+                "id": eos,
+                "content": "<|eos|>",
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
+        ],  # fmt: skip
+        "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", **byte_level},
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", **byte_level},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "vocab": vocab,
+            "merges": [],
+        },  # fmt: skip
+    }
+    return json.dumps(doc), eos
+
+
+DIFF_GRAMMARS = {
+    "arithmetic": r"""
+start: expr
+expr: expr "+" term | expr "-" term | term
+term: term "*" factor | term "/" factor | factor
+factor: NUMBER | "(" expr ")" | "-" factor
+%import common.NUMBER
+%import common.WS
+%ignore WS
+""",
+    "keywords": r"""
+start: stmt+
+stmt: "if" ID "then" ID ";" | ID "=" ID ";" | "print" ID ";"
+ID: /[a-z_][a-z0-9_]*/
+%ignore " "
+""",
+    "json": r"""
+start: value
+value: object | array | ESCAPED_STRING | SIGNED_NUMBER | "true" | "false" | "null"
+array: "[" [value ("," value)*] "]"
+object: "{" [pair ("," pair)*] "}"
+pair: ESCAPED_STRING ":" value
+%import common.ESCAPED_STRING
+%import common.SIGNED_NUMBER
+%import common.WS
+%ignore WS
+""",
+    "csv": r"""
+start: header _NL row+
+header: name ("," name)*
+row: field ("," field)* _NL
+name: WORD
+field: WORD | NUMBER | ESCAPED_STRING |
+_NL: /\r?\n/
+%import common.WORD
+%import common.NUMBER
+%import common.ESCAPED_STRING
+""",
+    "sql": r"""
+start: "select"i cols "from"i NAME ["where"i cond]
+cols: "*" | NAME ("," NAME)*
+cond: NAME "=" (NAME | INT)
+NAME: /[a-zA-Z_][a-zA-Z0-9_]*/
+%import common.INT
+%import common.WS
+%ignore WS
+""",
+    "lazy": r"""
+start: (call | TEXT_WORD)* "."
+call: head /[a-z]+/ ")"
+head[lazy]: /[a-z ]*<fn/
+TEXT_WORD: /[a-z]+/
+%ignore " "
+""",
+    "suffix_and_empty": r"""
+start: "<" body ">" tail
+body[suffix="!"]: /[a-z]*/
+tail: /[0-9]*/ "end"
+""",
+}
+# tokens that straddle lexemes, blanks and keywords
+EXTRA_TOKENS = [
+    "if", "iff", " if", " x", "x ", "12", "1 ", " +", "+1", "ab", "abc", " (", ") ", '"a', 'b"',
+    "select", "SELECT", " from", " FROM", "then", " then", "print", " print", "= ", " =", ";",
+    "; ", "true", "false", "null", "nul", '": ', '", "', "\n", ",\n", "1.5", "e+", "wh", "where",
+    " where", "12\n", "a,b", ",,", "sel", "ect", " * ", "1e", ".5", "--", "- ", "  ", "x1", "_x",
+    "12.", "0,", "<fn", "fn", " <f", "a)", ").", "!>", "a!", "9e", "end", "nd",
+]  # fmt: skip
+
+
+def _bits(b: np.ndarray, n: int) -> set[int]:
+    words = b.reshape(-1).astype(np.uint32)
+    return {i for i in range(n) if (int(words[i // 32]) >> (i % 32)) & 1}
+
+
+@pytest.fixture(scope="module")
+def engines() -> Any:
+    llg = pytest.importorskip("llguidance")
+    import llguidance.numpy as llg_np
+
+    text, eos = tokenizer_json(EXTRA_TOKENS)
+    tok = llg.LLTokenizer(text, eos_token=eos)
+    vocab = ts.Vocabulary.from_tokenizer_json(text, eos_token_ids=[eos])
+    assert tok.vocab_size == vocab.vocab_size
+    return llg, llg_np, tok, vocab, eos
+
+
+@pytest.mark.parametrize("name", sorted(DIFF_GRAMMARS))
+def test_masks_match_llguidance_on_random_walks(engines: Any, name: str) -> None:
+    llg, llg_np, tok, vocab, eos = engines
+    grammar = DIFF_GRAMMARS[name]
+    n = tok.vocab_size
+    rng = random.Random(f"lark-{name}")
+    compiled = llg.LLMatcher.grammar_from_lark(grammar)
+    g = ts.Grammar.from_lark(grammar, vocab)
+    words = (n + 31) // 32
+    a = np.zeros((1, words), dtype=np.int32)
+    b = np.zeros((1, words), dtype=np.int32)
+    walks = steps = omitted = 0
+    diffs: list[str] = []
+    for _ in range(25):
+        ref = llg.LLMatcher(tok, compiled, log_level=0)
+        assert not ref.is_error(), ref.get_error()
+        m = g.matcher()
+        path: list[int] = []
+        for _ in range(40):
+            llg_np.fill_next_token_bitmask(ref, a, 0)
+            b[:] = 0
+            m.fill_next_token_bitmask(b)
+            want, got = _bits(a, n), _bits(b, n)
+            steps += 1
+            # llguidance's mask leaves out a token whose last byte completes a lazy lexeme
+            # (its own matcher then accepts the token): each such token is checked so
+            for t in sorted(got - want):
+                copy = ref.deep_copy()
+                if copy.consume_token(t) and not copy.is_error():
+                    want.add(t)
+                    omitted += 1
+            if want != got and len(diffs) < 5:
+                text = b"".join(vocab.token_bytes(t) or b"" for t in path)
+                diffs.append(
+                    f"after {text!r}: llguidance only "
+                    f"{[vocab.token_bytes(t) for t in sorted(want - got)[:6]]}, tokensieve only "
+                    f"{[vocab.token_bytes(t) for t in sorted(got - want)[:6]]}"
+                )
+            allowed = sorted(got)
+            if not allowed:
+                break
+            t = rng.choice(allowed)
+            if t == eos and len(allowed) > 1 and rng.random() < 0.8:
+                t = rng.choice([x for x in allowed if x != eos])
+            path.append(t)
+            assert ref.consume_token(t) and m.accept_token(t)
+            if t == eos:
+                break
+        walks += 1
+    print(
+        f"{name}: {walks} walks, {steps} full masks compared, {len(diffs)} differences, "
+        f"{omitted} tokens llguidance's mask omits and its matcher accepts"
+    )
+    assert not diffs, diffs
+
+
+# ---------------------------------------------------------------------------------------------
+# an independent oracle: lexer (Python's regex, partial matches) + Earley over lexemes
+
+
+@dataclass
+class Lexeme:
+    pattern: str  # Python regex syntax (the same as the Lark text's for the ones used here)
+    lazy: bool = False
+    skipped: bool = False
+
+    def full(self, s: str) -> bool:
+        if self.lazy and any(self._full(s[:i]) for i in range(1, len(s))):
+            return False
+        return s != "" and self._full(s)
+
+    def _full(self, s: str) -> bool:
+        m = regex.fullmatch(self.pattern, s, partial=True)
+        return m is not None and not m.partial
+
+    def viable(self, s: str) -> bool:
+        """``s`` can still grow into a match (it is a prefix of one, or one)."""
+        if self.lazy and any(self._full(s[:i]) for i in range(1, len(s))):
+            return False
+        return regex.fullmatch(self.pattern, s, partial=True) is not None
+
+
+@dataclass
+class Cfg:
+    """Rules over symbols: a rule name (str) or a lexeme index (int)."""
+
+    rules: dict[str, list[list[str | int]]]
+    lexemes: list[Lexeme]
+    start: str = "start"
+    initial_skip: bool = False
+    nullable: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        # rules that derive no text are dropped (with the alternatives using them), so that a
+        # prefix the Earley sets keep is a prefix of some text
+        productive: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for r, alts in self.rules.items():
+                if r not in productive and any(
+                    all(not isinstance(x, str) or x in productive for x in alt) for alt in alts
+                ):
+                    productive.add(r)
+                    changed = True
+        self.rules = {
+            r: [a for a in alts if all(not isinstance(x, str) or x in productive for x in a)]
+            for r, alts in self.rules.items()
+        }
+        changed = True
+        while changed:
+            changed = False
+            for r, alts in self.rules.items():
+                if r not in self.nullable and any(
+                    all(isinstance(x, str) and x in self.nullable for x in alt) for alt in alts
+                ):
+                    self.nullable.add(r)
+                    changed = True
+
+
+Item = tuple[str, int, int, int]  # rule, alternative, dot, origin
+
+
+class Earley:
+    def __init__(self, cfg: Cfg) -> None:
+        self.cfg = cfg
+        self.chart: list[set[Item]] = []
+        first: set[Item] = {(cfg.start, i, 0, 0) for i in range(len(cfg.rules[cfg.start]))}
+        self.chart.append(self.close(first, 0))
+
+    def close(self, items: set[Item], k: int) -> set[Item]:
+        todo, done = list(items), set(items)
+        while todo:
+            r, a, d, o = todo.pop()
+            alt = self.cfg.rules[r][a]
+            new: list[Item] = []
+            if d < len(alt):
+                x = alt[d]
+                if isinstance(x, str):
+                    new += [(x, i, 0, k) for i in range(len(self.cfg.rules[x]))]
+                    if x in self.cfg.nullable:
+                        new.append((r, a, d + 1, o))
+            else:
+                src = self.chart[o] if o < k else done
+                for r2, a2, d2, o2 in list(src):
+                    alt2 = self.cfg.rules[r2][a2]
+                    if d2 < len(alt2) and alt2[d2] == r:
+                        new.append((r2, a2, d2 + 1, o2))
+            for it in new:
+                if it not in done:
+                    done.add(it)
+                    todo.append(it)
+        return done
+
+    def expected(self, items: set[Item]) -> set[int]:
+        out = set()
+        for r, a, d, _ in items:
+            alt = self.cfg.rules[r][a]
+            if d < len(alt) and isinstance(alt[d], int):
+                out.add(alt[d])
+        return out
+
+    def accepting(self, items: set[Item]) -> bool:
+        return any(
+            r == self.cfg.start and d == len(self.cfg.rules[r][a]) and o == 0
+            for r, a, d, o in items
+        )
+
+
+@dataclass(frozen=True)
+class State:
+    sets: tuple[frozenset[Item], ...]
+    cur: str
+    started: bool
+
+
+class Oracle:
+    """The dialect's reading, written independently of tokensieve's automaton."""
+
+    def __init__(self, cfg: Cfg) -> None:
+        self.cfg = cfg
+        self.e = Earley(cfg)
+
+    def start(self) -> State:
+        return State((frozenset(self.e.chart[0]),), "", False)
+
+    def _grammar_allowed(self, st: State) -> set[int]:
+        return self.e.expected(set(st.sets[-1]))
+
+    def _skip_ok(self, st: State) -> bool:
+        return (st.started or self.cfg.initial_skip) and bool(self._grammar_allowed(st))
+
+    def _allowed(self, st: State) -> set[int]:
+        out = self._grammar_allowed(st)
+        if self._skip_ok(st):
+            out |= {i for i, lx in enumerate(self.cfg.lexemes) if lx.skipped}
+        return out
+
+    def _read(self, st: State, lexemes: set[int]) -> State | None:
+        """Reads the lexemes ending together; None when the parser takes none of them."""
+        self.e.chart = [set(s) for s in st.sets]
+        k = len(st.sets)
+        last = st.sets[-1]
+        scanned = {
+            (r, a, d + 1, o)
+            for r, a, d, o in last
+            if d < len(self.cfg.rules[r][a]) and self.cfg.rules[r][a][d] in lexemes
+        }
+        skip = any(self.cfg.lexemes[i].skipped for i in lexemes) and self._skip_ok(st)
+        if not scanned and not skip:
+            return None
+        new = self.e.close(scanned, k) if scanned else set()
+        if skip:
+            new |= set(last)  # the skip reading: the parser stays
+        return State((*st.sets, frozenset(new)), "", True)
+
+    def step(self, st: State, ch: str) -> State | None:
+        s2 = st.cur + ch
+        allowed = self._allowed(st)
+        if any(self.cfg.lexemes[i].viable(s2) for i in allowed):
+            return self._enter(State(st.sets, s2, st.started))
+        if st.cur == "":
+            return None
+        ends = {i for i, lx in enumerate(self.cfg.lexemes) if lx.full(st.cur)}
+        nxt = self._read(st, ends) if ends else None
+        if nxt is None:
+            return None
+        if not any(self.cfg.lexemes[i].viable(ch) for i in self._allowed(nxt)):
+            return None
+        return self._enter(State(nxt.sets, ch, nxt.started))
+
+    def _enter(self, st: State) -> State:
+        lazy = {i for i, lx in enumerate(self.cfg.lexemes) if lx.lazy and lx.full(st.cur)}
+        if lazy:
+            forced = self._read(st, lazy)
+            if forced is not None:
+                return forced
+        return st
+
+    def accepts(self, st: State) -> bool:
+        if st.cur == "":
+            return self.e.accepting(set(st.sets[-1]))
+        ends = {i for i, lx in enumerate(self.cfg.lexemes) if lx.full(st.cur)}
+        nxt = self._read(st, ends) if ends else None
+        return nxt is not None and self.e.accepting(set(nxt.sets[-1]))
+
+
+LEXEME_POOL = ["a", "ab", "b", "ba", "c", "a+", "[ab]+", "b*", "(ab)+", "c[ab]*c", "a?b", "[abc]"]
+
+
+def random_grammar(rng: random.Random) -> tuple[str, Cfg]:
+    """A random Lark grammar over {a, b, c, ' '} and the same grammar for the oracle."""
+    lexemes: list[Lexeme] = []
+    lark_lines: list[str] = []
+    terms: list[tuple[str, int]] = []
+    for i in range(rng.randint(2, 4)):
+        pat = rng.choice(LEXEME_POOL)
+        lazy = rng.random() < 0.2 and pat not in ("b*",)
+        name = f"t{i}" if lazy else f"T{i}"
+        lark_lines.append(f"{name}{'[lazy]' if lazy else ''}: /{pat}/")
+        lexemes.append(Lexeme(pat, lazy=lazy))
+        terms.append((name, i))
+    rules: dict[str, list[list[str | int]]] = {}
+    names = ["start", "r1", "r2"]
+    lark_rules: list[str] = []
+    for r in names:
+        alts_txt, alts = [], []
+        for _ in range(rng.randint(1, 3)):
+            items_txt: list[str] = []
+            items: list[str | int] = []
+            for _ in range(rng.randint(1, 3)):
+                if rng.random() < 0.6:
+                    name, i = rng.choice(terms)
+                    # a lazy terminal is a rule of the Lark text (a reference to it)
+                    items_txt.append(name)
+                    items.append(i)
+                else:
+                    other = rng.choice(names[names.index(r) :] + ["start"])
+                    items_txt.append(other)
+                    items.append(other)
+            if rng.random() < 0.2:
+                alts_txt.append("")
+                alts.append([])
+            alts_txt.append(" ".join(items_txt))
+            alts.append(items)
+        lark_rules.append(f"{r}: " + " | ".join(alts_txt))
+        rules[r] = alts
+    skip = rng.random() < 0.5
+    initial = skip and rng.random() < 0.3
+    text = "\n".join(lark_rules + lark_lines)
+    if skip:
+        text += '\n%ignore " "'
+        lexemes.append(Lexeme(" ", skipped=True))
+    if initial:
+        text = '%llguidance {"allow_initial_skip": true}\n' + text
+    cfg = _optional_empty(Cfg(rules, lexemes, initial_skip=initial))
+    return text, cfg
+
+
+def _optional_empty(cfg: Cfg) -> Cfg:
+    """A lexeme whose language holds the empty string stands for itself or nothing: the
+    oracle's grammar gets a rule per such lexeme (its lexeme, or empty)."""
+    rules = {k: [list(a) for a in v] for k, v in cfg.rules.items()}
+    for i, lx in enumerate(cfg.lexemes):
+        if regex.fullmatch(lx.pattern, "") is not None and not lx.skipped:
+            opt = f"opt{i}"
+            rules[opt] = [[i], []]
+            for alts in rules.values():
+                for alt in alts:
+                    alt[:] = [opt if x == i and alts is not rules[opt] else x for x in alt]
+    return Cfg(rules, cfg.lexemes, cfg.start, cfg.initial_skip)
+
+
+def _walk(m: Any, oracle: Oracle, text: str, prefix: str, st: State) -> int:
+    """Compares every string up to 6 characters over "abc " (pruned where both say dead):
+    viable prefix and accepted, the number of strings compared."""
+    assert m.is_accepting() == oracle.accepts(st), (text, prefix, m.is_accepting())
+    if len(prefix) >= 6:
+        return 1
+    n = 1
+    for ch in "abc ":
+        nxt = oracle.step(st, ch)
+        ok = m.accept_token(ord(ch))
+        assert ok == (nxt is not None), (text, prefix + ch, ok)
+        if nxt is not None:
+            n += _walk(m, oracle, text, prefix + ch, nxt)
+            m.rollback(1)
+    return n
+
+
+def test_random_grammars_match_an_independent_lexer_and_earley_oracle() -> None:
+    rng = random.Random(20261201)
+    vocab = byte_vocabulary()
+    grammars = strings = ambiguous = refused = 0
+    for _ in range(200):
+        text, cfg = random_grammar(rng)
+        try:
+            g = ts.Grammar.from_lark(text, vocab)
+        except ts.GrammarError as e:
+            # refused, as documented (docs/grammars.md): a start rule that matches nothing, or
+            # left recursion through a recursive rule that can match the empty string
+            assert "matches no text" in str(e) or "left recursion through" in str(e), (text, e)
+            refused += 1
+            continue
+        m = g.matcher()
+        oracle = Oracle(cfg)
+        grammars += 1
+
+        try:
+            strings += _walk(m, oracle, text, "", oracle.start())
+        except ts.BudgetError:
+            # an ambiguous recursion multiplies the parser's stacks past their bound (the
+            # documented limit of grammars on the stack, docs/grammars.md): counted, not compared
+            ambiguous += 1
+    print(
+        f"oracle: {grammars} grammars ({ambiguous} past the stack budget, {refused} more "
+        f"refused), {strings} strings compared, 0 differences"
+    )
+    assert grammars - ambiguous >= 120
+
+
+# ---------------------------------------------------------------------------------------------
+# the peers' own Lark cases: where tokensieve's verdict differs from a case's expectation, the
+# dialect's owner (llguidance, run on the same bytes) must give tokensieve's verdict
+
+
+def _verdict(accept: Any, done: Any, data: bytes) -> str:
+    for i, b in enumerate(data):
+        if not accept(b):
+            return f"dead at {i}"
+    return "accepted" if done() else "viable prefix"
+
+
+def test_peer_lark_cases_disagree_only_where_llguidance_agrees_with_tokensieve() -> None:
+    from shared_data import DATA_DIR, require
+
+    folder = require(DATA_DIR / "peer_grammars", "the peers' Lark cases")
+    llg = pytest.importorskip("llguidance")
+    text, eos = tokenizer_json([])
+    tok = llg.LLTokenizer(text, eos_token=eos)
+    vocab = byte_vocabulary()
+    compiled: dict[str, Any] = {}
+    checked = passed = differ = 0
+    for f in sorted(folder.glob("*.lark.jsonl")):
+        for line in f.read_text().splitlines():
+            case = json.loads(line)
+            expect = case["expect"]
+            if expect in ("parses", "parse_error") or case.get("input_tokens") is not None:
+                continue
+            g = case["grammar"]
+            if g not in compiled:
+                try:
+                    compiled[g] = ts.Grammar.from_lark(g, vocab)
+                except ts.TokensieveError:
+                    compiled[g] = None
+            if compiled[g] is None:
+                continue
+            data = bytes.fromhex(case["input_hex"]) if case.get("input_hex") else case["input"]
+            data = data.encode() if isinstance(data, str) else data
+            m = compiled[g].matcher()
+            ours = _verdict(m.accept_token, m.is_accepting, data)
+            ok = {
+                "accept": ours == "accepted",
+                "reject": ours != "accepted",
+                "prefix_ok": not ours.startswith("dead"),
+                "prefix_reject": ours.startswith("dead"),
+            }[expect]
+            checked += 1
+            if ok:
+                passed += 1
+                continue
+            ref = llg.LLMatcher(tok, llg.LLMatcher.grammar_from_lark(g), log_level=0)
+            theirs = _verdict(ref.consume_token, ref.is_accepting, data)
+            assert theirs == ours, (case["source"], g, data, expect, ours, theirs)
+            differ += 1
+    print(f"peer Lark cases run: {checked}, as expected {passed}, {differ} where llguidance agrees")
+    assert checked > 500
