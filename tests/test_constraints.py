@@ -26,6 +26,7 @@ CASES = [
     ("choice", ["yes", "no"], {}),
     ("json_object", None, {"max_nesting_depth": 2}),
     ("ebnf", 'top ::= "(" top ")" | "x"\nroot ::= "y"', {"start": "top"}),
+    ("lark", 'top: "(" top ")" | X\nX: /x+/\nstart: "y"\n%ignore " "', {"start": "top"}),
     (
         "structural_tag",
         {
@@ -52,7 +53,9 @@ def test_key_is_the_core_source_hash(kind: str, value: object, options: dict[str
 
 
 def test_kinds_values_and_labels() -> None:
-    assert KINDS == ("regex", "json_schema", "choice", "json_object", "ebnf", "structural_tag")
+    assert KINDS == (
+        "regex", "json_schema", "choice", "json_object", "ebnf", "lark", "structural_tag"
+    )  # fmt: skip
     a = Constraint.make("json_schema", '{"type": "string"}', label="guided_json")
     b = Constraint.make("json_schema", {"type": "string"})
     assert a.key == b.key  # text or object: one key; the label only names it in messages

@@ -23,6 +23,8 @@ pub const LEX_DEAD: u32 = 0;
 /// The lexer's start state (nothing read of the current lexeme).
 pub const LEX_START: u32 = 1;
 const NO_SET: u32 = u32::MAX;
+/// The lexeme number of the start state's marker entry.
+const START_MARK: u32 = u32::MAX - 1;
 
 /// Most states the lexer's DFA may have.
 pub const MAX_LEXER_STATES: usize = 50_000;
@@ -147,7 +149,10 @@ impl Lexer {
             .enumerate()
             .map(|(i, nf)| (i as u32, nf.start_anchored().as_u32()))
             .collect();
-        let (key, nullable) = b.closure(&seeds, false)?;
+        let (mut key, nullable) = b.closure(&seeds, false)?;
+        // a marker entry keeps the start apart from every state reached after a byte (one
+        // with the same NFA states would otherwise be the start again: "nothing read")
+        key.push((START_MARK, 0));
         let start = b.intern(key, vec![0; words]);
         debug_assert_eq!(start, LEX_START);
         let mut trans: Vec<u32> = Vec::new();
@@ -167,7 +172,7 @@ impl Lexer {
             };
             for &r in &reps {
                 let mut seeds = Vec::new();
-                for &(l, s) in key.iter() {
+                for &(l, s) in key.iter().filter(|(l, _)| *l < START_MARK) {
                     let st = nfas[l as usize].state(StateID::new_unchecked(s as usize));
                     if let Some(next) = step(st, r) {
                         seeds.push((l, next));

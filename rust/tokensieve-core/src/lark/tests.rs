@@ -105,3 +105,14 @@ fn a_lazy_lexeme_ends_where_it_first_matches() {
     assert!(accepts(&d, "x"));
     assert!(!prefix(&d, "axb"));
 }
+
+#[test]
+fn a_lexeme_begun_is_never_nothing_read() {
+    // after `a` the lexer's NFA states are the start's again: the state must still know a
+    // lexeme is under way (the end of the text there is no lexeme)
+    let d = dfa("start: A?\nA: /a*b/");
+    assert!(accepts(&d, ""));
+    assert!(!accepts(&d, "a"));
+    assert!(!accepts(&d, "aa"));
+    assert!(accepts(&d, "aab"));
+}
