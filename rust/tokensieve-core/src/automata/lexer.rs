@@ -9,7 +9,8 @@
 //! also an identifier) are numbered `0..num_sets()`, and lexeme `i` also has a probe symbol
 //! `num_sets() + i`, which no input ever carries: the parser allows it exactly where it allows
 //! lexeme `i` next, which is how the product asks "may lexeme `i` come here?". A lexeme's
-//! occurrence in the parser's grammar is the byte class [`Lexer::symbols_of`].
+//! occurrence in the parser's grammar reads one of [`Lexer::symbols_of`]: one byte each, or
+//! two (high, low) when there are more than 256 symbols ([`Lexer::spell`]).
 
 use regex_automata::nfa::thompson::{self, State, NFA};
 use regex_automata::util::primitives::StateID;
@@ -17,6 +18,11 @@ use regex_syntax::hir::Hir;
 use rustc_hash::FxHashMap;
 
 use crate::error::{Error, Result};
+
+/// A parser symbol: an end set's number, or a lexeme's probe (see [`Lexer::spell`]).
+pub type Sym = u16;
+/// Most symbols (end sets and probes together).
+pub const MAX_SYMBOLS: usize = 1 << 16;
 
 /// The dead lexer state (no lexeme can be continued).
 pub const LEX_DEAD: u32 = 0;
@@ -280,10 +286,10 @@ impl Lexer {
             words,
             lexemes: n,
         };
-        if lx.num_sets() + n > 256 {
+        if lx.num_sets() + n > MAX_SYMBOLS {
             return Err(Error::Budget(format!(
                 "the grammar has {n} lexemes that end together in {} different combinations: \
-                 more than 256 together are not supported",
+                 more than {MAX_SYMBOLS} together are not supported",
                 lx.num_sets()
             )));
         }
@@ -292,7 +298,7 @@ impl Lexer {
 
     /// Whether end set `sym` holds a skipped lexeme.
     #[inline]
-    pub fn skips(&self, sym: u8) -> bool {
+    pub fn skips(&self, sym: Sym) -> bool {
         self.set_skips[sym as usize]
     }
 
@@ -335,22 +341,22 @@ impl Lexer {
 
     /// The symbol of the lexemes ending at `state`, if any end there.
     #[inline]
-    pub fn ends(&self, state: u32) -> Option<u8> {
+    pub fn ends(&self, state: u32) -> Option<Sym> {
         let e = self.ends[state as usize];
-        (e != NO_SET).then_some(e as u8)
+        (e != NO_SET).then_some(e as Sym)
     }
 
     /// The symbol of the lazy lexemes ending at `state`, if any: where the parser allows one
     /// of them, the lexeme ends right there, those lazy ones are read, and nothing else.
     #[inline]
-    pub fn lazy_ends(&self, state: u32) -> Option<u8> {
+    pub fn lazy_ends(&self, state: u32) -> Option<Sym> {
         let e = self.lazy_ends[state as usize];
-        (e != NO_SET).then_some(e as u8)
+        (e != NO_SET).then_some(e as Sym)
     }
 
     /// The lexemes of end set `sym` (bit per lexeme).
     #[inline]
-    pub fn set(&self, sym: u8) -> &[u64] {
+    pub fn set(&self, sym: Sym) -> &[u64] {
         &self.sets[sym as usize * self.words..(sym as usize + 1) * self.words]
     }
 
@@ -362,15 +368,31 @@ impl Lexer {
 
     /// The probe symbol of lexeme `i`.
     #[inline]
-    pub fn probe(&self, i: usize) -> u8 {
-        (self.num_sets() + i) as u8
+    pub fn probe(&self, i: usize) -> Sym {
+        (self.num_sets() + i) as Sym
+    }
+
+    /// Whether symbols take two bytes (more than 256 of them): high byte, then low byte.
+    #[inline]
+    pub fn wide(&self) -> bool {
+        self.num_sets() + self.lexemes > 256
+    }
+
+    /// The bytes the parser reads for symbol `sym`.
+    #[inline]
+    pub fn spell(&self, sym: Sym) -> ([u8; 2], usize) {
+        if self.wide() {
+            ([(sym >> 8) as u8, sym as u8], 2)
+        } else {
+            ([sym as u8, 0], 1)
+        }
     }
 
     /// The symbols the parser reads for lexeme `i`: each end set holding it, and its probe.
-    pub fn symbols_of(&self, i: usize) -> Vec<u8> {
-        let mut out: Vec<u8> = (0..self.num_sets())
+    pub fn symbols_of(&self, i: usize) -> Vec<Sym> {
+        let mut out: Vec<Sym> = (0..self.num_sets())
             .filter(|&s| bit(&self.sets[s * self.words..(s + 1) * self.words], i))
-            .map(|s| s as u8)
+            .map(|s| s as Sym)
             .collect();
         out.push(self.probe(i));
         out
@@ -503,6 +525,7 @@ mod tests {
         let only_id = lx.ends(s).unwrap();
         assert_ne!(both, only_id);
         assert_eq!(lx.symbols_of(0), vec![both, lx.probe(0)]);
+        assert!(!lx.wide());
         let id_syms = lx.symbols_of(1);
         assert!(id_syms.contains(&both) && id_syms.contains(&only_id));
         assert_eq!(members(lx.viable(s2)).collect::<Vec<_>>(), vec![0, 1]);

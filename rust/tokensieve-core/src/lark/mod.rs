@@ -26,7 +26,7 @@ use regex_syntax::hir::{Class, ClassBytes, ClassBytesRange, Hir};
 use rustc_hash::FxHashMap;
 
 use crate::automata::expr::Expr;
-use crate::automata::lexer::{LexemeSpec, Lexer, SkipPolicy};
+use crate::automata::lexer::{LexemeSpec, Lexer, SkipPolicy, Sym};
 use crate::ebnf::parse::{Node, RuleText};
 use crate::ebnf::{grammar_error, EbnfOptions, Pos};
 use crate::error::{Error, Result};
@@ -329,13 +329,32 @@ fn substring_regex(chunks: &[String]) -> String {
     format!("(?:{})", alts.join("|"))
 }
 
-fn byte_class(symbols: &[u8]) -> Node {
-    let ranges: Vec<ClassBytesRange> = symbols
-        .iter()
-        .map(|&b| ClassBytesRange::new(b, b))
-        .collect();
+fn bytes_class(bytes: impl Iterator<Item = u8>) -> Hir {
+    let ranges: Vec<ClassBytesRange> = bytes.map(|b| ClassBytesRange::new(b, b)).collect();
+    Hir::class(Class::Bytes(ClassBytes::new(ranges)))
+}
+
+/// The parser's reading of one of `symbols` (one byte each, or high byte then low byte).
+fn symbol_class(lexer: &Lexer, symbols: &[Sym]) -> Node {
+    let hir = if lexer.wide() {
+        let mut by_high: std::collections::BTreeMap<u8, Vec<u8>> = Default::default();
+        for &s in symbols {
+            let ([hi, lo], _) = lexer.spell(s);
+            by_high.entry(hi).or_default().push(lo);
+        }
+        Hir::alternation(
+            by_high
+                .into_iter()
+                .map(|(hi, los)| {
+                    Hir::concat(vec![Hir::literal([hi]), bytes_class(los.into_iter())])
+                })
+                .collect(),
+        )
+    } else {
+        bytes_class(symbols.iter().map(|&s| s as u8))
+    };
     Node::Text {
-        expr: Box::new(Expr::Hir(Hir::class(Class::Bytes(ClassBytes::new(ranges))))),
+        expr: Box::new(Expr::Hir(hir)),
         nullable: false,
     }
 }
@@ -502,7 +521,7 @@ pub(crate) fn compile(text: &str, opts: &LarkOptions, nfa_bytes: usize) -> Resul
     })?;
     // a lexeme whose language held the empty string is optional where it is used
     let sym = |i: usize| -> Node {
-        let t = byte_class(&lexer.symbols_of(i));
+        let t = symbol_class(&lexer, &lexer.symbols_of(i));
         if lexer.nullable(i) {
             Node::Rep {
                 sub: Box::new(t),

@@ -116,3 +116,26 @@ fn a_lexeme_begun_is_never_nothing_read() {
     assert!(!accepts(&d, "aa"));
     assert!(accepts(&d, "aab"));
 }
+
+#[test]
+fn more_than_256_symbols_take_two_bytes_each() {
+    // 300 keywords beside an identifier: each keyword ends alone or with the identifier, and
+    // has its probe: far more than 256 symbols
+    let mut g = String::from("start: word+\nword: ID");
+    for i in 0..300 {
+        g.push_str(&format!(" | \"k{i}x\""));
+    }
+    g.push_str("\nID: /[a-z][a-z0-9]*/\n%ignore \" \"\n");
+    let d = dfa(&g);
+    assert!(accepts(&d, "k7x k299x abc k12"));
+    assert!(accepts(&d, "k300x"));
+    assert!(!prefix(&d, "7"));
+    let mut g = String::from("start: option\noption: \"option-000\"");
+    for i in 1..300 {
+        g.push_str(&format!(" | \"option-{i:03}\""));
+    }
+    let d = dfa(&g);
+    assert!(accepts(&d, "option-255"));
+    assert!(accepts(&d, "option-299"));
+    assert!(!accepts(&d, "option-300"));
+}

@@ -11,7 +11,7 @@ use super::analysis::SetGroup;
 use super::graph::Graph;
 use super::{LazyDfa, DEAD, UNKNOWN};
 use crate::automata::depth::{Depths, MAX_FRAMES, NONE};
-use crate::automata::lexer::Lexer;
+use crate::automata::lexer::{Lexer, Sym};
 use crate::automata::nfa::{Count, MARKER};
 use crate::error::{Error, Result};
 
@@ -817,20 +817,30 @@ fn pair_of(key: &[u32]) -> Option<(u32, u32, u32)> {
 }
 
 impl LazyDfa {
-    /// The parser's state after symbol `sym` from parser state `p` (cached in the table).
-    fn parser_step(&self, t: &mut Table, p: u32, sym: u8) -> Result<u32> {
-        let c = sym as usize;
-        let known = t.trans[p as usize * self.stride + c];
-        if known != UNKNOWN {
-            return Ok(known);
+    /// The parser's state after symbol `sym` from parser state `p` (its one or two bytes,
+    /// each transition cached in the table).
+    fn parser_step(&self, lx: &Lexer, t: &mut Table, p: u32, sym: Sym) -> Result<u32> {
+        let (bytes, n) = lx.spell(sym);
+        let mut p = p;
+        for &b in &bytes[..n] {
+            let c = b as usize;
+            let known = t.trans[p as usize * self.stride + c];
+            p = if known != UNKNOWN {
+                known
+            } else {
+                self.compute_next(t, p, c)?
+            };
+            if p == DEAD {
+                break;
+            }
         }
-        self.compute_next(t, p, c)
+        Ok(p)
     }
 
     /// Whether parser state `p` allows some lexeme of `words` next (through its probes).
     fn parser_allows(&self, lx: &Lexer, t: &mut Table, p: u32, words: &[u64]) -> Result<bool> {
         for i in crate::automata::lexer::members(words) {
-            if self.parser_step(t, p, lx.probe(i))? != DEAD {
+            if self.parser_step(lx, t, p, lx.probe(i))? != DEAD {
                 return Ok(true);
             }
         }
@@ -845,7 +855,7 @@ impl LazyDfa {
             return Ok(false);
         }
         for i in 0..lx.num_lexemes() {
-            if self.parser_step(t, p, lx.probe(i))? != DEAD {
+            if self.parser_step(lx, t, p, lx.probe(i))? != DEAD {
                 return Ok(true);
             }
         }
@@ -876,9 +886,9 @@ impl LazyDfa {
         t: &mut Table,
         p: u32,
         f: u32,
-        sym: u8,
+        sym: Sym,
     ) -> Result<(u32, u32)> {
-        let read = self.parser_step(t, p, sym)?;
+        let read = self.parser_step(lx, t, p, sym)?;
         let skip = lx.skips(sym) && self.skip_allowed(lx, t, p, f)?;
         Ok(match (read != DEAD, skip) {
             (_, false) => (read, STARTED),
