@@ -586,3 +586,48 @@ def test_peer_lark_cases_disagree_only_where_llguidance_agrees_with_tokensieve()
             differ += 1
     print(f"peer Lark cases run: {checked}, as expected {passed}, {differ} where llguidance agrees")
     assert checked > 500
+
+
+# ---------------------------------------------------------------------------------------------
+# special tokens in Lark rules: `<|name|>` by text, `<[id]>` by id (token atoms)
+
+SPECIALS = {"<|python_tag|>": 257, "<|eom_id|>": 258, "<think>": 259}
+
+
+def test_special_tokens_stand_where_the_rules_place_them() -> None:
+    vocab = ts.Vocabulary(
+        [bytes([i]) for i in range(256)] + [b"<eos>"] + [s.encode() for s in SPECIALS],
+        eos_token_ids=[256],
+        special_token_ids=list(SPECIALS.values()),
+    )
+    g = ts.Grammar.from_lark(
+        'start: TEXT | call\ncall: <|python_tag|> NAME "(" ")" <[258]>\n'
+        'TEXT: /[^<(][a-z ]*/\nNAME: /[a-z]+/\n%ignore " "',
+        vocab,
+    )
+
+    def run(seq: list[Any]) -> tuple[bool, bool]:
+        m = g.matcher()
+        ids = [s if isinstance(s, int) else ord(s) for s in seq]
+        n = m.accept_tokens(ids)
+        return n == len(ids), m.is_accepting()
+
+    assert run([257, *"f ( )", 258]) == (True, True)
+    assert run([257, *"f()"]) == (True, False)
+    assert run(list("hello there")) == (True, True)
+    # a special token the rules do not place is never allowed; one they place only there
+    assert run([259]) == (False, False)
+    assert not run(["h", 257])[0]
+    assert run([257, 257]) == (False, False)
+    m = g.matcher()
+    row = np.zeros((1, ts.bitmask_words(vocab.vocab_size)), dtype=np.int32)
+    m.fill_next_token_bitmask(row)
+    allowed = _bits(row, vocab.vocab_size)
+    assert 257 in allowed and 258 not in allowed and 259 not in allowed
+    # a token set, and a special token inside a terminal, are refused by name
+    with pytest.raises(ts.GrammarError, match=r"the token set `<\[1-2\]>` is not supported"):
+        ts.Grammar.from_lark("start: <[1-2]>", vocab)
+    with pytest.raises(ts.GrammarError, match="cannot stand inside a terminal"):
+        ts.Grammar.from_lark("start: T\nT: <|eom_id|> /a/", vocab)
+    with pytest.raises(ts.GrammarError, match="no special token with this text"):
+        ts.Grammar.from_lark("start: <|nope|>", vocab)

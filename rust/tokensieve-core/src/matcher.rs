@@ -628,7 +628,10 @@ impl Grammar {
         let big = budget::stack::BIG_STACK;
         budget::stack::on_big_stack(big, || {
             opts.compiling(|| {
-                let c = crate::lark::compile(text, lark_opts, opts.regex.max_nfa_bytes)?;
+                let mut atoms = crate::atoms::AtomList::new(Some(&vocab));
+                let c =
+                    crate::lark::compile(text, lark_opts, opts.regex.max_nfa_bytes, &mut atoms)?;
+                let atoms = crate::atoms::Atoms::new(atoms.into_ids()).map(Arc::new);
                 let label = format!("lark grammar ({} lexemes)", c.lexer.num_lexemes());
                 let dfa = LazyDfa::from_lexed(&label, c.parser, c.lexer, &opts.regex)?;
                 if dfa.start() == DEAD {
@@ -643,7 +646,7 @@ impl Grammar {
                         ),
                     });
                 }
-                let mut g = Grammar::with_atoms(dfa, vocab, opts, None)?;
+                let mut g = Grammar::with_atoms(dfa, vocab, opts, atoms)?;
                 g.warnings = c.warnings;
                 g.source = ConstraintSource::lark(text, lark_opts);
                 Ok(g)

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use regex_syntax::hir::{Class, ClassBytes, ClassBytesRange, Hir};
 use rustc_hash::FxHashMap;
 
+use crate::atoms::AtomList;
 use crate::automata::expr::Expr;
 use crate::automata::lexer::{LexemeSpec, Lexer, SkipPolicy, Sym};
 use crate::ebnf::parse::{Node, RuleText};
@@ -99,7 +100,9 @@ SQL_COMMENT: /--[^\n]*/
 
 const START: &str = "$start";
 
-struct Builder<'a> {
+struct Builder<'a, 'v> {
+    /// the special tokens named, resolved against the vocabulary
+    atoms: &'a mut AtomList<'v>,
     /// the grammar's terminals (and the imported ones, under their names here)
     terminals: FxHashMap<String, (&'a Def, bool)>,
     /// Lark's common terminals (what an imported one refers to)
@@ -109,6 +112,8 @@ struct Builder<'a> {
     /// lexemes: key (`T:NAME` or `R:regex`) → index
     lexeme_ids: FxHashMap<String, usize>,
     lexeme_regex: Vec<String>,
+    /// a lexeme built as a HIR, not as regex text (a special token's three bytes)
+    lexeme_hir: Vec<Option<Hir>>,
     lexeme_names: Vec<String>,
     lexeme_lazy: Vec<bool>,
     nest_limit: u32,
@@ -127,7 +132,7 @@ fn escape(s: &str) -> String {
     regex_syntax::escape(s)
 }
 
-impl<'a> Builder<'a> {
+impl<'a, 'v> Builder<'a, 'v> {
     /// The regex text of a terminal expression; `stack` holds the terminals being expanded.
     fn regex(&mut self, x: &Ex, stack: &mut Vec<String>, common: bool) -> Result<String> {
         Ok(match x {
@@ -184,6 +189,12 @@ impl<'a> Builder<'a> {
             }
             Ex::Range(a, b) => format!("[\\x{{{:x}}}-\\x{{{:x}}}]", *a as u32, *b as u32),
             Ex::Substring(chunks) => substring_regex(chunks),
+            Ex::Special(r, pos) => {
+                return Err(grammar_error(
+                    *pos,
+                    &format!("{r} cannot stand inside a terminal (a special token is a lexeme)"),
+                ))
+            }
             Ex::Name(n, pos) => {
                 if !parse::names_terminal(n) {
                     return Err(grammar_error(
@@ -248,6 +259,7 @@ impl<'a> Builder<'a> {
         let i = self.lexeme_regex.len();
         self.lexeme_ids.insert(key, i);
         self.lexeme_regex.push(regex);
+        self.lexeme_hir.push(None);
         self.lexeme_names.push(name);
         self.lexeme_lazy.push(lazy);
         i
@@ -298,6 +310,15 @@ impl<'a> Builder<'a> {
                 Lx::Lexeme(self.lexeme(format!("T:{n}"), r, n.clone(), lazy))
             }
             Ex::Name(n, pos) => Lx::Ref(n.clone(), *pos),
+            Ex::Special(r, pos) => {
+                let hir = self
+                    .atoms
+                    .atom(r.clone())
+                    .map_err(|e| grammar_error(*pos, &e))?;
+                let i = self.lexeme(format!("A:{r}"), String::new(), r.to_string(), false);
+                self.lexeme_hir[i] = Some(hir);
+                Lx::Lexeme(i)
+            }
             other => {
                 let r = self.regex(other, &mut Vec::new(), false)?;
                 let name = match other {
@@ -378,7 +399,12 @@ fn node(x: &Lx, sym: &dyn Fn(usize) -> Node) -> Node {
 }
 
 /// Compiles a Lark grammar (see the module docs).
-pub(crate) fn compile(text: &str, opts: &LarkOptions, nfa_bytes: usize) -> Result<Compiled> {
+pub(crate) fn compile(
+    text: &str,
+    opts: &LarkOptions,
+    nfa_bytes: usize,
+    atoms: &mut AtomList<'_>,
+) -> Result<Compiled> {
     let ebnf_opts = EbnfOptions {
         start: START.into(),
         max_stack_depth: opts.max_stack_depth,
@@ -420,11 +446,13 @@ pub(crate) fn compile(text: &str, opts: &LarkOptions, nfa_bytes: usize) -> Resul
     }
     let own: std::collections::HashSet<String> = terminals.keys().cloned().collect();
     let mut b = Builder {
+        atoms,
         terminals,
         common: common_defs,
         terminal_regex: FxHashMap::default(),
         lexeme_ids: FxHashMap::default(),
         lexeme_regex: Vec::new(),
+        lexeme_hir: Vec::new(),
         lexeme_names: Vec::new(),
         lexeme_lazy: Vec::new(),
         nest_limit: 250,
@@ -492,9 +520,12 @@ pub(crate) fn compile(text: &str, opts: &LarkOptions, nfa_bytes: usize) -> Resul
     // every lexeme parsed once more as a whole (for its HIR)
     let mut specs = Vec::with_capacity(b.lexeme_regex.len() + 1);
     for (i, (r, name)) in b.lexeme_regex.iter().zip(&b.lexeme_names).enumerate() {
-        let hir = crate::regex::parse(r, b.nest_limit).map_err(|e| {
-            grammar_error(Pos { line: 1, col: 1 }, &format!("the lexeme {name}: {e}"))
-        })?;
+        let hir = match &b.lexeme_hir[i] {
+            Some(h) => h.clone(),
+            None => crate::regex::parse(r, b.nest_limit).map_err(|e| {
+                grammar_error(Pos { line: 1, col: 1 }, &format!("the lexeme {name}: {e}"))
+            })?,
+        };
         specs.push(LexemeSpec {
             hir,
             name: name.clone(),

@@ -9,7 +9,7 @@
 //! `temperature` (which do not change the language), `lazy` and `suffix` (the rule is then
 //! one lazy lexeme). Refused by name, with a position: templates, `%declare`, `%override`,
 //! `%extend`, imports other than `common`, terminal priorities, `stop` and `max_tokens`,
-//! `&`/`~` terminal operators, `%json`, special tokens, `@grammar` references.
+//! `&`/`~` terminal operators, `%json`, token sets `<[a-b,...]>`, `@grammar` references.
 
 use crate::ebnf::{grammar_error, Pos};
 use crate::error::Result;
@@ -38,6 +38,8 @@ pub(crate) enum Ex {
     /// `%regex { "substring_*": ... }`: the contiguous runs of these chunks (and the empty
     /// string)
     Substring(Vec<String>),
+    /// a special token: `<|name|>` by its text, `<[id]>` by id
+    Special(crate::atoms::TokenRef, Pos),
 }
 
 /// One definition as written.
@@ -614,10 +616,7 @@ impl P {
                 "`%json { ... }` (a JSON Schema inside a Lark grammar) is not supported yet",
             ),
             Tok::Directive(d) => err(pos, format!("`%{d}` cannot stand inside a definition")),
-            Tok::Special(s) => err(
-                pos,
-                format!("special tokens (`<{s}>`) are not supported in Lark grammars yet"),
-            ),
+            Tok::Special(s) => special(&s, pos),
             Tok::Punct("@") => err(
                 pos,
                 "references to other grammars (`@name`) are not supported",
@@ -632,6 +631,27 @@ impl P {
             Tok::Nl => err(pos, "the definition ends too early"),
         }
     }
+}
+
+/// A special token `<|name|>` (by its text, brackets included) or `<[id]>`.
+fn special(s: &str, pos: Pos) -> Result<Ex> {
+    use crate::atoms::TokenRef;
+    if let Some(inner) = s.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
+        return match inner.trim().parse::<u64>() {
+            Ok(id) => Ok(Ex::Special(TokenRef::Id(id), pos)),
+            Err(_) => err(
+                pos,
+                format!(
+                    "the token set `<[{inner}]>` is not supported (one token id, `<[id]>`, \
+                     is): any of several tokens is a choice of where a token ends, not text"
+                ),
+            ),
+        };
+    }
+    if s.is_empty() {
+        return err(pos, "`<>` names no special token");
+    }
+    Ok(Ex::Special(TokenRef::Text(format!("<{s}>")), pos))
 }
 
 /// `%regex { "substring_chunks" | "substring_words" | "substring_chars": ... }`.

@@ -3,7 +3,13 @@ use crate::automata::dfa::{LazyDfa, DEAD};
 use crate::regex::RegexOptions;
 
 fn dfa(text: &str) -> LazyDfa {
-    let c = compile(text, &LarkOptions::default(), 1 << 24).unwrap();
+    let c = compile(
+        text,
+        &LarkOptions::default(),
+        1 << 24,
+        &mut crate::atoms::AtomList::new(None),
+    )
+    .unwrap();
     LazyDfa::from_lexed("lark", c.parser, c.lexer, &RegexOptions::default()).unwrap()
 }
 
