@@ -24,7 +24,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "error", "budget", "automata", "trie", "vocab", "atoms", "regex",
         ],
     ),
-    ("lark", &["error", "budget", "automata", "regex", "ebnf"]),
+    (
+        "lark",
+        &["error", "budget", "automata", "atoms", "regex", "ebnf"],
+    ),
     (
         "structural_tag",
         &[
