@@ -12,7 +12,11 @@
 //! occurrence in the parser's grammar reads one of [`Lexer::symbols_of`]: one byte each, or
 //! two (high, low) when there are more than 256 symbols ([`Lexer::spell`]).
 
+use std::sync::Arc;
+
 use regex_automata::nfa::thompson::{self, State, NFA};
+
+use super::bytedfa::ByteDfa;
 use regex_automata::util::primitives::StateID;
 use regex_syntax::hir::Hir;
 use rustc_hash::FxHashMap;
@@ -75,11 +79,20 @@ fn bit(words: &[u64], i: usize) -> bool {
     words[i / 64] >> (i % 64) & 1 == 1
 }
 
+/// A lexeme's language.
+#[derive(Clone, Debug)]
+pub enum LexLang {
+    /// a regex's (bytes of UTF-8 text)
+    Hir(Hir),
+    /// a complete DFA's (written with `&` or `~`: any bytes)
+    Dfa(Arc<ByteDfa>),
+}
+
 /// One lexeme as the lexer takes it.
 #[derive(Clone, Debug)]
 pub struct LexemeSpec {
-    /// its language (bytes of UTF-8 text)
-    pub hir: Hir,
+    /// its language
+    pub lang: LexLang,
     /// how errors name it
     pub name: String,
     /// skipped (read between others and dropped)
@@ -99,22 +112,39 @@ impl Lexer {
         let mut nfas = Vec::with_capacity(n);
         let mut budget = nfa_bytes;
         for l in lexemes {
-            let nfa = thompson::Compiler::new()
-                .configure(
-                    thompson::Config::new()
-                        .which_captures(thompson::WhichCaptures::None)
-                        .utf8(false)
-                        .nfa_size_limit(Some(budget)),
-                )
-                .build_from_hir(&l.hir)
-                .map_err(|e| {
-                    Error::Budget(format!(
-                        "the lexeme {}'s automaton is too large ({e})",
-                        l.name
-                    ))
-                })?;
-            budget = budget.saturating_sub(nfa.memory_usage());
-            nfas.push(nfa);
+            let m = match &l.lang {
+                LexLang::Hir(h) => {
+                    let nfa = thompson::Compiler::new()
+                        .configure(
+                            thompson::Config::new()
+                                .which_captures(thompson::WhichCaptures::None)
+                                .utf8(false)
+                                .nfa_size_limit(Some(budget)),
+                        )
+                        .build_from_hir(h)
+                        .map_err(|e| {
+                            Error::Budget(format!(
+                                "the lexeme {}'s automaton is too large ({e})",
+                                l.name
+                            ))
+                        })?;
+                    budget = budget.saturating_sub(nfa.memory_usage());
+                    Machine::Nfa(nfa)
+                }
+                LexLang::Dfa(d) => {
+                    let live = d.live();
+                    // bytes whose columns agree in every state
+                    let mut col_ids: FxHashMap<Vec<u32>, u8> = FxHashMap::default();
+                    let mut cls = [0u8; 256];
+                    for b in 0..=255u8 {
+                        let col: Vec<u32> = (0..d.len() as u32).map(|s| d.next(s, b)).collect();
+                        let next = col_ids.len() as u8;
+                        cls[b as usize] = *col_ids.entry(col).or_insert(next);
+                    }
+                    Machine::Dfa(d.clone(), live, Box::new(cls))
+                }
+            };
+            nfas.push(m);
         }
         // byte classes: bytes every lexeme's automaton treats alike
         let mut classes = [0u8; 256];
@@ -122,7 +152,7 @@ impl Lexer {
         {
             let mut ids: FxHashMap<Vec<u8>, u8> = FxHashMap::default();
             for b in 0..=255u8 {
-                let sig: Vec<u8> = nfas.iter().map(|nf| nf.byte_classes().get(b)).collect();
+                let sig: Vec<u8> = nfas.iter().map(|m| m.class(b)).collect();
                 let next = ids.len() as u8;
                 let c = *ids.entry(sig).or_insert_with(|| {
                     reps.push(b);
@@ -143,7 +173,10 @@ impl Lexer {
             ends_raw: Vec::new(),
             seen: nfas
                 .iter()
-                .map(|nf| vec![false; nf.states().len()])
+                .map(|m| match m {
+                    Machine::Nfa(nf) => vec![false; nf.states().len()],
+                    Machine::Dfa(d, ..) => vec![false; d.len()],
+                })
                 .collect(),
         };
         // state 0: dead; state 1: start (no lexeme ends there: a nullable one is taken
@@ -153,7 +186,7 @@ impl Lexer {
         let seeds: Vec<(u32, u32)> = nfas
             .iter()
             .enumerate()
-            .map(|(i, nf)| (i as u32, nf.start_anchored().as_u32()))
+            .map(|(i, m)| (i as u32, m.start()))
             .collect();
         let (mut key, nullable) = b.closure(&seeds, false)?;
         // a marker entry keeps the start apart from every state reached after a byte (one
@@ -179,8 +212,7 @@ impl Lexer {
             for &r in &reps {
                 let mut seeds = Vec::new();
                 for &(l, s) in key.iter().filter(|(l, _)| *l < START_MARK) {
-                    let st = nfas[l as usize].state(StateID::new_unchecked(s as usize));
-                    if let Some(next) = step(st, r) {
+                    if let Some(next) = nfas[l as usize].step(s, r) {
                         seeds.push((l, next));
                     }
                 }
@@ -408,6 +440,40 @@ pub fn members(words: &[u64]) -> impl Iterator<Item = usize> + '_ {
     })
 }
 
+/// One lexeme's automaton: a Thompson NFA, or a complete DFA (with its live states and its
+/// byte classes).
+enum Machine {
+    Nfa(NFA),
+    Dfa(Arc<ByteDfa>, Vec<bool>, Box<[u8; 256]>),
+}
+
+impl Machine {
+    fn class(&self, b: u8) -> u8 {
+        match self {
+            Machine::Nfa(n) => n.byte_classes().get(b),
+            Machine::Dfa(_, _, cls) => cls[b as usize],
+        }
+    }
+
+    fn start(&self) -> u32 {
+        match self {
+            Machine::Nfa(n) => n.start_anchored().as_u32(),
+            Machine::Dfa(d, ..) => d.start(),
+        }
+    }
+
+    /// The state after byte `b` from reading state `s`, if any.
+    fn step(&self, s: u32, b: u8) -> Option<u32> {
+        match self {
+            Machine::Nfa(n) => step(n.state(StateID::new_unchecked(s as usize)), b),
+            Machine::Dfa(d, live, _) => {
+                let t = d.next(s, b);
+                live[t as usize].then_some(t)
+            }
+        }
+    }
+}
+
 fn step(st: &State, b: u8) -> Option<u32> {
     match st {
         State::ByteRange { trans } if trans.matches_byte(b) => Some(trans.next.as_u32()),
@@ -421,7 +487,7 @@ fn step(st: &State, b: u8) -> Option<u32> {
 type Subset = Vec<(u32, u32)>;
 
 struct Builder<'a> {
-    nfas: &'a [NFA],
+    nfas: &'a [Machine],
     lexemes: &'a [LexemeSpec],
     lazy: &'a [bool],
     words: usize,
@@ -446,7 +512,20 @@ impl Builder<'_> {
                 continue;
             }
             visited.push((l, s));
-            match self.nfas[l as usize].state(StateID::new_unchecked(s as usize)) {
+            let nfa = match &self.nfas[l as usize] {
+                Machine::Nfa(nfa) => nfa,
+                Machine::Dfa(d, live, _) => {
+                    // a DFA state reads (when live) and ends its lexeme (when accepting)
+                    if d.accepts(s) {
+                        ends[l as usize / 64] |= 1 << (l as usize % 64);
+                    }
+                    if live[s as usize] {
+                        out.push((l, s));
+                    }
+                    continue;
+                }
+            };
+            match nfa.state(StateID::new_unchecked(s as usize)) {
                 State::ByteRange { .. } | State::Sparse(_) | State::Dense(_) => out.push((l, s)),
                 State::Match { .. } => {
                     let i = l as usize;
@@ -504,7 +583,7 @@ mod tests {
 
     fn spec(p: &str, name: &str) -> LexemeSpec {
         LexemeSpec {
-            hir: regex_syntax::Parser::new().parse(p).unwrap(),
+            lang: LexLang::Hir(regex_syntax::Parser::new().parse(p).unwrap()),
             name: name.into(),
             skipped: false,
             lazy: false,

@@ -17,6 +17,7 @@
 //! (`crate::index`, `crate::matcher`, `crate::serialize`) sits above both. The test
 //! `layers_point_one_way` (in `crate::lib`'s tests) fails when a module imports upward.
 
+pub mod bytedfa;
 pub(crate) mod charlang;
 pub(crate) mod depth;
 pub mod dfa;

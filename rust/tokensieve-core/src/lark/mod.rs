@@ -26,8 +26,9 @@ use regex_syntax::hir::{Class, ClassBytes, ClassBytesRange, Hir};
 use rustc_hash::FxHashMap;
 
 use crate::atoms::AtomList;
+use crate::automata::bytedfa::ByteDfa;
 use crate::automata::expr::Expr;
-use crate::automata::lexer::{LexemeSpec, Lexer, SkipPolicy, Sym};
+use crate::automata::lexer::{LexLang, LexemeSpec, Lexer, SkipPolicy, Sym};
 use crate::ebnf::parse::{Node, RuleText};
 use crate::ebnf::{grammar_error, EbnfOptions, Pos};
 use crate::error::{Error, Result};
@@ -107,16 +108,33 @@ struct Builder<'a, 'v> {
     terminals: FxHashMap<String, (&'a Def, bool)>,
     /// Lark's common terminals (what an imported one refers to)
     common: FxHashMap<String, &'a Def>,
-    /// terminal name → its regex text (memoized)
-    terminal_regex: FxHashMap<String, String>,
-    /// lexemes: key (`T:NAME` or `R:regex`) → index
+    /// terminal name → its language (memoized)
+    terminal_regex: FxHashMap<String, Lang>,
+    /// lexemes: key (`T:NAME`, `R:regex`, ...) → index
     lexeme_ids: FxHashMap<String, usize>,
-    lexeme_regex: Vec<String>,
+    lexeme_regex: Vec<Lang>,
     /// a lexeme built as a HIR, not as regex text (a special token's three bytes)
     lexeme_hir: Vec<Option<Hir>>,
     lexeme_names: Vec<String>,
     lexeme_lazy: Vec<bool>,
     nest_limit: u32,
+    nfa_bytes: usize,
+}
+
+/// A terminal's language: regex text, or, where `&` or `~` stand in it, a DFA over bytes.
+#[derive(Clone)]
+enum Lang {
+    Re(String),
+    Dfa(Arc<ByteDfa>),
+}
+
+impl Lang {
+    fn dfa(&self, nest_limit: u32, nfa_bytes: usize) -> Result<ByteDfa> {
+        match self {
+            Lang::Dfa(d) => Ok((**d).clone()),
+            Lang::Re(r) => ByteDfa::from_hir(&crate::regex::parse(r, nest_limit)?, nfa_bytes),
+        }
+    }
 }
 
 /// A rule's body with its lexemes numbered.
@@ -133,26 +151,74 @@ fn escape(s: &str) -> String {
 }
 
 impl<'a, 'v> Builder<'a, 'v> {
-    /// The regex text of a terminal expression; `stack` holds the terminals being expanded.
-    fn regex(&mut self, x: &Ex, stack: &mut Vec<String>, common: bool) -> Result<String> {
+    /// The language of a terminal expression; `stack` holds the terminals being expanded.
+    fn lang(&mut self, x: &Ex, stack: &mut Vec<String>, common: bool) -> Result<Lang> {
+        let (limit, bytes) = (self.nest_limit, self.nfa_bytes);
+        let dfas = |parts: &[Lang]| -> Result<Vec<ByteDfa>> {
+            parts.iter().map(|l| l.dfa(limit, bytes)).collect()
+        };
+        let res = |parts: &[Lang]| -> Option<Vec<String>> {
+            parts
+                .iter()
+                .map(|l| match l {
+                    Lang::Re(r) => Some(r.clone()),
+                    Lang::Dfa(_) => None,
+                })
+                .collect()
+        };
         Ok(match x {
-            Ex::Seq(xs) => {
-                let parts: Result<Vec<String>> =
-                    xs.iter().map(|x| self.regex(x, stack, common)).collect();
-                format!("(?:{})", parts?.join(""))
-            }
-            Ex::Alt(xs) => {
-                let parts: Result<Vec<String>> =
-                    xs.iter().map(|x| self.regex(x, stack, common)).collect();
-                format!("(?:{})", parts?.join("|"))
-            }
-            Ex::Rep(sub, min, max) => {
-                let s = self.regex(sub, stack, common)?;
-                match max {
-                    Some(m) => format!("(?:{s}){{{min},{m}}}"),
-                    None => format!("(?:{s}){{{min},}}"),
+            Ex::Seq(xs) | Ex::Alt(xs) => {
+                let parts: Vec<Lang> = xs
+                    .iter()
+                    .map(|x| self.lang(x, stack, common))
+                    .collect::<Result<_>>()?;
+                let seq = matches!(x, Ex::Seq(_));
+                match res(&parts) {
+                    Some(r) if seq => Lang::Re(format!("(?:{})", r.join(""))),
+                    Some(r) => Lang::Re(format!("(?:{})", r.join("|"))),
+                    None if seq => Lang::Dfa(Arc::new(ByteDfa::concat(&dfas(&parts)?)?)),
+                    None => Lang::Dfa(Arc::new(ByteDfa::alt(&dfas(&parts)?)?)),
                 }
             }
+            Ex::Rep(sub, min, max) => match self.lang(sub, stack, common)? {
+                Lang::Re(s) => Lang::Re(match max {
+                    Some(m) => format!("(?:{s}){{{min},{m}}}"),
+                    None => format!("(?:{s}){{{min},}}"),
+                }),
+                Lang::Dfa(d) => Lang::Dfa(Arc::new(d.rep(*min, *max)?)),
+            },
+            Ex::And(xs) => {
+                let parts: Vec<Lang> = xs
+                    .iter()
+                    .map(|x| self.lang(x, stack, common))
+                    .collect::<Result<_>>()?;
+                let mut ds = dfas(&parts)?.into_iter();
+                let mut d = ds.next().expect("`&` joins two or more");
+                for o in ds {
+                    d = d.and(&o)?;
+                }
+                Lang::Dfa(Arc::new(d))
+            }
+            Ex::Not(sub) => {
+                let d = self.lang(sub, stack, common)?.dfa(limit, bytes)?;
+                Lang::Dfa(Arc::new(d.not()))
+            }
+            Ex::Name(n, pos) => {
+                if !parse::names_terminal(n) {
+                    return Err(grammar_error(
+                        *pos,
+                        &format!("the terminal uses the rule `{n}`: terminals hold terminals only"),
+                    ));
+                }
+                self.terminal(n, *pos, stack, common)?
+            }
+            leaf => Lang::Re(self.leaf(leaf)?),
+        })
+    }
+
+    /// The regex text of a string, regex, range or substring.
+    fn leaf(&mut self, x: &Ex) -> Result<String> {
+        Ok(match x {
             Ex::Lit { text, ci } => {
                 if *ci {
                     format!("(?i:{})", escape(text))
@@ -195,15 +261,7 @@ impl<'a, 'v> Builder<'a, 'v> {
                     &format!("{r} cannot stand inside a terminal (a special token is a lexeme)"),
                 ))
             }
-            Ex::Name(n, pos) => {
-                if !parse::names_terminal(n) {
-                    return Err(grammar_error(
-                        *pos,
-                        &format!("the terminal uses the rule `{n}`: terminals hold terminals only"),
-                    ));
-                }
-                self.terminal(n, *pos, stack, common)?
-            }
+            other => unreachable!("not a leaf: {other:?}"),
         })
     }
 
@@ -213,7 +271,7 @@ impl<'a, 'v> Builder<'a, 'v> {
         pos: Pos,
         stack: &mut Vec<String>,
         common: bool,
-    ) -> Result<String> {
+    ) -> Result<Lang> {
         let key = if common {
             format!("common.{n}")
         } else {
@@ -246,13 +304,13 @@ impl<'a, 'v> Builder<'a, 'v> {
             ));
         }
         stack.push(key.clone());
-        let r = self.regex(&def.body, stack, in_common)?;
+        let r = self.lang(&def.body, stack, in_common)?;
         stack.pop();
         self.terminal_regex.insert(key, r.clone());
         Ok(r)
     }
 
-    fn lexeme(&mut self, key: String, regex: String, name: String, lazy: bool) -> usize {
+    fn lexeme(&mut self, key: String, regex: Lang, name: String, lazy: bool) -> usize {
         if let Some(&i) = self.lexeme_ids.get(&key) {
             return i;
         }
@@ -272,7 +330,7 @@ impl<'a, 'v> Builder<'a, 'v> {
             return Ok(i);
         }
         let mut r = self
-            .regex(&def.body, &mut Vec::new(), false)
+            .lang(&def.body, &mut Vec::new(), false)
             .map_err(|e| match e {
                 Error::Grammar {
                     line,
@@ -289,9 +347,21 @@ impl<'a, 'v> Builder<'a, 'v> {
                 other => other,
             })?;
         if let Some(sfx) = &def.suffix {
-            r = format!("(?:{r}{})", self.regex(sfx, &mut Vec::new(), false)?);
+            let s = self.lang(sfx, &mut Vec::new(), false)?;
+            r = self.cat(r, s)?;
         }
         Ok(self.lexeme(key, r, def.name.clone(), true))
+    }
+
+    /// `a` then `b`.
+    fn cat(&self, a: Lang, b: Lang) -> Result<Lang> {
+        Ok(match (a, b) {
+            (Lang::Re(a), Lang::Re(b)) => Lang::Re(format!("(?:{a}{b})")),
+            (a, b) => {
+                let (l, n) = (self.nest_limit, self.nfa_bytes);
+                Lang::Dfa(Arc::new(ByteDfa::concat(&[a.dfa(l, n)?, b.dfa(l, n)?])?))
+            }
+        })
     }
 
     /// A rule's body: names of rules stay references, terminals and literals become lexemes.
@@ -304,7 +374,10 @@ impl<'a, 'v> Builder<'a, 'v> {
                 let r = self.terminal(n, *pos, &mut Vec::new(), false)?;
                 let lazy = self.terminals.get(n).is_some_and(|(d, _)| d.lazy);
                 let r = match self.terminals.get(n).and_then(|(d, _)| d.suffix.clone()) {
-                    Some(sfx) => format!("(?:{r}{})", self.regex(&sfx, &mut Vec::new(), false)?),
+                    Some(sfx) => {
+                        let s = self.lang(&sfx, &mut Vec::new(), false)?;
+                        self.cat(r, s)?
+                    }
                     None => r,
                 };
                 Lx::Lexeme(self.lexeme(format!("T:{n}"), r, n.clone(), lazy))
@@ -315,18 +388,30 @@ impl<'a, 'v> Builder<'a, 'v> {
                     .atoms
                     .atom(r.clone())
                     .map_err(|e| grammar_error(*pos, &e))?;
-                let i = self.lexeme(format!("A:{r}"), String::new(), r.to_string(), false);
+                let i = self.lexeme(
+                    format!("A:{r}"),
+                    Lang::Re(String::new()),
+                    r.to_string(),
+                    false,
+                );
                 self.lexeme_hir[i] = Some(hir);
                 Lx::Lexeme(i)
             }
             other => {
-                let r = self.regex(other, &mut Vec::new(), false)?;
+                let l = self.lang(other, &mut Vec::new(), false)?;
+                let (key, shown) = match &l {
+                    Lang::Re(r) => (format!("R:{r}"), r.clone()),
+                    Lang::Dfa(_) => {
+                        let n = self.lexeme_regex.len();
+                        (format!("D:{n}"), "an expression with `&` or `~`".into())
+                    }
+                };
                 let name = match other {
                     Ex::Lit { text, .. } => format!("{text:?}"),
                     Ex::Re { pattern, .. } => format!("/{pattern}/"),
-                    _ => r.clone(),
+                    _ => shown,
                 };
-                Lx::Lexeme(self.lexeme(format!("R:{r}"), r.clone(), name, false))
+                Lx::Lexeme(self.lexeme(key, l, name, false))
             }
         })
     }
@@ -456,6 +541,7 @@ pub(crate) fn compile(
         lexeme_names: Vec::new(),
         lexeme_lazy: Vec::new(),
         nest_limit: 250,
+        nfa_bytes,
     };
     let check_visible = |x: &Ex| -> Result<()> {
         let mut bad = None;
@@ -520,23 +606,34 @@ pub(crate) fn compile(
     // every lexeme parsed once more as a whole (for its HIR)
     let mut specs = Vec::with_capacity(b.lexeme_regex.len() + 1);
     for (i, (r, name)) in b.lexeme_regex.iter().zip(&b.lexeme_names).enumerate() {
-        let hir = match &b.lexeme_hir[i] {
-            Some(h) => h.clone(),
-            None => crate::regex::parse(r, b.nest_limit).map_err(|e| {
-                grammar_error(Pos { line: 1, col: 1 }, &format!("the lexeme {name}: {e}"))
-            })?,
+        let lang = match (&b.lexeme_hir[i], r) {
+            (Some(h), _) => LexLang::Hir(h.clone()),
+            (None, Lang::Dfa(d)) => LexLang::Dfa(d.clone()),
+            (None, Lang::Re(r)) => {
+                LexLang::Hir(crate::regex::parse(r, b.nest_limit).map_err(|e| {
+                    grammar_error(Pos { line: 1, col: 1 }, &format!("the lexeme {name}: {e}"))
+                })?)
+            }
         };
         specs.push(LexemeSpec {
-            hir,
+            lang,
             name: name.clone(),
             skipped: ignored.contains(&i),
             lazy: b.lexeme_lazy[i],
         });
     }
+    let has_atoms = b.lexeme_hir.iter().any(Option::is_some);
+    if has_atoms && b.lexeme_regex.iter().any(|l| matches!(l, Lang::Dfa(_))) {
+        // a complement may hold any bytes, a special token's stand-in bytes among them
+        return Err(grammar_error(
+            Pos { line: 1, col: 1 },
+            "a grammar naming special tokens cannot also hold terminals written with `&` or `~`",
+        ));
+    }
     if specs.is_empty() {
         // a grammar of empty rules: a lexer that reads nothing
         specs.push(LexemeSpec {
-            hir: Hir::fail(),
+            lang: LexLang::Hir(Hir::fail()),
             name: "(none)".into(),
             skipped: false,
             lazy: false,
@@ -601,8 +698,8 @@ pub(crate) fn compile(
 
 fn visit_names(x: &Ex, f: &mut dyn FnMut(&str, Pos)) {
     match x {
-        Ex::Seq(xs) | Ex::Alt(xs) => xs.iter().for_each(|x| visit_names(x, f)),
-        Ex::Rep(sub, ..) => visit_names(sub, f),
+        Ex::Seq(xs) | Ex::Alt(xs) | Ex::And(xs) => xs.iter().for_each(|x| visit_names(x, f)),
+        Ex::Rep(sub, ..) | Ex::Not(sub) => visit_names(sub, f),
         Ex::Name(n, pos) => f(n, *pos),
         _ => {}
     }

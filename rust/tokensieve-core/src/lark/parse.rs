@@ -9,7 +9,9 @@
 //! `temperature` (which do not change the language), `lazy` and `suffix` (the rule is then
 //! one lazy lexeme). Refused by name, with a position: templates, `%declare`, `%override`,
 //! `%extend`, imports other than `common`, terminal priorities, `stop` and `max_tokens`,
-//! `&`/`~` terminal operators, `%json`, token sets `<[a-b,...]>`, `@grammar` references.
+//! `%json`, token sets `<[a-b,...]>`, `@grammar` references. llguidance's terminal operators
+//! `&` (intersection, looser than a sequence, tighter than `|`) and prefix `~` (complement
+//! over bytes, tighter than the repetitions) are read.
 
 use crate::ebnf::{grammar_error, Pos};
 use crate::error::Result;
@@ -40,6 +42,10 @@ pub(crate) enum Ex {
     Substring(Vec<String>),
     /// a special token: `<|name|>` by its text, `<[id]>` by id
     Special(crate::atoms::TokenRef, Pos),
+    /// `A & B`: the strings of all (llguidance's terminal operator)
+    And(Vec<Ex>),
+    /// `~A`: every byte string not in it (llguidance's terminal operator)
+    Not(Box<Ex>),
 }
 
 /// One definition as written.
@@ -473,20 +479,34 @@ impl P {
     }
 
     fn alias(&mut self) -> Result<Ex> {
-        let mut items = Vec::new();
-        loop {
-            match self.peek() {
-                None | Some(Tok::Nl) => break,
-                Some(Tok::Punct(p)) if matches!(*p, "|" | ")" | "]" | "->" | ",") => break,
-                _ => {}
-            }
-            items.push(self.expr()?);
+        // `&` binds tighter than `|`, looser than a sequence
+        let mut conj = vec![self.sequence()?];
+        while self.eat("&") {
+            conj.push(self.sequence()?);
         }
+        let x = if conj.len() == 1 {
+            conj.pop().unwrap_or(Ex::Seq(Vec::new()))
+        } else {
+            Ex::And(conj)
+        };
         if self.eat("->") {
             let pos = self.pos();
             if !matches!(self.next(), Some((Tok::Name(_), _))) {
                 return err(pos, "expected a name after `->`");
             }
+        }
+        Ok(x)
+    }
+
+    fn sequence(&mut self) -> Result<Ex> {
+        let mut items = Vec::new();
+        loop {
+            match self.peek() {
+                None | Some(Tok::Nl) => break,
+                Some(Tok::Punct(p)) if matches!(*p, "|" | ")" | "]" | "->" | "," | "&") => break,
+                _ => {}
+            }
+            items.push(self.expr()?);
         }
         Ok(if items.len() == 1 {
             items.pop().unwrap_or(Ex::Seq(Vec::new()))
@@ -496,7 +516,16 @@ impl P {
     }
 
     fn expr(&mut self) -> Result<Ex> {
+        // `~` binds tighter than the repetitions: `~A+` is `(~A)+`
+        let mut nots = 0;
+        while self.is("~") {
+            self.i += 1;
+            nots += 1;
+        }
         let mut x = self.atom()?;
+        for _ in 0..nots {
+            x = Ex::Not(Box::new(x));
+        }
         loop {
             let pos = self.pos();
             if self.eat("?") {

@@ -145,3 +145,20 @@ fn more_than_256_symbols_take_two_bytes_each() {
     assert!(accepts(&d, "option-299"));
     assert!(!accepts(&d, "option-300"));
 }
+
+#[test]
+fn and_and_not_on_terminals() {
+    let d = dfa("start: ST\nST: LOWER & ABC\nLOWER: /[a-z]+/\nABC: /[abcABC]+/");
+    assert!(accepts(&d, "abc") && !accepts(&d, "abd") && !accepts(&d, "A"));
+    // `&` binds tighter than `|`
+    let d = dfa("start: ST\nST: /[ab]+/ | /[cd]+/ & /[def]+/");
+    assert!(accepts(&d, "ab") && accepts(&d, "dd") && !accepts(&d, "c"));
+    let d = dfa("start: ST\nST: /[abcd]+/ & ~/(.*)[ab](.*)/");
+    assert!(accepts(&d, "cdc") && !accepts(&d, "cad"));
+    // `~` binds tighter than `+`
+    let d = dfa("start: ST \"!\"\nST: (~/a/ & /[ab]/)+");
+    assert!(accepts(&d, "bb!") && !accepts(&d, "ab!"));
+    // in a rule, an expression of terminals joined by `&` is one lexeme
+    let d = dfa("start: LOWER & ABC\nLOWER: /[a-z]+/\nABC: /[abcABC]+/");
+    assert!(accepts(&d, "cab") && !accepts(&d, "C"));
+}
