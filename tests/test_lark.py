@@ -136,6 +136,14 @@ head[lazy]: /[a-z ]*<fn/
 TEXT_WORD: /[a-z]+/
 %ignore " "
 """,
+    "json_call": r"""
+start: "call " NAME "(" args ")"
+NAME: /[a-z_]+/
+args: %json {"type": "array", "maxItems": 3, "items": {"anyOf": [{"type": "integer"},
+    {"type": "string"}, {"enum": ["on", "off", null]}]},
+    "x-guidance": {"json_allow_general_unicode_escapes": true}}
+%ignore " "
+""",
     "suffix_and_empty": r"""
 start: "<" body ">" tail
 body[suffix="!"]: /[a-z]*/
@@ -180,7 +188,7 @@ def test_masks_match_llguidance_on_random_walks(engines: Any, name: str) -> None
     words = (n + 31) // 32
     a = np.zeros((1, words), dtype=np.int32)
     b = np.zeros((1, words), dtype=np.int32)
-    walks = steps = omitted = 0
+    walks = steps = omitted = json_del = 0
     diffs: list[str] = []
     for _ in range(25):
         ref = llg.LLMatcher(tok, compiled, log_level=0)
@@ -200,6 +208,10 @@ def test_masks_match_llguidance_on_random_walks(engines: Any, name: str) -> None
                 if copy.consume_token(t) and not copy.is_error():
                     want.add(t)
                     omitted += 1
+                elif "%json" in grammar and b"\x7f" in (vocab.token_bytes(t) or b""):
+                    # documented: JSON lets U+007F stand raw in a string, llguidance does not
+                    want.add(t)
+                    json_del += 1
             if want != got and len(diffs) < 5:
                 text = b"".join(vocab.token_bytes(t) or b"" for t in path)
                 diffs.append(
@@ -220,7 +232,8 @@ def test_masks_match_llguidance_on_random_walks(engines: Any, name: str) -> None
         walks += 1
     print(
         f"{name}: {walks} walks, {steps} full masks compared, {len(diffs)} differences, "
-        f"{omitted} tokens llguidance's mask omits and its matcher accepts"
+        f"{omitted} tokens llguidance's mask omits and its matcher accepts, {json_del} raw "
+        "U+007F in a %json string"
     )
     assert not diffs, diffs
 
@@ -551,7 +564,7 @@ def test_peer_lark_cases_disagree_only_where_llguidance_agrees_with_tokensieve()
     tok = llg.LLTokenizer(text, eos_token=eos)
     vocab = byte_vocabulary()
     compiled: dict[str, Any] = {}
-    checked = passed = differ = 0
+    checked = passed = differ = json_deviations = 0
     for f in sorted(folder.glob("*.lark.jsonl")):
         for line in f.read_text().splitlines():
             case = json.loads(line)
@@ -582,9 +595,22 @@ def test_peer_lark_cases_disagree_only_where_llguidance_agrees_with_tokensieve()
                 continue
             ref = llg.LLMatcher(tok, llg.LLMatcher.grammar_from_lark(g), log_level=0)
             theirs = _verdict(ref.consume_token, ref.is_accepting, data)
+            if theirs != ours and "%json" in g:
+                # documented (docs/grammars.md, *Lark*): a `%json` value is read with
+                # tokensieve's JSON Schema semantics: every JSON spelling of a string (`\u00e9`
+                # beside `é`), where llguidance takes `\u` escapes of control characters only;
+                # and its `email` format, which takes no address literal (`a@[1.2.3.4]`)
+                spelling = b"\\u" in data and not ours.startswith("dead") and theirs != "accepted"
+                literal = '"email"' in g and b"@[" in data
+                assert spelling or literal, (case["source"], g, data, ours, theirs)
+                json_deviations += 1
+                continue
             assert theirs == ours, (case["source"], g, data, expect, ours, theirs)
             differ += 1
-    print(f"peer Lark cases run: {checked}, as expected {passed}, {differ} where llguidance agrees")
+    print(
+        f"peer Lark cases run: {checked}, as expected {passed}, {differ} where llguidance agrees, "
+        f"{json_deviations} documented %json deviations"
+    )
     assert checked > 500
 
 

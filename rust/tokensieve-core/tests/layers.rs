@@ -26,7 +26,15 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     (
         "lark",
-        &["error", "budget", "automata", "atoms", "regex", "ebnf"],
+        &[
+            "error",
+            "budget",
+            "automata",
+            "atoms",
+            "regex",
+            "json_schema",
+            "ebnf",
+        ],
     ),
     (
         "structural_tag",

@@ -60,6 +60,8 @@ pub struct Lexer {
     skipped: Vec<u64>,
     /// bit per lexeme: its language held the empty string
     nullable: Vec<u64>,
+    /// the lexemes of the main class (whose possible coming allows a skip)
+    main: Vec<usize>,
     /// the end sets holding a skipped lexeme
     set_skips: Vec<bool>,
     /// how skipped lexemes may stand
@@ -99,6 +101,9 @@ pub struct LexemeSpec {
     pub skipped: bool,
     /// lazy: it ends as soon as it matches, whatever could follow (see [`Lexer::lazy_ends`])
     pub lazy: bool,
+    /// of a lexeme class of its own (a JSON value inside a grammar): a skipped lexeme may
+    /// stand before it only where a lexeme of the main class may come too
+    pub own_class: bool,
 }
 
 impl Lexer {
@@ -304,6 +309,7 @@ impl Lexer {
             }
         }
         let lx = Lexer {
+            main: (0..n).filter(|&i| !lexemes[i].own_class).collect(),
             skipped: skip_bits,
             nullable,
             set_skips,
@@ -348,6 +354,12 @@ impl Lexer {
     /// Where skipped lexemes may stand.
     pub fn policy(&self) -> SkipPolicy {
         self.policy
+    }
+
+    /// The lexemes of the main class: a skipped lexeme may be read where one of them may
+    /// come next.
+    pub fn main_class(&self) -> &[usize] {
+        &self.main
     }
 
     /// Number of lexemes.
@@ -587,6 +599,7 @@ mod tests {
             name: name.into(),
             skipped: false,
             lazy: false,
+            own_class: false,
         }
     }
 

@@ -10,7 +10,10 @@
 //!   names, character DFAs, parts compiled once per process).
 //! * `rules` — a large expression cut into a root and rules compiled when first entered.
 //! * `nfa` — intermediate form → Thompson NFA, one copy of each part of those constructs.
-//! * [`dfa`] — the lazy DFA every grammar runs on, with stable state ids.
+//! * [`dfa`] — the lazy DFA every grammar runs on, with stable state ids (and, for a lexed
+//!   grammar, its pairs of a parser state and a lexer state).
+//! * [`lexer`] — one DFA over a grammar's lexemes (Lark's terminals), read beside its parser.
+//! * [`bytedfa`] — complete byte DFAs with intersection and complement (lexemes with `&`/`~`).
 //!
 //! Dependency rule: this layer imports only `crate::error`, itself, std and external crates.
 //! The front ends (`crate::regex`, `crate::json_schema`) build on it; the token side

@@ -119,6 +119,8 @@ struct Builder<'a, 'v> {
     lexeme_lazy: Vec<bool>,
     nest_limit: u32,
     nfa_bytes: usize,
+    /// the `%json` lexemes (a lexeme class of their own: no skipped lexeme before one)
+    json_lexemes: Vec<usize>,
 }
 
 /// A terminal's language: regex text, or, where `&` or `~` stand in it, a DFA over bytes.
@@ -261,6 +263,12 @@ impl<'a, 'v> Builder<'a, 'v> {
                     &format!("{r} cannot stand inside a terminal (a special token is a lexeme)"),
                 ))
             }
+            Ex::Json(_, pos) => {
+                return Err(grammar_error(
+                    *pos,
+                    "`%json` cannot stand inside a terminal (a JSON value is a lexeme)",
+                ))
+            }
             other => unreachable!("not a leaf: {other:?}"),
         })
     }
@@ -353,6 +361,85 @@ impl<'a, 'v> Builder<'a, 'v> {
         Ok(self.lexeme(key, r, def.name.clone(), true))
     }
 
+    /// The lexeme of a `%json` schema: its JSON values (tokensieve's JSON Schema reading, every
+    /// JSON spelling of a string), whitespace of any length where JSON allows it inside the
+    /// value (llguidance's default), none around it; `x-guidance` options at the root that
+    /// change the whitespace are read, others refused. The language must be regular (no
+    /// nesting of unbounded depth, no object: objects are built as member sets): it is one
+    /// lexeme.
+    fn json(&mut self, schema: &serde_json::Value, pos: Pos) -> Result<usize> {
+        let key = format!("J:{schema}");
+        if let Some(&i) = self.lexeme_ids.get(&key) {
+            return Ok(i);
+        }
+        use crate::json_schema::options::Whitespace;
+        let mut opts = crate::json_schema::JsonSchemaOptions {
+            whitespace: Whitespace::Pattern("[ \t\n\r]*".into()),
+            ..Default::default()
+        };
+        let mut schema = schema.clone();
+        // llguidance's options, at the root: those that keep this reading of JSON
+        if let Some(o) = schema.as_object_mut() {
+            if let Some(x) = o.remove("x-guidance") {
+                let Some(x) = x.as_object() else {
+                    return Err(grammar_error(pos, "`x-guidance` must be an object"));
+                };
+                for (k, v) in x {
+                    match (k.as_str(), v) {
+                        // every JSON spelling of a string is this reading already
+                        ("json_allow_general_unicode_escapes", serde_json::Value::Bool(true)) => {}
+                        ("whitespace_flexible", serde_json::Value::Bool(b)) => {
+                            opts.whitespace = if *b {
+                                Whitespace::Pattern("[ \t\n\r]*".into())
+                            } else {
+                                Whitespace::Compact
+                            };
+                        }
+                        ("whitespace_pattern", serde_json::Value::String(p)) => {
+                            opts.whitespace = Whitespace::Pattern(p.clone());
+                        }
+                        _ => {
+                            return Err(grammar_error(
+                                pos,
+                                &format!(
+                                    "the `x-guidance` option `{k}` (with this value) is not \
+                                     supported in `%json`"
+                                ),
+                            ))
+                        }
+                    }
+                }
+            }
+        }
+        if schema.to_string().contains("\"x-guidance\"") {
+            return Err(grammar_error(
+                pos,
+                "`x-guidance` is read at the root of a `%json` schema only",
+            ));
+        }
+        let c = crate::json_schema::compile(&schema, &opts)
+            .map_err(|e| grammar_error(pos, &format!("in `%json`: {e}")))?;
+        if !c.uniques.is_empty() {
+            return Err(grammar_error(
+                pos,
+                "`%json` with `uniqueItems` over strings or numbers is not supported",
+            ));
+        }
+        let Some(h) = c.expr.as_hir() else {
+            return Err(grammar_error(
+                pos,
+                "`%json` with this schema is not supported: a `%json` value is one lexeme, read \
+                 by a finite automaton, so its schema may not hold objects, values of any \
+                 shape, or recursion (scalars, enums and arrays of them are read)",
+            ));
+        };
+        let name = format!("%json {}", text_excerpt(&schema.to_string()));
+        let i = self.lexeme(key, Lang::Re(String::new()), name, false);
+        self.lexeme_hir[i] = Some(h.clone());
+        self.json_lexemes.push(i);
+        Ok(i)
+    }
+
     /// `a` then `b`.
     fn cat(&self, a: Lang, b: Lang) -> Result<Lang> {
         Ok(match (a, b) {
@@ -383,6 +470,10 @@ impl<'a, 'v> Builder<'a, 'v> {
                 Lx::Lexeme(self.lexeme(format!("T:{n}"), r, n.clone(), lazy))
             }
             Ex::Name(n, pos) => Lx::Ref(n.clone(), *pos),
+            Ex::Json(v, pos) => {
+                let i = self.json(v, *pos)?;
+                Lx::Lexeme(i)
+            }
             Ex::Special(r, pos) => {
                 let hir = self
                     .atoms
@@ -542,6 +633,7 @@ pub(crate) fn compile(
         lexeme_lazy: Vec::new(),
         nest_limit: 250,
         nfa_bytes,
+        json_lexemes: Vec::new(),
     };
     let check_visible = |x: &Ex| -> Result<()> {
         let mut bad = None;
@@ -616,13 +708,18 @@ pub(crate) fn compile(
             }
         };
         specs.push(LexemeSpec {
+            own_class: b.json_lexemes.contains(&i),
             lang,
             name: name.clone(),
             skipped: ignored.contains(&i),
             lazy: b.lexeme_lazy[i],
         });
     }
-    let has_atoms = b.lexeme_hir.iter().any(Option::is_some);
+    let has_atoms = b
+        .lexeme_hir
+        .iter()
+        .enumerate()
+        .any(|(i, h)| h.is_some() && !b.json_lexemes.contains(&i));
     if has_atoms && b.lexeme_regex.iter().any(|l| matches!(l, Lang::Dfa(_))) {
         // a complement may hold any bytes, a special token's stand-in bytes among them
         return Err(grammar_error(
@@ -633,6 +730,7 @@ pub(crate) fn compile(
     if specs.is_empty() {
         // a grammar of empty rules: a lexer that reads nothing
         specs.push(LexemeSpec {
+            own_class: false,
             lang: LexLang::Hir(Hir::fail()),
             name: "(none)".into(),
             skipped: false,
@@ -694,6 +792,14 @@ pub(crate) fn compile(
         lexer: Arc::new(lexer),
         warnings,
     })
+}
+
+fn text_excerpt(s: &str) -> String {
+    if s.chars().count() > 40 {
+        format!("{}…", s.chars().take(40).collect::<String>())
+    } else {
+        s.to_string()
+    }
 }
 
 fn visit_names(x: &Ex, f: &mut dyn FnMut(&str, Pos)) {

@@ -9,7 +9,7 @@
 //! `temperature` (which do not change the language), `lazy` and `suffix` (the rule is then
 //! one lazy lexeme). Refused by name, with a position: templates, `%declare`, `%override`,
 //! `%extend`, imports other than `common`, terminal priorities, `stop` and `max_tokens`,
-//! `%json`, token sets `<[a-b,...]>`, `@grammar` references. llguidance's terminal operators
+//! token sets `<[a-b,...]>`, `@grammar` references. llguidance's terminal operators
 //! `&` (intersection, looser than a sequence, tighter than `|`) and prefix `~` (complement
 //! over bytes, tighter than the repetitions) are read.
 
@@ -46,6 +46,8 @@ pub(crate) enum Ex {
     And(Vec<Ex>),
     /// `~A`: every byte string not in it (llguidance's terminal operator)
     Not(Box<Ex>),
+    /// `%json { schema }`: a JSON value the schema accepts
+    Json(serde_json::Value, Pos),
 }
 
 /// One definition as written.
@@ -640,10 +642,13 @@ impl P {
                 };
                 substring(&v, jpos)
             }
-            Tok::Directive(d) if d == "json" => err(
-                pos,
-                "`%json { ... }` (a JSON Schema inside a Lark grammar) is not supported yet",
-            ),
+            Tok::Directive(d) if d == "json" => {
+                let jpos = self.pos();
+                let Some((Tok::Json(v), _)) = self.next() else {
+                    return err(jpos, "`%json` needs a JSON Schema object");
+                };
+                Ok(Ex::Json(v, pos))
+            }
             Tok::Directive(d) => err(pos, format!("`%{d}` cannot stand inside a definition")),
             Tok::Special(s) => special(&s, pos),
             Tok::Punct("@") => err(

@@ -854,7 +854,7 @@ impl LazyDfa {
         if (f & STARTED == 0 && !policy.at_start) || (policy.once && f & SKIPPED_LAST != 0) {
             return Ok(false);
         }
-        for i in 0..lx.num_lexemes() {
+        for &i in lx.main_class() {
             if self.parser_step(lx, t, p, lx.probe(i))? != DEAD {
                 return Ok(true);
             }
