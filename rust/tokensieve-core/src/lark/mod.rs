@@ -425,17 +425,34 @@ impl<'a, 'v> Builder<'a, 'v> {
                 "`%json` with `uniqueItems` over strings or numbers is not supported",
             ));
         }
-        let Some(h) = c.expr.as_hir() else {
-            return Err(grammar_error(
-                pos,
-                "`%json` with this schema is not supported: a `%json` value is one lexeme, read \
-                 by a finite automaton, so its schema may not hold objects, values of any \
-                 shape, or recursion (scalars, enums and arrays of them are read)",
-            ));
-        };
         let name = format!("%json {}", text_excerpt(&schema.to_string()));
-        let i = self.lexeme(key, Lang::Re(String::new()), name, false);
-        self.lexeme_hir[i] = Some(h.clone());
+        if let Some(h) = c.expr.as_hir() {
+            let i = self.lexeme(key, Lang::Re(String::new()), name, false);
+            self.lexeme_hir[i] = Some(h.clone());
+            self.json_lexemes.push(i);
+            return Ok(i);
+        }
+        // objects and the like: the schema's automaton, built whole within a state budget
+        let ropts = crate::automata::dfa::RegexOptions {
+            max_states: crate::automata::bytedfa::MAX_BYTE_DFA_STATES,
+            max_nfa_bytes: self.nfa_bytes,
+            ..Default::default()
+        };
+        let whole = crate::automata::dfa::LazyDfa::from_owned("%json", c.expr, &ropts)
+            .and_then(|d| ByteDfa::from_lazy(&d))
+            .map_err(|e| {
+                grammar_error(
+                    pos,
+                    &format!(
+                        "`%json` with this schema is not supported: a `%json` value is one \
+                         lexeme, read by a finite automaton of at most {} states, and this \
+                         schema's needs more (values of any shape, recursion, or a large \
+                         object): {e}",
+                        crate::automata::bytedfa::MAX_BYTE_DFA_STATES
+                    ),
+                )
+            })?;
+        let i = self.lexeme(key, Lang::Dfa(Arc::new(whole)), name, false);
         self.json_lexemes.push(i);
         Ok(i)
     }
@@ -720,7 +737,12 @@ pub(crate) fn compile(
         .iter()
         .enumerate()
         .any(|(i, h)| h.is_some() && !b.json_lexemes.contains(&i));
-    if has_atoms && b.lexeme_regex.iter().any(|l| matches!(l, Lang::Dfa(_))) {
+    let complements = b
+        .lexeme_regex
+        .iter()
+        .enumerate()
+        .any(|(i, l)| matches!(l, Lang::Dfa(_)) && !b.json_lexemes.contains(&i));
+    if has_atoms && complements {
         // a complement may hold any bytes, a special token's stand-in bytes among them
         return Err(grammar_error(
             Pos { line: 1, col: 1 },
