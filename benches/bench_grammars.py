@@ -108,6 +108,7 @@ LARK_SAMPLES: dict[str, str] = {
     "json": '{"name": "tokensieve", "tags": ["a", "b\\n"], "n": -1.5e3, "ok": true, "none": null}',
     "csv": 'name,age,city\nalice,30,"Paris, France"\nbob,25,\n',
     "sql": "SELECT name, age FROM people WHERE age = 30",
+    "json_tool_call": '{"name": "get_weather", "parameters": {"city": "Paris", "days": 3}}',
     "tool_calls": (
         'Let me look that up. <call>weather(city="Paris", days=3)</call> and '
         "<call>time()</call> Done."
