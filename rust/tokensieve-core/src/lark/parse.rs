@@ -626,6 +626,12 @@ impl P {
                 pos,
             }),
             Tok::Name(n) => {
+                if parametric(self) {
+                    return err(
+                        pos,
+                        format!("parametric rules (`{n}::...`, llguidance's) are not supported"),
+                    );
+                }
                 if self.is("{") {
                     // `name{2,3}` is a repetition; `name{a, b}` a template
                     let nxt = self.toks.get(self.i + 1).map(|t| &t.0);
@@ -829,8 +835,19 @@ pub(crate) fn parse(text: &str) -> Result<Text> {
     Ok(out)
 }
 
+/// Whether `::` follows (llguidance's parametric rules, `name::param`).
+fn parametric(p: &mut P) -> bool {
+    p.is(":") && matches!(p.toks.get(p.i + 1), Some((Tok::Punct(":"), _)))
+}
+
 fn definition(p: &mut P, out: &mut Text, name: String, pos: Pos) -> Result<()> {
     let terminal = is_terminal_name(&name);
+    if parametric(p) {
+        return err(
+            pos,
+            format!("parametric rules (`{name}::...`, llguidance's) are not supported"),
+        );
+    }
     if p.is("{") {
         return err(
             pos,

@@ -162,3 +162,23 @@ fn and_and_not_on_terminals() {
     let d = dfa("start: LOWER & ABC\nLOWER: /[a-z]+/\nABC: /[abcABC]+/");
     assert!(accepts(&d, "cab") && !accepts(&d, "C"));
 }
+
+#[test]
+fn refusals_name_what_they_refuse() {
+    let err = |text: &str| {
+        compile(
+            text,
+            &LarkOptions::default(),
+            1 << 24,
+            &mut crate::atoms::AtomList::new(None),
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default()
+    };
+    assert!(err("start: perm::0x0\nperm::_: \"X\"").contains("line 1, column 8: parametric rules"));
+    assert!(err("start: r\nr[stop=\"x\"]: /a+/").contains("the attribute `stop` is not supported"));
+    assert!(err("start: \"a\"\n%declare X").contains("`%declare` is not supported"));
+    assert!(err("start: x{a, b}").contains("templates are not supported"));
+    assert!(err("start: %json {\"type\": \"object\"}").contains("`%json` with this schema"));
+}
