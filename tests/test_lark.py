@@ -680,3 +680,30 @@ def test_special_tokens_stand_where_the_rules_place_them() -> None:
         ts.Grammar.from_lark("start: T\nT: <|eom_id|> /a/", vocab)
     with pytest.raises(ts.GrammarError, match="no special token with this text"):
         ts.Grammar.from_lark("start: <|nope|>", vocab)
+
+
+def test_hostile_lark_grammars_end_in_a_typed_error_or_a_grammar() -> None:
+    """A client's grammar over HTTP: every one ends in a grammar or a typed error naming the
+    limit (operator chains, nesting, lexer and DFA sizes, the compile deadline)."""
+    vocab = byte_vocabulary()
+    nested = '{"type":"array","items":' * 200 + '{"type":"integer"}' + "}" * 200
+    cases: list[tuple[str, type[ts.TokensieveError] | None, str]] = [
+        ('start: "a"' + "?" * 100_000, ts.GrammarError, "more than 200 repetition operators"),
+        ("start: " + "(" * 10_000 + '"a"' + ")" * 10_000, ts.GrammarError, "nest more than 200"),
+        ("start: /(ab){2,50000}c/", ts.BudgetError, "lexer's DFA needs more than 50000"),
+        (
+            "start: T\nT: (~/(.*)a(.*)/ & /[ab]{1,30}/){999}",
+            ts.BudgetError,
+            "max_compile_seconds",
+        ),
+        ("start: %json " + nested, ts.GrammarError, "not valid JSON"),
+        ('start: %regex {"substring_chars": "' + "ab" * 999 + '"}', None, ""),
+        ("start: T\nT: " + "~" * 100_001 + "/a/ & /[ab]/", None, ""),
+    ]
+    for text, error, message in cases:
+        if error is None:
+            g = ts.Grammar.from_lark(text, vocab, max_compile_seconds=1)
+            g.matcher().fill_next_token_bitmask(np.zeros((1, 9), dtype=np.int32))
+            continue
+        with pytest.raises(error, match=message):
+            ts.Grammar.from_lark(text, vocab, max_compile_seconds=1)

@@ -15,6 +15,8 @@ use crate::error::{Error, Result};
 
 /// Most states one DFA of these operations may have.
 pub const MAX_BYTE_DFA_STATES: usize = 20_000;
+/// Most states of the NFA combining DFAs (a repetition copies its body).
+const MAX_ENFA_STATES: usize = 200_000;
 
 /// A complete DFA over bytes.
 #[derive(Clone, Debug)]
@@ -42,7 +44,10 @@ impl Enfa {
     }
 
     /// Copies `d` in: (its start, its accepting states).
-    fn embed(&mut self, d: &ByteDfa) -> (u32, Vec<u32>) {
+    fn embed(&mut self, d: &ByteDfa) -> Result<(u32, Vec<u32>)> {
+        if self.edges.len() + d.accept.len() > MAX_ENFA_STATES {
+            return Err(too_large());
+        }
         let base = self.edges.len() as u32;
         let n = d.accept.len();
         for _ in 0..n {
@@ -71,7 +76,7 @@ impl Enfa {
             .filter(|&s| d.accept[s])
             .map(|s| base + s as u32)
             .collect();
-        (base + d.start, acc)
+        Ok((base + d.start, acc))
     }
 
     fn closure(&self, set: &mut Vec<u32>) {
@@ -103,6 +108,7 @@ impl Enfa {
             if sets.len() > MAX_BYTE_DFA_STATES {
                 return Err(too_large());
             }
+            crate::budget::check("building a lexeme's DFA")?;
             let set = sets[i].clone();
             accept.push(set.iter().any(|&s| self.accept[s as usize]));
             for b in 0..=255u8 {
@@ -214,6 +220,29 @@ impl ByteDfa {
         })
     }
 
+    /// The contiguous runs of `chunks` (`chunks[i..j]` joined, for any `i <= j`, the empty
+    /// string included): a chain of the chunks entered at any point and left at any point.
+    pub fn substrings(chunks: &[String]) -> Result<ByteDfa> {
+        let mut e = Enfa::default();
+        let start = e.add();
+        let mut at = e.add();
+        e.eps[start as usize].push(at);
+        e.accept[at as usize] = true;
+        for c in chunks {
+            if e.edges.len() + c.len() > MAX_ENFA_STATES {
+                return Err(too_large());
+            }
+            for &b in c.as_bytes() {
+                let next = e.add();
+                e.edges[at as usize].push((b, b, next));
+                at = next;
+            }
+            e.eps[start as usize].push(at);
+            e.accept[at as usize] = true;
+        }
+        e.determinize(start)
+    }
+
     /// The strings in both.
     pub fn and(&self, o: &ByteDfa) -> Result<ByteDfa> {
         let mut ids: FxHashMap<(u32, u32), u32> = FxHashMap::default();
@@ -225,6 +254,7 @@ impl ByteDfa {
             if pairs.len() > MAX_BYTE_DFA_STATES {
                 return Err(too_large());
             }
+            crate::budget::check("building a lexeme's DFA")?;
             let (a, b) = pairs[i];
             accept.push(self.accept[a as usize] && o.accept[b as usize]);
             for c in 0..256 {
@@ -262,7 +292,7 @@ impl ByteDfa {
         let start = e.add();
         let mut ends = vec![start];
         for d in parts {
-            let (s, acc) = e.embed(d);
+            let (s, acc) = e.embed(d)?;
             for &x in &ends {
                 e.eps[x as usize].push(s);
             }
@@ -279,7 +309,7 @@ impl ByteDfa {
         let mut e = Enfa::default();
         let start = e.add();
         for d in parts {
-            let (s, acc) = e.embed(d);
+            let (s, acc) = e.embed(d)?;
             e.eps[start as usize].push(s);
             for x in acc {
                 e.accept[x as usize] = true;
@@ -299,7 +329,7 @@ impl ByteDfa {
         let mut ends = vec![start];
         let mut out: Vec<u32> = if min == 0 { vec![start] } else { Vec::new() };
         for k in 1..=copies.max(1) {
-            let (s, acc) = e.embed(self);
+            let (s, acc) = e.embed(self)?;
             for &x in &ends {
                 e.eps[x as usize].push(s);
             }

@@ -100,6 +100,8 @@ SQL_COMMENT: /--[^\n]*/
 "#;
 
 const START: &str = "$start";
+/// Most rules and terminals in one grammar.
+const MAX_DEFINITIONS: usize = 100_000;
 
 struct Builder<'a, 'v> {
     /// the special tokens named, resolved against the vocabulary
@@ -127,13 +129,14 @@ struct Builder<'a, 'v> {
 #[derive(Clone)]
 enum Lang {
     Re(String),
-    Dfa(Arc<ByteDfa>),
+    /// a DFA, and whether it may hold bytes that are not UTF-8 text (a complement)
+    Dfa(Arc<ByteDfa>, bool),
 }
 
 impl Lang {
     fn dfa(&self, nest_limit: u32, nfa_bytes: usize) -> Result<ByteDfa> {
         match self {
-            Lang::Dfa(d) => Ok((**d).clone()),
+            Lang::Dfa(d, _) => Ok((**d).clone()),
             Lang::Re(r) => ByteDfa::from_hir(&crate::regex::parse(r, nest_limit)?, nfa_bytes),
         }
     }
@@ -159,12 +162,13 @@ impl<'a, 'v> Builder<'a, 'v> {
         let dfas = |parts: &[Lang]| -> Result<Vec<ByteDfa>> {
             parts.iter().map(|l| l.dfa(limit, bytes)).collect()
         };
+        let any = |parts: &[Lang]| parts.iter().any(|l| matches!(l, Lang::Dfa(_, true)));
         let res = |parts: &[Lang]| -> Option<Vec<String>> {
             parts
                 .iter()
                 .map(|l| match l {
                     Lang::Re(r) => Some(r.clone()),
-                    Lang::Dfa(_) => None,
+                    Lang::Dfa(..) => None,
                 })
                 .collect()
         };
@@ -178,8 +182,10 @@ impl<'a, 'v> Builder<'a, 'v> {
                 match res(&parts) {
                     Some(r) if seq => Lang::Re(format!("(?:{})", r.join(""))),
                     Some(r) => Lang::Re(format!("(?:{})", r.join("|"))),
-                    None if seq => Lang::Dfa(Arc::new(ByteDfa::concat(&dfas(&parts)?)?)),
-                    None => Lang::Dfa(Arc::new(ByteDfa::alt(&dfas(&parts)?)?)),
+                    None if seq => {
+                        Lang::Dfa(Arc::new(ByteDfa::concat(&dfas(&parts)?)?), any(&parts))
+                    }
+                    None => Lang::Dfa(Arc::new(ByteDfa::alt(&dfas(&parts)?)?), any(&parts)),
                 }
             }
             Ex::Rep(sub, min, max) => match self.lang(sub, stack, common)? {
@@ -187,7 +193,7 @@ impl<'a, 'v> Builder<'a, 'v> {
                     Some(m) => format!("(?:{s}){{{min},{m}}}"),
                     None => format!("(?:{s}){{{min},}}"),
                 }),
-                Lang::Dfa(d) => Lang::Dfa(Arc::new(d.rep(*min, *max)?)),
+                Lang::Dfa(d, a) => Lang::Dfa(Arc::new(d.rep(*min, *max)?), a),
             },
             Ex::And(xs) => {
                 let parts: Vec<Lang> = xs
@@ -199,11 +205,13 @@ impl<'a, 'v> Builder<'a, 'v> {
                 for o in ds {
                     d = d.and(&o)?;
                 }
-                Lang::Dfa(Arc::new(d))
+                // within any part that holds text only
+                let all = parts.iter().all(|l| matches!(l, Lang::Dfa(_, true)));
+                Lang::Dfa(Arc::new(d), all)
             }
             Ex::Not(sub) => {
                 let d = self.lang(sub, stack, common)?.dfa(limit, bytes)?;
-                Lang::Dfa(Arc::new(d.not()))
+                Lang::Dfa(Arc::new(d.not()), true)
             }
             Ex::Name(n, pos) => {
                 if !parse::names_terminal(n) {
@@ -214,6 +222,8 @@ impl<'a, 'v> Builder<'a, 'v> {
                 }
                 self.terminal(n, *pos, stack, common)?
             }
+            // a chain entered and left anywhere: linear as a DFA, quadratic as a regex
+            Ex::Substring(chunks) => Lang::Dfa(Arc::new(ByteDfa::substrings(chunks)?), false),
             leaf => Lang::Re(self.leaf(leaf)?),
         })
     }
@@ -256,7 +266,6 @@ impl<'a, 'v> Builder<'a, 'v> {
                 }
             }
             Ex::Range(a, b) => format!("[\\x{{{:x}}}-\\x{{{:x}}}]", *a as u32, *b as u32),
-            Ex::Substring(chunks) => substring_regex(chunks),
             Ex::Special(r, pos) => {
                 return Err(grammar_error(
                     *pos,
@@ -452,7 +461,7 @@ impl<'a, 'v> Builder<'a, 'v> {
                     ),
                 )
             })?;
-        let i = self.lexeme(key, Lang::Dfa(Arc::new(whole)), name, false);
+        let i = self.lexeme(key, Lang::Dfa(Arc::new(whole), false), name, false);
         self.json_lexemes.push(i);
         Ok(i)
     }
@@ -463,7 +472,11 @@ impl<'a, 'v> Builder<'a, 'v> {
             (Lang::Re(a), Lang::Re(b)) => Lang::Re(format!("(?:{a}{b})")),
             (a, b) => {
                 let (l, n) = (self.nest_limit, self.nfa_bytes);
-                Lang::Dfa(Arc::new(ByteDfa::concat(&[a.dfa(l, n)?, b.dfa(l, n)?])?))
+                let any_bytes = matches!(a, Lang::Dfa(_, true)) || matches!(b, Lang::Dfa(_, true));
+                Lang::Dfa(
+                    Arc::new(ByteDfa::concat(&[a.dfa(l, n)?, b.dfa(l, n)?])?),
+                    any_bytes,
+                )
             }
         })
     }
@@ -509,7 +522,7 @@ impl<'a, 'v> Builder<'a, 'v> {
                 let l = self.lang(other, &mut Vec::new(), false)?;
                 let (key, shown) = match &l {
                     Lang::Re(r) => (format!("R:{r}"), r.clone()),
-                    Lang::Dfa(_) => {
+                    Lang::Dfa(..) => {
                         let n = self.lexeme_regex.len();
                         (format!("D:{n}"), "an expression with `&` or `~`".into())
                     }
@@ -523,24 +536,6 @@ impl<'a, 'v> Builder<'a, 'v> {
             }
         })
     }
-}
-
-/// The regex of the contiguous runs of `chunks` (and the empty string).
-fn substring_regex(chunks: &[String]) -> String {
-    let mut alts = vec![String::new()];
-    for i in 0..chunks.len() {
-        // chunks[i] (chunks[i+1] (...)?)?
-        let mut s = String::new();
-        for c in chunks[i..].iter().rev() {
-            s = if s.is_empty() {
-                escape(c)
-            } else {
-                format!("{}(?:{s})?", escape(c))
-            };
-        }
-        alts.push(s);
-    }
-    format!("(?:{})", alts.join("|"))
 }
 
 fn bytes_class(bytes: impl Iterator<Item = u8>) -> Hir {
@@ -607,6 +602,12 @@ pub(crate) fn compile(
         return Err(Error::InvalidArgument("start must name a rule".into()));
     }
     let g = parse::parse(text)?;
+    if g.rules.len() + g.terminals.len() > MAX_DEFINITIONS {
+        return Err(grammar_error(
+            Pos { line: 1, col: 1 },
+            &format!("the grammar has more than {MAX_DEFINITIONS} rules and terminals"),
+        ));
+    }
     let common = parse::parse(COMMON)?;
     let mut terminals: FxHashMap<String, (&Def, bool)> = FxHashMap::default();
     for d in &g.terminals {
@@ -717,7 +718,7 @@ pub(crate) fn compile(
     for (i, (r, name)) in b.lexeme_regex.iter().zip(&b.lexeme_names).enumerate() {
         let lang = match (&b.lexeme_hir[i], r) {
             (Some(h), _) => LexLang::Hir(h.clone()),
-            (None, Lang::Dfa(d)) => LexLang::Dfa(d.clone()),
+            (None, Lang::Dfa(d, _)) => LexLang::Dfa(d.clone()),
             (None, Lang::Re(r)) => {
                 LexLang::Hir(crate::regex::parse(r, b.nest_limit).map_err(|e| {
                     grammar_error(Pos { line: 1, col: 1 }, &format!("the lexeme {name}: {e}"))
@@ -741,7 +742,7 @@ pub(crate) fn compile(
         .lexeme_regex
         .iter()
         .enumerate()
-        .any(|(i, l)| matches!(l, Lang::Dfa(_)) && !b.json_lexemes.contains(&i));
+        .any(|(i, l)| matches!(l, Lang::Dfa(_, true)) && !b.json_lexemes.contains(&i));
     if has_atoms && complements {
         // a complement may hold any bytes, a special token's stand-in bytes among them
         return Err(grammar_error(

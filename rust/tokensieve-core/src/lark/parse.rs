@@ -524,11 +524,22 @@ impl P {
             self.i += 1;
             nots += 1;
         }
+        let start = self.pos();
         let mut x = self.atom()?;
-        for _ in 0..nots {
+        // `~~A` is `A`: at most one complement is kept
+        if nots % 2 == 1 {
             x = Ex::Not(Box::new(x));
         }
+        // every later walk recurses per operator: a chain of them is bounded
+        let mut ops = 0u32;
         loop {
+            ops += 1;
+            if ops > MAX_DEPTH {
+                return err(
+                    start,
+                    format!("more than {MAX_DEPTH} repetition operators on one expression"),
+                );
+            }
             let pos = self.pos();
             if self.eat("?") {
                 x = Ex::Rep(Box::new(x), 0, Some(1));

@@ -182,3 +182,21 @@ fn refusals_name_what_they_refuse() {
     assert!(err("start: x{a, b}").contains("templates are not supported"));
     assert!(err("start: %json {\"type\": \"object\"}").contains("`%json` with this schema"));
 }
+
+#[test]
+fn hostile_chains_of_operators_are_bounded() {
+    let text = format!("start: \"a\"{}", "?".repeat(100_000));
+    let e = compile(
+        &text,
+        &LarkOptions::default(),
+        1 << 24,
+        &mut crate::atoms::AtomList::new(None),
+    )
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
+    assert!(e.contains("more than 200 repetition operators"), "{e}");
+    // `~` twice is nothing: any number of them is one or none
+    let d = dfa(&format!("start: T\nT: {}/a/ & /[ab]/", "~".repeat(100_001)));
+    assert!(accepts(&d, "b") && !accepts(&d, "a"));
+}
