@@ -377,6 +377,12 @@ impl Lexer {
         self.ends.len()
     }
 
+    /// The bytes the lexer treats as it treats `byte` (its byte class, `byte` among them).
+    pub fn same_as(&self, byte: u8) -> impl Iterator<Item = u8> + '_ {
+        let c = self.classes[byte as usize];
+        (0..=255u8).filter(move |&b| self.classes[b as usize] == c)
+    }
+
     /// The state after `byte`.
     #[inline]
     pub fn next(&self, state: u32, byte: u8) -> u32 {

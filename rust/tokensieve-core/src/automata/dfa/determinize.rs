@@ -992,7 +992,13 @@ impl LazyDfa {
         } else {
             DEAD
         };
-        t.trans[state as usize * self.stride + class] = next;
+        // the transition depends on the byte only through the lexer's class of it: one
+        // computation serves the whole class
+        let row = state as usize * self.stride;
+        for other in lx.same_as(b) {
+            t.trans[row + other as usize] = next;
+        }
+        t.trans[row + class] = next;
         Ok(next)
     }
 }
