@@ -111,15 +111,16 @@ impl Enfa {
             crate::budget::check("building a lexeme's DFA")?;
             let set = sets[i].clone();
             accept.push(set.iter().any(|&s| self.accept[s as usize]));
-            for b in 0..=255u8 {
-                let mut next: Vec<u32> = Vec::new();
-                for &s in &set {
-                    for &(lo, hi, t) in &self.edges[s as usize] {
-                        if lo <= b && b <= hi {
-                            next.push(t);
-                        }
+            // the targets of each byte, gathered edge by edge
+            let mut by_byte: Vec<Vec<u32>> = vec![Vec::new(); 256];
+            for &s in &set {
+                for &(lo, hi, t) in &self.edges[s as usize] {
+                    for b in lo..=hi {
+                        by_byte[b as usize].push(t);
                     }
                 }
+            }
+            for mut next in by_byte {
                 self.closure(&mut next);
                 let id = match ids.get(&next) {
                     Some(&id) => id,
@@ -144,7 +145,8 @@ impl Enfa {
 
 fn too_large() -> Error {
     Error::Budget(format!(
-        "a lexeme written with `&` or `~` needs a DFA of more than {MAX_BYTE_DFA_STATES} states"
+        "a lexeme built as a DFA (written with `&` or `~`, a `%regex` substring, a `%json` \
+         value) needs more than {MAX_BYTE_DFA_STATES} states"
     ))
 }
 

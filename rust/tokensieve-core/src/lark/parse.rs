@@ -737,8 +737,8 @@ fn substring(v: &serde_json::Value, pos: Pos) -> Result<Ex> {
         }
         _ => return err(pos, format!("`%regex` key `{k}` is not supported")),
     };
-    if chunks.len() > 2_000 {
-        return err(pos, "`%regex` substring lists more than 2,000 chunks");
+    if chunks.len() > 10_000 {
+        return err(pos, "`%regex` substring lists more than 10,000 chunks");
     }
     Ok(Ex::Substring(chunks))
 }
