@@ -26,6 +26,7 @@ from tokensieve.transformers import (  # noqa: E402
     ChoiceLogitsProcessor,
     EBNFLogitsProcessor,
     JSONLogitsProcessor,
+    LarkLogitsProcessor,
     RegexLogitsProcessor,
     StructuralTagLogitsProcessor,
     TransformersLogitsProcessor,
@@ -316,6 +317,10 @@ def test_generate_per_prompt_grammars_and_bad_grammars() -> None:
     lark = EBNFLogitsProcessor('start: "a" | "b"', s.vocab)
     outs = s.generate(lark, batch=1, max_new_tokens=MAX_NEW_TOKENS, seed=3)
     assert s.text(outs[0]) in ("a", "b"), s.text(outs[0])
+    # and as Lark by name, from another start rule
+    named = LarkLogitsProcessor('start: "a"\nother: "b" | "c"', s.vocab, start="other")
+    outs = s.generate(named, batch=1, max_new_tokens=MAX_NEW_TOKENS, seed=3)
+    assert s.text(outs[0]) in ("b", "c"), s.text(outs[0])
 
 
 def test_generate_structural_tag_tool_calls() -> None:

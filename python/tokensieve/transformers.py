@@ -297,6 +297,8 @@ class EBNFLogitsProcessor(TransformersLogitsProcessor):
         **options: :meth:`Grammar.from_ebnf` options (``max_stack_depth``, ``max_states`` …).
     """
 
+    _kind = "ebnf"  # the constraint kind the text compiles as (a subclass's may differ)
+
     def __init__(
         self,
         grammar: str | Sequence[str],
@@ -310,10 +312,10 @@ class EBNFLogitsProcessor(TransformersLogitsProcessor):
         vocab = vocabulary_for(tokenizer, vocab_size, eos_token_ids)
         many = not isinstance(grammar, str)
         options = {**options, "start": start}
-        super().__init__(_compile_all("ebnf", grammar, many, vocab, options))
+        super().__init__(_compile_all(self._kind, grammar, many, vocab, options))
 
 
-class LarkLogitsProcessor(TransformersLogitsProcessor):
+class LarkLogitsProcessor(EBNFLogitsProcessor):
     """Constrain rows to the language of a Lark grammar (:meth:`Grammar.from_lark`: the dialect
     llguidance documents, its terminals lexed greedily, ``%ignore`` between lexemes).
 
@@ -324,20 +326,7 @@ class LarkLogitsProcessor(TransformersLogitsProcessor):
         **options: :meth:`Grammar.from_lark` options (``max_stack_depth``, ``max_states`` …).
     """
 
-    def __init__(
-        self,
-        grammar: str | Sequence[str],
-        tokenizer: Any,
-        *,
-        start: str | None = None,
-        vocab_size: int | None = None,
-        eos_token_ids: Sequence[int] | None = None,
-        **options: Any,
-    ) -> None:
-        vocab = vocabulary_for(tokenizer, vocab_size, eos_token_ids)
-        many = not isinstance(grammar, str)
-        options = {**options, "start": start}
-        super().__init__(_compile_all("lark", grammar, many, vocab, options))
+    _kind = "lark"
 
 
 class StructuralTagLogitsProcessor(TransformersLogitsProcessor):

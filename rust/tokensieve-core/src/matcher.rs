@@ -597,16 +597,11 @@ impl Grammar {
                 let label = grammar_label(&c.expr);
                 let dfa = LazyDfa::from_owned(&label, c.expr, &opts.regex)?;
                 if dfa.start() == DEAD {
-                    return Err(Error::Grammar {
-                        line: 1,
-                        column: 1,
-                        message: format!(
-                            "the rule `{}` matches no string with at most max_stack_depth={} rule \
-                         calls open (a recursion that never ends, or a rule with nothing to \
-                         match?)",
-                            ebnf_opts.start, ebnf_opts.max_stack_depth
-                        ),
-                    });
+                    return Err(no_start(
+                        &ebnf_opts.start,
+                        ebnf_opts.max_stack_depth,
+                        "string",
+                    ));
                 }
                 let mut g = Grammar::with_atoms(dfa, vocab, opts, atoms)?;
                 g.warnings = c.warnings;
@@ -635,16 +630,11 @@ impl Grammar {
                 let label = format!("lark grammar ({} lexemes)", c.lexer.num_lexemes());
                 let dfa = LazyDfa::from_lexed(&label, c.parser, c.lexer, &opts.regex)?;
                 if dfa.start() == DEAD {
-                    return Err(Error::Grammar {
-                        line: 1,
-                        column: 1,
-                        message: format!(
-                            "the rule `{}` matches no text with at most max_stack_depth={} rule \
-                             calls open (a recursion that never ends, or a rule with nothing to \
-                             match?)",
-                            lark_opts.start, lark_opts.max_stack_depth
-                        ),
-                    });
+                    return Err(no_start(
+                        &lark_opts.start,
+                        lark_opts.max_stack_depth,
+                        "text",
+                    ));
                 }
                 let mut g = Grammar::with_atoms(dfa, vocab, opts, atoms)?;
                 g.warnings = c.warnings;
@@ -1398,6 +1388,18 @@ fn grammar_label(x: &Expr) -> String {
 
 fn schema_label(x: &Expr) -> String {
     expr_label(x, "JSON Schema")
+}
+
+/// A grammar whose start rule matches no `what` (string, text) within its stack bound.
+fn no_start(start: &str, max_stack_depth: u32, what: &str) -> Error {
+    Error::Grammar {
+        line: 1,
+        column: 1,
+        message: format!(
+            "the rule `{start}` matches no {what} with at most max_stack_depth={max_stack_depth} \
+             rule calls open (a recursion that never ends, or a rule with nothing to match?)"
+        ),
+    }
 }
 
 #[cfg(test)]

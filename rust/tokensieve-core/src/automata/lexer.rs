@@ -60,8 +60,8 @@ pub struct Lexer {
     skipped: Vec<u64>,
     /// bit per lexeme: its language held the empty string
     nullable: Vec<u64>,
-    /// the lexemes of the main class (whose possible coming allows a skip)
-    main: Vec<usize>,
+    /// bit per lexeme: of the main class (whose possible coming allows a skip)
+    main: Vec<u64>,
     /// the end sets holding a skipped lexeme
     set_skips: Vec<bool>,
     /// how skipped lexemes may stand
@@ -309,7 +309,13 @@ impl Lexer {
             }
         }
         let lx = Lexer {
-            main: (0..n).filter(|&i| !lexemes[i].own_class).collect(),
+            main: {
+                let mut m = vec![0u64; words];
+                for i in (0..n).filter(|&i| !lexemes[i].own_class) {
+                    m[i / 64] |= 1 << (i % 64);
+                }
+                m
+            },
             skipped: skip_bits,
             nullable,
             set_skips,
@@ -358,7 +364,7 @@ impl Lexer {
 
     /// The lexemes of the main class: a skipped lexeme may be read where one of them may
     /// come next.
-    pub fn main_class(&self) -> &[usize] {
+    pub fn main_class(&self) -> &[u64] {
         &self.main
     }
 
@@ -402,12 +408,6 @@ impl Lexer {
     pub fn lazy_ends(&self, state: u32) -> Option<Sym> {
         let e = self.lazy_ends[state as usize];
         (e != NO_SET).then_some(e as Sym)
-    }
-
-    /// The lexemes of end set `sym` (bit per lexeme).
-    #[inline]
-    pub fn set(&self, sym: Sym) -> &[u64] {
-        &self.sets[sym as usize * self.words..(sym as usize + 1) * self.words]
     }
 
     /// The lexemes that can still end from `state` (bit per lexeme).

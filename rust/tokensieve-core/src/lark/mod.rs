@@ -99,6 +99,20 @@ C_COMMENT: /\/\*([^*]|\*+[^*\/])*\*+\//
 SQL_COMMENT: /--[^\n]*/
 "#;
 
+/// [`COMMON`], parsed once per process.
+fn common_terminals() -> Result<&'static parse::Text> {
+    static PARSED: std::sync::OnceLock<std::result::Result<parse::Text, String>> =
+        std::sync::OnceLock::new();
+    PARSED
+        .get_or_init(|| parse::parse(COMMON).map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(|e| Error::Grammar {
+            line: 1,
+            column: 1,
+            message: format!("Lark's common terminals: {e}"),
+        })
+}
+
 const START: &str = "$start";
 /// Most rules and terminals in one grammar.
 const MAX_DEFINITIONS: usize = 100_000;
@@ -111,13 +125,13 @@ struct Builder<'a, 'v> {
     /// Lark's common terminals (what an imported one refers to)
     common: FxHashMap<String, &'a Def>,
     /// terminal name → its language (memoized)
-    terminal_regex: FxHashMap<String, Lang>,
+    terminal_lang: FxHashMap<String, Lang>,
     /// lexemes: key (`T:NAME`, `R:regex`, ...) → index
     lexeme_ids: FxHashMap<String, usize>,
-    lexeme_regex: Vec<Lang>,
-    /// a lexeme built as a HIR, not as regex text (a special token's three bytes)
-    lexeme_hir: Vec<Option<Hir>>,
+    lexeme_lang: Vec<Lang>,
     lexeme_names: Vec<String>,
+    /// whether a special token is a lexeme
+    has_atoms: bool,
     lexeme_lazy: Vec<bool>,
     nest_limit: u32,
     nfa_bytes: usize,
@@ -125,10 +139,12 @@ struct Builder<'a, 'v> {
     json_lexemes: Vec<usize>,
 }
 
-/// A terminal's language: regex text, or, where `&` or `~` stand in it, a DFA over bytes.
+/// A terminal's language: regex text, a ready HIR (a special token's bytes, a `%json` value's
+/// regular language), or, where `&` or `~` stand in it, a DFA over bytes.
 #[derive(Clone)]
 enum Lang {
     Re(String),
+    Hir(Hir),
     /// a DFA, and whether it may hold bytes that are not UTF-8 text (a complement)
     Dfa(Arc<ByteDfa>, bool),
 }
@@ -138,6 +154,7 @@ impl Lang {
         match self {
             Lang::Dfa(d, _) => Ok((**d).clone()),
             Lang::Re(r) => ByteDfa::from_hir(&crate::regex::parse(r, nest_limit)?, nfa_bytes),
+            Lang::Hir(h) => ByteDfa::from_hir(h, nfa_bytes),
         }
     }
 }
@@ -168,7 +185,7 @@ impl<'a, 'v> Builder<'a, 'v> {
                 .iter()
                 .map(|l| match l {
                     Lang::Re(r) => Some(r.clone()),
-                    Lang::Dfa(..) => None,
+                    Lang::Hir(_) | Lang::Dfa(..) => None,
                 })
                 .collect()
         };
@@ -193,6 +210,7 @@ impl<'a, 'v> Builder<'a, 'v> {
                     Some(m) => format!("(?:{s}){{{min},{m}}}"),
                     None => format!("(?:{s}){{{min},}}"),
                 }),
+                Lang::Hir(h) => Lang::Hir(crate::automata::hir::rep(h, *min, *max)),
                 Lang::Dfa(d, a) => Lang::Dfa(Arc::new(d.rep(*min, *max)?), a),
             },
             Ex::And(xs) => {
@@ -294,7 +312,7 @@ impl<'a, 'v> Builder<'a, 'v> {
         } else {
             n.to_string()
         };
-        if let Some(r) = self.terminal_regex.get(&key) {
+        if let Some(r) = self.terminal_lang.get(&key) {
             return Ok(r.clone());
         }
         if stack.contains(&key) {
@@ -323,7 +341,7 @@ impl<'a, 'v> Builder<'a, 'v> {
         stack.push(key.clone());
         let r = self.lang(&def.body, stack, in_common)?;
         stack.pop();
-        self.terminal_regex.insert(key, r.clone());
+        self.terminal_lang.insert(key, r.clone());
         Ok(r)
     }
 
@@ -331,10 +349,9 @@ impl<'a, 'v> Builder<'a, 'v> {
         if let Some(&i) = self.lexeme_ids.get(&key) {
             return i;
         }
-        let i = self.lexeme_regex.len();
+        let i = self.lexeme_lang.len();
         self.lexeme_ids.insert(key, i);
-        self.lexeme_regex.push(regex);
-        self.lexeme_hir.push(None);
+        self.lexeme_lang.push(regex);
         self.lexeme_names.push(name);
         self.lexeme_lazy.push(lazy);
         i
@@ -436,8 +453,7 @@ impl<'a, 'v> Builder<'a, 'v> {
         }
         let name = format!("%json {}", text_excerpt(&schema.to_string()));
         if let Some(h) = c.expr.as_hir() {
-            let i = self.lexeme(key, Lang::Re(String::new()), name, false);
-            self.lexeme_hir[i] = Some(h.clone());
+            let i = self.lexeme(key, Lang::Hir(h.clone()), name, false);
             self.json_lexemes.push(i);
             return Ok(i);
         }
@@ -509,21 +525,15 @@ impl<'a, 'v> Builder<'a, 'v> {
                     .atoms
                     .atom(r.clone())
                     .map_err(|e| grammar_error(*pos, &e))?;
-                let i = self.lexeme(
-                    format!("A:{r}"),
-                    Lang::Re(String::new()),
-                    r.to_string(),
-                    false,
-                );
-                self.lexeme_hir[i] = Some(hir);
-                Lx::Lexeme(i)
+                self.has_atoms = true;
+                Lx::Lexeme(self.lexeme(format!("A:{r}"), Lang::Hir(hir), r.to_string(), false))
             }
             other => {
                 let l = self.lang(other, &mut Vec::new(), false)?;
                 let (key, shown) = match &l {
                     Lang::Re(r) => (format!("R:{r}"), r.clone()),
-                    Lang::Dfa(..) => {
-                        let n = self.lexeme_regex.len();
+                    Lang::Hir(_) | Lang::Dfa(..) => {
+                        let n = self.lexeme_lang.len();
                         (format!("D:{n}"), "an expression with `&` or `~`".into())
                     }
                 };
@@ -608,7 +618,7 @@ pub(crate) fn compile(
             &format!("the grammar has more than {MAX_DEFINITIONS} rules and terminals"),
         ));
     }
-    let common = parse::parse(COMMON)?;
+    let common = common_terminals()?;
     let mut terminals: FxHashMap<String, (&Def, bool)> = FxHashMap::default();
     for d in &g.terminals {
         if terminals.insert(d.name.clone(), (d, false)).is_some() {
@@ -643,10 +653,10 @@ pub(crate) fn compile(
         atoms,
         terminals,
         common: common_defs,
-        terminal_regex: FxHashMap::default(),
+        terminal_lang: FxHashMap::default(),
         lexeme_ids: FxHashMap::default(),
-        lexeme_regex: Vec::new(),
-        lexeme_hir: Vec::new(),
+        lexeme_lang: Vec::new(),
+        has_atoms: false,
         lexeme_names: Vec::new(),
         lexeme_lazy: Vec::new(),
         nest_limit: 250,
@@ -714,16 +724,14 @@ pub(crate) fn compile(
         }
     }
     // every lexeme parsed once more as a whole (for its HIR)
-    let mut specs = Vec::with_capacity(b.lexeme_regex.len() + 1);
-    for (i, (r, name)) in b.lexeme_regex.iter().zip(&b.lexeme_names).enumerate() {
-        let lang = match (&b.lexeme_hir[i], r) {
-            (Some(h), _) => LexLang::Hir(h.clone()),
-            (None, Lang::Dfa(d, _)) => LexLang::Dfa(d.clone()),
-            (None, Lang::Re(r)) => {
-                LexLang::Hir(crate::regex::parse(r, b.nest_limit).map_err(|e| {
-                    grammar_error(Pos { line: 1, col: 1 }, &format!("the lexeme {name}: {e}"))
-                })?)
-            }
+    let mut specs = Vec::with_capacity(b.lexeme_lang.len() + 1);
+    for (i, (l, name)) in b.lexeme_lang.iter().zip(&b.lexeme_names).enumerate() {
+        let lang = match l {
+            Lang::Hir(h) => LexLang::Hir(h.clone()),
+            Lang::Dfa(d, _) => LexLang::Dfa(d.clone()),
+            Lang::Re(r) => LexLang::Hir(crate::regex::parse(r, b.nest_limit).map_err(|e| {
+                grammar_error(Pos { line: 1, col: 1 }, &format!("the lexeme {name}: {e}"))
+            })?),
         };
         specs.push(LexemeSpec {
             own_class: b.json_lexemes.contains(&i),
@@ -733,17 +741,11 @@ pub(crate) fn compile(
             lazy: b.lexeme_lazy[i],
         });
     }
-    let has_atoms = b
-        .lexeme_hir
-        .iter()
-        .enumerate()
-        .any(|(i, h)| h.is_some() && !b.json_lexemes.contains(&i));
     let complements = b
-        .lexeme_regex
+        .lexeme_lang
         .iter()
-        .enumerate()
-        .any(|(i, l)| matches!(l, Lang::Dfa(_, true)) && !b.json_lexemes.contains(&i));
-    if has_atoms && complements {
+        .any(|l| matches!(l, Lang::Dfa(_, true)));
+    if b.has_atoms && complements {
         // a complement may hold any bytes, a special token's stand-in bytes among them
         return Err(grammar_error(
             Pos { line: 1, col: 1 },

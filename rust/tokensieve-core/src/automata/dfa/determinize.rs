@@ -854,12 +854,7 @@ impl LazyDfa {
         if (f & STARTED == 0 && !policy.at_start) || (policy.once && f & SKIPPED_LAST != 0) {
             return Ok(false);
         }
-        for &i in lx.main_class() {
-            if self.parser_step(lx, t, p, lx.probe(i))? != DEAD {
-                return Ok(true);
-            }
-        }
-        Ok(false)
+        self.parser_allows(lx, t, p, lx.main_class())
     }
 
     /// Whether some lexeme of `viable` may be read next at (`p`, `f`).
