@@ -145,8 +145,8 @@ impl Enfa {
 
 fn too_large() -> Error {
     Error::Budget(format!(
-        "a lexeme built as a DFA (written with `&` or `~`, a `%regex` substring, a `%json` \
-         value) needs more than {MAX_BYTE_DFA_STATES} states"
+        "a lexeme built as a DFA (written with `&` or `~`, a `%regex` substring) needs more \
+         than {MAX_BYTE_DFA_STATES} states"
     ))
 }
 
@@ -201,25 +201,6 @@ impl ByteDfa {
             }
         }
         e.determinize(nfa.start_anchored().as_u32())
-    }
-
-    /// The complete table of a lazy DFA with at most [`MAX_BYTE_DFA_STATES`] states (all of
-    /// them built here), e.g. a schema's automaton without recursion.
-    pub fn from_lazy(d: &super::dfa::LazyDfa) -> Result<ByteDfa> {
-        d.determinize_all(None)?;
-        let parts = d.export().ok_or_else(too_large)?;
-        let n = parts.accepting.len();
-        let mut trans = Vec::with_capacity(n * 256);
-        for s in 0..n {
-            for b in 0..256 {
-                trans.push(parts.trans[s * parts.stride + parts.classes[b] as usize]);
-            }
-        }
-        Ok(ByteDfa {
-            trans,
-            accept: parts.accepting,
-            start: parts.start,
-        })
     }
 
     /// The contiguous runs of `chunks` (`chunks[i..j]` joined, for any `i <= j`, the empty

@@ -66,6 +66,8 @@ pub struct Lexer {
     set_skips: Vec<bool>,
     /// how skipped lexemes may stand
     policy: SkipPolicy,
+    /// the external lexemes, in order (see [`Lexer::externals`])
+    externals: Vec<usize>,
 }
 
 /// Where skipped lexemes may stand: always between two lexemes the parser reads (a skipped
@@ -88,6 +90,10 @@ pub enum LexLang {
     Hir(Hir),
     /// a complete DFA's (written with `&` or `~`: any bytes)
     Dfa(Arc<ByteDfa>),
+    /// a language no finite automaton holds (a JSON value of any depth): the lexer's DFA does
+    /// not read it; the automaton running the lexer reads it beside the lexer, in an
+    /// automaton of its own (see [`Lexer::externals`])
+    External,
 }
 
 /// One lexeme as the lexer takes it.
@@ -116,8 +122,14 @@ impl Lexer {
         let words = n.div_ceil(64).max(1);
         let mut nfas = Vec::with_capacity(n);
         let mut budget = nfa_bytes;
+        let nothing = Hir::fail();
         for l in lexemes {
-            let m = match &l.lang {
+            let lang = match &l.lang {
+                LexLang::External => LexLang::Hir(nothing.clone()),
+                other => other.clone(),
+            };
+            let m = match &lang {
+                LexLang::External => unreachable!("read as the empty language"),
                 LexLang::Hir(h) => {
                     let nfa = thompson::Compiler::new()
                         .configure(
@@ -291,6 +303,15 @@ impl Lexer {
             let le: Vec<u64> = e.iter().zip(&lazy_bits).map(|(a, b)| a & b).collect();
             lazy_ends.push(number(&le));
         }
+        // an external lexeme's end is a set of its own (the lexer's DFA never reaches it)
+        let externals: Vec<usize> = (0..n)
+            .filter(|&i| matches!(lexemes[i].lang, LexLang::External))
+            .collect();
+        for &i in &externals {
+            let mut e = vec![0u64; words];
+            e[i / 64] |= 1 << (i % 64);
+            sets.extend_from_slice(&e);
+        }
         let set_skips: Vec<bool> = sets
             .chunks_exact(words)
             .map(|set| set.iter().zip(&skip_bits).any(|(a, b)| a & b != 0))
@@ -329,8 +350,9 @@ impl Lexer {
             sets,
             words,
             lexemes: n,
+            externals,
         };
-        if lx.num_sets() + n > MAX_SYMBOLS {
+        if lx.num_symbols() > MAX_SYMBOLS {
             return Err(Error::Budget(format!(
                 "the grammar has {n} lexemes that end together in {} different combinations: \
                  more than {MAX_SYMBOLS} together are not supported",
@@ -425,7 +447,34 @@ impl Lexer {
     /// Whether symbols take two bytes (more than 256 of them): high byte, then low byte.
     #[inline]
     pub fn wide(&self) -> bool {
-        self.num_sets() + self.lexemes > 256
+        self.num_symbols() > 256
+    }
+
+    /// Number of symbols: end sets, probes, and an entry symbol per external lexeme.
+    fn num_symbols(&self) -> usize {
+        self.num_sets() + self.lexemes + self.externals.len()
+    }
+
+    /// The external lexemes (a language no finite automaton holds, [`LexLang::External`]),
+    /// in order. The lexer's DFA does not read them: the automaton running the lexer reads
+    /// external lexeme `k` beside it in an automaton of its own, which the parser's language
+    /// holds behind [`Lexer::entry`]`(k)` (no other path reads that symbol); where it ends,
+    /// the parser reads [`Lexer::external_end`]`(k)`, an end set holding that lexeme alone.
+    pub fn externals(&self) -> &[usize] {
+        &self.externals
+    }
+
+    /// The end set of external lexeme `k` alone (see [`Lexer::externals`]).
+    #[inline]
+    pub fn external_end(&self, k: usize) -> Sym {
+        (self.num_sets() - self.externals.len() + k) as Sym
+    }
+
+    /// The symbol that leads from the parser's start into the automaton of external lexeme
+    /// `k` (see [`Lexer::externals`]).
+    #[inline]
+    pub fn entry(&self, k: usize) -> Sym {
+        (self.num_sets() + self.lexemes + k) as Sym
     }
 
     /// The bytes the parser reads for symbol `sym`.

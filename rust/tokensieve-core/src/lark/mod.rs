@@ -147,6 +147,10 @@ enum Lang {
     Hir(Hir),
     /// a DFA, and whether it may hold bytes that are not UTF-8 text (a complement)
     Dfa(Arc<ByteDfa>, bool),
+    /// a `%json` value that is not a plain regex (objects, arrays, values of any shape or
+    /// depth): read beside the lexer, in the schema's own automaton (an external lexeme, see
+    /// [`Lexer::externals`]); never part of a terminal
+    Json(Arc<crate::automata::expr::Expr>),
 }
 
 impl Lang {
@@ -155,6 +159,9 @@ impl Lang {
             Lang::Dfa(d, _) => Ok((**d).clone()),
             Lang::Re(r) => ByteDfa::from_hir(&crate::regex::parse(r, nest_limit)?, nfa_bytes),
             Lang::Hir(h) => ByteDfa::from_hir(h, nfa_bytes),
+            Lang::Json(_) => Err(Error::Internal(
+                "a `%json` value is never part of a terminal".into(),
+            )),
         }
     }
 }
@@ -185,7 +192,7 @@ impl<'a, 'v> Builder<'a, 'v> {
                 .iter()
                 .map(|l| match l {
                     Lang::Re(r) => Some(r.clone()),
-                    Lang::Hir(_) | Lang::Dfa(..) => None,
+                    Lang::Hir(_) | Lang::Dfa(..) | Lang::Json(_) => None,
                 })
                 .collect()
         };
@@ -212,6 +219,11 @@ impl<'a, 'v> Builder<'a, 'v> {
                 }),
                 Lang::Hir(h) => Lang::Hir(crate::automata::hir::rep(h, *min, *max)),
                 Lang::Dfa(d, a) => Lang::Dfa(Arc::new(d.rep(*min, *max)?), a),
+                Lang::Json(_) => {
+                    return Err(Error::Internal(
+                        "a `%json` value is never part of a terminal".into(),
+                    ))
+                }
             },
             Ex::And(xs) => {
                 let parts: Vec<Lang> = xs
@@ -390,9 +402,9 @@ impl<'a, 'v> Builder<'a, 'v> {
     /// The lexeme of a `%json` schema: its JSON values (tokensieve's JSON Schema reading, every
     /// JSON spelling of a string), whitespace of any length where JSON allows it inside the
     /// value (llguidance's default), none around it; `x-guidance` options at the root that
-    /// change the whitespace are read, others refused. The language must be regular (no
-    /// nesting of unbounded depth, no object: objects are built as member sets): it is one
-    /// lexeme.
+    /// change the whitespace are read, others refused. A plain regular language is read by the
+    /// lexer's DFA; any other (objects, arrays, values of any shape or depth) is an external
+    /// lexeme, read beside the lexer by the schema's own automaton (see [`Lexer::externals`]).
     fn json(&mut self, schema: &serde_json::Value, pos: Pos) -> Result<usize> {
         let key = format!("J:{schema}");
         if let Some(&i) = self.lexeme_ids.get(&key) {
@@ -457,27 +469,9 @@ impl<'a, 'v> Builder<'a, 'v> {
             self.json_lexemes.push(i);
             return Ok(i);
         }
-        // objects and the like: the schema's automaton, built whole within a state budget
-        let ropts = crate::automata::dfa::RegexOptions {
-            max_states: crate::automata::bytedfa::MAX_BYTE_DFA_STATES,
-            max_nfa_bytes: self.nfa_bytes,
-            ..Default::default()
-        };
-        let whole = crate::automata::dfa::LazyDfa::from_owned("%json", c.expr, &ropts)
-            .and_then(|d| ByteDfa::from_lazy(&d))
-            .map_err(|e| {
-                grammar_error(
-                    pos,
-                    &format!(
-                        "`%json` with this schema is not supported: a `%json` value is one \
-                         lexeme, read by a finite automaton of at most {} states, and this \
-                         schema's needs more (values of any shape, recursion, or a large \
-                         object): {e}",
-                        crate::automata::bytedfa::MAX_BYTE_DFA_STATES
-                    ),
-                )
-            })?;
-        let i = self.lexeme(key, Lang::Dfa(Arc::new(whole), false), name, false);
+        // objects, arrays, values of any depth: the schema's own automaton, built lazily and
+        // read beside the lexer
+        let i = self.lexeme(key, Lang::Json(Arc::new(c.expr)), name, false);
         self.json_lexemes.push(i);
         Ok(i)
     }
@@ -532,7 +526,7 @@ impl<'a, 'v> Builder<'a, 'v> {
                 let l = self.lang(other, &mut Vec::new(), false)?;
                 let (key, shown) = match &l {
                     Lang::Re(r) => (format!("R:{r}"), r.clone()),
-                    Lang::Hir(_) | Lang::Dfa(..) => {
+                    Lang::Hir(_) | Lang::Dfa(..) | Lang::Json(_) => {
                         let n = self.lexeme_lang.len();
                         (format!("D:{n}"), "an expression with `&` or `~`".into())
                     }
@@ -729,6 +723,13 @@ pub(crate) fn compile(
         let lang = match l {
             Lang::Hir(h) => LexLang::Hir(h.clone()),
             Lang::Dfa(d, _) => LexLang::Dfa(d.clone()),
+            Lang::Json(_) if ignored.contains(&i) => {
+                return Err(grammar_error(
+                    g.ignore[0].1,
+                    "`%ignore` of a `%json` value is not supported",
+                ))
+            }
+            Lang::Json(_) => LexLang::External,
             Lang::Re(r) => LexLang::Hir(crate::regex::parse(r, b.nest_limit).map_err(|e| {
                 grammar_error(Pos { line: 1, col: 1 }, &format!("the lexeme {name}: {e}"))
             })?),
@@ -801,6 +802,26 @@ pub(crate) fn compile(
         },
     });
     let c = crate::ebnf::lower_rules(rules, &ebnf_opts)?;
+    // each `%json` value read beside the lexer: its automaton, behind its entry symbol, in the
+    // same automaton as the parser (see `Lexer::externals`)
+    let mut parser = c.expr;
+    if !lexer.externals().is_empty() {
+        use crate::automata::expr::{self, Expr};
+        let mut alts = vec![parser];
+        for (k, &i) in lexer.externals().iter().enumerate() {
+            let Lang::Json(x) = &b.lexeme_lang[i] else {
+                return Err(Error::Internal(
+                    "an external lexeme is a `%json` value".into(),
+                ));
+            };
+            let (bytes, n) = lexer.spell(lexer.entry(k));
+            alts.push(expr::concat(vec![
+                Expr::Hir(Hir::literal(bytes[..n].to_vec())),
+                (**x).clone(),
+            ]));
+        }
+        parser = expr::alt(alts);
+    }
     let warnings = c
         .warnings
         .into_iter()
@@ -813,7 +834,7 @@ pub(crate) fn compile(
         })
         .collect();
     Ok(Compiled {
-        parser: c.expr,
+        parser,
         lexer: Arc::new(lexer),
         warnings,
     })

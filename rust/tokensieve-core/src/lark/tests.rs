@@ -180,7 +180,45 @@ fn refusals_name_what_they_refuse() {
     assert!(err("start: r\nr[stop=\"x\"]: /a+/").contains("the attribute `stop` is not supported"));
     assert!(err("start: \"a\"\n%declare X").contains("`%declare` is not supported"));
     assert!(err("start: x{a, b}").contains("templates are not supported"));
-    assert!(err("start: %json {\"type\": \"object\"}").contains("`%json` with this schema"));
+    assert!(err("start: %json {\"type\": \"object\"}").is_empty());
+    assert!(err("start: \"a\"\n%ignore %json {\"type\": \"array\"}")
+        .contains("`%ignore` of a `%json` value is not supported"));
+}
+
+#[test]
+fn json_values_of_any_depth_are_read_beside_the_lexer() {
+    // values of any shape under an object; a lexeme of the grammar on either side
+    let d = dfa(
+        "start: (WORD | call)+\ncall: \"<\" %json {\"type\": \"object\"} \">\"\n\
+                 WORD: /[a-z]+/\n%ignore \" \"",
+    );
+    assert!(accepts(&d, "ab <{}> cd"));
+    assert!(accepts(&d, "<{\"a\": [1, {\"b\": [[[]]]}, \"x\"]}><{ }>x"));
+    assert!(!accepts(&d, "<{\"a\": }>"));
+    assert!(!accepts(&d, "<{\"a\": 1}"));
+    // a blank before `>` (a lexeme of the main class), none before a JSON value
+    assert!(accepts(&d, "<{\"a\": 1} >"));
+    assert!(!prefix(&d, "< {"));
+    assert!(prefix(&d, "<{\"a\": [[[[[[[["));
+    // recursion through a definition
+    let d = dfa(
+        "start: \"t\" %json {\"$defs\": {\"n\": {\"type\": \"object\", \"properties\": \
+         {\"v\": {\"type\": \"integer\"}, \"k\": {\"type\": \"array\", \"items\": \
+         {\"$ref\": \"#/$defs/n\"}}}, \"required\": [\"v\"], \"additionalProperties\": false}}, \
+         \"$ref\": \"#/$defs/n\"} (\";\" N)?\nN: /[0-9]+/",
+    );
+    assert!(accepts(&d, "t{\"v\":1}"));
+    assert!(accepts(
+        &d,
+        "t{\"v\":1,\"k\":[{\"v\":2,\"k\":[{\"v\":3}]}]};12"
+    ));
+    assert!(!accepts(&d, "t{\"v\":1,\"k\":[{}]}"));
+    assert!(!accepts(&d, "t{\"v\":1};"));
+    // a top-level number is greedy like any lexeme: "12" is never "1" then "2"
+    let d = dfa("start: %json {\"type\": [\"integer\", \"array\"]} N?\nN: /[0-9]/");
+    assert!(accepts(&d, "12") && accepts(&d, "[1]2") && accepts(&d, "[]"));
+    let d = dfa("start: %json {\"type\": [\"integer\", \"array\"]} N\nN: /[0-9]/");
+    assert!(!accepts(&d, "12") && accepts(&d, "[1]2"));
 }
 
 #[test]

@@ -755,9 +755,9 @@ impl LazyDfa {
             return Err(complete_without_nfa());
         }
         if let Some(lx) = &self.lexer {
-            if let Some(pqf) = pair_of(&t.sets[state as usize]) {
+            if let Some(x) = pair_of(&t.sets[state as usize]) {
                 let lx = lx.clone();
-                return self.lexed_next(&lx, t, state, pqf, class);
+                return self.lexed_next(&lx, t, state, x, class);
             }
         }
         let b = self.reps[class];
@@ -807,34 +807,63 @@ const STARTED: u32 = 1;
 /// A pair state's flags: the last lexeme read was skipped.
 const SKIPPED_LAST: u32 = 2;
 
-/// The parser state, lexer state and flags of a pair state's key, or `None` for a parser
-/// state.
-fn pair_of(key: &[u32]) -> Option<(u32, u32, u32)> {
+/// A lexed automaton's pair state, as its key holds it: the parser state, the lexer state, the
+/// flags, and per external lexeme (see [`Lexer::externals`]) the state of its automaton in the
+/// lexeme being read ([`DEAD`]: not reading it; all [`DEAD`] at the lexeme's start).
+struct Pair {
+    p: u32,
+    q: u32,
+    f: u32,
+    js: Vec<u32>,
+}
+
+/// The pair state of a key, or `None` for a state of the parser (or of an external lexeme).
+fn pair_of(key: &[u32]) -> Option<Pair> {
     match key {
-        [PAIR_MARK, p, q, f] => Some((*p, *q, *f)),
+        [PAIR_MARK, p, q, f, js @ ..] => Some(Pair {
+            p: *p,
+            q: *q,
+            f: *f,
+            js: js.to_vec(),
+        }),
         _ => None,
     }
 }
 
 impl LazyDfa {
+    /// The state after class `c` from a state that is not a pair (the parser's, an external
+    /// lexeme's), computed on first use.
+    fn plain_step(&self, t: &mut Table, s: u32, c: usize) -> Result<u32> {
+        let known = t.trans[s as usize * self.stride + c];
+        if known != UNKNOWN {
+            Ok(known)
+        } else {
+            self.compute_next(t, s, c)
+        }
+    }
+
     /// The parser's state after symbol `sym` from parser state `p` (its one or two bytes,
     /// each transition cached in the table).
     fn parser_step(&self, lx: &Lexer, t: &mut Table, p: u32, sym: Sym) -> Result<u32> {
         let (bytes, n) = lx.spell(sym);
         let mut p = p;
         for &b in &bytes[..n] {
-            let c = b as usize;
-            let known = t.trans[p as usize * self.stride + c];
-            p = if known != UNKNOWN {
-                known
-            } else {
-                self.compute_next(t, p, c)?
-            };
+            p = self.plain_step(t, p, b as usize)?;
             if p == DEAD {
                 break;
             }
         }
         Ok(p)
+    }
+
+    /// The start state of external lexeme `k`'s automaton: the parser's start state after
+    /// the lexeme's entry symbol (see [`Lexer::externals`]).
+    fn external_start(&self, lx: &Lexer, t: &mut Table, k: usize) -> Result<u32> {
+        let p0 = match pair_of(&t.sets[self.start as usize]) {
+            Some(start) => start.p,
+            None => self.start,
+        };
+        self.parser_step(lx, t, p0, lx.entry(k))
     }
 
     /// Whether parser state `p` allows some lexeme of `words` next (through its probes).
@@ -893,6 +922,49 @@ impl LazyDfa {
         })
     }
 
+    /// The parser state and flags after the lexemes ending at pair state `x`: those of the
+    /// lexer's state ([`LazyDfa::read_lexeme`]) and the external ones whose automaton accepts,
+    /// each read by the parser, the readings united; `None` when none ends there or no
+    /// reading is live.
+    fn read_ends(&self, lx: &Lexer, t: &mut Table, x: &Pair) -> Result<Option<(u32, u32)>> {
+        let mut out: Option<(u32, u32)> = None;
+        let mut add = |this: &Self, t: &mut Table, (p2, f2): (u32, u32)| -> Result<()> {
+            if p2 == DEAD {
+                return Ok(());
+            }
+            out = Some(match out {
+                None => (p2, f2),
+                Some((p1, f1)) => {
+                    let f = if f1 == f2 {
+                        f1
+                    } else if lx.policy().once {
+                        // whether the last lexeme was skipped would depend on the reading
+                        return Err(Error::InvalidArgument(
+                            "skipping at most once in a row is not supported when a skipped \
+                             lexeme can end where a `%json` value ends"
+                                .into(),
+                        ));
+                    } else {
+                        STARTED
+                    };
+                    (this.union_states(t, p1, p2)?, f)
+                }
+            });
+            Ok(())
+        };
+        if let Some(sym) = lx.ends(x.q) {
+            let r = self.read_lexeme(lx, t, x.p, x.f, sym)?;
+            add(self, t, r)?;
+        }
+        for (k, &j) in x.js.iter().enumerate() {
+            if j != DEAD && t.accepting[j as usize] {
+                let p2 = self.parser_step(lx, t, x.p, lx.external_end(k))?;
+                add(self, t, (p2, STARTED))?;
+            }
+        }
+        Ok(out)
+    }
+
     /// The parser state holding the entries of parser states `a` and `b` (each closed, so
     /// the union is closed too).
     fn union_states(&self, t: &mut Table, a: u32, b: u32) -> Result<u32> {
@@ -925,73 +997,129 @@ impl LazyDfa {
         self.intern(t, key, accepting)
     }
 
-    /// The pair state of parser state `p`, lexer state `q` and flags `f`: accepting when
-    /// nothing of a lexeme is read and the parser accepts, or when the lexemes ending at `q`
-    /// take the parser to an accepting state.
+    /// The pair state (`p`, lexer state `q`, flags `f`, nothing of an external lexeme read)
+    /// (see [`LazyDfa::intern_pair_with`]).
     pub(super) fn intern_pair(&self, t: &mut Table, p: u32, q: u32, f: u32) -> Result<u32> {
-        let key = [PAIR_MARK, p, q, f];
+        let n = self.lexer.as_ref().map_or(0, |lx| lx.externals().len());
+        self.intern_pair_with(
+            t,
+            Pair {
+                p,
+                q,
+                f,
+                js: vec![DEAD; n],
+            },
+        )
+    }
+
+    /// The pair state `x`: accepting when nothing of a lexeme is read and the parser accepts,
+    /// or when the lexemes ending there take the parser to an accepting state.
+    fn intern_pair_with(&self, t: &mut Table, x: Pair) -> Result<u32> {
+        let mut key = Vec::with_capacity(4 + x.js.len());
+        key.extend([PAIR_MARK, x.p, x.q, x.f]);
+        key.extend_from_slice(&x.js);
         if let Some(&id) = t.ids.get(&key[..]) {
             return Ok(id);
         }
         let lx = self.lexer.clone().expect("a lexed automaton");
-        let accepting = if q == crate::automata::lexer::LEX_START {
-            t.accepting[p as usize]
-        } else if let Some(sym) = lx.ends(q) {
-            let (p2, _) = self.read_lexeme(&lx, t, p, f, sym)?;
-            t.accepting[p2 as usize]
+        let accepting = if x.q == crate::automata::lexer::LEX_START {
+            t.accepting[x.p as usize]
         } else {
-            false
+            match self.read_ends(&lx, t, &x)? {
+                Some((p2, _)) => t.accepting[p2 as usize],
+                None => false,
+            }
         };
-        self.intern(t, key.to_vec(), accepting)
+        self.intern(t, key, accepting)
     }
 
-    /// The pair state for lexer state `q` just reached at (`p`, `f`): where a lazy lexeme
-    /// the parser allows ends at `q`, it ends right there (only the lazy ones are read) and
-    /// the next lexeme starts; else (`p`, `q`, `f`).
-    fn enter(&self, lx: &Lexer, t: &mut Table, p: u32, q: u32, f: u32) -> Result<u32> {
-        if let Some(sym) = lx.lazy_ends(q) {
-            let (p2, f2) = self.read_lexeme(lx, t, p, f, sym)?;
+    /// The pair state for `x`, just reached: where a lazy lexeme the parser allows ends at its
+    /// lexer state, it ends right there (only the lazy ones are read) and the next lexeme
+    /// starts; else `x`.
+    fn enter(&self, lx: &Lexer, t: &mut Table, x: Pair) -> Result<u32> {
+        if let Some(sym) = lx.lazy_ends(x.q) {
+            let (p2, f2) = self.read_lexeme(lx, t, x.p, x.f, sym)?;
             if p2 != DEAD {
                 return self.intern_pair(t, p2, crate::automata::lexer::LEX_START, f2);
             }
         }
-        self.intern_pair(t, p, q, f)
+        self.intern_pair_with(t, x)
     }
 
-    /// The transition of pair state `state` = (`p`, `q`, `f`) on byte `class` (classes are
-    /// bytes in a lexed automaton): the lexeme goes on when some lexeme allowed at its start
-    /// can still end after the byte; else the lexemes ending at `q` are read and the byte
-    /// starts the next lexeme.
-    #[allow(clippy::too_many_arguments)]
+    /// The lexeme being read at `x` continued by byte `b` (begun, when `x` is at a lexeme's
+    /// start): the lexer's state, if some lexeme the parser allows can still end from it, and
+    /// each external lexeme's automaton still live; `None` when none can go on.
+    fn go_on(&self, lx: &Lexer, t: &mut Table, x: &Pair, b: u8) -> Result<Option<Pair>> {
+        use crate::automata::lexer::{LEX_DEAD, LEX_START};
+        let mut q2 = lx.next(x.q, b);
+        if q2 != LEX_DEAD && !self.allows_any(lx, t, x.p, x.f, lx.viable(q2))? {
+            q2 = LEX_DEAD;
+        }
+        let mut js = x.js.clone();
+        let mut live = false;
+        for (k, &i) in lx.externals().iter().enumerate() {
+            let from = if x.q == LEX_START {
+                if self.parser_step(lx, t, x.p, lx.probe(i))? == DEAD {
+                    DEAD
+                } else {
+                    self.external_start(lx, t, k)?
+                }
+            } else {
+                js[k]
+            };
+            js[k] = if from == DEAD {
+                DEAD
+            } else {
+                self.plain_step(t, from, b as usize)?
+            };
+            live |= js[k] != DEAD;
+        }
+        Ok((q2 != LEX_DEAD || live).then_some(Pair {
+            p: x.p,
+            q: q2,
+            f: x.f,
+            js,
+        }))
+    }
+
+    /// The transition of pair state `state` = `x` on byte `class` (classes are bytes in a
+    /// lexed automaton): the lexeme goes on when some lexeme allowed at its start can still
+    /// end after the byte; else the lexemes ending at `x` are read and the byte starts the
+    /// next lexeme.
     fn lexed_next(
         &self,
         lx: &Lexer,
         t: &mut Table,
         state: u32,
-        (p, q, f): (u32, u32, u32),
+        x: Pair,
         class: usize,
     ) -> Result<u32> {
-        use crate::automata::lexer::{LEX_DEAD, LEX_START};
+        use crate::automata::lexer::LEX_START;
         let b = self.reps[class];
-        let q2 = lx.next(q, b);
-        let next = if q2 != LEX_DEAD && self.allows_any(lx, t, p, f, lx.viable(q2))? {
-            self.enter(lx, t, p, q2, f)?
-        } else if let Some(sym) = lx.ends(q) {
-            let (p2, f2) = self.read_lexeme(lx, t, p, f, sym)?;
-            let q3 = lx.next(LEX_START, b);
-            if p2 != DEAD && q3 != LEX_DEAD && self.allows_any(lx, t, p2, f2, lx.viable(q3))? {
-                self.enter(lx, t, p2, q3, f2)?
-            } else {
-                DEAD
+        let next = if let Some(y) = self.go_on(lx, t, &x, b)? {
+            self.enter(lx, t, y)?
+        } else if let Some((p2, f2)) = self.read_ends(lx, t, &x)? {
+            let start = Pair {
+                p: p2,
+                q: LEX_START,
+                f: f2,
+                js: vec![DEAD; x.js.len()],
+            };
+            match self.go_on(lx, t, &start, b)? {
+                Some(y) => self.enter(lx, t, y)?,
+                None => DEAD,
             }
         } else {
             DEAD
         };
-        // the transition depends on the byte only through the lexer's class of it: one
-        // computation serves the whole class
+        // without external lexemes, the transition depends on the byte only through the
+        // lexer's class of it: one computation serves the whole class (an external lexeme's
+        // automaton tells bytes apart on its own)
         let row = state as usize * self.stride;
-        for other in lx.same_as(b) {
-            t.trans[row + other as usize] = next;
+        if lx.externals().is_empty() {
+            for other in lx.same_as(b) {
+                t.trans[row + other as usize] = next;
+            }
         }
         t.trans[row + class] = next;
         Ok(next)
