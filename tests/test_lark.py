@@ -178,6 +178,24 @@ start: "tree " %json {"$defs": {"node": {"type": "object", "properties": {
     "x-guidance": {"json_allow_general_unicode_escapes": true}} (";" NUM)?
 NUM: /[0-9]+/
 """,
+    "parametric_pick": r"""
+start: "<" perm::0x0 ">"
+perm::_: ""                      %if bit_count_ge(_, 1)
+       | "a" perm::set_bit(0)    %if and(bit_clear(0), bit_count_lt(_, 3))
+       | "b" perm::set_bit(1)    %if and(bit_clear(1), bit_count_lt(_, 3))
+       | "c" perm::set_bit(2)    %if and(bit_clear(2), bit_count_lt(_, 3))
+       | WORD perm::set_bit(3)   %if and(bit_clear(3), bit_count_lt(_, 3))
+WORD: /[d-z]+/
+%ignore " "
+""",
+    "parametric_counts": r"""
+start: lst::0x0 "."
+lst::_: "a" lst::incr([0:3])   %if lt([0:3], 5)
+      | "b" lst::incr([3:6])   %if lt([3:6], 2)
+      | NUM lst::decr([0:3])   %if not(is_zeros([0:3]))
+      | ""
+NUM: /[0-9]+/
+""",
     "suffix_and_empty": r"""
 start: "<" body ">" tail
 body[suffix="!"]: /[a-z]*/

@@ -18,6 +18,7 @@
 //! (greedy, without backtracking), and every lexeme ending there that the parser allows is
 //! read (a keyword that is also an identifier is both, the parser keeps the readings it can).
 
+mod param;
 mod parse;
 
 use std::sync::Arc;
@@ -308,6 +309,21 @@ impl<'a, 'v> Builder<'a, 'v> {
                     "`%json` cannot stand inside a terminal (a JSON value is a lexeme)",
                 ))
             }
+            Ex::Call(n, _, pos) => {
+                return Err(grammar_error(
+                    *pos,
+                    &format!(
+                        "the terminal uses the parametric rule `{n}`: terminals hold terminals \
+                         only"
+                    ),
+                ))
+            }
+            Ex::If(_, _, pos) => {
+                return Err(grammar_error(
+                    *pos,
+                    "`%if` stands only at the end of an alternative of a parametric rule",
+                ))
+            }
             other => unreachable!("not a leaf: {other:?}"),
         })
     }
@@ -575,6 +591,8 @@ fn symbol_class(lexer: &Lexer, symbols: &[Sym]) -> Node {
 fn node(x: &Lx, sym: &dyn Fn(usize) -> Node) -> Node {
     match x {
         Lx::Seq(xs) => Node::Seq(xs.iter().map(|x| node(x, sym)).collect()),
+        // (no alternative: a parametric rule's instance whose conditions all fail)
+        Lx::Alt(xs) if xs.is_empty() => Node::fail(),
         Lx::Alt(xs) => Node::Alt(xs.iter().map(|x| node(x, sym)).collect()),
         Lx::Rep(sub, a, b) => Node::Rep {
             sub: Box::new(node(sub, sym)),
@@ -605,7 +623,8 @@ pub(crate) fn compile(
     if opts.start.is_empty() {
         return Err(Error::InvalidArgument("start must name a rule".into()));
     }
-    let g = parse::parse(text)?;
+    let mut g = parse::parse(text)?;
+    param::expand(&mut g)?;
     if g.rules.len() + g.terminals.len() > MAX_DEFINITIONS {
         return Err(grammar_error(
             Pos { line: 1, col: 1 },

@@ -9,10 +9,12 @@
 //! `temperature` (which do not change the language), `lazy` and `suffix` (the rule is then
 //! one lazy lexeme). Refused by name, with a position: templates, `%declare`, `%override`,
 //! `%extend`, imports other than `common`, terminal priorities, `stop` and `max_tokens`,
-//! token sets `<[a-b,...]>`, `@grammar` references. llguidance's terminal operators
+//! token sets `<[a-b,...]>`, `@grammar` references. llguidance's parametric rules
+//! (`name::_`, `%if`, `name::expr`) are read here and expanded by [`super::param`]. llguidance's terminal operators
 //! `&` (intersection, looser than a sequence, tighter than `|`) and prefix `~` (complement
 //! over bytes, tighter than the repetitions) are read.
 
+use super::param::{Cmp, Cond, PExpr, Range};
 use crate::ebnf::{grammar_error, Pos};
 use crate::error::Result;
 
@@ -48,6 +50,11 @@ pub(crate) enum Ex {
     Not(Box<Ex>),
     /// `%json { schema }`: a JSON value the schema accepts
     Json(serde_json::Value, Pos),
+    /// `name::expr`: parametric rule `name` for the parameter `expr` computes (see
+    /// [`super::param`])
+    Call(String, PExpr, Pos),
+    /// an alternative of a parametric rule kept only where `%if` holds
+    If(Box<Ex>, Cond, Pos),
 }
 
 /// One definition as written.
@@ -59,6 +66,8 @@ pub(crate) struct Def {
     pub lazy: bool,
     /// `name[suffix=X]`: X follows the body inside the lexeme
     pub suffix: Option<Ex>,
+    /// `name::_`: a parametric rule (see [`super::param`])
+    pub param: bool,
 }
 
 /// The grammar as written.
@@ -343,6 +352,24 @@ fn lex(text: &str) -> Result<Lexed> {
                 "`<` must start a special token `<name>` closed on its line",
             );
         }
+        if c == '0'
+            && matches!(chars.get(i + 1), Some('x') | Some('X'))
+            && chars.get(i + 2).is_some_and(|d| d.is_ascii_hexdigit())
+        {
+            adv(&mut i, &mut line, &mut col, '0');
+            adv(&mut i, &mut line, &mut col, 'x');
+            let mut v: u64 = 0;
+            while let Some(d) = chars.get(i).and_then(|d| d.to_digit(16)) {
+                if v >> 60 != 0 {
+                    return err(pos, "the number does not fit 64 bits");
+                }
+                v = v << 4 | u64::from(d);
+                let ch = chars[i];
+                adv(&mut i, &mut line, &mut col, ch);
+            }
+            toks.push((Tok::Num(v), pos));
+            continue;
+        }
         if c.is_ascii_digit() {
             let mut v: u64 = 0;
             while let Some(d) = chars.get(i).and_then(|d| d.to_digit(10)) {
@@ -395,6 +422,8 @@ struct P {
     /// open groups: newlines inside them are blanks
     depth: u32,
     end: Pos,
+    /// reading the body of a parametric rule (its alternatives may end in `%if`)
+    param_rule: bool,
 }
 
 fn is_terminal_name(n: &str) -> bool {
@@ -465,10 +494,10 @@ impl P {
     }
 
     fn expansions(&mut self) -> Result<Ex> {
-        let mut alts = vec![self.alias()?];
+        let mut alts = vec![self.alternative()?];
         loop {
             if self.eat("|") || (self.depth == 0 && self.continues() && self.eat("|")) {
-                alts.push(self.alias()?);
+                alts.push(self.alternative()?);
             } else {
                 break;
             }
@@ -478,6 +507,166 @@ impl P {
         } else {
             Ex::Alt(alts)
         })
+    }
+
+    /// An alternative, with its `%if` condition in a parametric rule's body.
+    fn alternative(&mut self) -> Result<Ex> {
+        let x = self.alias()?;
+        if !matches!(self.peek(), Some(Tok::Directive(d)) if d == "if") {
+            return Ok(x);
+        }
+        let pos = self.pos();
+        if !self.param_rule || self.depth > 0 {
+            return err(
+                pos,
+                "`%if` stands only at the end of an alternative of a parametric rule \
+                 (`name::_: ...`)",
+            );
+        }
+        self.i += 1;
+        let c = self.cond(0)?;
+        Ok(Ex::If(Box::new(x), c, pos))
+    }
+
+    /// A bit range: `_` or `[x:y]` (`0 <= x < y <= 64`).
+    fn range(&mut self) -> Result<Range> {
+        let pos = self.pos();
+        if matches!(self.peek(), Some(Tok::Name(n)) if n == "_") {
+            self.i += 1;
+            return Ok(Range { lo: 0, hi: 64 });
+        }
+        self.expect("[", "(a bit range `[x:y]` or `_`)")?;
+        let lo = self.bits("the range's first bit")?;
+        self.expect(":", "in the bit range `[x:y]`")?;
+        let hi = self.bits("the range's end")?;
+        self.expect("]", "to close the bit range")?;
+        if lo >= hi || hi > 64 {
+            return err(pos, "a bit range `[x:y]` needs 0 <= x < y <= 64");
+        }
+        Ok(Range { lo, hi })
+    }
+
+    /// A number up to 64 (a bit index or range end).
+    fn bits(&mut self, what: &str) -> Result<u32> {
+        let pos = self.pos();
+        match self.next() {
+            Some((Tok::Num(n), _)) if n <= 64 => Ok(n as u32),
+            _ => err(pos, format!("expected a number from 0 to 64 ({what})")),
+        }
+    }
+
+    /// A 64-bit value (decimal or `0x` hexadecimal).
+    fn value(&mut self) -> Result<u64> {
+        let pos = self.pos();
+        match self.next() {
+            Some((Tok::Num(n), _)) => Ok(n),
+            _ => err(pos, "expected a number"),
+        }
+    }
+
+    /// A bit index, below 64.
+    fn bit(&mut self) -> Result<u32> {
+        let pos = self.pos();
+        let k = self.bits("a bit index")?;
+        if k >= 64 {
+            return err(pos, "a bit index is below 64");
+        }
+        Ok(k)
+    }
+
+    /// The parameter after `name::`.
+    fn pexpr(&mut self) -> Result<PExpr> {
+        let pos = self.pos();
+        match self.next() {
+            Some((Tok::Num(v), _)) => Ok(PExpr::Lit(v)),
+            Some((Tok::Name(n), _)) if n == "_" => Ok(PExpr::Same),
+            Some((Tok::Name(f), _)) => {
+                self.expect("(", &format!("after `{f}`"))?;
+                let e = match f.as_str() {
+                    "set_bit" => PExpr::SetBit(self.bit()?),
+                    "clear_bit" => PExpr::ClearBit(self.bit()?),
+                    "bit_and" => PExpr::And(self.value()?),
+                    "bit_or" => PExpr::Or(self.value()?),
+                    "incr" => PExpr::Incr(self.range()?),
+                    "decr" => PExpr::Decr(self.range()?),
+                    _ => {
+                        return err(
+                            pos,
+                            format!(
+                                "unknown parameter function `{f}` (set_bit, clear_bit, bit_and, \
+                                 bit_or, incr, decr)"
+                            ),
+                        )
+                    }
+                };
+                self.expect(")", "to close the parameter")?;
+                Ok(e)
+            }
+            _ => err(
+                pos,
+                "expected a parameter after `::` (a number, `_` or a function)",
+            ),
+        }
+    }
+
+    /// An `%if` condition.
+    fn cond(&mut self, depth: u32) -> Result<Cond> {
+        let pos = self.pos();
+        if depth > MAX_DEPTH {
+            return err(
+                pos,
+                format!("conditions nest more than {MAX_DEPTH} levels deep"),
+            );
+        }
+        let Some((Tok::Name(f), _)) = self.next() else {
+            return err(pos, "expected a condition after `%if`");
+        };
+        if f == "true" {
+            if self.eat("(") {
+                self.expect(")", "after `true(`")?;
+            }
+            return Ok(Cond::True);
+        }
+        self.expect("(", &format!("after `{f}`"))?;
+        let c = match f.as_str() {
+            "bit_clear" | "bit_set" => {
+                let k = self.bit()?;
+                let v = u64::from(f == "bit_set");
+                Cond::Value(Cmp::Eq, Range { lo: k, hi: k + 1 }, v)
+            }
+            "is_ones" => Cond::Ones(self.range()?),
+            "is_zeros" => Cond::Value(Cmp::Eq, self.range()?, 0),
+            "and" | "or" => {
+                let a = self.cond(depth + 1)?;
+                self.expect(",", &format!("between the two conditions of `{f}`"))?;
+                let b = self.cond(depth + 1)?;
+                if f == "and" {
+                    Cond::And(Box::new(a), Box::new(b))
+                } else {
+                    Cond::Or(Box::new(a), Box::new(b))
+                }
+            }
+            "not" => Cond::Not(Box::new(self.cond(depth + 1)?)),
+            _ => {
+                let (count, cmp) = match f.strip_prefix("bit_count_") {
+                    Some(s) => (true, Cmp::from_suffix(s)),
+                    None => (false, Cmp::from_suffix(&f)),
+                };
+                let Some(cmp) = cmp else {
+                    return err(pos, format!("unknown condition `{f}`"));
+                };
+                let r = self.range()?;
+                self.expect(",", &format!("after the range of `{f}`"))?;
+                let v = self.value()?;
+                if count {
+                    Cond::Count(cmp, r, v)
+                } else {
+                    Cond::Value(cmp, r, v)
+                }
+            }
+        };
+        self.expect(")", &format!("to close `{f}(...)`"))?;
+        Ok(c)
     }
 
     fn alias(&mut self) -> Result<Ex> {
@@ -506,6 +695,7 @@ impl P {
             match self.peek() {
                 None | Some(Tok::Nl) => break,
                 Some(Tok::Punct(p)) if matches!(*p, "|" | ")" | "]" | "->" | "," | "&") => break,
+                Some(Tok::Directive(d)) if d == "if" => break,
                 _ => {}
             }
             items.push(self.expr()?);
@@ -638,10 +828,9 @@ impl P {
             }),
             Tok::Name(n) => {
                 if parametric(self) {
-                    return err(
-                        pos,
-                        format!("parametric rules (`{n}::...`, llguidance's) are not supported"),
-                    );
+                    self.i += 2;
+                    let e = self.pexpr()?;
+                    return Ok(Ex::Call(n, e, pos));
                 }
                 if self.is("{") {
                     // `name{2,3}` is a repetition; `name{a, b}` a template
@@ -772,6 +961,7 @@ pub(crate) fn parse(text: &str) -> Result<Text> {
         toks: lexed.toks,
         i: 0,
         depth: 0,
+        param_rule: false,
         end: Pos {
             line: lines.max(1),
             col: 1,
@@ -853,11 +1043,25 @@ fn parametric(p: &mut P) -> bool {
 
 fn definition(p: &mut P, out: &mut Text, name: String, pos: Pos) -> Result<()> {
     let terminal = is_terminal_name(&name);
-    if parametric(p) {
-        return err(
-            pos,
-            format!("parametric rules (`{name}::...`, llguidance's) are not supported"),
-        );
+    let param = parametric(p);
+    if param {
+        p.i += 2;
+        let ppos = p.pos();
+        if !matches!(p.next(), Some((Tok::Name(u), _)) if u == "_") {
+            return err(
+                ppos,
+                format!("a parametric rule is defined as `{name}::_: ...`"),
+            );
+        }
+        if terminal {
+            return err(pos, format!("terminals cannot be parametric (`{name}`)"));
+        }
+        if p.is("[") {
+            return err(
+                pos,
+                format!("a parametric rule takes no attributes (`{name}::_[...]`)"),
+            );
+        }
     }
     if p.is("{") {
         return err(
@@ -939,13 +1143,16 @@ fn definition(p: &mut P, out: &mut Text, name: String, pos: Pos) -> Result<()> {
         }
     }
     p.expect(":", "after the name being defined")?;
-    let body = p.expansions()?;
+    p.param_rule = param;
+    let body = p.expansions();
+    p.param_rule = false;
     let def = Def {
         name,
         pos,
-        body,
+        body: body?,
         lazy,
         suffix,
+        param,
     };
     if terminal {
         out.terminals.push(def);

@@ -176,7 +176,6 @@ fn refusals_name_what_they_refuse() {
         .map(|e| e.to_string())
         .unwrap_or_default()
     };
-    assert!(err("start: perm::0x0\nperm::_: \"X\"").contains("line 1, column 8: parametric rules"));
     assert!(err("start: r\nr[stop=\"x\"]: /a+/").contains("the attribute `stop` is not supported"));
     assert!(err("start: \"a\"\n%declare X").contains("`%declare` is not supported"));
     assert!(err("start: x{a, b}").contains("templates are not supported"));
@@ -237,4 +236,63 @@ fn hostile_chains_of_operators_are_bounded() {
     // `~` twice is nothing: any number of them is one or none
     let d = dfa(&format!("start: T\nT: {}/a/ & /[ab]/", "~".repeat(100_001)));
     assert!(accepts(&d, "b") && !accepts(&d, "a"));
+}
+
+#[test]
+fn parametric_rules_expand_per_parameter_value() {
+    // permutations of a, b, c
+    let d = dfa("start: perm::0x0\nperm::_: \"\" %if is_ones([0:3])\n\
+                 | \"a\" perm::set_bit(0) %if bit_clear(0)\n\
+                 | \"b\" perm::set_bit(1) %if bit_clear(1)\n\
+                 | \"c\" perm::set_bit(2) %if bit_clear(2)");
+    for s in ["abc", "acb", "bac", "bca", "cab", "cba"] {
+        assert!(accepts(&d, s), "{s}");
+    }
+    for s in ["", "ab", "aab", "abca", "abcc"] {
+        assert!(!accepts(&d, s), "{s}");
+    }
+    // a saturating counter in bits 0..2: at most 3 `a`s, then `b`s counting down
+    let d = dfa("start: n::0\nn::_: \"a\" n::incr([0:2]) %if lt([0:2], 3)\n\
+                 | m::_\nm::_: \"b\" m::decr([0:2]) %if ne([0:2], 0) | \"\"");
+    assert!(accepts(&d, "aaabbb") && accepts(&d, "ab") && accepts(&d, "aab"));
+    assert!(!accepts(&d, "aaaa") && !accepts(&d, "abb") && !accepts(&d, "b"));
+    // an instance whose conditions all fail holds no string
+    let d = dfa("start: \"x\" | r::1\nr::_: \"y\" %if eq(_, 0)");
+    assert!(accepts(&d, "x") && !prefix(&d, "y"));
+    // saturation: incr of a full range keeps it
+    use super::param::{PExpr, Range};
+    let r = Range { lo: 2, hi: 4 };
+    assert_eq!(PExpr::Incr(r).eval(0b1100), 0b1100);
+    assert_eq!(PExpr::Incr(r).eval(0b0100), 0b1000);
+    assert_eq!(PExpr::Decr(r).eval(0b0011), 0b0011);
+    assert_eq!(
+        PExpr::Incr(Range { lo: 0, hi: 64 }).eval(u64::MAX),
+        u64::MAX
+    );
+}
+
+#[test]
+fn parametric_rules_are_bounded_and_checked() {
+    let err = |text: &str| {
+        compile(
+            text,
+            &LarkOptions::default(),
+            1 << 24,
+            &mut crate::atoms::AtomList::new(None),
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default()
+    };
+    // a counter over 64 bits reaches more values than any grammar may hold
+    let e = err("start: c::0\nc::_: \"a\" c::incr(_) | \"\"");
+    assert!(e.contains("more than 10000 rules"), "{e}");
+    assert!(err("start: foo\nfoo::_: \"a\"").contains("used without a parameter"));
+    assert!(err("start: foo::0").contains("names no parametric rule"));
+    assert!(err("start: f::_\nf::_: \"a\"").contains("only a number can be passed"));
+    assert!(err("start: \"a\" %if true").contains("`%if` stands only"));
+    assert!(err("start: f::0\nf::_: \"a\" %if eq([3:3], 0)").contains("0 <= x < y <= 64"));
+    assert!(err("start: f::0\nf::_: \"a\" %if odd(_)").contains("unknown condition `odd`"));
+    assert!(err("start: f::0\nf::_[lazy]: \"a\"").contains("takes no attributes"));
+    assert!(err("start: f::0\nf::0: \"a\"").contains("defined as `f::_: ...`"));
 }
