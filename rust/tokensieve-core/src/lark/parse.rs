@@ -5,14 +5,14 @@
 //! (tree shaping only), `-> alias` (ignored), rule priorities `name.N` (they choose among
 //! parse trees, never the language), `"strings"` (Python escapes, `i` suffix), `/regex/flags`
 //! (`i`, `m`, `s`, `x`, `u`), `"a".."z"`, `( )`, `[ ]`, `?`, `*`, `+`, `~ n`, `~ n..m`,
-//! `{n}`, `{n,}`, `{,m}`, `{n,m}`, `//` and `#` comments, rule attributes `capture` and
-//! `temperature` (which do not change the language), `lazy` and `suffix` (the rule is then
-//! one lazy lexeme). Refused by name, with a position: templates, `%declare`, `%override`,
-//! `%extend`, imports other than `common`, terminal priorities, `stop` and `max_tokens`,
-//! token sets `<[a-b,...]>`, `@grammar` references. llguidance's parametric rules
-//! (`name::_`, `%if`, `name::expr`) are read here and expanded by [`super::param`]. llguidance's terminal operators
+//! `{n}`, `{n,}`, `{,m}`, `{n,m}`, `//` and `#` comments, rule attributes `capture`,
+//! `stop_capture` and `temperature` (which do not change the language), `lazy`, `suffix` and
+//! `stop` (read as `suffix`; the rule is then one lazy lexeme), llguidance's parametric rules
+//! (`name::_`, `%if`, `name::expr`; expanded by [`super::param`]) and its terminal operators
 //! `&` (intersection, looser than a sequence, tighter than `|`) and prefix `~` (complement
-//! over bytes, tighter than the repetitions) are read.
+//! over bytes, tighter than the repetitions). Refused by name, with a position: templates,
+//! `%declare`, `%override`, `%extend`, imports other than `common`, terminal priorities,
+//! `stop=""` and `max_tokens`, token sets `<[a-b,...]>`, `@grammar` references.
 
 use super::param::{Cmp, Cond, PExpr, Range};
 use crate::ebnf::{grammar_error, Pos};
@@ -1069,7 +1069,7 @@ fn definition(p: &mut P, out: &mut Text, name: String, pos: Pos) -> Result<()> {
             format!("templates are not supported (`{name}{{...}}`)"),
         );
     }
-    let (mut lazy, mut suffix) = (false, None);
+    let (mut lazy, mut suffix, mut stop, mut stop_capture) = (false, None, false, false);
     if p.eat("[") {
         // attributes
         loop {
@@ -1099,21 +1099,52 @@ fn definition(p: &mut P, out: &mut Text, name: String, pos: Pos) -> Result<()> {
             }
             match k.as_str() {
                 // names of captures and sampling temperatures: not the language
-                "capture" | "temperature" | "stop_capture" => {}
+                "capture" | "temperature" => {}
+                "stop_capture" => {
+                    let name_ok = |n: &str| {
+                        let mut c = n.chars();
+                        c.next().is_some_and(|f| f.is_alphabetic() || f == '_')
+                            && c.all(|x| x.is_alphanumeric() || x == '_')
+                    };
+                    match &value {
+                        Some(Ex::Lit { text, .. }) if name_ok(text) => {}
+                        _ => {
+                            return err(
+                                apos,
+                                "`stop_capture` needs a capture name in quotes (letters, digits, \
+                                 `_`)",
+                            )
+                        }
+                    }
+                    if stop_capture {
+                        return err(apos, "a rule takes one `stop_capture`");
+                    }
+                    stop_capture = true;
+                }
                 "lazy" => lazy = true,
-                "suffix" => {
-                    let Some(v) = value else {
-                        return err(apos, "`suffix` needs a string, a regex or a terminal");
+                "suffix" | "stop" => {
+                    if suffix.is_some() {
+                        return err(apos, "a rule takes one `suffix` or `stop`");
+                    }
+                    let v = match value {
+                        Some(Ex::Lit { text, .. }) if text.is_empty() && k == "stop" => {
+                            return err(
+                                apos,
+                                "`stop=\"\"` (a lexeme ended only by the end of the output) is \
+                                 not supported",
+                            )
+                        }
+                        Some(v) => v,
+                        None => {
+                            return err(
+                                apos,
+                                format!("`{k}` needs a string, a regex or a terminal"),
+                            )
+                        }
                     };
                     lazy = true;
+                    stop = k == "stop";
                     suffix = Some(v);
-                }
-                "stop" => {
-                    return err(
-                        apos,
-                        "the attribute `stop` is not supported: the text it leaves depends on \
-                         hiding tokens already generated (use `suffix`, which keeps the text)",
-                    )
                 }
                 "max_tokens" => {
                     return err(
@@ -1128,6 +1159,18 @@ fn definition(p: &mut P, out: &mut Text, name: String, pos: Pos) -> Result<()> {
             }
         }
         p.expect("]", "to close the attributes")?;
+        if stop_capture && suffix.is_none() {
+            return err(
+                pos,
+                format!("`stop_capture` needs a `stop` or `suffix` on the same rule (`{name}`)"),
+            );
+        }
+        if stop && terminal {
+            return err(
+                pos,
+                format!("`stop` is an attribute of rules, not of terminals (`{name}`)"),
+            );
+        }
     }
     if p.eat(".") {
         let ppos = p.pos();

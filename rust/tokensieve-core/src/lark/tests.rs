@@ -176,7 +176,11 @@ fn refusals_name_what_they_refuse() {
         .map(|e| e.to_string())
         .unwrap_or_default()
     };
-    assert!(err("start: r\nr[stop=\"x\"]: /a+/").contains("the attribute `stop` is not supported"));
+    assert!(err("start: r\nr[stop=\"\"]: /a+/").contains("`stop=\"\"`"));
+    assert!(err("start: r\nr[stop=\"x\", suffix=\"y\"]: /a+/").contains("one `suffix` or `stop`"));
+    assert!(err("start: R\nR[stop=\"x\"]: /a+/").contains("not of terminals"));
+    assert!(err("start: r\nr[stop_capture=\"m\"]: /a+/").contains("needs a `stop` or `suffix`"));
+    assert!(err("start: r\nr[stop=\"x\", stop_capture=\"a b\"]: /a+/").contains("capture name"));
     assert!(err("start: \"a\"\n%declare X").contains("`%declare` is not supported"));
     assert!(err("start: x{a, b}").contains("templates are not supported"));
     assert!(err("start: %json {\"type\": \"object\"}").is_empty());
@@ -236,6 +240,17 @@ fn hostile_chains_of_operators_are_bounded() {
     // `~` twice is nothing: any number of them is one or none
     let d = dfa(&format!("start: T\nT: {}/a/ & /[ab]/", "~".repeat(100_001)));
     assert!(accepts(&d, "b") && !accepts(&d, "a"));
+}
+
+#[test]
+fn a_stop_rule_reads_as_its_body_then_the_stop() {
+    // the body ends at the first stop; the stop text is part of the text
+    let d = dfa("start: r \"c\"\nr[stop=\"b\"]: /[a-z]*/");
+    assert!(accepts(&d, "aabc") && accepts(&d, "bc"));
+    assert!(!accepts(&d, "abbc") && !accepts(&d, "aac") && !accepts(&d, "aab"));
+    let d = dfa("start: \"<\" r \">\"\nr[stop=/!!+/]: /[a-z]{1,4}/");
+    assert!(accepts(&d, "<a!!>") && accepts(&d, "<abcd!!>"));
+    assert!(!accepts(&d, "<!!>") && !accepts(&d, "<a!>") && !accepts(&d, "<a!!!>"));
 }
 
 #[test]
