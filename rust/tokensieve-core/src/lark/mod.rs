@@ -442,6 +442,10 @@ impl<'a, 'v> Builder<'a, 'v> {
                     match (k.as_str(), v) {
                         // every JSON spelling of a string is this reading already
                         ("json_allow_general_unicode_escapes", serde_json::Value::Bool(true)) => {}
+                        // llguidance's leniency skips keywords it cannot read; tokensieve
+                        // reads every keyword it supports and refuses the others either way
+                        // (never a keyword silently dropped)
+                        ("lenient", serde_json::Value::Bool(_)) => {}
                         ("whitespace_flexible", serde_json::Value::Bool(b)) => {
                             opts.whitespace = if *b {
                                 Whitespace::Pattern("[ \t\n\r]*".into())

@@ -999,6 +999,9 @@ pub(crate) fn parse(text: &str) -> Result<Text> {
                             }
                             // these change how masks are computed or sampled, not the language
                             ("no_forcing", serde_json::Value::Bool(_)) => {}
+                            // text is UTF-8 already (its `true` would let lexemes hold other
+                            // bytes)
+                            ("allow_invalid_utf8", serde_json::Value::Bool(false)) => {}
                             _ => {
                                 return err(
                                     pos,
