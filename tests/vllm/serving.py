@@ -96,6 +96,27 @@ NUMBER: /[0-9]{1,4}/
         re.fullmatch(r"let *[a-z]{1,8} *= *(?:[0-9]{1,4}|[a-z]{1,8}) *;", text) is not None
     ),
 )
+# Lark with a `%json` value of any depth (an object open to any property under "args"): the
+# output is "call " then a JSON document the schema validates
+LARK_CALL_SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 8}, "args": {"type": "object"}},
+    "required": ["name", "args"],
+    "additionalProperties": False,
+}
+
+
+def _lark_call(text: str) -> bool:
+    if not text.startswith("call "):
+        return False
+    try:
+        jsonschema.validate(json.loads(text[len("call ") :]), LARK_CALL_SCHEMA)
+    except (ValueError, jsonschema.ValidationError):
+        return False
+    return True
+
+
+LARK_CALL = GrammarSpec(f'start: "call " %json {json.dumps(LARK_CALL_SCHEMA)}\n', _lark_call)
 # choices vLLM's own validation would rewrite into a grammar (choice_as_grammar): quotes, a
 # backslash, a newline, a tab, another control character (written \u0007), non-ASCII
 GRAMMAR_CHOICES = ["yes", 'say "hi"', "back\\slash", "two\nlines", "tab\there", "ding\x07", "café"]

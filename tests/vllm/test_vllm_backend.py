@@ -54,6 +54,7 @@ jsonschema = pytest.importorskip("jsonschema")
 from serving import (  # noqa: E402
     DATE_TIME,
     GRAMMAR_CHOICES,
+    LARK_CALL,
     LARK_LET,
     NESTED,
     GrammarSpec,
@@ -825,6 +826,21 @@ def test_server_serves_a_lark_grammar(server: tuple[str, Path]) -> None:
         texts.append(r.choices[0].text)
         rids.append(r.id)
         check("grammar", LARK_LET, r.choices[0].text)
+    # a `%json` value of any depth, kept finishable within max_tokens
+    for i in range(4):
+        r = c.completions.create(
+            model="tiny",
+            prompt=f"Call {i}:",
+            max_tokens=MAX_TOKENS,
+            seed=i,
+            extra_body={
+                "structured_outputs": {"grammar": LARK_CALL.text},
+                "vllm_xargs": {"guided_fit_max_tokens": True},
+            },
+        )
+        texts.append(r.choices[0].text)
+        rids.append(r.id)
+        check("grammar", LARK_CALL, r.choices[0].text)
     ids = compiled_ids(log)
     assert any(any(rid in i or i in rid for i in ids) for rid in rids), (rids, sorted(ids)[:5])
     assert re.search(r"tokensieve: compiled lark for request", log.read_text())
