@@ -117,6 +117,8 @@ fn common_terminals() -> Result<&'static parse::Text> {
 const START: &str = "$start";
 /// Most rules and terminals in one grammar.
 const MAX_DEFINITIONS: usize = 100_000;
+/// Most `%json` values read by an automaton of their own in one grammar.
+const MAX_JSON_AUTOMATA: usize = 256;
 
 struct Builder<'a, 'v> {
     /// the special tokens named, resolved against the vocabulary
@@ -490,7 +492,21 @@ impl<'a, 'v> Builder<'a, 'v> {
             return Ok(i);
         }
         // objects, arrays, values of any depth: the schema's own automaton, built lazily and
-        // read beside the lexer
+        // read beside the lexer (each pair state holds one state per such value)
+        let externals = self
+            .lexeme_lang
+            .iter()
+            .filter(|l| matches!(l, Lang::Json(_)))
+            .count();
+        if externals >= MAX_JSON_AUTOMATA {
+            return Err(grammar_error(
+                pos,
+                &format!(
+                    "more than {MAX_JSON_AUTOMATA} different `%json` values that are not plain \
+                     regexes (objects, arrays) in one grammar"
+                ),
+            ));
+        }
         let i = self.lexeme(key, Lang::Json(Arc::new(c.expr)), name, false);
         self.json_lexemes.push(i);
         Ok(i)

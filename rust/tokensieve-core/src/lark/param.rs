@@ -16,6 +16,9 @@ use crate::error::{Error, Result};
 
 /// Most rules the parametric rules of one grammar may expand to.
 pub(crate) const MAX_INSTANCES: usize = 10_000;
+/// Most expression nodes all instances together may hold (each instance copies its rule's
+/// body: a large body times many values is refused before it is built).
+pub(crate) const MAX_EXPANDED_NODES: usize = 2_000_000;
 
 /// A bit range `[lo:hi]` of the parameter (`_` is `[0:64]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,6 +163,17 @@ struct Expander<'a> {
     defs: FxHashMap<String, &'a Def>,
     seen: FxHashSet<(String, u64)>,
     queue: Vec<(String, u64)>,
+    /// expression nodes copied into instances so far
+    nodes: usize,
+}
+
+/// The number of nodes of `x`.
+fn size(x: &Ex) -> usize {
+    match x {
+        Ex::Seq(xs) | Ex::Alt(xs) | Ex::And(xs) => 1 + xs.iter().map(size).sum::<usize>(),
+        Ex::Rep(sub, ..) | Ex::Not(sub) | Ex::If(sub, ..) => 1 + size(sub),
+        _ => 1,
+    }
 }
 
 impl Expander<'_> {
@@ -262,6 +276,7 @@ pub(crate) fn expand(g: &mut Text) -> Result<()> {
         defs: params.iter().map(|d| (d.name.clone(), d)).collect(),
         seen: FxHashSet::default(),
         queue: Vec::new(),
+        nodes: 0,
     };
     let mut out = Vec::with_capacity(plain.len());
     for d in plain {
@@ -280,6 +295,13 @@ pub(crate) fn expand(g: &mut Text) -> Result<()> {
     while let Some((name, v)) = e.queue.pop() {
         crate::budget::check("expanding parametric rules")?;
         let d = e.defs[&name];
+        e.nodes += size(&d.body);
+        if e.nodes > MAX_EXPANDED_NODES {
+            return Err(Error::Budget(format!(
+                "the parametric rules expand to more than {MAX_EXPANDED_NODES} expression nodes \
+                 (each rule's body once per parameter value reached)"
+            )));
+        }
         let body = e.instantiate(d, v)?;
         out.push(Def {
             name: instance_name(&name, v),

@@ -184,6 +184,11 @@ fn refusals_name_what_they_refuse() {
     assert!(err("start: \"a\"\n%declare X").contains("`%declare` is not supported"));
     assert!(err("start: x{a, b}").contains("templates are not supported"));
     assert!(err("start: %json {\"type\": \"object\"}").is_empty());
+    let many: Vec<String> = (0..257)
+        .map(|i| format!("%json {{\"type\": \"object\", \"required\": [\"p{i}\"]}}"))
+        .collect();
+    let e = err(&format!("start: {}", many.join(" | ")));
+    assert!(e.contains("more than 256 different"), "{e}");
     assert!(err("start: \"a\"\n%ignore %json {\"type\": \"array\"}")
         .contains("`%ignore` of a `%json` value is not supported"));
 }
@@ -302,6 +307,13 @@ fn parametric_rules_are_bounded_and_checked() {
     // a counter over 64 bits reaches more values than any grammar may hold
     let e = err("start: c::0\nc::_: \"a\" c::incr(_) | \"\"");
     assert!(e.contains("more than 10000 rules"), "{e}");
+    // a large body copied once per value
+    let alts: Vec<String> = (0..5_000).map(|i| format!("\"w{i}\"")).collect();
+    let e = err(&format!(
+        "start: c::0\nc::_: ({}) c::incr([0:10]) %if lt([0:10], 1000) | \"\"",
+        alts.join(" | ")
+    ));
+    assert!(e.contains("expression nodes"), "{e}");
     assert!(err("start: foo\nfoo::_: \"a\"").contains("used without a parameter"));
     assert!(err("start: foo::0").contains("names no parametric rule"));
     assert!(err("start: f::_\nf::_: \"a\"").contains("only a number can be passed"));
