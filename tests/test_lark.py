@@ -178,6 +178,14 @@ start: "tree " %json {"$defs": {"node": {"type": "object", "properties": {
     "x-guidance": {"json_allow_general_unicode_escapes": true}} (";" NUM)?
 NUM: /[0-9]+/
 """,
+    "json_after_blank": r"""
+start: item ("," item)*
+item: NAME "=" (NUM | %json {"type": "array", "items": {"type": "integer"}}
+    | %json {"type": "integer", "minimum": 100})
+NAME: /[a-z]+/
+NUM: /[0-9]+/
+%ignore " "
+""",
     "parametric_pick": r"""
 start: "<" perm::0x0 ">"
 perm::_: ""                      %if bit_count_ge(_, 1)
@@ -242,7 +250,7 @@ def test_masks_match_llguidance_on_random_walks(engines: Any, name: str) -> None
     words = (n + 31) // 32
     a = np.zeros((1, words), dtype=np.int32)
     b = np.zeros((1, words), dtype=np.int32)
-    walks = steps = omitted = json_del = 0
+    walks = steps = omitted = json_del = reference_failed = 0
     diffs: list[str] = []
     for _ in range(25):
         ref = llg.LLMatcher(tok, compiled, log_level=0)
@@ -251,6 +259,13 @@ def test_masks_match_llguidance_on_random_walks(engines: Any, name: str) -> None
         path: list[int] = []
         for _ in range(40):
             llg_np.fill_next_token_bitmask(ref, a, 0)
+            if ref.is_error():
+                # llguidance 1.9.1 can fail inside (a panic, "grammar stack empty for
+                # non-root grammar") after a `%json` value followed by more text: nothing is
+                # left to compare with on this walk
+                assert "panic" in ref.get_error(), ref.get_error()
+                reference_failed += 1
+                break
             b[:] = 0
             m.fill_next_token_bitmask(b)
             want, got = _bits(a, n), _bits(b, n)
@@ -285,14 +300,15 @@ def test_masks_match_llguidance_on_random_walks(engines: Any, name: str) -> None
             if t == eos and len(allowed) > 1 and rng.random() < 0.8:
                 t = rng.choice([x for x in allowed if x != eos])
             path.append(t)
-            assert ref.consume_token(t) and m.accept_token(t)
+            assert m.accept_token(t)
+            assert ref.consume_token(t) or ref.is_error()
             if t == eos:
                 break
         walks += 1
     print(
         f"{name}: {walks} walks, {steps} full masks compared, {len(diffs)} differences, "
         f"{omitted} tokens llguidance's mask omits and its matcher accepts, {json_del} raw "
-        "U+007F in a %json string"
+        f"U+007F in a %json string, {reference_failed} walks cut short by an llguidance failure"
     )
     assert not diffs, diffs
 

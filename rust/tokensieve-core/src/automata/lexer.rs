@@ -68,6 +68,8 @@ pub struct Lexer {
     policy: SkipPolicy,
     /// the external lexemes, in order (see [`Lexer::externals`])
     externals: Vec<usize>,
+    /// whether some lexeme is of a class of its own
+    own_classes: bool,
 }
 
 /// Where skipped lexemes may stand: always between two lexemes the parser reads (a skipped
@@ -351,6 +353,7 @@ impl Lexer {
             words,
             lexemes: n,
             externals,
+            own_classes: lexemes.iter().any(|l| l.own_class),
         };
         if lx.num_symbols() > MAX_SYMBOLS {
             return Err(Error::Budget(format!(
@@ -388,6 +391,12 @@ impl Lexer {
     /// come next.
     pub fn main_class(&self) -> &[u64] {
         &self.main
+    }
+
+    /// Whether some lexeme is of a class of its own (a `%json` value).
+    #[inline]
+    pub fn has_own_class(&self) -> bool {
+        self.own_classes
     }
 
     /// Number of lexemes.

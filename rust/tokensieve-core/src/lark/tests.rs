@@ -225,6 +225,10 @@ fn json_values_of_any_depth_are_read_beside_the_lexer() {
     // a top-level number is greedy like any lexeme: "12" is never "1" then "2"
     let d = dfa("start: %json {\"type\": [\"integer\", \"array\"]} N?\nN: /[0-9]/");
     assert!(accepts(&d, "12") && accepts(&d, "[1]2") && accepts(&d, "[]"));
+    // a JSON value never starts right after a skipped lexeme (llguidance's reading)
+    let d = dfa("start: \"=\" (N | %json {\"type\": \"array\"}) \"!\"\nN: /[0-9]+/\n%ignore \" \"");
+    assert!(accepts(&d, "= 1 !") && accepts(&d, "=[1] !"));
+    assert!(!prefix(&d, "= ["));
     let d = dfa("start: %json {\"type\": [\"integer\", \"array\"]} N\nN: /[0-9]/");
     assert!(!accepts(&d, "12") && accepts(&d, "[1]2"));
 }

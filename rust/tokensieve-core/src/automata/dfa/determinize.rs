@@ -807,6 +807,16 @@ const STARTED: u32 = 1;
 /// A pair state's flags: the last lexeme read was skipped.
 const SKIPPED_LAST: u32 = 2;
 
+/// A text read both as a skipped lexeme and as one the parser reads, where what may follow
+/// depends on which: not supported.
+fn skip_and_lexeme() -> Error {
+    Error::InvalidArgument(
+        "a skipped lexeme that can end where another lexeme ends is not supported in a grammar \
+         with `%json` values or `ignore_once` (what may follow would depend on the reading)"
+            .into(),
+    )
+}
+
 /// A lexed automaton's pair state, as its key holds it: the parser state, the lexer state, the
 /// flags, and per external lexeme (see [`Lexer::externals`]) the state of its automaton in the
 /// lexeme being read ([`DEAD`]: not reading it; all [`DEAD`] at the lexeme's start).
@@ -895,6 +905,19 @@ impl LazyDfa {
         f: u32,
         viable: &[u64],
     ) -> Result<bool> {
+        // right after a skipped lexeme, only a lexeme of the main class may come (never a
+        // `%json` value), as llguidance reads it
+        let narrowed: Vec<u64>;
+        let viable = if f & SKIPPED_LAST != 0 && lx.has_own_class() {
+            narrowed = viable
+                .iter()
+                .zip(lx.main_class())
+                .map(|(a, b)| a & b)
+                .collect();
+            &narrowed[..]
+        } else {
+            viable
+        };
         if lx.any_skipped(viable) && self.skip_allowed(lx, t, p, f)? {
             return Ok(true);
         }
@@ -918,7 +941,13 @@ impl LazyDfa {
             (_, false) => (read, STARTED),
             (false, true) => (p, STARTED | SKIPPED_LAST),
             // (never with "once": the lexer refuses end sets mixing both then)
-            (true, true) => (self.union_states(t, read, p)?, STARTED),
+            (true, true) => {
+                if lx.has_own_class() {
+                    // whether a `%json` value may come next would depend on the reading
+                    return Err(skip_and_lexeme());
+                }
+                (self.union_states(t, read, p)?, STARTED)
+            }
         })
     }
 
@@ -937,13 +966,10 @@ impl LazyDfa {
                 Some((p1, f1)) => {
                     let f = if f1 == f2 {
                         f1
-                    } else if lx.policy().once {
-                        // whether the last lexeme was skipped would depend on the reading
-                        return Err(Error::InvalidArgument(
-                            "skipping at most once in a row is not supported when a skipped \
-                             lexeme can end where a `%json` value ends"
-                                .into(),
-                        ));
+                    } else if lx.policy().once || lx.has_own_class() {
+                        // whether the last lexeme was skipped (what may follow) would depend on
+                        // the reading
+                        return Err(skip_and_lexeme());
                     } else {
                         STARTED
                     };
@@ -1059,7 +1085,8 @@ impl LazyDfa {
         let mut live = false;
         for (k, &i) in lx.externals().iter().enumerate() {
             let from = if x.q == LEX_START {
-                if self.parser_step(lx, t, x.p, lx.probe(i))? == DEAD {
+                // (never right after a skipped lexeme)
+                if x.f & SKIPPED_LAST != 0 || self.parser_step(lx, t, x.p, lx.probe(i))? == DEAD {
                     DEAD
                 } else {
                     self.external_start(lx, t, k)?
