@@ -1075,12 +1075,14 @@ fn definition(p: &mut P, out: &mut Text, name: String, pos: Pos) -> Result<()> {
     let (mut lazy, mut suffix, mut stop, mut stop_capture) = (false, None, false, false);
     if p.eat("[") {
         // attributes
+        let mut seen: Vec<String> = Vec::new();
         loop {
             let apos = p.pos();
             let Some((Tok::Name(k), _)) = p.next() else {
                 return err(apos, "expected an attribute name");
             };
             let mut value = None;
+            let mut numeric = false;
             if p.eat("=") {
                 // the value: a string, a number, a name or a regex
                 let vpos = p.pos();
@@ -1092,7 +1094,10 @@ fn definition(p: &mut P, out: &mut Text, name: String, pos: Pos) -> Result<()> {
                         pos: vpos,
                     }),
                     Some((Tok::Name(n), _)) => Some(Ex::Name(n, vpos)),
-                    Some((Tok::Num(_), _)) => None,
+                    Some((Tok::Num(_), _)) => {
+                        numeric = true;
+                        None
+                    }
                     _ => return err(vpos, format!("expected a value for the attribute `{k}`")),
                 };
                 // a decimal value such as 0.7
@@ -1100,15 +1105,34 @@ fn definition(p: &mut P, out: &mut Text, name: String, pos: Pos) -> Result<()> {
                     let _ = p.next();
                 }
             }
+            if seen.contains(&k) {
+                return err(apos, format!("the attribute `{k}` is given twice"));
+            }
+            seen.push(k.clone());
+            let name_ok = |n: &str| {
+                let mut c = n.chars();
+                c.next().is_some_and(|f| f.is_alphabetic() || f == '_')
+                    && c.all(|x| x.is_alphanumeric() || x == '_')
+            };
             match k.as_str() {
                 // names of captures and sampling temperatures: not the language
-                "capture" | "temperature" => {}
+                "capture" => {
+                    match &value {
+                        None if !numeric => {}
+                        Some(Ex::Lit { text, .. }) if name_ok(text) => {}
+                        _ => return err(
+                            apos,
+                            "`capture` takes a capture name in quotes (letters, digits, `_`), or \
+                             none",
+                        ),
+                    }
+                }
+                "temperature" => {
+                    if !numeric {
+                        return err(apos, "`temperature` takes a number");
+                    }
+                }
                 "stop_capture" => {
-                    let name_ok = |n: &str| {
-                        let mut c = n.chars();
-                        c.next().is_some_and(|f| f.is_alphabetic() || f == '_')
-                            && c.all(|x| x.is_alphanumeric() || x == '_')
-                    };
                     match &value {
                         Some(Ex::Lit { text, .. }) if name_ok(text) => {}
                         _ => {
