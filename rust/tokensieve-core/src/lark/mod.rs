@@ -140,6 +140,8 @@ struct Builder<'a, 'v> {
     nfa_bytes: usize,
     /// the `%json` lexemes (a lexeme class of their own: no skipped lexeme before one)
     json_lexemes: Vec<usize>,
+    /// the warnings of the `%json` schemas (a keyword left out under `lenient`, ...)
+    json_warnings: Vec<String>,
 }
 
 /// A terminal's language: regex text, a ready HIR (a special token's bytes, a `%json` value's
@@ -444,10 +446,9 @@ impl<'a, 'v> Builder<'a, 'v> {
                     match (k.as_str(), v) {
                         // every JSON spelling of a string is this reading already
                         ("json_allow_general_unicode_escapes", serde_json::Value::Bool(true)) => {}
-                        // llguidance's leniency skips keywords it cannot read; tokensieve
-                        // reads every keyword it supports and refuses the others either way
-                        // (never a keyword silently dropped)
-                        ("lenient", serde_json::Value::Bool(_)) => {}
+                        // keywords it cannot read become warnings (a superset), as tokensieve's
+                        // own `lenient` option does
+                        ("lenient", serde_json::Value::Bool(b)) => opts.lenient = *b,
                         ("whitespace_flexible", serde_json::Value::Bool(b)) => {
                             opts.whitespace = if *b {
                                 Whitespace::Pattern("[ \t\n\r]*".into())
@@ -479,6 +480,12 @@ impl<'a, 'v> Builder<'a, 'v> {
         }
         let c = crate::json_schema::compile(&schema, &opts)
             .map_err(|e| grammar_error(pos, &format!("in `%json`: {e}")))?;
+        for w in &c.warnings {
+            self.json_warnings.push(format!(
+                "`%json` at line {}, column {}: {w}",
+                pos.line, pos.col
+            ));
+        }
         if !c.uniques.is_empty() {
             return Err(grammar_error(
                 pos,
@@ -695,6 +702,7 @@ pub(crate) fn compile(
         nest_limit: 250,
         nfa_bytes,
         json_lexemes: Vec::new(),
+        json_warnings: Vec::new(),
     };
     let check_visible = |x: &Ex| -> Result<()> {
         let mut bad = None;
@@ -861,7 +869,7 @@ pub(crate) fn compile(
         }
         parser = expr::alt(alts);
     }
-    let warnings = c
+    let mut warnings: Vec<String> = c
         .warnings
         .into_iter()
         .filter(|w| !w.contains(START))
@@ -872,6 +880,7 @@ pub(crate) fn compile(
             )
         })
         .collect();
+    warnings.extend(b.json_warnings);
     Ok(Compiled {
         parser,
         lexer: Arc::new(lexer),

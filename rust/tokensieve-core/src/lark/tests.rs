@@ -331,3 +331,35 @@ fn parametric_rules_are_bounded_and_checked() {
     assert!(err("start: f::0\nf::_[lazy]: \"a\"").contains("takes no attributes"));
     assert!(err("start: f::0\nf::0: \"a\"").contains("defined as `f::_: ...`"));
 }
+
+#[test]
+fn lenient_json_warns_where_it_reads_a_superset() {
+    let text = |lenient: bool| {
+        format!(
+            "start: %json {{\"x-guidance\": {{\"lenient\": {lenient}}}, \"type\": \"array\", \
+             \"contains\": {{\"type\": \"integer\"}}, \"uniqueItems\": true}}"
+        )
+    };
+    let opts = LarkOptions::default();
+    let c = compile(
+        &text(true),
+        &opts,
+        1 << 24,
+        &mut crate::atoms::AtomList::new(None),
+    )
+    .unwrap();
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.contains("`uniqueItems` ignored")),
+        "{:?}",
+        c.warnings
+    );
+    let e = compile(
+        &text(false),
+        &opts,
+        1 << 24,
+        &mut crate::atoms::AtomList::new(None),
+    );
+    assert!(e.is_err());
+}
