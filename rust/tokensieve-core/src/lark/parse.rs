@@ -855,6 +855,9 @@ impl P {
                 };
                 Ok(Ex::Json(v, pos))
             }
+            Tok::Directive(d) if d == "lark" => {
+                err(pos, "nested grammars (`%lark { ... }`) are not supported")
+            }
             Tok::Directive(d) => err(pos, format!("`%{d}` cannot stand inside a definition")),
             Tok::Special(s) => special(&s, pos),
             Tok::Punct("@") => err(

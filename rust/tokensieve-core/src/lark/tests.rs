@@ -182,6 +182,7 @@ fn refusals_name_what_they_refuse() {
     assert!(err("start: r\nr[stop_capture=\"m\"]: /a+/").contains("needs a `stop` or `suffix`"));
     assert!(err("start[capture=\"a b\"]: \"a\"").contains("capture name"));
     assert!(err("start[capture, capture]: \"a\"").contains("given twice"));
+    assert!(err("start: %lark { start: \"a\" }").contains("nested grammars (`%lark { ... }`)"));
     assert!(err("start[temperature=abc]: \"a\"").contains("takes a number"));
     assert!(err("start[capture=\"x\", temperature=0.7]: \"a\"").is_empty());
     assert!(err("start: r\nr[stop=\"x\", stop_capture=\"a b\"]: /a+/").contains("capture name"));
