@@ -815,32 +815,24 @@ def test_server_serves_a_lark_grammar(server: tuple[str, Path]) -> None:
     base, log = server
     c = client(base)
     rids, texts = [], []
-    for i in range(6):
-        r = c.completions.create(
-            model="tiny",
-            prompt=f"Code {i}:",
-            max_tokens=MAX_TOKENS,
-            seed=i,
-            extra_body={"structured_outputs": {"grammar": LARK_LET.text}},
-        )
-        texts.append(r.choices[0].text)
-        rids.append(r.id)
-        check("grammar", LARK_LET, r.choices[0].text)
-    # a `%json` value of any depth, kept finishable within max_tokens
-    for i in range(4):
-        r = c.completions.create(
-            model="tiny",
-            prompt=f"Call {i}:",
-            max_tokens=MAX_TOKENS,
-            seed=i,
-            extra_body={
-                "structured_outputs": {"grammar": LARK_CALL.text},
-                "vllm_xargs": {"guided_fit_max_tokens": True},
-            },
-        )
-        texts.append(r.choices[0].text)
-        rids.append(r.id)
-        check("grammar", LARK_CALL, r.choices[0].text)
+    # (grammar, prompt, requests, extra request keys): a `%json` value of any depth is kept
+    # finishable within max_tokens
+    runs = [
+        (LARK_LET, "Code", 6, {}),
+        (LARK_CALL, "Call", 4, {"vllm_xargs": {"guided_fit_max_tokens": True}}),
+    ]
+    for spec, prompt, n, extra in runs:
+        for i in range(n):
+            r = c.completions.create(
+                model="tiny",
+                prompt=f"{prompt} {i}:",
+                max_tokens=MAX_TOKENS,
+                seed=i,
+                extra_body={"structured_outputs": {"grammar": spec.text}, **extra},
+            )
+            texts.append(r.choices[0].text)
+            rids.append(r.id)
+            check("grammar", spec, r.choices[0].text)
     ids = compiled_ids(log)
     assert any(any(rid in i or i in rid for i in ids) for rid in rids), (rids, sorted(ids)[:5])
     assert re.search(r"tokensieve: compiled lark for request", log.read_text())

@@ -124,15 +124,15 @@ impl Lexer {
         let words = n.div_ceil(64).max(1);
         let mut nfas = Vec::with_capacity(n);
         let mut budget = nfa_bytes;
+        // (an external lexeme is read as the empty language: the lexer's DFA never holds it)
         let nothing = Hir::fail();
         for l in lexemes {
-            let lang = match &l.lang {
-                LexLang::External => LexLang::Hir(nothing.clone()),
-                other => other.clone(),
-            };
-            let m = match &lang {
-                LexLang::External => unreachable!("read as the empty language"),
-                LexLang::Hir(h) => {
+            let m = match &l.lang {
+                LexLang::Hir(_) | LexLang::External => {
+                    let h = match &l.lang {
+                        LexLang::Hir(h) => h,
+                        _ => &nothing,
+                    };
                     let nfa = thompson::Compiler::new()
                         .configure(
                             thompson::Config::new()

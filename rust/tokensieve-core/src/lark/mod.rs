@@ -158,15 +158,18 @@ enum Lang {
     Json(Arc<crate::automata::expr::Expr>),
 }
 
+/// A `%json` value met inside a terminal (the front end never puts one there).
+fn json_in_terminal() -> Error {
+    Error::Internal("a `%json` value is never part of a terminal".into())
+}
+
 impl Lang {
     fn dfa(&self, nest_limit: u32, nfa_bytes: usize) -> Result<ByteDfa> {
         match self {
             Lang::Dfa(d, _) => Ok((**d).clone()),
             Lang::Re(r) => ByteDfa::from_hir(&crate::regex::parse(r, nest_limit)?, nfa_bytes),
             Lang::Hir(h) => ByteDfa::from_hir(h, nfa_bytes),
-            Lang::Json(_) => Err(Error::Internal(
-                "a `%json` value is never part of a terminal".into(),
-            )),
+            Lang::Json(_) => Err(json_in_terminal()),
         }
     }
 }
@@ -224,11 +227,7 @@ impl<'a, 'v> Builder<'a, 'v> {
                 }),
                 Lang::Hir(h) => Lang::Hir(crate::automata::hir::rep(h, *min, *max)),
                 Lang::Dfa(d, a) => Lang::Dfa(Arc::new(d.rep(*min, *max)?), a),
-                Lang::Json(_) => {
-                    return Err(Error::Internal(
-                        "a `%json` value is never part of a terminal".into(),
-                    ))
-                }
+                Lang::Json(_) => return Err(json_in_terminal()),
             },
             Ex::And(xs) => {
                 let parts: Vec<Lang> = xs
@@ -313,21 +312,8 @@ impl<'a, 'v> Builder<'a, 'v> {
                     "`%json` cannot stand inside a terminal (a JSON value is a lexeme)",
                 ))
             }
-            Ex::Call(n, _, pos) => {
-                return Err(grammar_error(
-                    *pos,
-                    &format!(
-                        "the terminal uses the parametric rule `{n}`: terminals hold terminals \
-                         only"
-                    ),
-                ))
-            }
-            Ex::If(_, _, pos) => {
-                return Err(grammar_error(
-                    *pos,
-                    "`%if` stands only at the end of an alternative of a parametric rule",
-                ))
-            }
+            Ex::Call(n, _, pos) => return Err(param::call_in_terminal(n, *pos)),
+            Ex::If(_, _, pos) => return Err(param::misplaced_if(*pos)),
             other => unreachable!("not a leaf: {other:?}"),
         })
     }
@@ -855,8 +841,10 @@ pub(crate) fn compile(
     if !lexer.externals().is_empty() {
         use crate::automata::expr::{self, Expr};
         let mut alts = vec![parser];
+        // (the builder's languages are not read again: each value's expression is moved)
+        let mut langs = std::mem::take(&mut b.lexeme_lang);
         for (k, &i) in lexer.externals().iter().enumerate() {
-            let Lang::Json(x) = &b.lexeme_lang[i] else {
+            let Lang::Json(x) = std::mem::replace(&mut langs[i], Lang::Re(String::new())) else {
                 return Err(Error::Internal(
                     "an external lexeme is a `%json` value".into(),
                 ));
@@ -864,7 +852,7 @@ pub(crate) fn compile(
             let (bytes, n) = lexer.spell(lexer.entry(k));
             alts.push(expr::concat(vec![
                 Expr::Hir(Hir::literal(bytes[..n].to_vec())),
-                (**x).clone(),
+                Arc::unwrap_or_clone(x),
             ]));
         }
         parser = expr::alt(alts);

@@ -11,7 +11,7 @@
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::parse::{Def, Ex, Text};
-use crate::ebnf::grammar_error;
+use crate::ebnf::{grammar_error, Pos};
 use crate::error::{Error, Result};
 
 /// Most rules the parametric rules of one grammar may expand to.
@@ -228,12 +228,7 @@ impl Expander<'_> {
                 }
                 Ex::Name(instance_name(n, v), *pos)
             }
-            Ex::If(_, _, pos) => {
-                return Err(grammar_error(
-                    *pos,
-                    "`%if` stands only at the end of an alternative of a parametric rule",
-                ))
-            }
+            Ex::If(_, _, pos) => return Err(misplaced_if(*pos)),
             other => other.clone(),
         })
     }
@@ -328,17 +323,27 @@ fn has_calls(g: &Text) -> bool {
     g.rules.iter().chain(&g.terminals).any(|d| any(&d.body)) || g.ignore.iter().any(|(x, _)| any(x))
 }
 
+/// An `%if` anywhere but at the end of a parametric rule's alternative.
+pub(crate) fn misplaced_if(pos: Pos) -> Error {
+    grammar_error(
+        pos,
+        "`%if` stands only at the end of an alternative of a parametric rule",
+    )
+}
+
+/// A parametric rule `n` used in a terminal.
+pub(crate) fn call_in_terminal(n: &str, pos: Pos) -> Error {
+    grammar_error(
+        pos,
+        &format!("the terminal uses the parametric rule `{n}`: terminals hold terminals only"),
+    )
+}
+
 /// Terminals hold terminals only: no parametric rule either.
 fn refuse_calls(x: &Ex) -> Result<()> {
     match x {
-        Ex::Call(n, _, pos) => Err(grammar_error(
-            *pos,
-            &format!("the terminal uses the parametric rule `{n}`: terminals hold terminals only"),
-        )),
-        Ex::If(_, _, pos) => Err(grammar_error(
-            *pos,
-            "`%if` stands only at the end of an alternative of a parametric rule",
-        )),
+        Ex::Call(n, _, pos) => Err(call_in_terminal(n, *pos)),
+        Ex::If(_, _, pos) => Err(misplaced_if(*pos)),
         Ex::Seq(xs) | Ex::Alt(xs) | Ex::And(xs) => xs.iter().try_for_each(refuse_calls),
         Ex::Rep(sub, ..) | Ex::Not(sub) => refuse_calls(sub),
         _ => Ok(()),

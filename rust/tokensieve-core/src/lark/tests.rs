@@ -2,14 +2,26 @@ use super::*;
 use crate::automata::dfa::{LazyDfa, DEAD};
 use crate::regex::RegexOptions;
 
-fn dfa(text: &str) -> LazyDfa {
-    let c = compile(
+/// `text` compiled with the default options and no vocabulary.
+fn compiled(text: &str) -> Result<Compiled> {
+    compile(
         text,
         &LarkOptions::default(),
         1 << 24,
         &mut crate::atoms::AtomList::new(None),
     )
-    .unwrap();
+}
+
+/// The message `text` is refused with (empty when it compiles).
+fn err(text: &str) -> String {
+    compiled(text)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default()
+}
+
+fn dfa(text: &str) -> LazyDfa {
+    let c = compiled(text).unwrap();
     LazyDfa::from_lexed("lark", c.parser, c.lexer, &RegexOptions::default()).unwrap()
 }
 
@@ -165,17 +177,6 @@ fn and_and_not_on_terminals() {
 
 #[test]
 fn refusals_name_what_they_refuse() {
-    let err = |text: &str| {
-        compile(
-            text,
-            &LarkOptions::default(),
-            1 << 24,
-            &mut crate::atoms::AtomList::new(None),
-        )
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default()
-    };
     assert!(err("start: r\nr[stop=\"\"]: /a+/").contains("`stop=\"\"`"));
     assert!(err("start: r\nr[stop=\"x\", suffix=\"y\"]: /a+/").contains("one `suffix` or `stop`"));
     assert!(err("start: R\nR[stop=\"x\"]: /a+/").contains("not of terminals"));
@@ -241,15 +242,7 @@ fn json_values_of_any_depth_are_read_beside_the_lexer() {
 #[test]
 fn hostile_chains_of_operators_are_bounded() {
     let text = format!("start: \"a\"{}", "?".repeat(100_000));
-    let e = compile(
-        &text,
-        &LarkOptions::default(),
-        1 << 24,
-        &mut crate::atoms::AtomList::new(None),
-    )
-    .err()
-    .map(|e| e.to_string())
-    .unwrap_or_default();
+    let e = err(&text);
     assert!(e.contains("more than 200 repetition operators"), "{e}");
     // `~` twice is nothing: any number of them is one or none
     let d = dfa(&format!("start: T\nT: {}/a/ & /[ab]/", "~".repeat(100_001)));
@@ -302,17 +295,6 @@ fn parametric_rules_expand_per_parameter_value() {
 
 #[test]
 fn parametric_rules_are_bounded_and_checked() {
-    let err = |text: &str| {
-        compile(
-            text,
-            &LarkOptions::default(),
-            1 << 24,
-            &mut crate::atoms::AtomList::new(None),
-        )
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default()
-    };
     // a counter over 64 bits reaches more values than any grammar may hold
     let e = err("start: c::0\nc::_: \"a\" c::incr(_) | \"\"");
     assert!(e.contains("more than 10000 rules"), "{e}");
@@ -341,14 +323,7 @@ fn lenient_json_warns_where_it_reads_a_superset() {
              \"contains\": {{\"type\": \"integer\"}}, \"uniqueItems\": true}}"
         )
     };
-    let opts = LarkOptions::default();
-    let c = compile(
-        &text(true),
-        &opts,
-        1 << 24,
-        &mut crate::atoms::AtomList::new(None),
-    )
-    .unwrap();
+    let c = compiled(&text(true)).unwrap();
     assert!(
         c.warnings
             .iter()
@@ -356,11 +331,5 @@ fn lenient_json_warns_where_it_reads_a_superset() {
         "{:?}",
         c.warnings
     );
-    let e = compile(
-        &text(false),
-        &opts,
-        1 << 24,
-        &mut crate::atoms::AtomList::new(None),
-    );
-    assert!(e.is_err());
+    assert!(compiled(&text(false)).is_err());
 }
