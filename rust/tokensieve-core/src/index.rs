@@ -242,6 +242,58 @@ fn uniform_next<S: Step>(dfa: &mut S, state: u32) -> Result<Option<u32>> {
     })
 }
 
+/// Most ASCII bytes a free-text state may set apart (see [`free_text_closed`]).
+const FREE_TEXT_APART: u32 = 16;
+
+/// Free text: when every character but a few ASCII bytes (at most [`FREE_TEXT_APART`]) leads
+/// `state` to one live state `q`, and every such character leads `q` back to itself, returns
+/// those bytes (bit `b` for byte `b`) and `q`. Then every token of such characters only is
+/// allowed from `state` and leads to `q` (the inside of a raw value or of text between tool
+/// calls, where only the first bytes of its end, its triggers and its excluded strings move
+/// on).
+fn free_text_closed<S: Step>(dfa: &mut S, state: u32) -> Result<Option<(u128, u32)>> {
+    let classes = *dfa.classes();
+    let mut by_class = [UNKNOWN; 256];
+    let mut target = [DEAD; 128];
+    // (state, how many ASCII bytes lead there), for the most common one
+    let mut counts: Vec<(u32, u32)> = Vec::new();
+    for b in 0..128usize {
+        let c = classes[b] as usize;
+        if by_class[c] == UNKNOWN {
+            by_class[c] = dfa.step(state, c)?;
+        }
+        let t = by_class[c];
+        target[b] = t;
+        match counts.iter_mut().find(|(s, _)| *s == t) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((t, 1)),
+        }
+    }
+    let Some(&(q, n)) = counts.iter().max_by_key(|&&(s, n)| (n, s != DEAD)) else {
+        return Ok(None);
+    };
+    if q == DEAD || 128 - n > FREE_TEXT_APART {
+        return Ok(None);
+    }
+    let apart = (0..128u32)
+        .filter(|&b| target[b as usize] != q)
+        .fold(0u128, |m, b| m | 1 << b);
+    if after_non_ascii(dfa, state)? != Some(q) {
+        return Ok(None);
+    }
+    if q != state {
+        for (b, &c) in classes[..128].iter().enumerate() {
+            if apart >> b & 1 == 0 && dfa.step(q, c as usize)? != q {
+                return Ok(None);
+            }
+        }
+        if after_non_ascii(dfa, q)? != Some(q) {
+            return Ok(None);
+        }
+    }
+    Ok(Some((apart, q)))
+}
+
 /// How long a run of string characters `state` takes, and where each length leads, when every
 /// string character leads each state of the run to one and the same next state (the inside of
 /// a string with a length bound, or with none): `(limit, states, dies)` where every run of at
@@ -545,6 +597,37 @@ fn walk<S: Step>(
     if state != DEAD {
         let (first_skip, rest_only) =
             body_prefill(vocab, dfa, state, out, successors.as_deref_mut())?;
+        if !rest_only && first_skip.iter().all(|&k| k == 0) {
+            // no string-body token was taken: free text takes its tokens from a text class
+            if let Some((apart, q)) = free_text_closed(dfa, state)? {
+                let class = vocab.text_class(apart);
+                for (o, &w) in out.iter_mut().zip(&class.mask) {
+                    *o |= w;
+                }
+                if let Some(s) = successors.as_deref_mut() {
+                    if class.mask.iter().any(|&w| w != 0) {
+                        s.insert(q);
+                    }
+                }
+                walk_nodes(
+                    &class.rest,
+                    &class.rest_roots,
+                    &[true; 256],
+                    &[0u8; 256],
+                    dfa,
+                    &mut stack,
+                    out,
+                    &mut successors,
+                    None,
+                    None,
+                )?;
+                set_duplicates_and_eos(vocab, out, dfa.accepting(state));
+                if out.iter().all(|&w| w == 0) {
+                    return Err(unspellable(state));
+                }
+                return Ok(());
+            }
+        }
         // First bytes below which every string-body token is set already: only the small trie
         // of the other tokens is left to walk there.
         let mut in_rest = [rest_only; 256];
@@ -1548,6 +1631,120 @@ mod tests {
                 assert_eq!(allowed(&m2), want, "{pat} after {prefix}, precomputed");
             }
         }
+    }
+
+    /// Free text (every character but a few ASCII bytes leads back to one state: text between
+    /// tool calls, a raw value up to its closing tag) takes its plain tokens from a text class
+    /// and walks only the others; masks equal a brute force, lazily and precomputed, with
+    /// non-ASCII and partial UTF-8 tokens, and a state that every plain character leaves for
+    /// another one (the start) as well as one it leads back to itself.
+    #[test]
+    fn free_text_walk_matches_brute_force() {
+        let toks: Vec<String> = [
+            "a",
+            "ab",
+            "<",
+            "</",
+            "</p",
+            "</p>",
+            "<t",
+            "<tool>",
+            "{",
+            "{\"",
+            "{\"n",
+            "x{",
+            "a<",
+            "é",
+            "日本",
+            "\n",
+            "\n<",
+            " ",
+            "p>",
+            ">",
+            "tool",
+            "<to",
+            "\"",
+            "\\",
+            "\t",
+            "ab<t",
+            "\u{1F600}",
+            "z",
+            "}",
+            "{\"name\": ",
+            "o",
+            "l",
+            "x",
+            "m",
+            "e",
+            "n",
+            ":",
+            "t",
+            "/",
+            "p",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let mut t: Vec<Vec<u8>> = toks.iter().map(|s| s.as_bytes().to_vec()).collect();
+        t.push(vec![0xC3]); // the first byte of "é" alone
+        t.push(vec![0xA9]); // and one that continues it
+        t.push(vec![0xA8]); // or another character
+        t.push(vec![0xFF]);
+        t.push(b"<eos>".to_vec());
+        let eos = (t.len() - 1) as u32;
+        let v = Vocabulary::new(t, vec![eos], vec![], None).unwrap();
+        let pats = [
+            // free text up to a closing tag
+            r"([^<]|<[^/]|</[^p]|</p[^>])*</p>",
+            // free text, then at most one call by its trigger
+            r#"[^<{]*(<tool>[a-z]*</tool>|\{"name": "[a-z]+"\})?"#,
+            // any text but a trigger, then the trigger
+            r"[^<{]*<tool>x",
+            // the start differs from the loop: a first character, then free text
+            r"x[^<]*<",
+            r"([^<]+)<t",
+            // a non-ASCII character set apart: walked as before
+            r"[^<é]*<",
+            r"x[^<é]*<",
+            // too many bytes set apart: walked as before
+            r"[a-z]*<",
+        ];
+        let mut used = 0;
+        for pat in pats {
+            let lazy = LazyDfa::new(pat, &RegexOptions::default()).unwrap();
+            let eager = LazyDfa::new(pat, &RegexOptions::default()).unwrap();
+            let eager_idx = TokenIndex::new(1 << 20);
+            eager_idx
+                .precompute(&v, &eager, eager.start(), None)
+                .unwrap();
+            for prefix in [
+                "", "a", "ab", "x", "xa", "<", "</", "{", "é", "ab<t", "<to", "a\n",
+            ] {
+                let s = lazy.walk(lazy.start(), prefix.as_bytes()).unwrap();
+                let s2 = eager.walk(eager.start(), prefix.as_bytes()).unwrap();
+                assert_eq!(s == DEAD, s2 == DEAD);
+                if s == DEAD {
+                    continue;
+                }
+                used += free_text_closed(&mut lazy.view(), s).unwrap().is_some() as usize;
+                let want = brute_force(&v, &lazy, s);
+                let idx = TokenIndex::new(1 << 20);
+                if want.is_empty() {
+                    // (no token of this small vocabulary spells what may come next)
+                    assert!(idx.mask(&v, &lazy, s).is_err());
+                    continue;
+                }
+                let m = idx.mask(&v, &lazy, s).unwrap();
+                assert_eq!(allowed(&m), want, "{pat} after {prefix:?}");
+                let m2 = eager_idx.mask(&v, &eager, s2).unwrap();
+                assert_eq!(allowed(&m2), want, "{pat} after {prefix:?}, precomputed");
+            }
+        }
+        assert!(used >= 20, "the text classes were used {used} times");
+        let dfa = LazyDfa::new(pats[5], &RegexOptions::default()).unwrap();
+        assert!(free_text_closed(&mut dfa.view(), dfa.start())
+            .unwrap()
+            .is_none());
     }
 
     #[test]

@@ -410,6 +410,69 @@ impl TokenTrie {
     }
 }
 
+/// The tokens of plain text that holds none of a few ASCII bytes (the first bytes of the
+/// strings that end or interrupt a free text: a raw value's closing tag, the triggers of tool
+/// calls), for masks of states that every other character leads back to themselves (see
+/// `crate::index`): `mask` holds those tokens, `rest` is a trie of all the others, walked as
+/// usual.
+#[derive(Debug)]
+pub struct TextClass {
+    /// The ASCII bytes set apart (bit `b` for byte `b`).
+    pub except: u128,
+    /// Packed mask of the tokens that are complete UTF-8 with no byte in `except`; duplicates
+    /// not included (as in [`TokenTrie::body_mask`]).
+    pub mask: Vec<u32>,
+    /// The other tokens as a trie of their own (preorder nodes, root first, without flags),
+    /// and its roots.
+    pub rest: Vec<Node>,
+    pub rest_roots: Vec<(u8, u32)>,
+}
+
+impl TokenTrie {
+    /// The [`TextClass`] of the ASCII bytes in `except` (bit `b` for byte `b`).
+    pub fn text_class(&self, except: u128) -> TextClass {
+        let words = self
+            .nodes
+            .iter()
+            .filter(|n| n.token != NO_TOKEN)
+            .map(|n| n.token as usize / 32 + 1)
+            .max()
+            .unwrap_or(0);
+        let mut mask = vec![0u32; words];
+        let mut path: Vec<u8> = vec![0; self.max_depth + 1];
+        // the other tokens' bytes, one after the other, in preorder (that is, sorted)
+        let mut bytes: Vec<u8> = Vec::new();
+        let mut others: Vec<(u32, usize, usize)> = Vec::new();
+        for n in &self.nodes[1..] {
+            let d = n.depth as usize;
+            path[d - 1] = n.byte;
+            if n.token == NO_TOKEN {
+                continue;
+            }
+            let t = &path[..d];
+            let plain = t.iter().all(|&b| b >= 0x80 || except >> b & 1 == 0)
+                && std::str::from_utf8(t).is_ok();
+            if plain {
+                mask[n.token as usize / 32] |= 1 << (n.token & 31);
+            } else {
+                others.push((n.token, bytes.len(), d));
+                bytes.extend_from_slice(t);
+            }
+        }
+        let others: Vec<(u32, &[u8])> = others
+            .iter()
+            .map(|&(id, at, len)| (id, &bytes[at..at + len]))
+            .collect();
+        let rest = flat_nodes(&others);
+        TextClass {
+            except,
+            mask,
+            rest_roots: root_children(&rest),
+            rest,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,11 +21,12 @@
 //! ```
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::trie::TokenTrie;
+use crate::trie::{TextClass, TokenTrie};
 
 /// How token strings map to bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +65,8 @@ pub struct Vocabulary {
     special_text: HashMap<Vec<u8>, u32>,
     /// Regular tokens holding the byte 0xFF (never in UTF-8 text), found on first use.
     with_ff: std::sync::OnceLock<Vec<u32>>,
+    /// The text classes made so far (see [`Vocabulary::text_class`]), newest last.
+    text_classes: std::sync::Mutex<Vec<Arc<TextClass>>>,
     vocab_size: usize,
     tokenizer_size: usize,
     kind: VocabKind,
@@ -132,6 +135,10 @@ fn fnv1a(h: &mut u64, bytes: &[u8]) {
         *h = h.wrapping_mul(0x100000001b3);
     }
 }
+
+/// Text classes a vocabulary keeps (see [`Vocabulary::text_class`]); each holds a mask and a
+/// trie of the tokens it sets apart.
+pub const TEXT_CLASSES: usize = 16;
 
 /// Largest logits width (and number of token strings) a vocabulary may have: 2^24 ids, 64 times
 /// the largest vocabularies in use. Larger sizes are refused before anything is allocated.
@@ -295,6 +302,7 @@ impl Vocabulary {
             special,
             special_text,
             with_ff: std::sync::OnceLock::new(),
+            text_classes: Default::default(),
             vocab_size,
             tokenizer_size,
             kind,
@@ -493,6 +501,27 @@ impl Vocabulary {
                 .filter(|&t| self.token_bytes(t).is_some_and(|b| b.contains(&0xFF)))
                 .collect()
         })
+    }
+
+    /// The [`TextClass`] of the ASCII bytes in `except` (bit `b` for byte `b`), made on first
+    /// use and kept: at most [`TEXT_CLASSES`] per vocabulary (the least recently used goes).
+    pub fn text_class(&self, except: u128) -> Arc<TextClass> {
+        let mut kept = self
+            .text_classes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(i) = kept.iter().position(|c| c.except == except) {
+            let c = kept.remove(i);
+            kept.push(c.clone());
+            return c;
+        }
+        // (made under the lock: two walks needing the same class make it once)
+        let c = Arc::new(self.trie.text_class(except));
+        if kept.len() >= TEXT_CLASSES {
+            kept.remove(0);
+        }
+        kept.push(c.clone());
+        c
     }
 
     /// Whether `id` is an EOS token.
