@@ -274,6 +274,11 @@ impl ConstraintSource {
     pub fn structural_tag(text: &str, opts: &JsonSchemaOptions) -> ConstraintSource {
         let text = serde_json::from_str::<serde_json::Value>(text)
             .map_or_else(|_| text.to_string(), |v| v.to_string());
+        ConstraintSource::structural_tag_written(text, opts)
+    }
+
+    /// [`ConstraintSource::structural_tag`] of a tag already read and written back (`text`).
+    fn structural_tag_written(text: String, opts: &JsonSchemaOptions) -> ConstraintSource {
         ConstraintSource {
             kind: "structural_tag".into(),
             text,
@@ -671,7 +676,7 @@ impl Grammar {
                 let mut g = Grammar::with_atoms(dfa, vocab, opts, atoms)?;
                 // the parts no first mask entered (each tool's), built before a call needs them
                 g.build_rules_later();
-                g.source = ConstraintSource::structural_tag(text, schema_opts);
+                g.source = ConstraintSource::structural_tag_written(c.written, schema_opts);
                 Ok(g)
             })
         })

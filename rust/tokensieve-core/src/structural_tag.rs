@@ -43,6 +43,8 @@ pub(crate) struct Compiled {
     pub expr: Expr,
     /// The token ids of the atoms the expression reads, by number (see [`crate::atoms`]).
     pub atoms: Vec<u32>,
+    /// The tag's JSON written back (its key order kept): the text of its source.
+    pub written: String,
 }
 
 /// Reads a structural tag (JSON text) into its expression. `schema_opts` are the options of its
@@ -56,17 +58,17 @@ pub(crate) fn compile(
 ) -> Result<Compiled> {
     let value: Value = serde_json::from_str(text)
         .map_err(|e| error("", &format!("the structural tag is not valid JSON: {e}")))?;
-    let mut specials: Vec<(String, u32)> = vocab
-        .map(|v| {
-            v.special_texts()
-                .filter(|&(_, id)| !v.is_eos(id))
-                .filter_map(|(t, id)| Some((std::str::from_utf8(t).ok()?.to_string(), id)))
-                .filter(|(t, _)| t.chars().count() >= 2)
-                .collect()
-        })
-        .unwrap_or_default();
-    // longest first: where two overlap, a marker takes the longer one
-    specials.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
+    let specials = Specials::new(
+        vocab
+            .map(|v| {
+                v.special_texts()
+                    .filter(|&(_, id)| !v.is_eos(id))
+                    .filter_map(|(t, id)| Some((std::str::from_utf8(t).ok()?.to_string(), id)))
+                    .filter(|(t, _)| t.chars().count() >= 2)
+                    .collect()
+            })
+            .unwrap_or_default(),
+    );
     let b = Builder {
         schema_opts,
         atoms: RefCell::new(AtomList::new(vocab)),
@@ -74,7 +76,11 @@ pub(crate) fn compile(
     };
     let expr = b.top(&value)?;
     let atoms = b.atoms.into_inner().into_ids();
-    Ok(Compiled { expr, atoms })
+    Ok(Compiled {
+        expr,
+        atoms,
+        written: value.to_string(),
+    })
 }
 
 /// A token as a tag names it: an id or a special token's text.
@@ -111,9 +117,49 @@ struct Builder<'a> {
     schema_opts: &'a JsonSchemaOptions,
     /// The special tokens named so far (see [`crate::atoms`]).
     atoms: RefCell<AtomList<'a>>,
-    /// The vocabulary's special tokens with a text (not EOS), longest first: a marker that
-    /// holds one's text may be written with that token (see [`Builder::marker`]).
-    specials: Vec<(String, u32)>,
+    /// The vocabulary's special tokens with a text (not EOS): a marker that holds one's text
+    /// may be written with that token (see [`Builder::marker`]).
+    specials: Specials,
+}
+
+/// Special tokens' texts, found by the longest one a text starts with.
+struct Specials {
+    /// `(text, id)` by first byte, longest first within a first byte: where two overlap, a
+    /// marker takes the longer one.
+    texts: Vec<(String, u32)>,
+    /// `texts[start[b]..start[b + 1]]` are the texts starting with byte `b`.
+    start: Vec<u32>,
+}
+
+impl Specials {
+    fn new(mut texts: Vec<(String, u32)>) -> Specials {
+        texts.sort_by(|a, b| {
+            (a.0.as_bytes()[0].cmp(&b.0.as_bytes()[0]))
+                .then(b.0.len().cmp(&a.0.len()))
+                .then(a.1.cmp(&b.1))
+        });
+        let mut start = vec![0u32; 257];
+        for (t, _) in &texts {
+            start[usize::from(t.as_bytes()[0]) + 1] += 1;
+        }
+        for b in 0..256 {
+            start[b + 1] += start[b];
+        }
+        Specials { texts, start }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.texts.is_empty()
+    }
+
+    /// The longest special token's `(text, id)` that `text` starts with.
+    fn longest_prefix(&self, text: &str) -> Option<(&str, u32)> {
+        let b = usize::from(*text.as_bytes().first()?);
+        self.texts[self.start[b] as usize..self.start[b + 1] as usize]
+            .iter()
+            .find(|(t, _)| text.starts_with(t.as_str()))
+            .map(|(t, id)| (t.as_str(), *id))
+    }
 }
 
 /// Where a node stands: its JSON path, its depth, and the `end` strings of the nearest
@@ -514,10 +560,7 @@ impl Builder<'_> {
         then: Expr,
         at: &At,
     ) -> Result<Vec<Expr>> {
-        let special = self
-            .specials
-            .iter()
-            .find(|(t, _)| trigger.starts_with(t.as_str()));
+        let special = self.specials.longest_prefix(trigger);
         let lead = on(free.to_trigger(k), &at.path)?;
         let Some((text, id)) = special else {
             return Ok(lead
@@ -525,7 +568,7 @@ impl Builder<'_> {
                 .into_iter()
                 .collect());
         };
-        let atom = self.atom(TokenRef::Id(u64::from(*id)), at)?;
+        let atom = self.atom(TokenRef::Id(u64::from(id)), at)?;
         let by_token = |rest: Expr| -> Result<Expr> {
             Ok(expr::concat(vec![
                 on(free.end(), &at.path)?,
@@ -551,16 +594,12 @@ impl Builder<'_> {
         let mut plain = String::new();
         let mut rest = text;
         while !rest.is_empty() {
-            match self
-                .specials
-                .iter()
-                .find(|(t, _)| rest.starts_with(t.as_str()))
-            {
+            match self.specials.longest_prefix(rest) {
                 Some((t, id)) => {
                     if !plain.is_empty() {
                         parts.push(literal(&std::mem::take(&mut plain)));
                     }
-                    let atom = self.atom(TokenRef::Id(u64::from(*id)), at)?;
+                    let atom = self.atom(TokenRef::Id(u64::from(id)), at)?;
                     parts.push(expr::alt(vec![literal(t), atom]));
                     rest = &rest[t.len()..];
                 }
@@ -698,6 +737,13 @@ impl Builder<'_> {
             ends: &ends,
         };
         let content = self.node(c, &inner)?;
+        // A tag's content is built when its begin is read, not when the tags around it are
+        // entered (one tool's arguments among many; see `automata::rules`).
+        let content = if content.is_plain() {
+            content
+        } else {
+            Expr::Cut(Box::new(content))
+        };
         Ok(Tag {
             begin_text,
             begin,

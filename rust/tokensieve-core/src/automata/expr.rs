@@ -114,6 +114,11 @@ pub(crate) enum Expr {
     /// A tail call of definition `id` of the innermost enclosing [`Expr::Knot`]: only at the
     /// end of a definition, never inside a repetition (the fragment never ends normally).
     Goto(u32),
+    /// The language of its body, cut into a rule of its own wherever a part may be cut (see
+    /// [`super::rules`]), however light: a front end's mark on a part that is rarely entered
+    /// (one tool's arguments among many), so that entering what holds it does not build it.
+    /// Where nothing is cut, the body is compiled in place.
+    Cut(Box<Expr>),
 }
 
 /// The names of an [`Expr::NamesExcluded`], each ASCII.
@@ -181,7 +186,7 @@ impl Expr {
     pub(crate) fn for_each_child(&self, f: &mut dyn FnMut(&Expr)) {
         match self {
             Expr::Concat(xs) | Expr::Alt(xs) => xs.iter().for_each(f),
-            Expr::Repeat { sub, .. } => f(sub),
+            Expr::Repeat { sub, .. } | Expr::Cut(sub) => f(sub),
             Expr::List { item, sep } => {
                 f(item);
                 f(sep);
@@ -279,7 +284,7 @@ impl Expr {
                     || !d.states.get(d.start).is_none_or(|s| s.accept)
             }
             Expr::Part(p) => p.nonempty(),
-            Expr::Recursive { body, .. } => body.surely_nonempty(),
+            Expr::Recursive { body, .. } | Expr::Cut(body) => body.surely_nonempty(),
             Expr::Knot { defs, .. } => defs[0].surely_nonempty(),
             Expr::WithTail { .. }
             | Expr::Goto(_)
@@ -864,7 +869,7 @@ impl Expr {
             Expr::Witness(b) => b.hash(h),
             Expr::Knot { defs, base } => (defs.len(), base).hash(h),
             Expr::Concat(xs) | Expr::Alt(xs) => xs.len().hash(h),
-            Expr::List { .. } | Expr::WithTail { .. } | Expr::Jump => {}
+            Expr::List { .. } | Expr::WithTail { .. } | Expr::Jump | Expr::Cut(_) => {}
         }
         self.for_each_child(&mut |x| x.hash_into(h));
     }
@@ -952,6 +957,7 @@ impl Expr {
             (Expr::Recursive { id, body }, Expr::Recursive { id: i2, body: b2 }) => {
                 id == i2 && body.same_as(b2)
             }
+            (Expr::Cut(a), Expr::Cut(b)) => a.same_as(b),
             (Expr::Knot { defs, base }, Expr::Knot { defs: d2, base: b2 }) => {
                 base == b2 && all(defs, d2)
             }

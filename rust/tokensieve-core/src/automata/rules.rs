@@ -201,7 +201,7 @@ fn cuttable(x: &Expr) -> bool {
                 && witness.iter().all(|(_, w)| cuttable(w))
         }
         Expr::WithTail { body, tail } => cuttable(body) && cuttable(tail),
-        Expr::Recursive { body, .. } => cuttable(body),
+        Expr::Recursive { body, .. } | Expr::Cut(body) => cuttable(body),
     }
 }
 
@@ -228,6 +228,17 @@ impl Cutter {
     /// Visits `x`'s children (cutting where worth it), then returns `x`'s info; `x` itself is
     /// replaced by a rule leaf when it qualifies.
     fn visit(&mut self, x: &mut Expr, ctx: Ctx) -> Info {
+        if let Expr::Cut(body) = x {
+            // a front end's mark: cut whatever the weight (where parts are cut at all)
+            *x = std::mem::replace(&mut **body, Expr::empty());
+            let info = self.children(x, ctx);
+            let least = if self.min_weight < u64::MAX {
+                0
+            } else {
+                u64::MAX
+            };
+            return self.cut_from(x, info, ctx, least);
+        }
         let info = self.children(x, ctx);
         self.cut(x, info, ctx)
     }
@@ -235,12 +246,17 @@ impl Cutter {
     /// `x`, whose children were visited (its info `info`), replaced by a rule leaf when it
     /// qualifies; returns its info as its parent sees it.
     fn cut(&mut self, x: &mut Expr, info: Info, ctx: Ctx) -> Info {
+        self.cut_from(x, info, ctx, self.min_weight)
+    }
+
+    /// [`Cutter::cut`] of a part that qualifies from weight `least` on.
+    fn cut_from(&mut self, x: &mut Expr, info: Info, ctx: Ctx, least: u64) -> Info {
         if !ctx.frozen
             && !info.free_jump
             && !info.free_witness
             && !info.pinned
             && info.inhabited
-            && info.weight >= self.min_weight
+            && info.weight >= least
         {
             // a rule built the same way as one cut before is that rule (a `$ref` target or a
             // format used in several places is compiled once)
@@ -460,6 +476,8 @@ impl Cutter {
                 Info::pinned(1, false)
             }
             Expr::Rule(_) => Info::leaf(1, true),
+            // (reached only as the root: `visit` opens a mark)
+            Expr::Cut(body) => self.children(body, ctx),
             Expr::Witness(_) => Info {
                 free_witness: true,
                 ..Info::leaf(1, true)

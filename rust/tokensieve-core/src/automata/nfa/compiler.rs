@@ -567,6 +567,8 @@ impl Compiler {
     pub(super) fn e(&mut self, x: &Expr) -> Result<Frag> {
         match x {
             Expr::Hir(h) => self.c(h),
+            // (not cut: compiled in place)
+            Expr::Cut(x) => self.e(x),
             Expr::Concat(xs) => self.sequence(xs, Self::e),
             Expr::Alt(xs) => self.alternation(xs, Self::e),
             Expr::Repeat { sub, min, max } if expr::counts(sub, *min, *max) => {

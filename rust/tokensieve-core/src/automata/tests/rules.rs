@@ -279,3 +279,69 @@ fn the_background_builder_compiles_rules_ahead() {
         );
     }
 }
+
+/// Structural tags over many tools, whose contents are marked to be cut whatever their weight
+/// ([`crate::automata::expr::Expr::Cut`]): the same language as the tag built whole, and each
+/// tool's content a rule of its own, not built until its begin is read.
+#[test]
+fn structural_tag_contents_cut_keep_the_language() {
+    let tool = |i: usize| {
+        json!({"type": "object", "properties": {
+            "city": {"type": "string", "maxLength": 3}, "n": {"enum": [i, i + 1]}},
+            "required": ["city"], "additionalProperties": false})
+    };
+    let tags = |style: &str, n: usize| -> Vec<Value> {
+        (0..n)
+            .map(|i| {
+                json!({"type": "tag", "begin": format!("<f{i}>"),
+                       "content": {"type": "json_schema", "json_schema": tool(i), "style": style},
+                       "end": "</f>"})
+            })
+            .collect()
+    };
+    let formats = [
+        (
+            "triggered",
+            json!({"type": "triggered_tags", "triggers": ["<f"], "tags": tags("json", 40)}),
+        ),
+        (
+            "separated",
+            json!({"type": "tags_with_separator", "tags": tags("json", 40), "separator": ",",
+                   "at_least_one": true}),
+        ),
+        (
+            "xml, first only",
+            json!({"type": "triggered_tags", "triggers": ["<f"], "tags": tags("qwen_xml", 40),
+                   "stop_after_first": true}),
+        ),
+    ];
+    let opts = crate::regex::RegexOptions {
+        max_states: 1_000_000,
+        ..Default::default()
+    };
+    for (f, format) in formats {
+        let text = json!({"type": "structural_tag", "format": format}).to_string();
+        let build = || {
+            let c =
+                crate::structural_tag::compile(&text, &JsonSchemaOptions::default(), None).unwrap();
+            LazyDfa::from_expr("tag", &c.expr, &opts).unwrap()
+        };
+        let whole = with_flat(build);
+        let cut = build();
+        // entering the tags does not build any tool's content
+        let s = cut.walk(cut.start(), b"<f1").unwrap();
+        assert_ne!(s, DEAD);
+        let (rules, built) = cut.rules_built();
+        assert!(rules >= 40, "{f}: {rules} rules");
+        assert!(
+            built < 10,
+            "{f}: {built} of {rules} rules built after `<f1`"
+        );
+        if let Err(path) = same_language(&cut, &whole) {
+            panic!(
+                "{f}: the cut tag and the whole one differ after {:?}",
+                String::from_utf8_lossy(&path)
+            );
+        }
+    }
+}
