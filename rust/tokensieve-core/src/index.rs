@@ -599,8 +599,11 @@ fn walk<S: Step>(
             body_prefill(vocab, dfa, state, out, successors.as_deref_mut())?;
         if !rest_only && first_skip.iter().all(|&k| k == 0) {
             // no string-body token was taken: free text takes its tokens from a text class
-            if let Some((apart, q)) = free_text_closed(dfa, state)? {
-                let class = vocab.text_class(apart);
+            let class = match free_text_closed(dfa, state)? {
+                Some((apart, q)) => Some((vocab.text_class(apart), q)),
+                None => None,
+            };
+            if let Some((class, q)) = class.filter(|(c, _)| c.useful) {
                 for (o, &w) in out.iter_mut().zip(&class.mask) {
                     *o |= w;
                 }
@@ -1684,6 +1687,8 @@ mod tests {
         ]
         .iter()
         .map(|s| s.to_string())
+        // plain words, so that a class setting `<` and `{` apart keeps most tokens
+        .chain((0..60u8).map(|i| format!("w{}{i}", (b'a' + i % 26) as char)))
         .collect();
         let mut t: Vec<Vec<u8>> = toks.iter().map(|s| s.as_bytes().to_vec()).collect();
         t.push(vec![0xC3]); // the first byte of "é" alone
@@ -1703,11 +1708,17 @@ mod tests {
             // the start differs from the loop: a first character, then free text
             r"x[^<]*<",
             r"([^<]+)<t",
+            // every character leads on, but not back: a bounded run, walked as before
+            r"[^<]{2}<",
+            r"[^<]{1,3}<",
+            r"[^<][^\x00-\x7f]*<",
             // a non-ASCII character set apart: walked as before
             r"[^<é]*<",
             r"x[^<é]*<",
             // too many bytes set apart: walked as before
             r"[a-z]*<",
+            // a class setting apart more than a quarter of the tokens is not used
+            r"[^<w]*<",
         ];
         let mut used = 0;
         for pat in pats {
@@ -1726,7 +1737,9 @@ mod tests {
                 if s == DEAD {
                     continue;
                 }
-                used += free_text_closed(&mut lazy.view(), s).unwrap().is_some() as usize;
+                if let Some((apart, _)) = free_text_closed(&mut lazy.view(), s).unwrap() {
+                    used += v.text_class(apart).useful as usize;
+                }
                 let want = brute_force(&v, &lazy, s);
                 let idx = TokenIndex::new(1 << 20);
                 if want.is_empty() {
@@ -1741,6 +1754,12 @@ mod tests {
             }
         }
         assert!(used >= 20, "the text classes were used {used} times");
+        let dfa = LazyDfa::new(r"[^<w]*<", &RegexOptions::default()).unwrap();
+        let (apart, _) = free_text_closed(&mut dfa.view(), dfa.start())
+            .unwrap()
+            .unwrap();
+        assert!(!v.text_class(apart).useful);
+        assert!(v.text_class(1 << b'<' | 1 << b'{').useful);
         let dfa = LazyDfa::new(pats[5], &RegexOptions::default()).unwrap();
         assert!(free_text_closed(&mut dfa.view(), dfa.start())
             .unwrap()

@@ -414,11 +414,15 @@ impl TokenTrie {
 /// strings that end or interrupt a free text: a raw value's closing tag, the triggers of tool
 /// calls), for masks of states that every other character leads back to themselves (see
 /// `crate::index`): `mask` holds those tokens, `rest` is a trie of all the others, walked as
-/// usual.
+/// usual. A class that would set apart more than a quarter of the tokens is kept empty
+/// ([`TextClass::useful`] false: such states are walked as usual), so that a class never holds
+/// much more than its mask.
 #[derive(Debug)]
 pub struct TextClass {
     /// The ASCII bytes set apart (bit `b` for byte `b`).
     pub except: u128,
+    /// Whether the class holds its tokens (at most a quarter of the tokens set apart).
+    pub useful: bool,
     /// Packed mask of the tokens that are complete UTF-8 with no byte in `except`; duplicates
     /// not included (as in [`TokenTrie::body_mask`]).
     pub mask: Vec<u32>,
@@ -459,6 +463,16 @@ impl TokenTrie {
                 bytes.extend_from_slice(t);
             }
         }
+        let plain: usize = mask.iter().map(|w| w.count_ones() as usize).sum();
+        if others.len() * 4 > plain + others.len() {
+            return TextClass {
+                except,
+                useful: false,
+                mask: Vec::new(),
+                rest: Vec::new(),
+                rest_roots: Vec::new(),
+            };
+        }
         let others: Vec<(u32, &[u8])> = others
             .iter()
             .map(|&(id, at, len)| (id, &bytes[at..at + len]))
@@ -466,6 +480,7 @@ impl TokenTrie {
         let rest = flat_nodes(&others);
         TextClass {
             except,
+            useful: true,
             mask,
             rest_roots: root_children(&rest),
             rest,
