@@ -599,10 +599,8 @@ fn walk<S: Step>(
             body_prefill(vocab, dfa, state, out, successors.as_deref_mut())?;
         if !rest_only && first_skip.iter().all(|&k| k == 0) {
             // no string-body token was taken: free text takes its tokens from a text class
-            let class = match free_text_closed(dfa, state)? {
-                Some((apart, q)) => Some((vocab.text_class(apart), q)),
-                None => None,
-            };
+            let class =
+                free_text_closed(dfa, state)?.map(|(apart, q)| (vocab.text_class(apart), q));
             if let Some((class, q)) = class.filter(|(c, _)| c.useful) {
                 for (o, &w) in out.iter_mut().zip(&class.mask) {
                     *o |= w;

@@ -54,7 +54,12 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "index",
         &["error", "budget", "automata", "trie", "vocab", "atoms"],
     ),
-    ("fit", &["error", "budget", "automata", "vocab", "index"]),
+    (
+        "fit",
+        &[
+            "error", "budget", "automata", "vocab", "index", "atoms", "trie",
+        ],
+    ),
     ("reasoning", &["error", "budget", "automata", "vocab"]),
     (
         "unique",

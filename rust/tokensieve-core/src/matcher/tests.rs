@@ -499,3 +499,114 @@ fn rules_are_built_ahead_only_once_a_token_is_accepted() {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
+
+/// The fewest non-EOS tokens from `state` to acceptance, by breadth-first search over
+/// `Grammar::advance` (independent of the budget's own search and bounds); `UNREACHABLE`
+/// past `limit`.
+fn tokens_to_accept(g: &Grammar, state: u32, limit: u32) -> u32 {
+    let mut seen = std::collections::HashSet::from([state]);
+    let mut frontier = vec![state];
+    for depth in 0..=limit {
+        if frontier.iter().any(|&s| g.dfa.is_accepting(s)) {
+            return depth;
+        }
+        let mut next = Vec::new();
+        for &s in &frontier {
+            for t in 0..g.vocab.vocab_size() as u32 {
+                if g.vocab.is_eos(t) {
+                    continue;
+                }
+                if let Ok(Some(r)) = g.advance(s, t) {
+                    if seen.insert(r) {
+                        next.push(r);
+                    }
+                }
+            }
+        }
+        frontier = next;
+    }
+    crate::fit::UNREACHABLE
+}
+
+#[test]
+fn budgets_in_any_order_keep_exactly_the_tokens_that_fit() {
+    // the budget's bounds (a spelled completion, a proven lower bound, cached per state) are
+    // asked with budgets in a scrambled order, large and small, on grammars whose shortest
+    // completions are long, on a vocabulary that cannot spell every byte alone ("y", "z"), and
+    // with a special token the grammar names (an atom)
+    let toks: Vec<Vec<u8>> = [
+        "a", "b", "c", "{", "}", ",", "\"", "ab", "abc", "{a", "}}", "<e>", "xy", "xyz", "zz",
+        "<end>",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    let v = Arc::new(Vocabulary::new(toks, vec![11], vec![15], None).unwrap());
+    let words = v.mask_words();
+    let mut grammars: Vec<(String, Arc<Grammar>)> = [
+        r"a{2,9}",
+        r#"\{("[abc]{0,6}",)*"[abc]{3}"\}"#,
+        r"(ab|c)*b(xy|xyz)+c",
+        r"(a|b){0,3}c(\{a\}){2,4}",
+    ]
+    .iter()
+    .map(|p| {
+        let g = Grammar::from_regex(p, v.clone(), &GrammarOptions::default()).unwrap();
+        (p.to_string(), Arc::new(g))
+    })
+    .collect();
+    let tag = r#"{"type": "structural_tag", "format": {"type": "tag", "begin": "{",
+        "content": {"type": "regex", "pattern": "(ab|c){1,5}"},
+        "end": {"type": "token", "token": "<end>"}}}"#;
+    let g = Grammar::from_structural_tag(
+        tag,
+        v.clone(),
+        &crate::JsonSchemaOptions::default(),
+        &GrammarOptions::default(),
+    )
+    .unwrap();
+    grammars.push(("tag with a token end".into(), Arc::new(g)));
+    let order = [9u32, 1, 14, 3, 30, 2, 7, 5, 12, 4, 6, 8, 20, 10, 11];
+    for (name, g) in &grammars {
+        let mut m = g.matcher();
+        let mut seed = 11u64;
+        for step in 0..8 {
+            for &left in &order {
+                let mut full = vec![0u32; words];
+                let mut kept = vec![0u32; words];
+                g.fill_mask(m.state, false, &mut full).unwrap();
+                g.fill_mask_within(m.state, false, Some(left), &mut kept)
+                    .unwrap();
+                let fits: Vec<u32> = bits(&full)
+                    .into_iter()
+                    .filter(|&t| {
+                        v.is_eos(t)
+                            || tokens_to_accept(g, g.advance(m.state, t).unwrap().unwrap(), left)
+                                < left
+                    })
+                    .collect();
+                let expected = if fits.is_empty() { bits(&full) } else { fits };
+                assert_eq!(bits(&kept), expected, "{name} step {step} left {left}");
+            }
+            let d = tokens_to_accept(g, m.state, 64);
+            assert_eq!(
+                g.min_tokens_to_accept(m.state).unwrap(),
+                d,
+                "{name} step {step}"
+            );
+            // advance by a pseudo-random allowed non-EOS token
+            let mut row = vec![0u32; words];
+            m.fill_next_token_bitmask(&mut row).unwrap();
+            let allowed: Vec<u32> = bits(&row).into_iter().filter(|&t| !v.is_eos(t)).collect();
+            if allowed.is_empty() {
+                break;
+            }
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            assert!(m
+                .accept_token(allowed[(seed >> 33) as usize % allowed.len()])
+                .unwrap());
+        }
+    }
+}
