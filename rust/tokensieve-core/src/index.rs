@@ -30,7 +30,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::automata::dfa::{DfaView, LazyDfa, DEAD};
 use crate::error::{Error, Result};
-use crate::trie::{ALL_STRING_BODY, BODY_LEN_MASKS, NO_TOKEN, SHORT_TOKEN_BYTES};
+use crate::trie::{TextClass, ALL_STRING_BODY, BODY_LEN_MASKS, NO_TOKEN, SHORT_TOKEN_BYTES};
 use crate::vocab::Vocabulary;
 
 const UNKNOWN: u32 = u32::MAX;
@@ -246,12 +246,14 @@ fn uniform_next<S: Step>(dfa: &mut S, state: u32) -> Result<Option<u32>> {
 const FREE_TEXT_APART: u32 = 16;
 
 /// Free text: when every character but a few ASCII bytes (at most [`FREE_TEXT_APART`]) leads
-/// `state` to one live state `q`, and every such character leads `q` back to itself, returns
-/// those bytes (bit `b` for byte `b`) and `q`. Then every token of such characters only is
-/// allowed from `state` and leads to `q` (the inside of a raw value or of text between tool
-/// calls, where only the first bytes of its end, its triggers and its excluded strings move
-/// on).
-fn free_text_closed<S: Step>(dfa: &mut S, state: u32) -> Result<Option<(u128, u32)>> {
+/// `state` to one live state `q`, and every character but a few ASCII bytes (as many) leads `q`
+/// back to itself, returns the bytes `state` sets apart, those `q` sets apart (bit `b` for byte
+/// `b`) and `q`. Then every token whose first character is not one of the first set and whose
+/// other characters are not of the second is allowed from `state` and leads to `q` (the inside
+/// of a raw value or of text between tool calls, where only the first bytes of its end, its
+/// triggers and its excluded strings move on; a trigger begun, where the next byte of the
+/// trigger also moves on).
+fn free_text_closed<S: Step>(dfa: &mut S, state: u32) -> Result<Option<(u128, u128, u32)>> {
     let classes = *dfa.classes();
     let mut by_class = [UNKNOWN; 256];
     let mut target = [DEAD; 128];
@@ -281,17 +283,22 @@ fn free_text_closed<S: Step>(dfa: &mut S, state: u32) -> Result<Option<(u128, u3
     if after_non_ascii(dfa, state)? != Some(q) {
         return Ok(None);
     }
+    let mut looped = apart;
     if q != state {
+        looped = 0;
         for (b, &c) in classes[..128].iter().enumerate() {
-            if apart >> b & 1 == 0 && dfa.step(q, c as usize)? != q {
-                return Ok(None);
+            if dfa.step(q, c as usize)? != q {
+                looped |= 1 << b;
+                if looped.count_ones() > FREE_TEXT_APART {
+                    return Ok(None);
+                }
             }
         }
         if after_non_ascii(dfa, q)? != Some(q) {
             return Ok(None);
         }
     }
-    Ok(Some((apart, q)))
+    Ok(Some((apart, looped, q)))
 }
 
 /// How long a run of string characters `state` takes, and where each length leads, when every
@@ -579,6 +586,39 @@ impl SubtreeCache {
     }
 }
 
+/// See [`free_text_class`].
+type FreeText = (Arc<TextClass>, Option<Arc<[u32]>>, u128, u32);
+
+/// The text class a free-text `state` takes its tokens from (see [`free_text_closed`]): the
+/// class, the mask of its tokens allowed from `state` when it is not the class's own, the first bytes whose tokens are walked
+/// in the full trie (bit `b` for byte `b`), and the state they all lead to. The class of both
+/// sets of bytes together when it is useful (its mask as it is, no byte to walk); else, when
+/// `state` sets apart bytes its loop does not (a trigger begun: the byte that goes on with it,
+/// such as a space, begins too many tokens), the loop's class with the tokens beginning with
+/// those bytes taken out of its mask and walked.
+fn free_text_class<S: Step>(
+    vocab: &Vocabulary,
+    dfa: &mut S,
+    state: u32,
+) -> Result<Option<FreeText>> {
+    let Some((first, looped, q)) = free_text_closed(dfa, state)? else {
+        return Ok(None);
+    };
+    let both = vocab.text_class(first | looped);
+    if both.useful {
+        return Ok(Some((both, None, 0, q)));
+    }
+    let only_first = first & !looped;
+    if only_first == 0 {
+        return Ok(None);
+    }
+    let (class, mask) = vocab.text_class_without_first(looped, only_first);
+    if !class.useful {
+        return Ok(None);
+    }
+    Ok(Some((class, Some(mask), only_first, q)))
+}
+
 /// Walk the trie from `state`, writing the allowed-token mask into `out` (fully overwritten).
 /// When `successors` is given, the states reached after each allowed token are added to it.
 fn walk<S: Step>(
@@ -599,21 +639,27 @@ fn walk<S: Step>(
             body_prefill(vocab, dfa, state, out, successors.as_deref_mut())?;
         if !rest_only && first_skip.iter().all(|&k| k == 0) {
             // no string-body token was taken: free text takes its tokens from a text class
-            let class =
-                free_text_closed(dfa, state)?.map(|(apart, q)| (vocab.text_class(apart), q));
-            if let Some((class, q)) = class.filter(|(c, _)| c.useful) {
-                for (o, &w) in out.iter_mut().zip(&class.mask) {
+            if let Some(found) = free_text_class(vocab, dfa, state)? {
+                let (class, filtered, first, q) = found;
+                let mask: &[u32] = filtered.as_deref().unwrap_or(&class.mask);
+                for (o, &w) in out.iter_mut().zip(mask.iter()) {
                     *o |= w;
                 }
                 if let Some(s) = successors.as_deref_mut() {
-                    if class.mask.iter().any(|&w| w != 0) {
+                    if mask.iter().any(|&w| w != 0) {
                         s.insert(q);
                     }
+                }
+                // the class's other tokens; those that begin with a byte set apart from
+                // `state` only are walked with every token that begins so, in the full trie
+                let mut not_first = [true; 256];
+                for (b, f) in not_first.iter_mut().enumerate().take(128) {
+                    *f = first >> b & 1 == 0;
                 }
                 walk_nodes(
                     &class.rest,
                     &class.rest_roots,
-                    &[true; 256],
+                    &not_first,
                     &[0u8; 256],
                     dfa,
                     &mut stack,
@@ -622,6 +668,22 @@ fn walk<S: Step>(
                     None,
                     None,
                 )?;
+                if first != 0 {
+                    let mut is_first = not_first;
+                    is_first.iter_mut().for_each(|f| *f = !*f);
+                    walk_nodes(
+                        nodes,
+                        trie.roots(),
+                        &is_first,
+                        &[0u8; 256],
+                        dfa,
+                        &mut stack,
+                        out,
+                        &mut successors,
+                        None,
+                        None,
+                    )?;
+                }
                 set_duplicates_and_eos(vocab, out, dfa.accepting(state));
                 if out.iter().all(|&w| w == 0) {
                     return Err(unspellable(state));
@@ -1687,6 +1749,13 @@ mod tests {
         .map(|s| s.to_string())
         // plain words, so that a class setting `<` and `{` apart keeps most tokens
         .chain((0..60u8).map(|i| format!("w{}{i}", (b'a' + i % 26) as char)))
+        // and words after a space, so that a class setting the space apart is not used
+        .chain((0..60u8).map(|i| format!(" v{i}")))
+        .chain(
+            [" ", " b", " x", "{\"", "{\"n", "\" "]
+                .iter()
+                .map(|s| s.to_string()),
+        )
         .collect();
         let mut t: Vec<Vec<u8>> = toks.iter().map(|s| s.as_bytes().to_vec()).collect();
         t.push(vec![0xC3]); // the first byte of "é" alone
@@ -1717,8 +1786,13 @@ mod tests {
             r"[a-z]*<",
             // a class setting apart more than a quarter of the tokens is not used
             r"[^<w]*<",
+            // a trigger begun: its next byte (a space) begins too many tokens for a class of
+            // its own, so the loop's class is used without the tokens that begin with it
+            r"([^<]|<[^a<]|<a[^ <])*<a x",
+            r#"([^{<]|\{[^"{<]|\{"[^n{<]|\{"n[^"{<]|\{"n"[^ {<])*\{"n" x"#,
         ];
         let mut used = 0;
+        let mut split = 0;
         for pat in pats {
             let lazy = LazyDfa::new(pat, &RegexOptions::default()).unwrap();
             let eager = LazyDfa::new(pat, &RegexOptions::default()).unwrap();
@@ -1727,7 +1801,8 @@ mod tests {
                 .precompute(&v, &eager, eager.start(), None)
                 .unwrap();
             for prefix in [
-                "", "a", "ab", "x", "xa", "<", "</", "{", "é", "ab<t", "<to", "a\n",
+                "", "a", "ab", "x", "xa", "<", "</", "{", "é", "ab<t", "<to", "a\n", "<a", "x<a",
+                "{\"n", "{\"n\"", "ab{\"n\"",
             ] {
                 let s = lazy.walk(lazy.start(), prefix.as_bytes()).unwrap();
                 let s2 = eager.walk(eager.start(), prefix.as_bytes()).unwrap();
@@ -1735,8 +1810,9 @@ mod tests {
                 if s == DEAD {
                     continue;
                 }
-                if let Some((apart, _)) = free_text_closed(&mut lazy.view(), s).unwrap() {
-                    used += v.text_class(apart).useful as usize;
+                if let Some((_, _, first, _)) = free_text_class(&v, &mut lazy.view(), s).unwrap() {
+                    used += 1;
+                    split += (first != 0) as usize;
                 }
                 let want = brute_force(&v, &lazy, s);
                 let idx = TokenIndex::new(1 << 20);
@@ -1752,11 +1828,15 @@ mod tests {
             }
         }
         assert!(used >= 20, "the text classes were used {used} times");
+        assert!(
+            split >= 4,
+            "classes without some first bytes were used {split} times"
+        );
         let dfa = LazyDfa::new(r"[^<w]*<", &RegexOptions::default()).unwrap();
-        let (apart, _) = free_text_closed(&mut dfa.view(), dfa.start())
+        let (apart, looped, _) = free_text_closed(&mut dfa.view(), dfa.start())
             .unwrap()
             .unwrap();
-        assert!(!v.text_class(apart).useful);
+        assert!(!v.text_class(apart | looped).useful);
         assert!(v.text_class(1 << b'<' | 1 << b'{').useful);
         let dfa = LazyDfa::new(pats[5], &RegexOptions::default()).unwrap();
         assert!(free_text_closed(&mut dfa.view(), dfa.start())

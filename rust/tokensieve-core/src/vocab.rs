@@ -50,6 +50,9 @@ impl VocabKind {
     }
 }
 
+/// A text class's mask without the tokens that begin with some bytes: `(except, first, mask)`.
+type FirstMask = (u128, u128, Arc<[u32]>);
+
 /// An immutable vocabulary, shared by every grammar compiled for it.
 #[derive(Debug)]
 pub struct Vocabulary {
@@ -67,6 +70,9 @@ pub struct Vocabulary {
     with_ff: std::sync::OnceLock<Vec<u32>>,
     /// The text classes made so far (see [`Vocabulary::text_class`]), newest last.
     text_classes: std::sync::Mutex<Vec<Arc<TextClass>>>,
+    /// Masks of text classes without the tokens that begin with some bytes:
+    /// `(except, first bytes, mask)`, most recently used last, at most [`TEXT_CLASSES`].
+    first_masks: std::sync::Mutex<Vec<FirstMask>>,
     vocab_size: usize,
     tokenizer_size: usize,
     kind: VocabKind,
@@ -304,6 +310,7 @@ impl Vocabulary {
             special_text,
             with_ff: std::sync::OnceLock::new(),
             text_classes: Default::default(),
+            first_masks: Default::default(),
             vocab_size,
             tokenizer_size,
             kind,
@@ -523,6 +530,47 @@ impl Vocabulary {
         }
         kept.push(c.clone());
         c
+    }
+
+    /// The [`TextClass`] of `except` and its mask without the tokens whose first byte is in
+    /// `first` (ASCII bytes, bit `b` for byte `b`), kept per vocabulary like the classes.
+    pub fn text_class_without_first(
+        &self,
+        except: u128,
+        first: u128,
+    ) -> (Arc<TextClass>, Arc<[u32]>) {
+        let class = self.text_class(except);
+        let mut kept = self
+            .first_masks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(i) = kept.iter().position(|c| c.0 == except && c.1 == first) {
+            let c = kept.remove(i);
+            let mask = c.2.clone();
+            kept.push(c);
+            return (class, mask);
+        }
+        let mut mask = class.mask.clone();
+        let nodes = self.trie.nodes();
+        for &(b, at) in self.trie.roots() {
+            if b >= 128 || first >> b & 1 == 0 {
+                continue;
+            }
+            let at = at as usize;
+            for n in &nodes[at..at + nodes[at].subtree as usize] {
+                if let Some(w) = mask.get_mut(n.token as usize / 32) {
+                    if n.token != crate::trie::NO_TOKEN {
+                        *w &= !(1 << (n.token % 32));
+                    }
+                }
+            }
+        }
+        let mask: Arc<[u32]> = mask.into();
+        if kept.len() >= TEXT_CLASSES {
+            kept.remove(0);
+        }
+        kept.push((except, first, mask.clone()));
+        (class, mask)
     }
 
     /// Whether `id` is an EOS token.
