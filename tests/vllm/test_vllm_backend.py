@@ -1220,3 +1220,43 @@ def test_admission_runs_off_the_event_loop_and_a_slow_constraint_delays_only_its
     assert fast_s < 0.5 < slow_s, (fast_s, slow_s)
     # the loop ran all along: a tick every 10 ms, at least half of them
     assert ticks >= slow_s / 0.01 / 2, (ticks, slow_s)
+
+
+def test_the_door_waits_for_a_compile_only_when_none_is_queued(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where it stands, the door's check waits (``ADMISSION_WAIT_S``) for a compile that has a
+    lane; with compiles queued for the lanes it hands the request back at once (its compile
+    cannot be done in that time, and every request after it would wait behind the wait)."""
+    from types import SimpleNamespace
+
+    from vllm.sampling_params import SamplingParams, StructuredOutputsParams
+
+    from tokensieve.constraints import PendingCompile
+    from tokensieve.vllm import plugin
+
+    config = SimpleNamespace(
+        scheduler_config=SimpleNamespace(scheduler_cls=SCHEDULER),
+        model_config=SimpleNamespace(is_diffusion=False),
+    )
+    waits: list[float] = []
+    real_wait = PendingCompile.wait
+
+    def wait(self: PendingCompile, timeout: float) -> bool:
+        waits.append(timeout)
+        return real_wait(self, timeout)
+
+    monkeypatch.setattr(PendingCompile, "wait", wait)
+    # never done before it is asked: a compile that takes until its deadline (1 s)
+    grammar = 'root ::= x{200000}\nx ::= "(" x ")" | "y"\n'
+    for queued, n in ((False, 0), (True, 1)):
+        monkeypatch.setattr(plugin, "_compiles_queued", lambda q=queued: q)
+        params = SamplingParams(
+            max_tokens=8,
+            structured_outputs=StructuredOutputsParams(grammar=grammar + f"# {n}\n"),
+            extra_args={"guided_max_compile_seconds": 1},
+        )
+        with pytest.raises(plugin._AdmissionPending):
+            plugin._admit_or_defer(params, config, object())
+        assert waits == ([] if queued else [plugin.ADMISSION_WAIT_S]), (queued, waits)
+        waits.clear()

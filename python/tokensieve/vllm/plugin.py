@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 import tokensieve as ts
+from tokensieve import _core
 from tokensieve.constraints import PendingCompile, describe_error
 from tokensieve.vllm.constraints import GRAMMAR_CACHE
 from tokensieve.vllm.processor_base import GuidedProcessorBase, error_text
@@ -56,8 +57,15 @@ _ADMITTED = "_tokensieve_admitted"
 _DEFERRABLE = "_tokensieve_deferrable"
 # How long the door's check waits for a compile where it stands (the GIL released) before it
 # hands the compile to a coroutine that sleeps until it is done: most constraints compile in
-# well under this, and a request checked at once goes on to the engine at once.
+# well under this, and a request checked at once goes on to the engine at once. It does not
+# wait when compiles are queued for a lane (its own is among them, or starts behind them): the
+# requests after it would wait behind each such wait in turn, for compiles that cannot be done.
 ADMISSION_WAIT_S = 0.002
+
+
+def _compiles_queued() -> bool:
+    """Whether compiles of this process wait for a lane (``compile_pool_stats``)."""
+    return bool(_core.compile_pool_stats()["waiting"])
 
 
 def uses_tokensieve(vllm_config: Any) -> bool:
@@ -124,7 +132,8 @@ def _admit_or_defer(params: Any, vllm_config: Any, tokenizer: Any) -> None:
     :class:`_AdmissionPending` with the running compile."""
     with _refusals():
         started = _start(params, vllm_config, tokenizer)
-        done = started[1].wait(ADMISSION_WAIT_S)
+        pending = started[1]
+        done = pending.done() or (not _compiles_queued() and pending.wait(ADMISSION_WAIT_S))
         if done:
             _finish(*started)
     if not done:
