@@ -273,6 +273,20 @@ fn ends_of(p: &Parts<'_>, cache: &mut Cache, q: u32, walked: &mut usize) -> Resu
     if let Some(e) = cache.ends.get(&q) {
         return Ok(e.clone());
     }
+    // one walk of the trie, when every successor is a regular token's: no atoms, and no EOS
+    // that is regular text (an EOS ends the output, it leads nowhere)
+    let eos_is_text = p
+        .vocab
+        .eos_ids()
+        .iter()
+        .any(|&e| p.vocab.token_bytes(e).is_some());
+    if p.index.atoms().is_none() && !eos_is_text {
+        let (states, allowed) = crate::index::token_successors(p.vocab, p.dfa, q)?;
+        *walked += allowed;
+        let e: Arc<[u32]> = states.into();
+        cache.ends.insert(q, e.clone());
+        return Ok(e);
+    }
     let mask = p.index.mask(p.vocab, p.dfa, q)?;
     *walked += mask.iter().map(|w| w.count_ones() as usize).sum::<usize>();
     let mut states: Vec<u32> = token_ends(p, q, &mask)?

@@ -586,6 +586,25 @@ impl SubtreeCache {
     }
 }
 
+/// The distinct states the tokens allowed at `state` lead to (regular tokens only: no
+/// atoms, EOS walked like any regular token), with the number of allowed tokens: one walk of
+/// the trie, where a text class's or a string body's tokens add their common state once.
+pub(crate) fn token_successors(
+    vocab: &Vocabulary,
+    dfa: &LazyDfa,
+    state: u32,
+) -> Result<(Vec<u32>, usize)> {
+    let mut out = vec![0u32; vocab.mask_words()];
+    let mut succ: FxHashSet<u32> = FxHashSet::default();
+    let mut view = dfa.view();
+    walk(vocab, &mut view, state, &mut out, Some(&mut succ), None)?;
+    succ.remove(&DEAD);
+    let allowed = out.iter().map(|w| w.count_ones() as usize).sum();
+    let mut states: Vec<u32> = succ.into_iter().collect();
+    states.sort_unstable();
+    Ok((states, allowed))
+}
+
 /// See [`free_text_class`].
 type FreeText = (Arc<TextClass>, Option<Arc<[u32]>>, u128, u32);
 

@@ -533,7 +533,15 @@ fn budgets_in_any_order_keep_exactly_the_tokens_that_fit() {
     // the budget's bounds (a spelled completion, a proven lower bound, cached per state) are
     // asked with budgets in a scrambled order, large and small, on grammars whose shortest
     // completions are long, on a vocabulary that cannot spell every byte alone ("y", "z"), and
-    // with a special token the grammar names (an atom)
+    // with a special token the grammar names (an atom); EOS as regular text (successors found
+    // token by token) and as a special token (successors found in one walk of the trie)
+    for eos_special in [false, true] {
+        let special = if eos_special { vec![11, 15] } else { vec![15] };
+        budgets_in_any_order(special);
+    }
+}
+
+fn budgets_in_any_order(special: Vec<u32>) {
     let toks: Vec<Vec<u8>> = [
         "a", "b", "c", "{", "}", ",", "\"", "ab", "abc", "{a", "}}", "<e>", "xy", "xyz", "zz",
         "<end>",
@@ -541,7 +549,7 @@ fn budgets_in_any_order_keep_exactly_the_tokens_that_fit() {
     .iter()
     .map(|s| s.as_bytes().to_vec())
     .collect();
-    let v = Arc::new(Vocabulary::new(toks, vec![11], vec![15], None).unwrap());
+    let v = Arc::new(Vocabulary::new(toks, vec![11], special, None).unwrap());
     let words = v.mask_words();
     let mut grammars: Vec<(String, Arc<Grammar>)> = [
         r"a{2,9}",
