@@ -880,16 +880,7 @@ fn delta_walk<S: Step>(
     // clear the tokens below the differing first bytes (their duplicates and EOS are set again
     // at the end): no more nodes than the walk below visits anyway
     let mut out = prev_mask.to_vec();
-    for &(b, at) in trie.roots() {
-        if differs[b as usize] {
-            let at = at as usize;
-            for n in &trie.nodes()[at..at + trie.nodes()[at].subtree as usize] {
-                if n.token != NO_TOKEN {
-                    out[(n.token >> 5) as usize] &= !(1 << (n.token & 31));
-                }
-            }
-        }
-    }
+    trie.clear_below_first(|b| differs[b as usize], &mut out);
     if n > 0 {
         let mut stack = vec![DEAD; trie.max_depth() + 1];
         stack[0] = state;

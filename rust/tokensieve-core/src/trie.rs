@@ -433,6 +433,24 @@ pub struct TextClass {
 }
 
 impl TokenTrie {
+    /// Clear in `mask` the bit of every token below a first byte `b` for which `first(b)`
+    /// holds (primaries only: duplicates are not in the trie; words past `mask` are skipped).
+    pub fn clear_below_first(&self, first: impl Fn(u8) -> bool, mask: &mut [u32]) {
+        for &(b, at) in &self.roots {
+            if !first(b) {
+                continue;
+            }
+            let at = at as usize;
+            for n in &self.nodes[at..at + self.nodes[at].subtree as usize] {
+                if n.token != NO_TOKEN {
+                    if let Some(w) = mask.get_mut((n.token >> 5) as usize) {
+                        *w &= !(1 << (n.token & 31));
+                    }
+                }
+            }
+        }
+    }
+
     /// The [`TextClass`] of the ASCII bytes in `except` (bit `b` for byte `b`).
     pub fn text_class(&self, except: u128) -> TextClass {
         let words = self

@@ -551,20 +551,8 @@ impl Vocabulary {
             return (class, mask);
         }
         let mut mask = class.mask.clone();
-        let nodes = self.trie.nodes();
-        for &(b, at) in self.trie.roots() {
-            if b >= 128 || first >> b & 1 == 0 {
-                continue;
-            }
-            let at = at as usize;
-            for n in &nodes[at..at + nodes[at].subtree as usize] {
-                if let Some(w) = mask.get_mut(n.token as usize / 32) {
-                    if n.token != crate::trie::NO_TOKEN {
-                        *w &= !(1 << (n.token % 32));
-                    }
-                }
-            }
-        }
+        self.trie
+            .clear_below_first(|b| b < 128 && first >> b & 1 == 1, &mut mask);
         let mask: Arc<[u32]> = mask.into();
         if kept.len() >= TEXT_CLASSES {
             kept.remove(0);
