@@ -909,6 +909,40 @@ def test_server_refuses_bad_constraints_with_http_400(server: tuple[str, Path]) 
         assert e.value.status_code == 400
         assert message in str(e.value), (message, str(e.value))
 
+    # Refused only after the door handed its compile back (awaited off the event loop; the
+    # request never reaches the engine): the same 400. Streamed, a refusal (this one, or one
+    # decided where it stands) is vLLM's error event before any text: vLLM checks a streamed
+    # request once its stream has begun.
+    def slow(tag: str) -> dict[str, Any]:
+        grammar = f'root ::= x{{200000}}\nx ::= "(" x ")" | "y"\n# {tag}\n'
+        return {
+            "structured_outputs": {"grammar": grammar},
+            "vllm_xargs": {"guided_max_compile_seconds": "1"},
+        }
+
+    with pytest.raises(openai.BadRequestError) as e:
+        c.completions.create(model="tiny", prompt="x", max_tokens=8, extra_body=slow("a"))
+    assert e.value.status_code == 400
+    assert "max_compile_seconds" in str(e.value), str(e.value)
+    for body, message in (
+        (slow("b"), "max_compile_seconds"),
+        ({"structured_outputs": {"regex": "a(?=b)"}}, "offset 1"),
+    ):
+        texts: list[str] = []
+        with pytest.raises(openai.APIError, match=re.escape(message)):
+            for chunk in c.completions.create(
+                model="tiny", prompt="x", max_tokens=8, stream=True, extra_body=body
+            ):
+                texts += [ch.text for ch in chunk.choices]
+        assert "".join(texts) == "", texts
+    r = c.completions.create(
+        model="tiny",
+        prompt="x",
+        max_tokens=8,
+        extra_body={"structured_outputs": {"regex": "[0-9]{3}"}},
+    )
+    assert re.fullmatch("[0-9]{3}", r.choices[0].text), r.choices[0].text
+
 
 def test_server_answers_32_concurrent_mixed_requests_and_keeps_serving(
     server: tuple[str, Path],
