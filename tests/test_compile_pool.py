@@ -113,13 +113,24 @@ def test_compile_threads_run_under_the_batch_policy_and_the_caller_keeps_its_own
         import os, threading
 
         ts.Grammar.compile_pending("json_schema", enum_schema(5, 50), vocab).result()
-        policies = {}
-        for tid in os.listdir("/proc/self/task"):
-            try:
-                name = open(f"/proc/self/task/{tid}/comm").read().strip()
-                policies.setdefault(name, []).append(os.sched_getscheduler(int(tid)))
-            except OSError:
-                continue
+
+        def read_policies():
+            policies = {}
+            for tid in os.listdir("/proc/self/task"):
+                try:
+                    name = open(f"/proc/self/task/{tid}/comm").read().strip()
+                    policies.setdefault(name, []).append(os.sched_getscheduler(int(tid)))
+                except OSError:
+                    continue
+            return policies
+
+        # a new thread takes its name once it first runs (on busy cores, maybe after the
+        # compile is done): wait up to 5 s for both compile threads to have theirs
+        deadline = time.monotonic() + 5
+        policies = read_policies()
+        while len(policies.get("tokensieve-comp", [])) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+            policies = read_policies()
         print(json.dumps({"policies": policies, "main": os.sched_getscheduler(0),
                           "me": threading.get_native_id(), "batch": os.SCHED_BATCH,
                           "other": os.SCHED_OTHER}))
