@@ -18,6 +18,7 @@ import re
 from functools import cache
 from typing import Any
 
+import numpy as np
 import pytest
 from feed import byte_vocabulary
 
@@ -854,3 +855,53 @@ def test_many_tags_agree_with_the_reference(shape: str) -> None:
         assert got == accepts(fmt, s), (shape, s)
         seen[got] += 1
     assert seen[True] > n and seen[False] > 3, seen
+
+
+@pytest.mark.parametrize("shape", ["triggered", "first", "separated"])
+def test_tag_begins_sharing_prefixes_agree_with_the_reference(shape: str) -> None:
+    """Begins that share prefixes (tags are read as a trie of their begins): a begin that is
+    a prefix of others, the same begin twice with different contents, names whose characters
+    share their first UTF-8 bytes (é, ê, ë, and a 4-byte one), and a chain of 50 names each
+    extending the one before (deeper than the trie's branchings)."""
+    names = ["x", "xy", "xyz", "é", "ê", "ëa", "ë", "é😀", "é😁", "t1", "t10", "t100", "t2"]
+    names += ["a" * k for k in range(1, 51)]
+    tags = [
+        {"begin": f"<{n}>", "content": {"type": "const_string", "value": f"{i}"}, "end": "|"}
+        for i, n in enumerate(names)
+    ]
+    tags.append({"begin": "<xy>", "content": {"type": "const_string", "value": "dup"}, "end": "|"})
+    if shape == "separated":
+        fmt: dict[str, Any] = {"type": "tags_with_separator", "tags": tags, "separator": ";"}
+    else:
+        fmt = {"type": "triggered_tags", "triggers": ["<"], "tags": tags}
+        if shape == "first":
+            fmt["at_least_one"] = True
+    g = ts.Grammar.from_structural_tag({"format": fmt}, V)
+    calls = [f"<{n}>{i}|" for i, n in enumerate(names)] + ["<xy>dup|"]
+    wrong = [f"<{n}>{i + 1}|" for i, n in enumerate(names)] + ["<xyz>1|", "<e>3|", "<é😂>7|"]
+    wrong += ["<" + "a" * 51 + ">0|", "<aaaa>3|", "<ë>5|", "<t>9|", "<t1000>11|", "<xy>du|"]
+    texts = calls + wrong + ["", "<", "<x", "<é", "<\xc3>"]
+    texts += [a + ";" + b for a, b in zip(calls, calls[1:] + calls[:1])]
+    texts += ["q " + a + " r " + b for a, b in zip(calls[::3], wrong[::3])]
+    seen = {True: 0, False: 0}
+    for s in texts:
+        got = _accepts(g, s)
+        assert got == accepts(fmt, s), (shape, s)
+        seen[got] += 1
+    assert seen[True] >= len(calls) and seen[False] > 10, seen
+    if shape != "separated":
+        return
+    # no free text: after each prefix of a begin, the mask allows exactly the next bytes of the
+    # begins that start with it
+    begins = [f"<{n}>".encode() for n in names]
+    words = ts.bitmask_words(V.vocab_size)
+    for full in begins[:13] + begins[-2:]:
+        for k in range(len(full)):
+            p = full[:k]
+            m = g.matcher()
+            assert m.accept_tokens(list(p)) == k
+            row = np.zeros(words, dtype=np.int32)
+            m.fill_next_token_bitmask(row)
+            got = {t for t in range(256) if (int(row[t // 32]) >> (t % 32)) & 1}
+            want = {b[k] for b in begins if b.startswith(p) and len(b) > k}
+            assert got == want, (p, sorted(got), sorted(want))

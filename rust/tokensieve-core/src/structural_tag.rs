@@ -458,7 +458,7 @@ impl Builder<'_> {
                 let sep = string(o.get("separator"), &at.key("separator"))?;
                 let alo = flag(o.get("at_least_one"), &at.key("at_least_one"))?;
                 let saf = flag(o.get("stop_after_first"), &at.key("stop_after_first"))?;
-                let one = wide_alt(tags.into_iter().map(|t| t.full()).collect());
+                let one = self.tag_alt(tags.into_iter().map(|t| self.branch(t)).collect());
                 let some = if saf {
                     one
                 } else {
@@ -792,6 +792,44 @@ impl Builder<'_> {
         Ok(c.expr)
     }
 
+    /// Whether a marker's text holds a special token's text (see [`Builder::marker`]).
+    fn has_special(&self, text: &str) -> bool {
+        !self.specials.is_empty()
+            && text
+                .char_indices()
+                .any(|(i, _)| self.specials.longest_prefix(&text[i..]).is_some())
+    }
+
+    /// A tag as a [`Branch`] of [`Builder::tag_alt`]: its begin (text where it is plain text),
+    /// then its content and end.
+    fn branch(&self, t: Tag) -> Branch {
+        Branch {
+            text: t.begin_text.filter(|b| !self.has_special(b)),
+            head: t.begin,
+            tail: expr::concat(vec![t.content, t.end]),
+        }
+    }
+
+    /// The alternation of tags (one per tool). The tags whose begin is plain text share the
+    /// texts' common prefixes ([`text_trie`]); the others are branches of their own.
+    fn tag_alt(&self, branches: Vec<Branch>) -> Expr {
+        let (texts, others): (Vec<Branch>, Vec<Branch>) =
+            branches.into_iter().partition(|b| b.text.is_some());
+        let mut alts: Vec<Expr> = others
+            .into_iter()
+            .map(|b| expr::concat(vec![b.head, b.tail]))
+            .collect();
+        if !texts.is_empty() {
+            let mut items: Vec<(String, Expr)> = texts
+                .into_iter()
+                .map(|b| (b.text.expect("partitioned"), b.tail))
+                .collect();
+            items.sort_by(|a, b| a.0.cmp(&b.0));
+            alts.push(text_trie(items, 0, 0));
+        }
+        wide_alt(alts)
+    }
+
     /// `triggered_tags`: free text in which each complete trigger starts one of its tags.
     fn triggered(
         &self,
@@ -803,7 +841,7 @@ impl Builder<'_> {
         at: &At,
     ) -> Result<Expr> {
         // each tag's begin starts with exactly one trigger
-        let mut groups: Vec<Vec<Expr>> = vec![Vec::new(); triggers.len()];
+        let mut groups: Vec<Vec<Branch>> = triggers.iter().map(|_| Vec::new()).collect();
         let mut full = Vec::with_capacity(tags.len());
         for (i, t) in tags.into_iter().enumerate() {
             let a = at.index("tags", i).key("begin");
@@ -828,11 +866,17 @@ impl Builder<'_> {
                 ));
             }
             let k = matching[0];
-            let rest = self.marker(&begin[triggers[k].len()..], &a)?;
-            if at_least_one {
-                full.push(t.full()); // the first tag, with no text before it
-            }
-            groups[k].push(expr::concat(vec![rest, t.content, t.end]));
+            let rest = &begin[triggers[k].len()..];
+            let text = (!self.has_special(rest)).then(|| rest.to_string());
+            let head = self.marker(rest, &a)?;
+            let tail = if at_least_one {
+                let tail = expr::concat(vec![t.content.clone(), t.end.clone()]);
+                full.push(self.branch(t)); // the first tag, with no text before it
+                tail
+            } else {
+                expr::concat(vec![t.content, t.end])
+            };
+            groups[k].push(Branch { text, head, tail });
         }
         let free = on(FreeText::new(triggers, excludes), &at.path)?;
         let mut dispatch = Vec::new();
@@ -840,9 +884,9 @@ impl Builder<'_> {
             if g.is_empty() {
                 continue; // a trigger no tag starts with: it only ends free text
             }
-            dispatch.extend(self.leads(&free, &triggers[k], k, wide_alt(g), at)?);
+            dispatch.extend(self.leads(&free, &triggers[k], k, self.tag_alt(g), at)?);
         }
-        let one_tag = wide_alt(full);
+        let one_tag = self.tag_alt(full);
         Ok(match (at_least_one, stop_after_first) {
             (true, true) => one_tag,
             (false, saf) => free_then(dispatch, on(free.end(), &at.path)?, !saf),
@@ -884,6 +928,69 @@ fn grouped(items: Vec<Expr>) -> Expr {
     } else {
         Expr::Alt(items)
     }
+}
+
+/// Branchings of a [`text_trie`] from which the rest of each text is a branch of its own.
+const MAX_TRIE_DEPTH: usize = 32;
+
+/// One branch of an alternation of tags: `head` then `tail`, where `head` is the plain text
+/// `text` when there is one.
+struct Branch {
+    text: Option<String>,
+    head: Expr,
+    tail: Expr,
+}
+
+/// The alternation of `text tail` over `items` (sorted by text, all sharing their first `at`
+/// bytes, a character boundary), as a trie of the texts: the items' longest common prefix
+/// once, then a branch for each item that ends there and one per next character. With many
+/// tags (a tool's name in each begin) a prefix of the output is then one path of the trie,
+/// not one path per tag still possible: entering the tags and reading a name step a few
+/// automaton states, not one per tool. Below [`MAX_TRIE_DEPTH`] branchings (`depth`) the
+/// items are branches of their own, so that the expression stays shallow whatever the texts.
+fn text_trie(items: Vec<(String, Expr)>, at: usize, depth: usize) -> Expr {
+    let n = items.len();
+    if depth >= MAX_TRIE_DEPTH && n > 1 {
+        let alts = items
+            .into_iter()
+            .map(|(text, tail)| expr::concat(vec![literal(&text[at..]), tail]))
+            .collect();
+        return wide_alt(alts);
+    }
+    let (first, last) = (
+        &items[0].0.as_bytes()[at..],
+        &items[n - 1].0.as_bytes()[at..],
+    );
+    let mut p = first.iter().zip(last).take_while(|(a, b)| a == b).count();
+    while !items[0].0.is_char_boundary(at + p) {
+        p -= 1;
+    }
+    let end = at + p;
+    let head = literal(&items[0].0[at..end]);
+    if n == 1 {
+        let (_, tail) = items.into_iter().next().expect("one item");
+        return expr::concat(vec![head, tail]);
+    }
+    let mut alts = Vec::new();
+    let mut group: Vec<(String, Expr)> = Vec::new();
+    let mut group_char: Option<char> = None;
+    for (text, tail) in items {
+        // sorted: the texts that end at `end` come first, then one run per next character
+        let c = text[end..].chars().next();
+        if c.is_none() {
+            alts.push(tail);
+            continue;
+        }
+        if c != group_char && !group.is_empty() {
+            alts.push(text_trie(std::mem::take(&mut group), end, depth + 1));
+        }
+        group_char = c;
+        group.push((text, tail));
+    }
+    if !group.is_empty() {
+        alts.push(text_trie(group, end, depth + 1));
+    }
+    expr::concat(vec![head, wide_alt(alts)])
 }
 
 /// Free text that dispatches: with `looped`, any number of `dispatch` branches (each free text
