@@ -173,7 +173,8 @@ pub(crate) struct Compiler<'a> {
     depth: u32,
     #[cfg(test)]
     any_cache: Vec<Expr>,
-    any_string: Hir,
+    /// A JSON string of any value, built when first needed.
+    any_string: std::cell::OnceCell<Hir>,
     /// Total size (`hirs::nodes`) of the reference expansions and object member lists built so
     /// far (copies included): bounds the memory spent while compiling, before the final size
     /// check.
@@ -234,6 +235,33 @@ fn ws_chars_only(h: &Hir) -> bool {
     }
 }
 
+/// A whitespace pattern read and checked. The last one read on this thread is kept: a
+/// structural tag compiles one schema per tool, each with the same pattern.
+fn whitespace_pattern(p: &str) -> Result<Hir> {
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<(String, Hir)>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    if let Some(h) = LAST.with(|l| {
+        l.borrow()
+            .as_ref()
+            .filter(|(q, _)| q == p)
+            .map(|(_, h)| h.clone())
+    }) {
+        return Ok(h);
+    }
+    let h = crate::regex::parse(p, 250)
+        .map_err(|e| Error::InvalidArgument(format!("whitespace pattern {p:?}: {e}")))?;
+    if !ws_chars_only(&h) {
+        return Err(Error::InvalidArgument(format!(
+            "whitespace pattern {p:?} may match characters other than JSON whitespace (space, \
+             \\t, \\n, \\r)"
+        )));
+    }
+    LAST.with(|l| *l.borrow_mut() = Some((p.to_string(), h.clone())));
+    Ok(h)
+}
+
 impl<'a> Compiler<'a> {
     pub fn new(docs: &'a [Value], opts: &'a JsonSchemaOptions) -> Result<Compiler<'a>> {
         let root = &docs[0];
@@ -246,19 +274,10 @@ impl<'a> Compiler<'a> {
                 (w.clone(), w)
             }
             Whitespace::Pattern(p) => {
-                let h = crate::regex::parse(p, 250).map_err(|e| {
-                    Error::InvalidArgument(format!("whitespace pattern {p:?}: {e}"))
-                })?;
-                if !ws_chars_only(&h) {
-                    return Err(Error::InvalidArgument(format!(
-                        "whitespace pattern {p:?} may match characters other than JSON \
-                         whitespace (space, \\t, \\n, \\r)"
-                    )));
-                }
+                let h = whitespace_pattern(p)?;
                 (h.clone(), h)
             }
         };
-        let any_string = hirs::concat(vec![hirs::lit("\""), star(any_char()), hirs::lit("\"")]);
         Ok(Compiler {
             root,
             docs,
@@ -279,7 +298,7 @@ impl<'a> Compiler<'a> {
             depth: 0,
             #[cfg(test)]
             any_cache: Vec::new(),
-            any_string,
+            any_string: std::cell::OnceCell::new(),
             built: 0,
             path: None,
             pass: None,
@@ -358,7 +377,10 @@ impl<'a> Compiler<'a> {
 
     /// Any JSON string, in any spelling.
     fn any_string(&self) -> Expr {
-        self.any_string.clone().into()
+        self.any_string
+            .get_or_init(|| hirs::concat(vec![hirs::lit("\""), star(any_char()), hirs::lit("\"")]))
+            .clone()
+            .into()
     }
 
     fn wrap(&self, open: &str, body: Expr, close: &str) -> Expr {
