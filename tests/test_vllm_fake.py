@@ -1525,6 +1525,18 @@ def test_json_nesting_scan_matches_a_lexer() -> None:
     assert request_args.json_nesting(DEEP.encode(), 128) > 128
     with pytest.raises(ValueError, match="nests more than 128 levels"):
         request_args.decode_json_text(DEEP, "x")
+    # the check around the scan: a text with no more opening brackets than levels allowed is
+    # not scanned; exactly at the limit it passes, one level more is refused, and brackets
+    # inside strings count only toward skipping the scan, never toward the nesting
+    at = "[" * 5 + "]" * 5
+    assert request_args.checked_json_text(at, "x", max_nesting=5) == at
+    for deeper in ("[" * 6 + "]" * 6, '{"a": ' * 6 + "1" + "}" * 6):
+        with pytest.raises(ValueError, match="nests more than 5 levels"):
+            request_args.checked_json_text(deeper, "x", max_nesting=5)
+    stringy = '[["' + "[{" * 50 + '"]]'
+    assert request_args.checked_json_text(stringy, "x", max_nesting=2) == stringy
+    with pytest.raises(ValueError, match="nests more than 1 level"):
+        request_args.checked_json_text(stringy, "x", max_nesting=1)
 
 
 def test_huge_max_tokens_with_fit_is_no_budget() -> None:
