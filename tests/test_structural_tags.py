@@ -905,3 +905,25 @@ def test_tag_begins_sharing_prefixes_agree_with_the_reference(shape: str) -> Non
             got = {t for t in range(256) if (int(row[t // 32]) >> (t % 32)) & 1}
             want = {b[k] for b in begins if b.startswith(p) and len(b) > k}
             assert got == want, (p, sorted(got), sorted(want))
+
+
+def test_tag_begins_with_and_without_special_tokens_in_one_alternation() -> None:
+    """Plain begins share a trie; a begin holding a special token's text is a branch of its
+    own, taken with that token or spelled as text. Same prefixes on both sides."""
+    tags = [
+        {"begin": b, "content": {"type": "const_string", "value": v}, "end": "."}
+        for b, v in [("<a", "1"), ("<ab", "2"), ("<|X|>a", "3"), ("<|X|>b", "4"), ("<|", "5")]
+    ]
+    fmt = {"type": "tags_with_separator", "tags": tags, "separator": ";"}
+    g = ts.Grammar.from_structural_tag({"format": fmt}, VA)
+
+    def ok(toks: list[int]) -> bool:
+        m = g.matcher()
+        return m.accept_tokens(toks) == len(toks) and m.is_accepting()
+
+    for text in ["<a1.", "<ab2.", "<|X|>a3.", "<|X|>b4.", "<|5.", "<a1.;<|X|>b4.;<|5."]:
+        assert ok(list(text.encode())), text
+    assert ok([257, *b"a3."]) and ok([*b"<ab2.;", 257, *b"b4."])
+    for text in ["<a2.", "<|X|>a4.", "<|X|>5.", "<|Xa3.", "<b1."]:
+        assert not ok(list(text.encode())), text
+    assert not ok([257, *b"5."]) and not ok([*b"<a", 257])

@@ -240,9 +240,11 @@ impl Builder<'_> {
                 ends: &ends,
             };
             let content = self.schema(schema, None, None, &inner)?;
+            let (begin_expr, begin_plain) = self.marker_checked(begin, &a.key("begin"))?;
             tags.push(Tag {
                 begin_text: Some(begin.to_string()),
-                begin: self.marker(begin, &a.key("begin"))?,
+                begin_plain,
+                begin: begin_expr,
                 content,
                 end: self.marker(end, &a.key("end"))?,
             });
@@ -587,15 +589,23 @@ impl Builder<'_> {
     /// A marker's text: as text, and each special token's text in it also as that token (a
     /// model writes its special markers as those tokens).
     fn marker(&self, text: &str, at: &At) -> Result<Expr> {
+        Ok(self.marker_checked(text, at)?.0)
+    }
+
+    /// [`Builder::marker`], and whether the text holds no special token's text (the marker is
+    /// then the text alone).
+    fn marker_checked(&self, text: &str, at: &At) -> Result<(Expr, bool)> {
         if self.specials.is_empty() || text.is_empty() {
-            return Ok(literal(text));
+            return Ok((literal(text), true));
         }
+        let mut found = false;
         let mut parts = Vec::new();
         let mut plain = String::new();
         let mut rest = text;
         while !rest.is_empty() {
             match self.specials.longest_prefix(rest) {
                 Some((t, id)) => {
+                    found = true;
                     if !plain.is_empty() {
                         parts.push(literal(&std::mem::take(&mut plain)));
                     }
@@ -613,7 +623,7 @@ impl Builder<'_> {
         if !plain.is_empty() {
             parts.push(literal(&plain));
         }
-        Ok(expr::concat(parts))
+        Ok((expr::concat(parts), !found))
     }
 
     /// The atom of special token `r` (see [`crate::atoms`]).
@@ -698,9 +708,9 @@ impl Builder<'_> {
     /// `begin content end` (`begin` a string or a token; `end` a string, a token or a
     /// non-empty list of strings, `""` allowed).
     fn tag(&self, o: &serde_json::Map<String, Value>, at: &At) -> Result<Tag> {
-        let (begin_text, begin) = match o.get("begin") {
-            Some(Value::String(s)) => (Some(s.clone()), self.marker(s, &at.key("begin"))?),
-            Some(Value::Object(b)) => (None, self.token_object(b, &at.key("begin"))?),
+        let (begin_text, (begin, begin_plain)) = match o.get("begin") {
+            Some(Value::String(s)) => (Some(s.clone()), self.marker_checked(s, &at.key("begin"))?),
+            Some(Value::Object(b)) => (None, (self.token_object(b, &at.key("begin"))?, false)),
             _ => return Err(error(&at.key("begin").path, "must be a string or a token")),
         };
         let (ends, end): (Vec<String>, Expr) = match o.get("end") {
@@ -746,6 +756,7 @@ impl Builder<'_> {
         };
         Ok(Tag {
             begin_text,
+            begin_plain,
             begin,
             end,
             content,
@@ -792,19 +803,11 @@ impl Builder<'_> {
         Ok(c.expr)
     }
 
-    /// Whether a marker's text holds a special token's text (see [`Builder::marker`]).
-    fn has_special(&self, text: &str) -> bool {
-        !self.specials.is_empty()
-            && text
-                .char_indices()
-                .any(|(i, _)| self.specials.longest_prefix(&text[i..]).is_some())
-    }
-
     /// A tag as a [`Branch`] of [`Builder::tag_alt`]: its begin (text where it is plain text),
     /// then its content and end.
     fn branch(&self, t: Tag) -> Branch {
         Branch {
-            text: t.begin_text.filter(|b| !self.has_special(b)),
+            text: t.begin_text.filter(|_| t.begin_plain),
             head: t.begin,
             tail: expr::concat(vec![t.content, t.end]),
         }
@@ -867,8 +870,8 @@ impl Builder<'_> {
             }
             let k = matching[0];
             let rest = &begin[triggers[k].len()..];
-            let text = (!self.has_special(rest)).then(|| rest.to_string());
-            let head = self.marker(rest, &a)?;
+            let (head, plain) = self.marker_checked(rest, &a)?;
+            let text = plain.then(|| rest.to_string());
             let tail = if at_least_one {
                 let tail = expr::concat(vec![t.content.clone(), t.end.clone()]);
                 full.push(self.branch(t)); // the first tag, with no text before it
@@ -1857,6 +1860,8 @@ fn raw_value(v: &Value) -> Expr {
 /// A tag read: its begin (and the begin's text, `None` for a token), content and end.
 struct Tag {
     begin_text: Option<String>,
+    /// Whether the begin is its text alone (no special token's text in it).
+    begin_plain: bool,
     begin: Expr,
     content: Expr,
     end: Expr,
