@@ -828,6 +828,29 @@ def test_tokens_that_cannot_be_atoms_are_refused(token: Any, text: str) -> None:
         ts.Grammar.from_structural_tag({"format": bad}, VA)
 
 
+def tags_in_shape(
+    shape: str, tags: list[dict[str, Any]], trigger: str, separator: str
+) -> dict[str, Any]:
+    """`tags` as one format: `separated` (tags_with_separator), `triggered` (triggered_tags on
+    `trigger`) or `first` (the same, at least one tag)."""
+    if shape == "separated":
+        return {"type": "tags_with_separator", "tags": tags, "separator": separator}
+    fmt: dict[str, Any] = {"type": "triggered_tags", "triggers": [trigger], "tags": tags}
+    if shape == "first":
+        fmt["at_least_one"] = True
+    return fmt
+
+
+def verdicts_agree(g: ts.Grammar, fmt: dict[str, Any], texts: list[str]) -> dict[bool, int]:
+    """Each text accepted by `g` exactly when the reference accepts it; how many of each."""
+    seen = {True: 0, False: 0}
+    for s in texts:
+        got = _accepts(g, s)
+        assert got == accepts(fmt, s), (fmt["type"], s)
+        seen[got] += 1
+    return seen
+
+
 @pytest.mark.parametrize("shape", ["triggered", "first", "separated"])
 def test_many_tags_agree_with_the_reference(shape: str) -> None:
     """Tags over many tools (their alternation is grouped into rules built when first
@@ -838,22 +861,13 @@ def test_many_tags_agree_with_the_reference(shape: str) -> None:
         {"begin": f"<t{i}>", "content": {"type": "const_string", "value": f"v{i}"}, "end": "</t>"}
         for i in range(n)
     ]
-    if shape == "separated":
-        fmt: dict[str, Any] = {"type": "tags_with_separator", "tags": tags, "separator": ","}
-    else:
-        fmt = {"type": "triggered_tags", "triggers": ["<t"], "tags": tags}
-        if shape == "first":
-            fmt["at_least_one"] = True
+    fmt = tags_in_shape(shape, tags, "<t", ",")
     g = ts.Grammar.from_structural_tag({"format": fmt}, V)
     texts = [f"<t{i}>v{i}</t>" for i in range(n)]
     texts += [f"x <t{i}>v{i}</t> y <t{n - 1 - i}>v{n - 1 - i}</t>" for i in range(0, n, 7)]
     texts += [f"<t{i}>v{i}</t>,<t{i + 1}>v{i + 1}</t>" for i in range(0, n - 1, 11)]
     texts += ["", "x", f"<t{n}>v{n}</t>", "<t3>v4</t>", "<t12>v1</t>", "<t1>v1</t>,<t2>v3</t>"]
-    seen = {True: 0, False: 0}
-    for s in texts:
-        got = _accepts(g, s)
-        assert got == accepts(fmt, s), (shape, s)
-        seen[got] += 1
+    seen = verdicts_agree(g, fmt, texts)
     assert seen[True] > n and seen[False] > 3, seen
 
 
@@ -870,12 +884,7 @@ def test_tag_begins_sharing_prefixes_agree_with_the_reference(shape: str) -> Non
         for i, n in enumerate(names)
     ]
     tags.append({"begin": "<xy>", "content": {"type": "const_string", "value": "dup"}, "end": "|"})
-    if shape == "separated":
-        fmt: dict[str, Any] = {"type": "tags_with_separator", "tags": tags, "separator": ";"}
-    else:
-        fmt = {"type": "triggered_tags", "triggers": ["<"], "tags": tags}
-        if shape == "first":
-            fmt["at_least_one"] = True
+    fmt = tags_in_shape(shape, tags, "<", ";")
     g = ts.Grammar.from_structural_tag({"format": fmt}, V)
     calls = [f"<{n}>{i}|" for i, n in enumerate(names)] + ["<xy>dup|"]
     wrong = [f"<{n}>{i + 1}|" for i, n in enumerate(names)] + ["<xyz>1|", "<e>3|", "<é😂>7|"]
@@ -883,11 +892,7 @@ def test_tag_begins_sharing_prefixes_agree_with_the_reference(shape: str) -> Non
     texts = calls + wrong + ["", "<", "<x", "<é", "<\xc3>"]
     texts += [a + ";" + b for a, b in zip(calls, calls[1:] + calls[:1])]
     texts += ["q " + a + " r " + b for a, b in zip(calls[::3], wrong[::3])]
-    seen = {True: 0, False: 0}
-    for s in texts:
-        got = _accepts(g, s)
-        assert got == accepts(fmt, s), (shape, s)
-        seen[got] += 1
+    seen = verdicts_agree(g, fmt, texts)
     assert seen[True] >= len(calls) and seen[False] > 10, seen
     if shape != "separated":
         return
