@@ -5,8 +5,8 @@ For tags over 1, 20, 200 and 1,000 tools in three shapes that vLLM's tool parser
 ``tags_with_separator``; ``qwen3_xml``: ``triggered_tags`` with XML parameters), each engine
 compiles the tag, makes a matcher and fills its first mask (time to first mask), then walks a
 text of free words followed by one call, filling the mask before every token (mask times in
-free text and inside the call, p50 and p99). Tool names differ per size and run (`--repeat`), so nothing is cached
-across rows. Before the rows, each engine compiles and walks a one-tool tag of each shape (other
+free text and inside the call, p50 and p99). Tool names differ per size and run (`--repeat`),
+so nothing is cached across rows. Before the rows, each engine compiles and walks a one-tool tag of each shape (other
 names), so that what a process pays once is not counted in the first rows. Llama 3 tokenizer; xgrammar through ``GrammarCompiler.compile_structural_tag``
 (llguidance reads only the older ``structures``/``triggers`` shape and is not run here).
 
