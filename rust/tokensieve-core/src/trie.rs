@@ -72,6 +72,10 @@ pub struct TokenTrie {
     /// (primary token, duplicate token) pairs: the duplicate spells the same bytes.
     duplicates: Vec<(u32, u32)>,
     max_depth: usize,
+    /// The number of tokens the trie holds (duplicates not included), and the words of a packed
+    /// mask up to the highest of their ids.
+    tokens: usize,
+    mask_words: usize,
     /// Packed masks (bit `id % 32` of word `id / 32`) of the string-body tokens by first byte:
     /// slot `b` for an ASCII byte `b`, slot 128 for every non-ASCII first byte; empty when no
     /// such token exists. All masks have the same length.
@@ -112,6 +116,18 @@ fn root_children(nodes: &[Node]) -> Vec<(u8, u32)> {
         i += nodes[i].subtree as usize;
     }
     out
+}
+
+/// Ends the subtrees of the open nodes of `rest` at depth `depth` or deeper (a node of that
+/// depth comes next): each one's size is what was written since it.
+fn close(rest: &mut [Node], open: &mut Vec<usize>, depth: usize) {
+    while let Some(&idx) = open.last() {
+        if (rest[idx].depth as usize) < depth {
+            break;
+        }
+        open.pop();
+        rest[idx].subtree = (rest.len() - idx) as u32;
+    }
 }
 
 /// Flat preorder nodes of sorted, distinct, non-empty byte strings (no flags).
@@ -293,7 +309,15 @@ impl TokenTrie {
         let long = flat_nodes(&long_toks);
         let roots = root_children(&nodes);
         let rest_roots = root_children(&rest);
+        let (tokens, mask_words) = nodes
+            .iter()
+            .filter(|n| n.token != NO_TOKEN)
+            .fold((0, 0), |(k, w), n| {
+                (k + 1, w.max(n.token as usize / 32 + 1))
+            });
         TokenTrie {
+            tokens,
+            mask_words,
             roots,
             rest_roots,
             other_roots: root_children(&other),
@@ -410,6 +434,68 @@ impl TokenTrie {
     }
 }
 
+/// What [`TokenTrie::text_class`] knows after a token's first bytes: whether a byte set apart
+/// or bytes that no UTF-8 text begins with were among them, and how many continuation bytes
+/// (in which range for the next one) the last character still needs.
+#[derive(Clone, Copy)]
+struct Utf8Text {
+    bad: bool,
+    need: u8,
+    lo: u8,
+    hi: u8,
+}
+
+impl Utf8Text {
+    const START: Utf8Text = Utf8Text {
+        bad: false,
+        need: 0,
+        lo: 0x80,
+        hi: 0xBF,
+    };
+
+    /// The state after one more byte (the ranges of `std::str::from_utf8`: no overlong forms,
+    /// no surrogates, nothing above U+10FFFF).
+    fn then(self, b: u8, except: u128) -> Utf8Text {
+        let bad = Utf8Text { bad: true, ..self };
+        if self.bad {
+            return self;
+        }
+        if self.need > 0 {
+            if b < self.lo || b > self.hi {
+                return bad;
+            }
+            return Utf8Text {
+                bad: false,
+                need: self.need - 1,
+                lo: 0x80,
+                hi: 0xBF,
+            };
+        }
+        let (need, lo, hi) = match b {
+            0x00..=0x7F => {
+                if except >> b & 1 == 1 {
+                    return bad;
+                }
+                (0, 0x80, 0xBF)
+            }
+            0xC2..=0xDF => (1, 0x80, 0xBF),
+            0xE0 => (2, 0xA0, 0xBF),
+            0xE1..=0xEC | 0xEE..=0xEF => (2, 0x80, 0xBF),
+            0xED => (2, 0x80, 0x9F),
+            0xF0 => (3, 0x90, 0xBF),
+            0xF1..=0xF3 => (3, 0x80, 0xBF),
+            0xF4 => (3, 0x80, 0x8F),
+            _ => return bad,
+        };
+        Utf8Text {
+            bad: false,
+            need,
+            lo,
+            hi,
+        }
+    }
+}
+
 /// The tokens of plain text that holds none of a few ASCII bytes (the first bytes of the
 /// strings that end or interrupt a free text: a raw value's closing tag, the triggers of tool
 /// calls), for masks of states that every other character leads back to themselves (see
@@ -452,7 +538,108 @@ impl TokenTrie {
     }
 
     /// The [`TextClass`] of the ASCII bytes in `except` (bit `b` for byte `b`).
+    ///
+    /// One preorder pass decides each token from its parent's state (a byte set apart seen,
+    /// bytes no UTF-8 text holds, the last character still open), so a token costs O(1), not
+    /// its length. A subtree below a byte set apart (or bytes no text holds) is set apart whole
+    /// and copied to `rest` as it is; the other nodes go to `rest` when a token set apart ends
+    /// at or below them. It stops as soon as more than a quarter of the tokens are set apart.
     pub fn text_class(&self, except: u128) -> TextClass {
+        let useless = || TextClass {
+            except,
+            useful: false,
+            mask: Vec::new(),
+            rest: Vec::new(),
+            rest_roots: Vec::new(),
+        };
+        let nodes = &self.nodes;
+        let mut mask = vec![0u32; self.mask_words];
+        let mut rest = vec![Node {
+            token: NO_TOKEN,
+            subtree: 1,
+            byte: 0,
+            flags: 0,
+            depth: 0,
+        }];
+        // per depth on the current path: the state after its bytes, the node, and whether the
+        // node is in `rest` already (the root is)
+        let mut state: Vec<Utf8Text> = vec![Utf8Text::START; self.max_depth + 1];
+        let mut path: Vec<usize> = vec![0; self.max_depth + 1];
+        let mut written: Vec<bool> = vec![true; self.max_depth + 1];
+        // the nodes of `rest` whose subtree is still being written
+        let mut open: Vec<usize> = vec![0];
+        let mut others = 0usize;
+        let mut i = 1;
+        while i < nodes.len() {
+            let n = nodes[i];
+            let d = n.depth as usize;
+            let s = state[d - 1].then(n.byte, except);
+            if !s.bad && (n.token == NO_TOKEN || s.need == 0) {
+                if n.token != NO_TOKEN {
+                    mask[n.token as usize / 32] |= 1 << (n.token & 31);
+                }
+                state[d] = s;
+                path[d] = i;
+                written[d] = false;
+                i += 1;
+                continue;
+            }
+            // `rest` gets this node, after the ones above it not written yet (their tokens, if
+            // any, are plain: one set apart would have written its node)
+            for k in 1..d {
+                if !written[k] {
+                    close(&mut rest, &mut open, k);
+                    rest.push(Node {
+                        token: NO_TOKEN,
+                        flags: 0,
+                        subtree: 1,
+                        ..nodes[path[k]]
+                    });
+                    open.push(rest.len() - 1);
+                    written[k] = true;
+                }
+            }
+            close(&mut rest, &mut open, d);
+            if s.bad {
+                // every token below is set apart: the subtree as it is
+                let end = i + n.subtree as usize;
+                for m in &nodes[i..end] {
+                    others += usize::from(m.token != NO_TOKEN);
+                    rest.push(Node { flags: 0, ..*m });
+                }
+                i = end;
+            } else {
+                // a token whose last character is not complete yet
+                others += 1;
+                rest.push(Node {
+                    flags: 0,
+                    subtree: 1,
+                    ..n
+                });
+                open.push(rest.len() - 1);
+                state[d] = s;
+                path[d] = i;
+                written[d] = true;
+                i += 1;
+            }
+            if others * 4 > self.tokens {
+                return useless();
+            }
+        }
+        close(&mut rest, &mut open, 0);
+        TextClass {
+            except,
+            useful: true,
+            mask,
+            rest_roots: root_children(&rest),
+            rest,
+        }
+    }
+
+    /// [`TokenTrie::text_class`] as first written (each token's bytes checked from its
+    /// start): the oracle of the incremental one.
+    #[cfg(test)]
+    fn text_class_by_paths(&self, except: u128) -> TextClass {
         let words = self
             .nodes
             .iter()
@@ -509,6 +696,59 @@ impl TokenTrie {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A text class as comparable fields: useful, mask, rest's nodes, rest's roots.
+    type ClassParts = (bool, Vec<u32>, Vec<(u32, u32, u8, u8, u16)>, Vec<(u8, u32)>);
+
+    fn class_parts(c: &TextClass) -> ClassParts {
+        (
+            c.useful,
+            c.mask.clone(),
+            c.rest
+                .iter()
+                .map(|n| (n.token, n.subtree, n.byte, n.flags, n.depth))
+                .collect(),
+            c.rest_roots.clone(),
+        )
+    }
+
+    proptest::proptest! {
+        /// The incremental text class equals the one that checks each token's bytes whole:
+        /// tokens of ASCII, UTF-8 of every length, its edge cases (overlong leads, surrogates,
+        /// the top code point, stray continuation bytes) and duplicates, under sets of bytes
+        /// set apart that hold none, some or most of the tokens' bytes.
+        #[test]
+        fn text_class_matches_the_whole_token_check(
+            toks in proptest::collection::vec(
+                proptest::collection::vec(
+                    proptest::sample::select(vec![
+                        b'a', b'b', b'{', b'<', b'"', b' ', 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0,
+                        0xBF, 0xC0, 0xC2, 0xC3, 0xDF, 0xE0, 0xE1, 0xED, 0xEE, 0xF0, 0xF3, 0xF4,
+                        0xF5, 0xFF,
+                    ]),
+                    1..6,
+                ),
+                1..120,
+            ),
+            except_bits in proptest::sample::subsequence(vec![b'a', b'b', b'{', b'<', b'"', b' ', 0x7F], 0..=7),
+        ) {
+            // beside them every string of `b`s and `c`s up to 8 long, so that the tokens set
+            // apart stay few enough for the class to hold them (unless `b` is set apart)
+            let plain: Vec<Vec<u8>> = (1..=8)
+                .flat_map(|len| (0..1u32 << len).map(move |bits| {
+                    (0..len).map(|k| if bits >> k & 1 == 1 { b'b' } else { b'c' }).collect()
+                }))
+                .collect();
+            let trie = TokenTrie::new(
+                toks.iter().chain(&plain).enumerate().map(|(i, t)| (i as u32, t.as_slice())),
+            );
+            let except = except_bits.iter().fold(0u128, |e, &b| e | 1u128 << b);
+            proptest::prop_assert_eq!(
+                class_parts(&trie.text_class(except)),
+                class_parts(&trie.text_class_by_paths(except))
+            );
+        }
+    }
 
     #[test]
     fn preorder_and_subtree_sizes() {
