@@ -518,6 +518,30 @@ pub struct TextClass {
     pub rest_roots: Vec<(u8, u32)>,
 }
 
+impl TextClass {
+    /// A class that sets apart too many tokens to be worth holding (see [`TextClass::useful`]).
+    fn not_useful(except: u128) -> TextClass {
+        TextClass {
+            except,
+            useful: false,
+            mask: Vec::new(),
+            rest: Vec::new(),
+            rest_roots: Vec::new(),
+        }
+    }
+
+    /// A class holding `mask` and the trie `rest` of the tokens set apart.
+    fn holding(except: u128, mask: Vec<u32>, rest: Vec<Node>) -> TextClass {
+        TextClass {
+            except,
+            useful: true,
+            mask,
+            rest_roots: root_children(&rest),
+            rest,
+        }
+    }
+}
+
 impl TokenTrie {
     /// Clear in `mask` the bit of every token below a first byte `b` for which `first(b)`
     /// holds (primaries only: duplicates are not in the trie; words past `mask` are skipped).
@@ -545,13 +569,6 @@ impl TokenTrie {
     /// and copied to `rest` as it is; the other nodes go to `rest` when a token set apart ends
     /// at or below them. It stops as soon as more than a quarter of the tokens are set apart.
     pub fn text_class(&self, except: u128) -> TextClass {
-        let useless = || TextClass {
-            except,
-            useful: false,
-            mask: Vec::new(),
-            rest: Vec::new(),
-            rest_roots: Vec::new(),
-        };
         let nodes = &self.nodes;
         let mut mask = vec![0u32; self.mask_words];
         let mut rest = vec![Node {
@@ -623,17 +640,11 @@ impl TokenTrie {
                 i += 1;
             }
             if others * 4 > self.tokens {
-                return useless();
+                return TextClass::not_useful(except);
             }
         }
         close(&mut rest, &mut open, 0);
-        TextClass {
-            except,
-            useful: true,
-            mask,
-            rest_roots: root_children(&rest),
-            rest,
-        }
+        TextClass::holding(except, mask, rest)
     }
 
     /// [`TokenTrie::text_class`] as first written (each token's bytes checked from its
@@ -670,26 +681,13 @@ impl TokenTrie {
         }
         let plain: usize = mask.iter().map(|w| w.count_ones() as usize).sum();
         if others.len() * 4 > plain + others.len() {
-            return TextClass {
-                except,
-                useful: false,
-                mask: Vec::new(),
-                rest: Vec::new(),
-                rest_roots: Vec::new(),
-            };
+            return TextClass::not_useful(except);
         }
         let others: Vec<(u32, &[u8])> = others
             .iter()
             .map(|&(id, at, len)| (id, &bytes[at..at + len]))
             .collect();
-        let rest = flat_nodes(&others);
-        TextClass {
-            except,
-            useful: true,
-            mask,
-            rest_roots: root_children(&rest),
-            rest,
-        }
+        TextClass::holding(except, mask, flat_nodes(&others))
     }
 }
 
