@@ -486,12 +486,50 @@ def test_xml_parameter_styles(style: str) -> None:
     assert _accepts(ts.Grammar.from_structural_tag(any_order, V), p("days", "3") + city)
 
 
-def test_xml_parameters_refused_by_name() -> None:
-    bad = dict(XML_SCHEMA, properties={"code": {"type": "string", "pattern": "^[A-Z]+$"}})
-    with pytest.raises(ts.GrammarError, match="`pattern` in an XML style is not supported"):
+@pytest.mark.parametrize("style", sorted(XML_STYLES))
+def test_xml_string_pattern_and_format(style: str) -> None:
+    """A string parameter's pattern (searched), format and lengths hold of its raw text, which
+    never holds the closing marker; brute force against `re` over short texts."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "pattern": "[A-Z]{2}", "maxLength": 4},
+            "day": {"type": "string", "format": "date"},
+        },
+        "required": ["code"],
+    }
+    tag = {"format": {"type": "json_schema", "json_schema": schema, "style": style}}
+    g = ts.Grammar.from_structural_tag(tag, V)
+    head, close = XML_STYLES[style]
+
+    def p(k: str, v: str) -> str:
+        return head.format(k=k) + v + close
+
+    for v in ["AB", "xAB", "ABCD", "a<BC", "AB\n", "ab", "A", "ABCDE", "A B", close[:3] + "AB"]:
+        want = bool(re.search("[A-Z]{2}", v)) and len(v) <= 4 and close not in v
+        assert _accepts(g, p("code", v)) == want, v
+    assert _accepts(g, p("code", "AB") + p("day", "2024-02-29"))
+    assert not _accepts(g, p("code", "AB") + p("day", "2023-02-29"))
+    assert not _accepts(g, p("code", "AB") + p("day", '"2024-02-29"'))
+    # a pattern whose matches may hold the closing marker: the marker still ends the value
+    loose = {"type": "object", "properties": {"t": {"type": "string", "pattern": "^x"}}}
+    g = ts.Grammar.from_structural_tag(
+        {"format": {"type": "json_schema", "json_schema": loose, "style": style}}, V
+    )
+    assert _accepts(g, p("t", "x <y> z"))
+    assert not _accepts(g, head.format(k="t") + "x" + close + "y" + close)
+    never = {
+        "type": "object",
+        "properties": {"t": {"type": "string", "pattern": "^a$", "minLength": 2}},
+    }
+    with pytest.raises(ts.GrammarError, match="no raw text satisfies") as e:
         ts.Grammar.from_structural_tag(
-            {"format": {"type": "json_schema", "json_schema": bad, "style": "qwen_xml"}}, V
+            {"format": {"type": "json_schema", "json_schema": never, "style": style}}, V
         )
+    assert e.value.path == "$.format.json_schema.properties.t"
+
+
+def test_xml_parameters_refused_by_name() -> None:
     with pytest.raises(ts.GrammarError, match="`minimax_m3_xml` is not supported"):
         ts.Grammar.from_structural_tag(
             {"format": {"type": "json_schema", "json_schema": {}, "style": "minimax_m3_xml"}}, V

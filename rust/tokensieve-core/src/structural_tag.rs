@@ -28,6 +28,7 @@ use serde_json::Value;
 use crate::automata::expr::{self, Expr};
 use crate::automata::freetext::FreeText;
 use crate::automata::hir;
+use crate::automata::spell::dot_all;
 use std::cell::RefCell;
 
 use crate::atoms::{AtomList, TokenRef};
@@ -1528,35 +1529,78 @@ impl Xml<'_, '_> {
         Ok((!keys.is_empty()).then_some((o, keys)))
     }
 
-    /// A string schema's raw text (`type`, `minLength`, `maxLength` only; `None` when it has
-    /// other keywords).
+    /// A string schema's raw text (`type`, `minLength`, `maxLength`, `pattern`, `format` only;
+    /// `None` when it has other keywords).
     fn string_text(
         &self,
         o: &serde_json::Map<String, Value>,
         keys: &[&str],
         at: &At,
     ) -> Result<Option<Expr>> {
-        let shaped = ["pattern", "format"].iter().find(|k| o.contains_key(**k));
-        if let Some(k) = shaped {
-            return Err(error(
-                &at.key(k).path,
-                &format!("a string parameter with `{k}` in an XML style is not supported"),
-            ));
-        }
-        if !keys
-            .iter()
-            .all(|k| matches!(*k, "type" | "minLength" | "maxLength"))
-        {
+        if !keys.iter().all(|k| {
+            matches!(
+                *k,
+                "type" | "minLength" | "maxLength" | "pattern" | "format"
+            )
+        }) {
             return Ok(None);
         }
         let min = length(o.get("minLength"), &at.key("minLength"))?;
         let max = length(o.get("maxLength"), &at.key("maxLength"))?;
-        let text = self.raw_text(at)?;
-        Ok(Some(if min.is_none() && max.is_none() {
-            on(text.end(), &at.path)?
-        } else {
-            on(text.end_within(min.unwrap_or(0), max), &at.path)?
-        }))
+        let shapes = self.string_shapes(o, at)?;
+        if shapes.is_empty() {
+            let text = self.raw_text(at)?;
+            return Ok(Some(if min.is_none() && max.is_none() {
+                on(text.end(), &at.path)?
+            } else {
+                on(text.end_within(min.unwrap_or(0), max), &at.path)?
+            }));
+        }
+        // the text in every shape's language, of a length within the bounds, and free of the
+        // closing marker (not inside it, nor ending where the marker after it would be read
+        // earlier)
+        let mut pos = shapes;
+        if min.is_some() || max.is_some() {
+            pos.push(hir::rep(dot_all(), min.unwrap_or(0), max));
+        }
+        let neg = marker_free(self.style.closing);
+        match crate::automata::strlang::combine(&pos, &neg) {
+            Ok(Some(h)) => Ok(Some(Expr::Hir(h))),
+            Ok(None) => Err(error(
+                &at.path,
+                &format!(
+                    "no raw text satisfies this string parameter (its pattern, format and \
+                     lengths, without {:?})",
+                    self.style.closing
+                ),
+            )),
+            Err(e) => Err(error(&at.path, &e)),
+        }
+    }
+
+    /// The decoded-string languages a string schema's `pattern` and `format` (a format the
+    /// options assert and this crate knows; other formats accept any string) confine it to.
+    fn string_shapes(&self, o: &serde_json::Map<String, Value>, at: &At) -> Result<Vec<Hir>> {
+        let mut out = Vec::new();
+        if let Some(p) = o.get("pattern") {
+            let a = at.key("pattern");
+            let p = p
+                .as_str()
+                .ok_or_else(|| error(&a.path, "pattern must be a string"))?;
+            out.push(
+                crate::json_schema::compile::pattern_language(p).map_err(|e| error(&a.path, &e))?,
+            );
+        }
+        if let Some(f) = o.get("format") {
+            let a = at.key("format");
+            let f = f
+                .as_str()
+                .ok_or_else(|| error(&a.path, "format must be a string"))?;
+            if self.b.schema_opts.formats == crate::json_schema::options::Formats::Assert {
+                out.extend(crate::json_schema::string::format_hir(f));
+            }
+        }
+        Ok(out)
     }
 
     /// Raw text of a parameter value: anything without the closing marker.
@@ -1927,6 +1971,19 @@ fn int(v: Option<&Value>, at: &At) -> Result<i64> {
 }
 
 /// `minLength`/`maxLength` of an XML string parameter (a non-negative integer, at most 2^31-1).
+/// The texts that would not end right before the closing `marker`: those holding it, and,
+/// where the marker overlaps itself (it has a period `q` shorter than it), those ending with its
+/// first `q` characters (the marker after them would be read `q` characters early).
+fn marker_free(marker: &str) -> Vec<Hir> {
+    let any = || hir::rep(dot_all(), 0, None);
+    let mut out = vec![hir::concat(vec![any(), hir::lit(marker), any()])];
+    let m = marker.as_bytes();
+    for q in (1..m.len()).filter(|&q| marker.is_char_boundary(q) && m[q..] == m[..m.len() - q]) {
+        out.push(hir::concat(vec![any(), hir::lit(&marker[..q])]));
+    }
+    out
+}
+
 fn length(v: Option<&Value>, at: &At) -> Result<Option<u32>> {
     match v {
         None => Ok(None),
@@ -1963,5 +2020,42 @@ fn count(v: Option<&Value>, at: &At) -> Result<Option<u32>> {
             .and_then(|n| u32::try_from(n).ok())
             .map(Some)
             .ok_or_else(|| error(&at.path, "must be a non-negative integer or null")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The texts [`marker_free`] leaves are exactly those that the marker after them ends,
+    /// read as the engines read a parameter (up to the marker's first occurrence); brute force
+    /// over short texts, with markers that overlap themselves and one that does not.
+    #[test]
+    fn marker_free_texts_end_at_the_marker() {
+        for marker in ["</p>", "aba", "aa", "abab", "a<a"] {
+            let any = hir::rep(dot_all(), 0, None);
+            let h = crate::automata::strlang::combine(&[any], &marker_free(marker))
+                .expect("small languages")
+                .expect("not empty");
+            let re = regex::Regex::new(&format!("^(?:{h})$")).expect("printed HIR parses");
+            let mut alphabet: Vec<char> = marker.chars().collect();
+            alphabet.push('x');
+            alphabet.sort();
+            alphabet.dedup();
+            let mut texts = vec![String::new()];
+            for _ in 0..5 {
+                let longer: Vec<String> = texts
+                    .iter()
+                    .filter(|t| t.chars().count() == texts.last().unwrap().chars().count())
+                    .flat_map(|t| alphabet.iter().map(move |c| format!("{t}{c}")))
+                    .collect();
+                texts.extend(longer);
+            }
+            for t in &texts {
+                let whole = format!("{t}{marker}");
+                let want = whole.find(marker) == Some(t.len());
+                assert_eq!(re.is_match(t), want, "marker {marker:?}, text {t:?}");
+            }
+        }
     }
 }
