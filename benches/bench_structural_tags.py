@@ -1,20 +1,25 @@
 """Structural tags (tool calling): time to first mask and mask times, tokensieve beside xgrammar.
 
-For tags over 1, 20, 200 and 1,000 tools in three shapes that vLLM's tool parsers send (``llama3_json``:
-``triggered_tags`` with JSON arguments; ``hermes`` with ``tool_choice="required"``:
-``tags_with_separator``; ``qwen3_xml``: ``triggered_tags`` with XML parameters), each engine
-compiles the tag, makes a matcher and fills its first mask (time to first mask), then walks a
-text of free words followed by one call, filling the mask before every token (mask times in
-free text and inside the call, p50 and p99). Tool names differ per size and run (`--repeat`),
-so nothing is cached across rows. Before the rows, each engine compiles and walks a one-tool tag of each shape (other
-names), so that what a process pays once is not counted in the first rows. Llama 3 tokenizer; xgrammar through ``GrammarCompiler.compile_structural_tag``
+For tags over 1, 20, 200 and 1,000 tools in three shapes that vLLM's tool parsers send
+(``llama3_json``: ``triggered_tags`` with JSON arguments; ``hermes`` with
+``tool_choice="required"``: ``tags_with_separator``; ``qwen3_xml``: ``triggered_tags`` with XML
+parameters), each engine compiles the tag, makes a matcher and fills its first mask (time to
+first mask), then walks a text of free words followed by one call, filling the mask before every
+token (mask times in free text and inside the call, p50 and p99). Each tool has a schema of its
+own (see `tool`; with ``--shared-schema`` all tools share the first one's, which engines that
+reuse the grammar of a schema met before compile once), and tool names differ per size and run
+(``--repeat``), so nothing is cached across rows. Before the rows, each engine compiles and
+walks a one-tool tag of each shape (other names), so that what a process pays once is not
+counted in the first rows. Llama 3 tokenizer; xgrammar through
+``GrammarCompiler.compile_structural_tag``
 (llguidance reads only the older ``structures``/``triggers`` shape and is not run here).
 
 Run with the vLLM venv (it has xgrammar and transformers)::
 
     $HOME/.cache/tokensieve/venv-vllm/bin/python benches/bench_structural_tags.py
 
-It writes ``benches/results/structural_tags.{md,json}``; it prints SKIP and exits 0 without
+It writes ``benches/results/structural_tags.{md,json}`` (``structural_tags_shared.*`` with
+``--shared-schema``); it prints SKIP and exits 0 without
 xgrammar or the shared tokenizer.
 """
 
@@ -48,18 +53,45 @@ SHAPES = ("llama3_json", "hermes_required", "qwen3_xml")
 FREE_TEXT = "Sure, let me look that up for you before answering the question. "
 
 
-def tool(i: int, size: int, prefix: str = "tool") -> dict[str, Any]:
-    return {
-        "name": f"{prefix}_{size}_{i}",
-        "parameters": {
+# the optional parameters a tool draws from (besides its required `city` and `days`): types
+# that tool schemas use, with bounds, formats, arrays and a nested object
+EXTRA_PARAMS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("unit", {"enum": ["C", "F"]}),
+    ("query", {"type": "string", "description": "What to search for."}),
+    ("limit", {"type": "integer", "minimum": 1, "maximum": 100}),
+    ("verbose", {"type": "boolean"}),
+    ("price", {"type": "number", "minimum": 0}),
+    ("labels", {"type": "array", "items": {"type": "string"}, "maxItems": 5}),
+    ("date", {"type": "string", "format": "date"}),
+    (
+        "options",
+        {
             "type": "object",
             "properties": {
-                "city": {"type": "string"},
-                "days": {"type": "integer", "minimum": 1},
-                "unit": {"enum": ["C", "F"]},
+                "mode": {"enum": ["fast", "exact"]},
+                "retries": {"type": "integer", "minimum": 0},
             },
-            "required": ["city", "days"],
+            "required": ["mode"],
         },
+    ),
+)
+
+
+def tool(i: int, size: int, prefix: str = "tool", shared: bool = False) -> dict[str, Any]:
+    """Tool `i`: a schema of its own (no two tools of a tag share one, as in real tool lists),
+    the required `city` and `days` and one to three optional parameters named after it; with
+    `shared`, tool 0's schema."""
+    j = 0 if shared else i
+    extras = [EXTRA_PARAMS[(j * (k + 3)) % len(EXTRA_PARAMS)] for k in range(1 + j % 3)]
+    props: dict[str, Any] = {
+        "city": {"type": "string", "description": f"The city for {prefix}_{size}_{j}."},
+        "days": {"type": "integer", "minimum": 1},
+    }
+    for base, schema in extras:
+        props[f"{base}_{j}"] = schema
+    return {
+        "name": f"{prefix}_{size}_{i}",
+        "parameters": {"type": "object", "properties": props, "required": ["city", "days"]},
     }
 
 
@@ -185,10 +217,15 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q / 100 * len(xs)))]
 
 
-def run_rows(engine: Any, shape: str, size: int, encode: Any, repeat: int) -> dict[str, Any]:
+def run_rows(
+    engine: Any, shape: str, size: int, encode: Any, repeat: int, shared: bool = False
+) -> dict[str, Any]:
     """`repeat` runs of one row, each over new tool names: the median time to first mask, and
     the mask times of all runs pooled (their p99 then rests on `repeat` times as many steps)."""
-    runs = [run_one(engine, shape, size, encode, prefix=f"tool{k}") for k in range(repeat)]
+    runs = [
+        run_one(engine, shape, size, encode, prefix=f"tool{k}", shared=shared)
+        for k in range(repeat)
+    ]
     bad = next((r for r in runs if "error" in r), None)
     if bad is not None:
         return bad
@@ -206,9 +243,9 @@ def run_rows(engine: Any, shape: str, size: int, encode: Any, repeat: int) -> di
 
 
 def run_one(
-    engine: Any, shape: str, size: int, encode: Any, prefix: str = "tool"
+    engine: Any, shape: str, size: int, encode: Any, prefix: str = "tool", shared: bool = False
 ) -> dict[str, Any]:
-    tools = [tool(i, size, prefix) for i in range(size)]
+    tools = [tool(i, size, prefix, shared) for i in range(size)]
     t = tag(shape, tools)
     start = time.perf_counter()
     try:
@@ -235,6 +272,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out-dir", default=str(RESULTS_DIR))
     ap.add_argument("--repeat", type=int, default=3, help="runs of each row (new names each)")
+    ap.add_argument(
+        "--shared-schema",
+        action="store_true",
+        help="every tool of a tag has the same parameters schema (written to structural_tags_shared.*)",
+    )
     args = ap.parse_args()
     if importlib.util.find_spec("xgrammar") is None or not (TOKENIZER / "tokenizer.json").exists():
         print("SKIP: needs xgrammar (the vLLM venv) and the shared Llama 3 tokenizer")
@@ -257,16 +299,15 @@ def main() -> None:
     for shape in SHAPES:
         for size in SIZES:
             for e in engines:
-                r = run_rows(e, shape, size, encode, args.repeat)
+                r = run_rows(e, shape, size, encode, args.repeat, args.shared_schema)
                 r.update(engine=e.name, shape=shape, tools=size)
                 results.append(r)
                 print(json.dumps(r), flush=True)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     info = machine_info(("tokensieve", "xgrammar", "transformers"))
-    (out / "structural_tags.json").write_text(
-        json.dumps({"machine": info, "results": results}, indent=1)
-    )
+    stem = "structural_tags_shared" if args.shared_schema else "structural_tags"
+    (out / f"{stem}.json").write_text(json.dumps({"machine": info, "results": results}, indent=1))
 
     def cell(r: dict[str, Any], k: str) -> str:
         if "error" in r:
@@ -306,10 +347,18 @@ def main() -> None:
     lines = [
         "# Structural tags: time to first mask and mask times",
         "",
-        "Generated by `benches/bench_structural_tags.py` (one process, tokenizer Llama 3; each "
-        f"row run {args.repeat} times over new tool names: first mask the median of the runs, "
+        "Generated by `benches/bench_structural_tags.py` (one process, tokenizer Llama 3; "
+        + (
+            "every tool of a tag with the same parameters schema"
+            if args.shared_schema
+            else "each tool with a parameters schema of its own"
+        )
+        + f"; each row run {args.repeat} times over new tool names: first mask the median of "
+        "the runs, "
         "mask percentiles over the steps of all runs). Command: "
-        "`$HOME/.cache/tokensieve/venv-vllm/bin/python benches/bench_structural_tags.py`.",
+        "`$HOME/.cache/tokensieve/venv-vllm/bin/python benches/bench_structural_tags.py"
+        + (" --shared-schema" if args.shared_schema else "")
+        + "`.",
         "",
         md_table(head, rows),
         "",
@@ -324,7 +373,7 @@ def main() -> None:
         ),
         "",
     ]
-    (out / "structural_tags.md").write_text("\n".join(lines))
+    (out / f"{stem}.md").write_text("\n".join(lines))
     print("\n".join(lines))
 
 
