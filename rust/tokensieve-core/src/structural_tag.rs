@@ -1970,7 +1970,6 @@ fn int(v: Option<&Value>, at: &At) -> Result<i64> {
         .ok_or_else(|| error(&at.path, "must be an integer"))
 }
 
-/// `minLength`/`maxLength` of an XML string parameter (a non-negative integer, at most 2^31-1).
 /// The texts that would not end right before the closing `marker`: those holding it, and,
 /// where the marker overlaps itself (it has a period `q` shorter than it), those ending with its
 /// first `q` characters (the marker after them would be read `q` characters early).
@@ -1984,6 +1983,7 @@ fn marker_free(marker: &str) -> Vec<Hir> {
     out
 }
 
+/// `minLength`/`maxLength` of an XML string parameter (a non-negative integer, at most 2^31-1).
 fn length(v: Option<&Value>, at: &At) -> Result<Option<u32>> {
     match v {
         None => Ok(None),
