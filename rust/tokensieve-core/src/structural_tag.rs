@@ -829,7 +829,9 @@ impl Builder<'_> {
                 .map(|b| (b.text.expect("partitioned"), b.tail))
                 .collect();
             items.sort_by(|a, b| a.0.cmp(&b.0));
-            alts.push(text_trie(items, 0, 0));
+            // the trie stays whole: reading a begin from the point the texts part walks into
+            // every branch at once (see `Expr::Inline`)
+            alts.push(Expr::Inline(Box::new(text_trie(items, 0, 0))));
         }
         wide_alt(alts)
     }

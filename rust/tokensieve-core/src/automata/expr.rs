@@ -119,6 +119,13 @@ pub(crate) enum Expr {
     /// (one tool's arguments among many), so that entering what holds it does not build it.
     /// Where nothing is cut, the body is compiled in place.
     Cut(Box<Expr>),
+    /// The language of its body, kept whole where it stands: neither it, nor any part of it,
+    /// nor any expression holding it (up to the nearest [`Expr::Cut`]) is cut into a rule,
+    /// whatever its weight; the [`Expr::Cut`] marks inside it still are. A front end's mark on
+    /// a part that one mask walks into whole: the trie of many tags' begin texts, where a walk
+    /// from the point the names diverge enters every branch at once (built as rules, a
+    /// 1,000-tool tag built nine rules of 111 names each within one mask).
+    Inline(Box<Expr>),
 }
 
 /// The names of an [`Expr::NamesExcluded`], each ASCII.
@@ -186,7 +193,7 @@ impl Expr {
     pub(crate) fn for_each_child(&self, f: &mut dyn FnMut(&Expr)) {
         match self {
             Expr::Concat(xs) | Expr::Alt(xs) => xs.iter().for_each(f),
-            Expr::Repeat { sub, .. } | Expr::Cut(sub) => f(sub),
+            Expr::Repeat { sub, .. } | Expr::Cut(sub) | Expr::Inline(sub) => f(sub),
             Expr::List { item, sep } => {
                 f(item);
                 f(sep);
@@ -284,7 +291,9 @@ impl Expr {
                     || !d.states.get(d.start).is_none_or(|s| s.accept)
             }
             Expr::Part(p) => p.nonempty(),
-            Expr::Recursive { body, .. } | Expr::Cut(body) => body.surely_nonempty(),
+            Expr::Recursive { body, .. } | Expr::Cut(body) | Expr::Inline(body) => {
+                body.surely_nonempty()
+            }
             Expr::Knot { defs, .. } => defs[0].surely_nonempty(),
             Expr::WithTail { .. }
             | Expr::Goto(_)
@@ -869,7 +878,11 @@ impl Expr {
             Expr::Witness(b) => b.hash(h),
             Expr::Knot { defs, base } => (defs.len(), base).hash(h),
             Expr::Concat(xs) | Expr::Alt(xs) => xs.len().hash(h),
-            Expr::List { .. } | Expr::WithTail { .. } | Expr::Jump | Expr::Cut(_) => {}
+            Expr::List { .. }
+            | Expr::WithTail { .. }
+            | Expr::Jump
+            | Expr::Cut(_)
+            | Expr::Inline(_) => {}
         }
         self.for_each_child(&mut |x| x.hash_into(h));
     }
@@ -957,7 +970,7 @@ impl Expr {
             (Expr::Recursive { id, body }, Expr::Recursive { id: i2, body: b2 }) => {
                 id == i2 && body.same_as(b2)
             }
-            (Expr::Cut(a), Expr::Cut(b)) => a.same_as(b),
+            (Expr::Cut(a), Expr::Cut(b)) | (Expr::Inline(a), Expr::Inline(b)) => a.same_as(b),
             (Expr::Knot { defs, base }, Expr::Knot { defs: d2, base: b2 }) => {
                 base == b2 && all(defs, d2)
             }

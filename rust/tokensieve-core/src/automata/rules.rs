@@ -88,6 +88,8 @@ struct Info {
     free_witness: bool,
     /// Holds a recursive expression or call, a nesting guard, a stack bound or a look-around.
     pinned: bool,
+    /// Holds an [`Expr::Inline`] mark not inside a rule: not cut unless marked [`Expr::Cut`].
+    inline: bool,
 }
 
 impl Info {
@@ -98,6 +100,7 @@ impl Info {
             free_jump: false,
             free_witness: false,
             pinned: false,
+            inline: false,
         }
     }
 
@@ -122,6 +125,7 @@ impl Info {
             out.free_jump |= p.free_jump;
             out.free_witness |= p.free_witness;
             out.pinned |= p.pinned;
+            out.inline |= p.inline;
         }
         out
     }
@@ -134,6 +138,8 @@ struct Ctx {
     frozen: bool,
     /// Whether the tail a jump here continues with is surely inhabited.
     jump_inhabited: bool,
+    /// Inside an [`Expr::Inline`] mark: only [`Expr::Cut`] marks are cut.
+    inline: bool,
 }
 
 struct Cutter {
@@ -159,6 +165,7 @@ pub(crate) fn split(mut root: Expr) -> Split {
         let ctx = Ctx {
             frozen: false,
             jump_inhabited: false,
+            inline: false,
         };
         c.weights[0] = c.children(&mut root, ctx).weight;
     }
@@ -201,7 +208,7 @@ fn cuttable(x: &Expr) -> bool {
                 && witness.iter().all(|(_, w)| cuttable(w))
         }
         Expr::WithTail { body, tail } => cuttable(body) && cuttable(tail),
-        Expr::Recursive { body, .. } | Expr::Cut(body) => cuttable(body),
+        Expr::Recursive { body, .. } | Expr::Cut(body) | Expr::Inline(body) => cuttable(body),
     }
 }
 
@@ -219,6 +226,7 @@ pub(crate) fn inhabited(x: &Expr) -> bool {
         Ctx {
             frozen: true,
             jump_inhabited: false,
+            inline: false,
         },
     )
     .inhabited
@@ -229,15 +237,28 @@ impl Cutter {
     /// replaced by a rule leaf when it qualifies.
     fn visit(&mut self, x: &mut Expr, ctx: Ctx) -> Info {
         if let Expr::Cut(body) = x {
-            // a front end's mark: cut whatever the weight (where parts are cut at all)
+            // a front end's mark: cut whatever the weight (where parts are cut at all), also
+            // inside an `Inline` mark; what it holds is cut as anywhere else
             *x = std::mem::replace(&mut **body, Expr::empty());
-            let info = self.children(x, ctx);
+            let inner = Ctx {
+                inline: false,
+                ..ctx
+            };
+            let info = self.children(x, inner);
             let least = if self.min_weight < u64::MAX {
                 0
             } else {
                 u64::MAX
             };
-            return self.cut_from(x, info, ctx, least);
+            return self.cut_from(
+                x,
+                Info {
+                    inline: false,
+                    ..info
+                },
+                inner,
+                least,
+            );
         }
         let info = self.children(x, ctx);
         self.cut(x, info, ctx)
@@ -252,6 +273,8 @@ impl Cutter {
     /// [`Cutter::cut`] of a part that qualifies from weight `least` on.
     fn cut_from(&mut self, x: &mut Expr, info: Info, ctx: Ctx, least: u64) -> Info {
         if !ctx.frozen
+            && !ctx.inline
+            && !info.inline
             && !info.free_jump
             && !info.free_witness
             && !info.pinned
@@ -462,6 +485,7 @@ impl Cutter {
                     free_jump: t.free_jump,
                     free_witness: b.free_witness || t.free_witness,
                     pinned: b.pinned || t.pinned,
+                    inline: b.inline || t.inline,
                 }
             }
             Expr::Jump => Info {
@@ -478,6 +502,16 @@ impl Cutter {
             Expr::Rule(_) => Info::leaf(1, true),
             // (reached only as the root: `visit` opens a mark)
             Expr::Cut(body) => self.children(body, ctx),
+            Expr::Inline(body) => {
+                let inner = Ctx {
+                    inline: true,
+                    ..ctx
+                };
+                Info {
+                    inline: true,
+                    ..self.children(body, inner)
+                }
+            }
             Expr::Witness(_) => Info {
                 free_witness: true,
                 ..Info::leaf(1, true)

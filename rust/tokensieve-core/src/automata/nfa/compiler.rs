@@ -568,7 +568,7 @@ impl Compiler {
         match x {
             Expr::Hir(h) => self.c(h),
             // (not cut: compiled in place)
-            Expr::Cut(x) => self.e(x),
+            Expr::Cut(x) | Expr::Inline(x) => self.e(x),
             Expr::Concat(xs) => self.sequence(xs, Self::e),
             Expr::Alt(xs) => self.alternation(xs, Self::e),
             Expr::Repeat { sub, min, max } if expr::counts(sub, *min, *max) => {

@@ -345,3 +345,64 @@ fn structural_tag_contents_cut_keep_the_language() {
         }
     }
 }
+
+/// The trie of many tags' begin texts stays in the automaton that holds it
+/// ([`crate::automata::expr::Expr::Inline`]): reading every tool's name from the point where
+/// the names part, as one mask's walk does over the tokens, builds no rule (cut into rules,
+/// the trie's branches were built one by one within that walk); a tag's content is built only
+/// once its whole begin is read. The language is that of the tag built whole.
+#[test]
+fn structural_tag_begin_trie_stays_whole() {
+    let n = 300;
+    let tags: Vec<Value> = (0..n)
+        .map(|i| {
+            json!({"type": "tag", "begin": format!("{{\"name\": \"get_item_{i}\", \"parameters\": "),
+                   "content": {"type": "json_schema", "json_schema": {"type": "object",
+                       "properties": {format!("x{i}"): {"type": "integer"}},
+                       "additionalProperties": false}},
+                   "end": "}"})
+        })
+        .collect();
+    let format = json!({"type": "triggered_tags", "triggers": ["{\"name\": "], "tags": tags});
+    let text = json!({"type": "structural_tag", "format": format}).to_string();
+    let opts = crate::regex::RegexOptions {
+        max_states: 1_000_000,
+        ..Default::default()
+    };
+    let build = || {
+        let c = crate::structural_tag::compile(&text, &JsonSchemaOptions::default(), None).unwrap();
+        LazyDfa::from_expr("tag", &c.expr, &opts).unwrap()
+    };
+    let d = build();
+    // (what the start enters: the free text's own parts)
+    let (rules, at_start) = d.rules_built();
+    assert!(rules >= n, "{rules} rules: each content is one");
+    let parted = d.walk(d.start(), b"{\"name\": \"get_item_").unwrap();
+    assert_ne!(parted, DEAD);
+    for i in 0..n {
+        // (the begin but its last byte: from there its content is entered)
+        let s = d
+            .walk(parted, format!("{i}\", \"parameters\":").as_bytes())
+            .unwrap();
+        assert_ne!(s, DEAD, "tool {i}");
+    }
+    assert_eq!(d.rules_built().1, at_start, "reading the names built rules");
+    let s = d.walk(parted, b"7\", \"parameters\": {\"x7\"").unwrap();
+    assert_ne!(s, DEAD);
+    assert_eq!(
+        d.walk(parted, b"7\", \"parameters\": {\"x8\"").unwrap(),
+        DEAD
+    );
+    let built = d.rules_built().1 - at_start;
+    assert!(
+        (1..=3).contains(&built),
+        "{built} rules built for one content"
+    );
+    let whole = with_flat(build);
+    if let Err(path) = same_language(&d, &whole) {
+        panic!(
+            "the tag and the one built whole differ after {:?}",
+            String::from_utf8_lossy(&path)
+        );
+    }
+}
