@@ -518,6 +518,14 @@ def test_xml_string_pattern_and_format(style: str) -> None:
     )
     assert _accepts(g, p("t", "x <y> z"))
     assert not _accepts(g, head.format(k="t") + "x" + close + "y" + close)
+    # a pattern opening with look-aheads, read as the JSON path reads it: exact as well
+    ahead_re = "^(?!no)(?=.*y)[a-z]+$"
+    ahead = {"type": "object", "properties": {"w": {"type": "string", "pattern": ahead_re}}}
+    g = ts.Grammar.from_structural_tag(
+        {"format": {"type": "json_schema", "json_schema": ahead, "style": style}}, V
+    )
+    for v in ["yes", "noy", "nay", "abc", "y", "no", "", "Yy", "ny", "noyes", "y y"]:
+        assert _accepts(g, p("w", v)) == bool(re.search(ahead_re, v)), v
     never = {
         "type": "object",
         "properties": {"t": {"type": "string", "pattern": "^a$", "minLength": 2}},

@@ -1549,8 +1549,8 @@ impl Xml<'_, '_> {
         }
         let min = length(o.get("minLength"), &at.key("minLength"))?;
         let max = length(o.get("maxLength"), &at.key("maxLength"))?;
-        let shapes = self.string_shapes(o, at)?;
-        if shapes.is_empty() {
+        let (shapes, excluded) = self.string_shapes(o, at)?;
+        if shapes.is_empty() && excluded.is_empty() {
             let text = self.raw_text(at)?;
             return Ok(Some(if min.is_none() && max.is_none() {
                 on(text.end(), &at.path)?
@@ -1565,7 +1565,8 @@ impl Xml<'_, '_> {
         if min.is_some() || max.is_some() {
             pos.push(hir::rep(dot_all(), min.unwrap_or(0), max));
         }
-        let neg = marker_free(self.style.closing);
+        let mut neg = marker_free(self.style.closing);
+        neg.extend(excluded);
         match crate::automata::strlang::combine(&pos, &neg) {
             Ok(Some(h)) => Ok(Some(Expr::Hir(h))),
             Ok(None) => Err(error(
@@ -1581,17 +1582,24 @@ impl Xml<'_, '_> {
     }
 
     /// The decoded-string languages a string schema's `pattern` and `format` (a format the
-    /// options assert and this crate knows; other formats accept any string) confine it to.
-    fn string_shapes(&self, o: &serde_json::Map<String, Value>, at: &At) -> Result<Vec<Hir>> {
-        let mut out = Vec::new();
+    /// options assert and this crate knows; other formats accept any string) confine it to, and
+    /// those it must stay out of (a pattern's leading negative look-aheads, see
+    /// [`crate::json_schema::compile::pattern_parts`]).
+    fn string_shapes(
+        &self,
+        o: &serde_json::Map<String, Value>,
+        at: &At,
+    ) -> Result<(Vec<Hir>, Vec<Hir>)> {
+        let (mut pos, mut neg) = (Vec::new(), Vec::new());
         if let Some(p) = o.get("pattern") {
             let a = at.key("pattern");
             let p = p
                 .as_str()
                 .ok_or_else(|| error(&a.path, "pattern must be a string"))?;
-            out.push(
-                crate::json_schema::compile::pattern_language(p).map_err(|e| error(&a.path, &e))?,
-            );
+            let (yes, no) =
+                crate::json_schema::compile::pattern_parts(p).map_err(|e| error(&a.path, &e))?;
+            pos.extend(yes);
+            neg.extend(no);
         }
         if let Some(f) = o.get("format") {
             let a = at.key("format");
@@ -1599,10 +1607,10 @@ impl Xml<'_, '_> {
                 .as_str()
                 .ok_or_else(|| error(&a.path, "format must be a string"))?;
             if self.b.schema_opts.formats == crate::json_schema::options::Formats::Assert {
-                out.extend(crate::json_schema::string::format_hir(f));
+                pos.extend(crate::json_schema::string::format_hir(f));
             }
         }
-        Ok(out)
+        Ok((pos, neg))
     }
 
     /// Raw text of a parameter value: anything without the closing marker.

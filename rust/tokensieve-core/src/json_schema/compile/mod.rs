@@ -14,9 +14,9 @@ mod scalars;
 
 pub(super) use refs::{normalize, Piece};
 pub(in crate::json_schema) use scalars::count_in;
-pub(crate) use scalars::pattern_language;
 #[cfg(test)]
 pub(crate) use scalars::{not_in, spelled_not_in};
+pub(crate) use scalars::{pattern_language, pattern_parts};
 
 use regex_syntax::hir::Hir;
 use serde_json::{Map, Value};

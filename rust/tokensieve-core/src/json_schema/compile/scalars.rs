@@ -430,31 +430,12 @@ impl<'a> Compiler<'a> {
         pattern_language(p).map_err(|e| schema_error("pattern", ptr, e))
     }
 
-    /// A string's `pattern` as languages the string must be in and languages it must not be
-    /// in: the pattern itself ([`pattern_language`]), or, when it starts with look-aheads at
-    /// its beginning (`^(?!X)`, `^(?=X)`, several in a row), the pattern without them, each
-    /// `(?=X)` adding `^X` (a string starting with X) to the first list and each `(?!X)` to the
-    /// second: the same language as the search, exact.
+    /// [`pattern_parts`] of a schema's `pattern` value.
     fn pattern_parts(&self, p: &Value, ptr: &str) -> Result<(Vec<Hir>, Vec<Hir>)> {
         let text = p
             .as_str()
             .ok_or_else(|| schema_error("pattern", ptr, "pattern must be a string"))?;
-        let (heads, rest) = leading_lookaheads(text);
-        if heads.is_empty() {
-            return Ok((vec![self.pattern_hir(p, "pattern", ptr)?], Vec::new()));
-        }
-        let lang = |q: String| pattern_language(&q).map_err(|e| schema_error("pattern", ptr, e));
-        let mut pos = vec![lang(format!("^{rest}"))?];
-        let mut neg = Vec::new();
-        for (negative, x) in heads {
-            let h = lang(format!("^(?:{x})"))?;
-            if negative {
-                neg.push(h);
-            } else {
-                pos.push(h);
-            }
-        }
-        Ok((pos, neg))
+        pattern_parts(text).map_err(|e| schema_error("pattern", ptr, e))
     }
 
     pub(super) fn string(
@@ -717,6 +698,29 @@ fn group_structure(p: &str, depth: i32) -> impl Iterator<Item = (usize, u8, i32)
         }
         None
     })
+}
+
+/// A string's `pattern` as languages the string must be in and languages it must not be in:
+/// the pattern itself ([`pattern_language`]), or, when it starts with look-aheads at its
+/// beginning (`^(?!X)`, `^(?=X)`, several in a row), the pattern without them, each `(?=X)`
+/// adding `^X` (a string starting with X) to the first list and each `(?!X)` to the second:
+/// the same language as the search, exact.
+pub(crate) fn pattern_parts(text: &str) -> std::result::Result<(Vec<Hir>, Vec<Hir>), String> {
+    let (heads, rest) = leading_lookaheads(text);
+    if heads.is_empty() {
+        return Ok((vec![pattern_language(text)?], Vec::new()));
+    }
+    let mut pos = vec![pattern_language(&format!("^{rest}"))?];
+    let mut neg = Vec::new();
+    for (negative, x) in heads {
+        let h = pattern_language(&format!("^(?:{x})"))?;
+        if negative {
+            neg.push(h);
+        } else {
+            pos.push(h);
+        }
+    }
+    Ok((pos, neg))
 }
 
 pub(crate) fn pattern_language(p: &str) -> std::result::Result<Hir, String> {
