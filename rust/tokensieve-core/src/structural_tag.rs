@@ -1560,23 +1560,40 @@ impl Xml<'_, '_> {
         }
         // the text in every shape's language, of a length within the bounds, and free of the
         // closing marker (not inside it, nor ending where the marker after it would be read
-        // earlier)
-        let mut pos = shapes;
-        if min.is_some() || max.is_some() {
-            pos.push(hir::rep(dot_all(), min.unwrap_or(0), max));
-        }
-        let mut neg = marker_free(self.style.closing);
-        neg.extend(excluded);
-        match crate::automata::strlang::combine(&pos, &neg) {
-            Ok(Some(h)) => Ok(Some(Expr::Hir(h))),
-            Ok(None) => Err(error(
+        // earlier): the minimal automaton of the shapes and the marker (kept process-wide, so
+        // that the same format in many tools is built once) read as raw text, its lengths
+        // counted beside it
+        let none = || {
+            error(
                 &at.path,
                 &format!(
                     "no raw text satisfies this string parameter (its pattern, format and \
                      lengths, without {:?})",
                     self.style.closing
                 ),
-            )),
+            )
+        };
+        let mut neg = marker_free(self.style.closing);
+        neg.extend(excluded);
+        let d = crate::automata::strlang::combined_dfa(&shapes, &neg)
+            .map_err(|e| error(&at.path, &e))?
+            .ok_or_else(none)?;
+        let built = if min.is_none() && max.is_none() {
+            expr::raw_text_dfa(&d).map(Some)
+        } else {
+            expr::raw_counted_text_dfa(&d, min.unwrap_or(0), max)
+        };
+        if let Some(x) = built {
+            return x.map(Some).ok_or_else(none);
+        }
+        // (an automaton that cannot be read so: as one expression)
+        let mut pos = shapes;
+        if min.is_some() || max.is_some() {
+            pos.push(hir::rep(dot_all(), min.unwrap_or(0), max));
+        }
+        match crate::automata::strlang::combine(&pos, &neg) {
+            Ok(Some(h)) => Ok(Some(Expr::Hir(h))),
+            Ok(None) => Err(none()),
             Err(e) => Err(error(&at.path, &e)),
         }
     }

@@ -636,8 +636,6 @@ pub(super) fn spelled_combination(
     }
 }
 
-/// The decoded-string language of an ECMA pattern (search semantics); the error names the
-/// pattern.
 /// The look-aheads at the very beginning of pattern `p` (after its `^`: `^(?!X)(?=Y)rest`) as
 /// (negative, X) pairs, and the rest of the pattern after them; no pairs when `p` does not start
 /// that way. X is the group's text up to its matching parenthesis (escapes and classes skipped).
@@ -723,6 +721,8 @@ pub(crate) fn pattern_parts(text: &str) -> std::result::Result<(Vec<Hir>, Vec<Hi
     Ok((pos, neg))
 }
 
+/// The decoded-string language of an ECMA pattern (search semantics); the error names the
+/// pattern.
 pub(crate) fn pattern_language(p: &str) -> std::result::Result<Hir, String> {
     let t = translate_ecma(p).map_err(|e| format!("{p:?}: {e}"))?;
     let h = crate::regex::parse(&t, 250).map_err(|e| format!("{p:?}: {e}"))?;
