@@ -74,6 +74,7 @@ pub(crate) fn compile(
         schema_opts,
         atoms: RefCell::new(AtomList::new(vocab)),
         specials,
+        built: RefCell::default(),
     };
     let expr = b.top(&value)?;
     let atoms = b.atoms.into_inner().into_ids();
@@ -121,6 +122,9 @@ struct Builder<'a> {
     /// The vocabulary's special tokens with a text (not EOS): a marker that holds one's text
     /// may be written with that token (see [`Builder::marker`]).
     specials: Specials,
+    /// The `json_schema` nodes built so far, those met more than once with their expression
+    /// (see [`Builder::json_schema`]).
+    built: RefCell<rustc_hash::FxHashMap<String, Option<Expr>>>,
 }
 
 /// Special tokens' texts, found by the longest one a text starts with.
@@ -253,6 +257,83 @@ impl Builder<'_> {
         self.triggered(&triggers, tags, &[], false, false, at)
     }
 
+    /// A `json_schema` node: its schema in its parameter style. Nodes alike (the same text,
+    /// depth and enclosing ends; tools whose parameters schemas are the same) are built at most
+    /// twice and copied after, so that their contents are also one rule (see
+    /// `automata::rules`); a node met once is not copied (a copy costs a good part of a build).
+    fn json_schema(&self, o: &serde_json::Map<String, Value>, at: &At) -> Result<Expr> {
+        let key = serde_json::to_string(o)
+            .map(|text| format!("{text}\u{0}{}\u{0}{:?}", at.depth, at.ends))
+            .ok();
+        let Some(key) = key else {
+            return self.json_schema_built(o, at);
+        };
+        if let Some(Some(x)) = self.built.borrow().get(&key) {
+            return Ok(x.clone());
+        }
+        let x = self.json_schema_built(o, at)?;
+        let mut built = self.built.borrow_mut();
+        match built.get_mut(&key) {
+            // met before: kept from now on
+            Some(kept) => *kept = Some(x.clone()),
+            None => {
+                built.insert(key, None);
+            }
+        }
+        Ok(x)
+    }
+
+    /// [`Builder::json_schema`], built.
+    fn json_schema_built(&self, o: &serde_json::Map<String, Value>, at: &At) -> Result<Expr> {
+        #[cfg(test)]
+        tests::SCHEMA_BUILDS.with(|n| n.set(n.get() + 1));
+        let style = match o.get("style") {
+            None | Some(Value::Null) => "json",
+            Some(Value::String(s)) => s.as_str(),
+            Some(_) => return Err(error(&at.key("style").path, "must be a string")),
+        };
+        let xml = match style {
+            "json" => None,
+            other => Some(XmlStyle::named(other).ok_or_else(|| {
+                error(
+                    &at.key("style").path,
+                    &format!(
+                        "the json_schema style `{other}` is not supported (json, \
+                         qwen_xml, minimax_xml, deepseek_xml, deepseek_v4_1_xml, \
+                         glm_xml, kimi_k3_xml and cohere_xml are)"
+                    ),
+                )
+            })?),
+        };
+        if let Some(e) = o.get("excludes") {
+            if !is_empty_list(e) {
+                return Err(error(
+                    &at.key("excludes").path,
+                    "excluded strings inside a json_schema are not supported",
+                ));
+            }
+        }
+        let any_order = flag(o.get("any_order"), &at.key("any_order"))?;
+        let ws = count(o.get("max_whitespace_cnt"), &at.key("max_whitespace_cnt"))?;
+        let schema = o
+            .get("json_schema")
+            .ok_or_else(|| error(&at.path, "has no `json_schema`"))?;
+        let at = at.key("json_schema");
+        match xml {
+            None => self.schema(schema, Some(any_order), ws, &at),
+            Some(style) => {
+                let x = Xml {
+                    b: self,
+                    style,
+                    root: schema,
+                    any_order,
+                    ws,
+                };
+                x.params(&at)
+            }
+        }
+    }
+
     /// One node of the format tree.
     fn node(&self, v: &Value, at: &At) -> Result<Expr> {
         if at.depth > MAX_FORMAT_DEPTH {
@@ -277,53 +358,7 @@ impl Builder<'_> {
                 self.marker(s, at)
             }
             "token" => self.token(o.get("token"), &at.key("token")),
-            "json_schema" => {
-                let style = match o.get("style") {
-                    None | Some(Value::Null) => "json",
-                    Some(Value::String(s)) => s.as_str(),
-                    Some(_) => return Err(error(&at.key("style").path, "must be a string")),
-                };
-                let xml = match style {
-                    "json" => None,
-                    other => Some(XmlStyle::named(other).ok_or_else(|| {
-                        error(
-                            &at.key("style").path,
-                            &format!(
-                                "the json_schema style `{other}` is not supported (json, \
-                                 qwen_xml, minimax_xml, deepseek_xml, deepseek_v4_1_xml, \
-                                 glm_xml, kimi_k3_xml and cohere_xml are)"
-                            ),
-                        )
-                    })?),
-                };
-                if let Some(e) = o.get("excludes") {
-                    if !is_empty_list(e) {
-                        return Err(error(
-                            &at.key("excludes").path,
-                            "excluded strings inside a json_schema are not supported",
-                        ));
-                    }
-                }
-                let any_order = flag(o.get("any_order"), &at.key("any_order"))?;
-                let ws = count(o.get("max_whitespace_cnt"), &at.key("max_whitespace_cnt"))?;
-                let schema = o
-                    .get("json_schema")
-                    .ok_or_else(|| error(&at.path, "has no `json_schema`"))?;
-                let at = at.key("json_schema");
-                match xml {
-                    None => self.schema(schema, Some(any_order), ws, &at),
-                    Some(style) => {
-                        let x = Xml {
-                            b: self,
-                            style,
-                            root: schema,
-                            any_order,
-                            ws,
-                        };
-                        x.params(&at)
-                    }
-                }
-            }
+            "json_schema" => self.json_schema(o, at),
             "qwen_xml_parameter" => {
                 let schema = o
                     .get("json_schema")
@@ -2053,6 +2088,56 @@ fn count(v: Option<&Value>, at: &At) -> Result<Option<u32>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    thread_local! {
+        /// `json_schema` nodes built on this thread (see [`Builder::json_schema`]).
+        pub(super) static SCHEMA_BUILDS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    /// Tools whose parameters schemas are the same have them built at most twice; a schema that
+    /// differs in anything (a key, the style, the enclosing tag's end) is built apart, and each
+    /// tool still takes exactly its own arguments.
+    #[test]
+    fn json_schema_nodes_alike_are_built_at_most_twice() {
+        use crate::automata::dfa::{LazyDfa, DEAD};
+        let a = serde_json::json!({"type": "object", "properties": {"n": {"type": "integer"}},
+                                   "required": ["n"]});
+        let b = serde_json::json!({"type": "object", "properties": {"s": {"type": "string"}},
+                                   "required": ["s"]});
+        let tag = |name: &str, schema: &Value, style: &str, end: &str| {
+            serde_json::json!({"type": "tag", "begin": format!("<{name}>"),
+                "content": {"type": "json_schema", "json_schema": schema, "style": style},
+                "end": end})
+        };
+        let tags = vec![
+            tag("f", &a, "json", "</f>"),
+            tag("g", &a, "json", "</f>"),
+            tag("h", &a, "json", "</f>"),
+            tag("i", &b, "json", "</f>"),
+            tag("j", &a, "qwen_xml", "</f>"),
+            tag("k", &a, "json", "</k>"),
+        ];
+        let text = serde_json::json!({"type": "structural_tag",
+            "format": {"type": "triggered_tags", "triggers": ["<"], "tags": tags}})
+        .to_string();
+        let before = SCHEMA_BUILDS.with(|n| n.get());
+        let c = compile(&text, &JsonSchemaOptions::default(), None).unwrap();
+        assert_eq!(SCHEMA_BUILDS.with(|n| n.get()) - before, 5);
+        let d = LazyDfa::from_expr("tag", &c.expr, &Default::default()).unwrap();
+        let accepts = |s: &str| {
+            let q = d.walk(d.start(), s.as_bytes()).unwrap();
+            q != DEAD && d.is_accepting(q)
+        };
+        for name in ["f", "g", "h"] {
+            assert!(accepts(&format!("<{name}>{{\"n\": 1}}</f>")), "{name}");
+            assert!(!accepts(&format!("<{name}>{{\"s\": \"x\"}}</f>")), "{name}");
+        }
+        assert!(accepts("<i>{\"s\": \"x\"}</f>"));
+        assert!(!accepts("<i>{\"n\": 1}</f>"));
+        assert!(accepts("<j><parameter=n>\n1\n</parameter>\n</f>"));
+        assert!(accepts("<k>{\"n\": 1}</k>"));
+        assert!(!accepts("<k>{\"n\": 1}</f>"));
+    }
 
     /// The texts [`marker_free`] leaves are exactly those that the marker after them ends,
     /// read as the engines read a parameter (up to the marker's first occurrence); brute force
