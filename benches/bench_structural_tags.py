@@ -5,7 +5,8 @@ For tags over 1, 20, 200 and 1,000 tools in three shapes that vLLM's tool parser
 ``tool_choice="required"``: ``tags_with_separator``; ``qwen3_xml``: ``triggered_tags`` with XML
 parameters), each engine compiles the tag, makes a matcher and fills its first mask (time to
 first mask), then walks a text of free words followed by one call, filling the mask before every
-token (mask times in free text and inside the call, p50 and p99). Each tool has a schema of its
+token (mask times in free text and inside the call, p50 and p99; and the slowest mask inside a
+call, with the token written after it). Each tool has a schema of its
 own (see `tool`; with ``--shared-schema`` all tools share the first one's, which engines that
 reuse the grammar of a schema met before compile once), and tool names differ per size and run
 (``--repeat``), so nothing is cached across rows. Before the rows, each engine compiles and
@@ -239,6 +240,8 @@ def run_rows(
             row[f"{part}_p50_us"] = statistics.median(xs) * 1e6
             row[f"{part}_p99_us"] = pct(xs, 99) * 1e6
             row[f"{part}_max_us"] = max(xs) * 1e6
+            dt, tok = max(r["worst"][part] for r in runs)
+            row[f"{part}_worst_token"] = tok
     return row
 
 
@@ -258,14 +261,19 @@ def run_one(
     free, call = output(shape, tools[size // 2]["name"])
     ids_free, ids_call = encode(free), encode(call)
     times: dict[str, list[float]] = {"free": [], "call": []}
+    # the slowest mask of each part: (seconds, the token accepted after it)
+    worst: dict[str, tuple[float, int]] = {}
     for part, ids in (("free", ids_free), ("call", ids_call)):
         for tok in ids:
             t0 = time.perf_counter()
             engine.fill(m)
-            times[part].append(time.perf_counter() - t0)
+            dt = time.perf_counter() - t0
+            times[part].append(dt)
+            if dt > worst.get(part, (-1.0, 0))[0]:
+                worst[part] = (dt, tok)
             if not engine.accept(m, tok):
                 return {"error": f"token {tok} of the {part} refused", "first_ms": first * 1e3}
-    return {"first_ms": first * 1e3, "times": times}
+    return {"first_ms": first * 1e3, "times": times, "worst": worst}
 
 
 def main() -> None:
@@ -301,6 +309,9 @@ def main() -> None:
             for e in engines:
                 r = run_rows(e, shape, size, encode, args.repeat, args.shared_schema)
                 r.update(engine=e.name, shape=shape, tools=size)
+                for part in ("free", "call"):
+                    if f"{part}_worst_token" in r:
+                        r[f"{part}_worst_token"] = hf.decode([r[f"{part}_worst_token"]])
                 results.append(r)
                 print(json.dumps(r), flush=True)
     out = Path(args.out_dir)
@@ -361,6 +372,30 @@ def main() -> None:
         + "`.",
         "",
         md_table(head, rows),
+        "",
+        "The slowest mask inside a call (its time, then the token written after it), per row:",
+        "",
+        md_table(
+            ["shape", "tools", "tokensieve", "xgrammar"],
+            [
+                [shape, str(size)]
+                + [
+                    f"{r['call_max_us']:.0f} µs before {r['call_worst_token']!r}"
+                    if "call_max_us" in r
+                    else ""
+                    for r in (
+                        next(
+                            x
+                            for x in results
+                            if x["engine"] == n and x["shape"] == shape and x["tools"] == size
+                        )
+                        for n in ("tokensieve", "xgrammar")
+                    )
+                ]
+                for shape in SHAPES
+                for size in SIZES
+            ],
+        ),
         "",
         "Errors: "
         + (
