@@ -946,6 +946,7 @@ const ALT_GROUP: usize = 32;
 /// group can then be cut into a rule of its own (see `automata::rules`), compiled when first
 /// entered or by the background builder. A flat alternation of many small branches is one
 /// rule, built with the root once it is large (a 1,000-tool tag: 160 ms at compile time).
+/// Inside a trie of begin texts ([`text_trie`], kept whole) the groups are not cut.
 fn wide_alt(items: Vec<Expr>) -> Expr {
     if items.len() <= ALT_GROUP {
         return expr::alt(items);
@@ -989,6 +990,8 @@ struct Branch {
 /// not one path per tag still possible: entering the tags and reading a name step a few
 /// automaton states, not one per tool. Below [`MAX_TRIE_DEPTH`] branchings (`depth`) the
 /// items are branches of their own, so that the expression stays shallow whatever the texts.
+/// [`Builder::tag_alt`] keeps the trie whole ([`Expr::Inline`]): inside it only the tags' contents
+/// (marked [`Expr::Cut`]) are rules.
 fn text_trie(items: Vec<(String, Expr)>, at: usize, depth: usize) -> Expr {
     let n = items.len();
     if depth >= MAX_TRIE_DEPTH && n > 1 {
