@@ -20,7 +20,7 @@ use crate::automata::hir::{
 
 /// A decimal number: sign, integer digits (no leading zeros; empty = 0) and fraction digits
 /// (no trailing zeros). Zero is never negative.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Dec {
     pub neg: bool,
     pub int: Vec<u8>,
@@ -146,7 +146,7 @@ impl Ord for Dec {
 }
 
 /// One end of an interval.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Bound {
     pub value: Dec,
     pub inclusive: bool,
@@ -424,8 +424,48 @@ pub(crate) fn any_number(integer: bool) -> Hir {
     concat(parts)
 }
 
+/// Bounds of at most this many digits in all have their [`number_range`] kept.
+const KEPT_RANGE_DIGITS: usize = 40;
+
+/// At most this many [`number_range`] results are kept (all are dropped when it is reached).
+const KEPT_RANGES: usize = 1024;
+
+type RangeKey = (Option<Bound>, Option<Bound>, bool);
+
 /// Numbers (or integers) within the bounds; `None` if the interval is empty.
+///
+/// Results are kept process-wide (bounds of up to [`KEPT_RANGE_DIGITS`] digits, at most
+/// [`KEPT_RANGES`] of them): the same bounds recur across a schema's properties, the tools of a
+/// structural tag and requests (`minimum: 0`, `1` to `100`), and a copy costs less than
+/// building the range again.
 pub(crate) fn number_range(lo: Option<&Bound>, hi: Option<&Bound>, integer: bool) -> Option<Hir> {
+    let digits = |b: Option<&Bound>| b.map_or(0, |b| b.value.int.len() + b.value.frac.len());
+    if digits(lo) + digits(hi) > KEPT_RANGE_DIGITS {
+        return number_range_built(lo, hi, integer);
+    }
+    static KEPT: std::sync::OnceLock<
+        std::sync::Mutex<rustc_hash::FxHashMap<RangeKey, Option<Hir>>>,
+    > = std::sync::OnceLock::new();
+    let kept = || {
+        KEPT.get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    let key = (lo.cloned(), hi.cloned(), integer);
+    if let Some(h) = kept().get(&key) {
+        return h.clone();
+    }
+    let h = number_range_built(lo, hi, integer);
+    let mut k = kept();
+    if k.len() >= KEPT_RANGES {
+        k.clear();
+    }
+    k.insert(key, h.clone());
+    h
+}
+
+/// [`number_range`], built.
+fn number_range_built(lo: Option<&Bound>, hi: Option<&Bound>, integer: bool) -> Option<Hir> {
     if lo.is_none() && hi.is_none() {
         return Some(any_number(integer));
     }
@@ -493,6 +533,35 @@ mod tests {
         Bound {
             value: Dec::parse(s).unwrap(),
             inclusive,
+        }
+    }
+
+    /// A kept range is the one built for exactly its bounds: asked again, and asked with only
+    /// the inclusiveness, the integer flag or one bound changed, each answer equals the range
+    /// built afresh.
+    #[test]
+    fn kept_ranges_are_the_built_ones() {
+        let cases = [
+            (Some(bound("1", true)), None),
+            (Some(bound("1", false)), None),
+            (Some(bound("0", true)), Some(bound("100", true))),
+            (Some(bound("0", true)), Some(bound("100", false))),
+            (Some(bound("-2.5", true)), Some(bound("7", true))),
+            (None, Some(bound("-3", true))),
+            (Some(bound("12345678901234567890123", true)), None),
+            (
+                Some(bound("12345678901234567890123", true)),
+                Some(bound("1e30", true)),
+            ),
+        ];
+        for _ in 0..2 {
+            for (lo, hi) in &cases {
+                for integer in [false, true] {
+                    let want = number_range_built(lo.as_ref(), hi.as_ref(), integer);
+                    let got = number_range(lo.as_ref(), hi.as_ref(), integer);
+                    assert_eq!(got, want, "{lo:?} {hi:?} integer={integer}");
+                }
+            }
         }
     }
 
