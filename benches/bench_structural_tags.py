@@ -240,8 +240,7 @@ def run_rows(
             row[f"{part}_p50_us"] = statistics.median(xs) * 1e6
             row[f"{part}_p99_us"] = pct(xs, 99) * 1e6
             row[f"{part}_max_us"] = max(xs) * 1e6
-            dt, tok = max(r["worst"][part] for r in runs)
-            row[f"{part}_worst_token"] = tok
+            row[f"{part}_worst_token"] = max(r["worst"][part] for r in runs)[1]
     return row
 
 
@@ -320,6 +319,13 @@ def main() -> None:
     stem = "structural_tags_shared" if args.shared_schema else "structural_tags"
     (out / f"{stem}.json").write_text(json.dumps({"machine": info, "results": results}, indent=1))
 
+    def row_of(engine: str, shape: str, size: int) -> dict[str, Any]:
+        return next(
+            r
+            for r in results
+            if r["engine"] == engine and r["shape"] == shape and r["tools"] == size
+        )
+
     def cell(r: dict[str, Any], k: str) -> str:
         if "error" in r:
             return "refused" if k == "first_ms" else ""
@@ -329,14 +335,7 @@ def main() -> None:
     rows = []
     for shape in SHAPES:
         for size in SIZES:
-            ts_r, xg_r = (
-                next(
-                    r
-                    for r in results
-                    if r["engine"] == n and r["shape"] == shape and r["tools"] == size
-                )
-                for n in ("tokensieve", "xgrammar")
-            )
+            ts_r, xg_r = (row_of(n, shape, size) for n in ("tokensieve", "xgrammar"))
             ratio = (
                 f"{xg_r['first_ms'] / ts_r['first_ms']:.1f}×"
                 if "error" not in ts_r and "error" not in xg_r
@@ -383,14 +382,7 @@ def main() -> None:
                     f"{r['call_max_us']:.0f} µs before {r['call_worst_token']!r}"
                     if "call_max_us" in r
                     else ""
-                    for r in (
-                        next(
-                            x
-                            for x in results
-                            if x["engine"] == n and x["shape"] == shape and x["tools"] == size
-                        )
-                        for n in ("tokensieve", "xgrammar")
-                    )
+                    for r in (row_of(n, shape, size) for n in ("tokensieve", "xgrammar"))
                 ]
                 for shape in SHAPES
                 for size in SIZES
