@@ -106,8 +106,17 @@ pub(super) fn escape_token(s: &str) -> String {
     s.replace('~', "~0").replace('/', "~1")
 }
 
+/// The JSON pointer of `key` under `ptr` (one allocation; made for every node walked).
 pub(super) fn child(ptr: &str, key: &str) -> String {
-    format!("{ptr}/{}", escape_token(key))
+    let mut out = String::with_capacity(ptr.len() + 1 + key.len());
+    out.push_str(ptr);
+    out.push('/');
+    if key.contains(['~', '/']) {
+        out.push_str(&escape_token(key));
+    } else {
+        out.push_str(key);
+    }
+    out
 }
 
 /// JSON equality as the spec defines it (numbers by value, objects unordered).
@@ -912,5 +921,17 @@ mod pointer_tests {
         let huge = format!("#/properties/{}", "é".repeat(600));
         let b = bounded_pointer(&huge);
         assert!(b.len() <= 512 && b.contains("steps)"), "{b}");
+    }
+
+    /// A child's pointer escapes `~` and `/` in its key (RFC 6901), and only those.
+    #[test]
+    fn child_pointers_escape_their_key() {
+        assert_eq!(super::child("#", "name"), "#/name");
+        assert_eq!(
+            super::child("#/properties", "a/b~c"),
+            "#/properties/a~1b~0c"
+        );
+        assert_eq!(super::child("#/p", "~1"), "#/p/~01");
+        assert_eq!(super::child("", "é ü"), "/é ü");
     }
 }
