@@ -23,7 +23,7 @@ import re
 import sys
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -470,13 +470,17 @@ def test_vllm_manager_drives_drafts_exactly(model_dir: Path, vocab: ts.Vocabular
         ("json", UNIQUE),
         ("structural_tag", HEADER_TAG),
     ]
-    outputs = rows_checked = eos_drafts = atoms = 0
+    outputs = rows_checked = eos_drafts = atoms = stamped = 0
     for r in range(16):
         kind, spec = kinds[r % len(kinds)]
         params = SamplingParams(max_tokens=400, structured_outputs=so_params(kind, spec))
         params.update_from_generation_config({}, eos_token_id=EOS)
         req = Request(f"r{r}", [1, 2, 3], params, None)
         manager.grammar_init(req)
+        pending = req.structured_output_request._grammar
+        if isinstance(pending, Future):  # a new compile, stamped for wait_for_fresh_compiles
+            assert isinstance(getattr(pending, "tokensieve_started", None), float)
+            stamped += 1
         deadline = time.monotonic() + 60
         while req.structured_output_request.grammar is None:  # compiling on the executor
             assert time.monotonic() < deadline
@@ -550,6 +554,7 @@ def test_vllm_manager_drives_drafts_exactly(model_dir: Path, vocab: ts.Vocabular
         else:
             check(kind, spec, text)
         outputs += 1
+    assert stamped > 0
     stats = backend.draft_stats
     print(
         f"speculative decoding through vLLM's StructuredOutputManager ({k} drafts): "
@@ -1293,3 +1298,59 @@ def test_the_door_waits_for_a_compile_only_when_none_is_queued(
             plugin._admit_or_defer(params, config, object())
         assert waits == ([] if queued else [plugin.ADMISSION_WAIT_S]), (queued, waits)
         waits.clear()
+
+
+def test_the_engine_waits_before_a_step_only_for_fresh_compiles(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before each scheduler step the engine waits (``STEP_WAIT_S`` at most) for the grammars of
+    requests whose compile started less than ``FRESH_COMPILE_S`` ago, and only those: not for a
+    compile running longer (it would hold every step), one done, a grammar that is no compile,
+    or a request that waits for something else; the wait ends as soon as they are done."""
+    import threading
+    from types import SimpleNamespace
+
+    from vllm.v1.request import RequestStatus
+
+    from tokensieve.vllm import backend
+
+    now = 1000.0
+    blocked = RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR
+
+    def compile_(started: float | None, done: bool = False) -> Future[Any]:
+        f: Future[Any] = Future()
+        if started is not None:
+            f.tokensieve_started = started  # type: ignore[attr-defined]
+        if done:
+            f.set_result(None)
+        return f
+
+    def request(status: Any, grammar: Any) -> Any:
+        return SimpleNamespace(
+            status=status, structured_output_request=SimpleNamespace(_grammar=grammar)
+        )
+
+    fresh = compile_(now - 0.001)
+    requests = [
+        request(blocked, fresh),
+        request(blocked, compile_(now - backend.FRESH_COMPILE_S - 0.001)),
+        request(blocked, compile_(now - 0.001, done=True)),
+        request(blocked, compile_(None)),
+        request(blocked, object()),
+        request(RequestStatus.WAITING, compile_(now - 0.001)),
+    ]
+    assert backend.wait_for_fresh_compiles(requests, wait_s=0, now=now) == [fresh]
+    # a compile that finishes during the wait ends it (long before its 60 s)
+    threading.Timer(0.01, fresh.set_result, (None,)).start()
+    t0 = time.monotonic()
+    assert backend.wait_for_fresh_compiles(requests, wait_s=60, now=now) == [fresh]
+    assert fresh.done() and time.monotonic() - t0 < 30
+    # the engine's scheduler runs it over the requests vLLM holds back, then steps
+    seen: list[Any] = []
+    monkeypatch.setattr(backend, "wait_for_fresh_compiles", seen.append)
+    monkeypatch.setattr(backend._VllmScheduler, "schedule", lambda self, *a, **k: "stepped")
+    scheduler = object.__new__(backend.Scheduler)
+    scheduler.deferred_waiting = requests[:2]  # type: ignore[attr-defined]
+    scheduler.waiting = []  # type: ignore[attr-defined]
+    assert scheduler.schedule() == "stepped"
+    assert seen == [scheduler.deferred_waiting]  # type: ignore[attr-defined]

@@ -29,7 +29,9 @@ import logging
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -37,6 +39,7 @@ from typing import Any
 import numpy as np
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler as _VllmAsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler as _VllmScheduler
+from vllm.v1.request import RequestStatus
 from vllm.v1.structured_output.backend_types import (
     StructuredOutputBackend,
     StructuredOutputGrammar,
@@ -72,6 +75,10 @@ logger = logging.getLogger("tokensieve.vllm")
 _LOG_COMPILES = os.environ.get("TOKENSIEVE_LOG_COMPILES", "") not in ("", "0")
 # Threads of the structured-output manager's executor (see install).
 GRAMMAR_TASKS = 16
+# Before each scheduler step the engine's thread waits at most STEP_WAIT_S for the compiles that
+# started less than FRESH_COMPILE_S ago (see wait_for_fresh_compiles).
+STEP_WAIT_S = 0.003
+FRESH_COMPILE_S = 0.010
 # Every structured request keeps its output finishable within its max_tokens unless it says
 # otherwise (its guided_fit_max_tokens): a server-wide default, off unless set; structural tags
 # (tool calls, where a call cut at max_tokens is no call) keep it on unless it is set to 0.
@@ -297,6 +304,9 @@ def install(manager: Any) -> bool:
                 so_request.grammar = ready
                 return
         vllm_grammar_init(request)
+        grammar = getattr(so_request, "_grammar", None)
+        if isinstance(grammar, Future):  # see wait_for_fresh_compiles
+            grammar.tokensieve_started = time.monotonic()  # type: ignore[attr-defined]
 
     def create_grammar(request: Any) -> Any:
         backend = manager.backend
@@ -332,6 +342,37 @@ def install(manager: Any) -> bool:
     return True
 
 
+def wait_for_fresh_compiles(
+    requests: Iterable[Any], wait_s: float = STEP_WAIT_S, now: float | None = None
+) -> list[Future[Any]]:
+    """Before a scheduler step: wait (GIL released) at most ``wait_s`` for the grammars of the
+    requests still waiting for one whose compile started less than ``FRESH_COMPILE_S`` ago;
+    returns the compiles waited for.
+
+    A request joins a step only with its grammar ready; one whose compile misses the step waits
+    for the next, a whole forward pass later (100-200 ms for a burst's prefill on the test
+    model). Most compiles take well under a millisecond alone, so in a burst of new constraints
+    a short wait lets them join the step they arrived for; a compile that has run longer is left
+    to finish on its own (it would hold every step it is waited for)."""
+    now = time.monotonic() if now is None else now
+    fresh: list[Future[Any]] = []
+    for request in requests:
+        if request.status != RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR:
+            continue
+        grammar = getattr(request.structured_output_request, "_grammar", None)
+        started = getattr(grammar, "tokensieve_started", None)
+        if (
+            isinstance(grammar, Future)
+            and started is not None
+            and now - started < FRESH_COMPILE_S
+            and not grammar.done()
+        ):
+            fresh.append(grammar)
+    if fresh and wait_s > 0:
+        wait_futures(fresh, timeout=wait_s)
+    return fresh
+
+
 class Scheduler(_VllmScheduler):  # type: ignore[misc]
     """vLLM's scheduler with tokensieve as its structured-output backend.
 
@@ -349,6 +390,13 @@ class Scheduler(_VllmScheduler):  # type: ignore[misc]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         install(self.structured_output_manager)
+
+    def schedule(self, *args: Any, **kwargs: Any) -> Any:
+        # the requests vLLM holds back while their grammar compiles (all waiting ones in a vLLM
+        # without that set)
+        blocked = getattr(self, "deferred_waiting", None)
+        wait_for_fresh_compiles(self.waiting if blocked is None else blocked)
+        return super().schedule(*args, **kwargs)
 
 
 class AsyncScheduler(Scheduler, _VllmAsyncScheduler):  # type: ignore[misc]
