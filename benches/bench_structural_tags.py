@@ -4,11 +4,12 @@ For tags over 1, 20, 200 and 1,000 tools in three shapes that vLLM's tool parser
 (``llama3_json``: ``triggered_tags`` with JSON arguments; ``hermes`` with
 ``tool_choice="required"``: ``tags_with_separator``; ``qwen3_xml``: ``triggered_tags`` with XML
 parameters), each engine compiles the tag from its JSON text (as vLLM and SGLang hand it
-over), makes a matcher and fills its first mask (time to first mask), then walks a text of free words followed by one call, filling the mask before every
-token (mask times in free text and inside the call, p50 and p99; and the slowest mask inside a
-call, with the token written after it). Each tool has a schema of its
-own (see `tool`; with ``--shared-schema`` all tools share the first one's, which engines that
-reuse the grammar of a schema met before compile once), and tool names differ per size and run
+over), makes a matcher and fills its first mask (time to first mask), then walks a text of free
+words followed by one call, filling the mask before every token (mask times in free text and
+inside the call, p50 and p99; and the slowest mask inside a call, with the token written after
+it). Each tool has a schema of its own (see `tool`; with ``--shared-schema`` all tools share the
+first one's, which engines that reuse the grammar of a schema met before compile once), and tool
+names differ per size and run
 (``--repeat``), so nothing is cached across rows. Before the rows, each engine compiles and
 walks a one-tool tag of each shape (other names), so that what a process pays once is not
 counted in the first rows. Llama 3 tokenizer; xgrammar through
