@@ -585,6 +585,7 @@ class PendingCompile:
         self._cache = cache
         self._constraint = constraint
         self._pending: _core.PendingGrammar | None = None
+        self._seconds: float | None = None
         self._key: tuple[str, str] | None = None
         key = cache._key(constraint, vocab)
         if isinstance(key, str):  # no key: nothing to cache
@@ -620,6 +621,15 @@ class PendingCompile:
         done."""
         return self._pending is None or self._pending.wait(timeout)
 
+    @property
+    def compile_seconds(self) -> float | None:
+        """How long the compile ran on its compile thread (its wait for a lane not counted),
+        once done; ``None`` for a grammar found in the cache or a precompiled file, and while
+        the compile runs."""
+        if self._pending is not None:
+            return self._pending.compile_seconds
+        return self._seconds
+
     def result(self) -> Grammar:
         """The grammar; ``ValueError`` with the client-readable message when it failed."""
         if self._pending is not None:
@@ -634,6 +644,8 @@ class PendingCompile:
                 with self._cache._lock:
                     self._cache._landed(self._key, pending)
                 raise ValueError(self._entry) from e
+            finally:
+                self._seconds = pending.compile_seconds
             assert self._key is not None
             self._entry = self._cache._store(self._key, self._entry, pending)
         if isinstance(self._entry, str):

@@ -1300,6 +1300,39 @@ def test_the_door_waits_for_a_compile_only_when_none_is_queued(
         waits.clear()
 
 
+def test_the_door_hands_the_engine_its_compile_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An admitted request carries how long the door's compile of its constraint ran
+    (``extra_args``, what the engine's overlapped compiles go by); a constraint the door found
+    compiled carries none, and a value the client put there is never kept."""
+    from types import SimpleNamespace
+
+    from vllm.sampling_params import SamplingParams, StructuredOutputsParams
+
+    from tokensieve.vllm import plugin
+    from tokensieve.vllm.structured import ADMISSION_COMPILE_KEY, admission_compile_seconds
+
+    config = SimpleNamespace(
+        scheduler_config=SimpleNamespace(scheduler_cls=SCHEDULER),
+        model_config=SimpleNamespace(is_diffusion=False),
+    )
+    regex = f"[a-z]{{3}}-{time.time_ns()}"  # new to this process's grammar cache
+
+    def admitted(extra: dict[str, Any] | None) -> SamplingParams:
+        params = SamplingParams(
+            max_tokens=8, structured_outputs=StructuredOutputsParams(regex=regex), extra_args=extra
+        )
+        plugin.admit(params, config, object())
+        return params
+
+    first = admitted(None)
+    seconds = admission_compile_seconds(first)
+    assert seconds is not None and 0 < seconds < 5, first.extra_args
+    # compiled before: nothing to say, and the client's own value is gone
+    again = admitted({ADMISSION_COMPILE_KEY: 0.0, "client_note": "x"})
+    assert again.extra_args == {"client_note": "x"}
+    assert admission_compile_seconds(again) is None
+
+
 def test_the_engine_waits_before_a_step_only_for_fresh_compiles(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -1347,10 +1380,110 @@ def test_the_engine_waits_before_a_step_only_for_fresh_compiles(
     assert fresh.done() and time.monotonic() - t0 < 30
     # the engine's scheduler runs it over the requests vLLM holds back, then steps
     seen: list[Any] = []
-    monkeypatch.setattr(backend, "wait_for_fresh_compiles", seen.append)
+    monkeypatch.setattr(backend, "wait_for_fresh_compiles", lambda rs: seen.append(list(rs)))
     monkeypatch.setattr(backend._VllmScheduler, "schedule", lambda self, *a, **k: "stepped")
     scheduler = object.__new__(backend.Scheduler)
     scheduler.deferred_waiting = requests[:2]  # type: ignore[attr-defined]
     scheduler.waiting = []  # type: ignore[attr-defined]
     assert scheduler.schedule() == "stepped"
     assert seen == [scheduler.deferred_waiting]  # type: ignore[attr-defined]
+    # ... except those that will join the step while they compile (they are not waited for)
+    hinted = request(blocked, compile_(now - 0.001))
+    hinted.sampling_params = SimpleNamespace(  # type: ignore[attr-defined]
+        extra_args={"tokensieve_admission_compile_s": 0.001}
+    )
+    scheduler.deferred_waiting = [requests[0], hinted]  # type: ignore[attr-defined]
+    seen.clear()
+    assert scheduler.schedule() == "stepped"
+    assert seen == [[requests[0]]] if backend.OVERLAP_COMPILES else [[requests[0], hinted]]
+
+
+def test_only_requests_the_door_compiled_quickly_join_a_step_while_they_compile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A request waiting for its compile joins a step all the same only when its compile is a
+    running one of tokensieve's backend, the door compiled its constraint in under
+    ``OVERLAP_ADMISSION_S`` (a client cannot pass a text for it) and at most ``OVERLAP_QUEUE``
+    compiles wait for a lane."""
+    from types import SimpleNamespace
+
+    from vllm.v1.request import RequestStatus
+
+    from tokensieve.vllm import backend
+
+    monkeypatch.setattr(backend, "OVERLAP_COMPILES", True)
+    blocked = RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR
+
+    def request(
+        seconds: Any, *, status: Any = blocked, started: bool = True, done: bool = False
+    ) -> Any:
+        f: Future[Any] = Future()
+        if started:
+            f.tokensieve_started = time.monotonic()  # type: ignore[attr-defined]
+        if done:
+            f.set_result(None)
+        extra = None if seconds is None else {"tokensieve_admission_compile_s": seconds}
+        return SimpleNamespace(
+            status=status,
+            structured_output_request=SimpleNamespace(_grammar=f),
+            sampling_params=SimpleNamespace(extra_args=extra),
+        )
+
+    scheduler = object.__new__(backend.Scheduler)
+    scheduler._lanes_free = True  # type: ignore[attr-defined]
+    quick = backend.OVERLAP_ADMISSION_S / 2
+    assert scheduler._may_overlap(request(quick))
+    assert not scheduler._may_overlap(request(backend.OVERLAP_ADMISSION_S))
+    assert not scheduler._may_overlap(request(None))
+    assert not scheduler._may_overlap(request(str(quick)))
+    assert not scheduler._may_overlap(request(True))
+    assert not scheduler._may_overlap(request(quick, done=True))
+    assert not scheduler._may_overlap(request(quick, started=False))
+    assert not scheduler._may_overlap(request(quick, status=RequestStatus.WAITING))
+    scheduler._lanes_free = False  # type: ignore[attr-defined]
+    assert not scheduler._may_overlap(request(quick))
+
+
+def test_a_request_joins_the_step_while_its_compile_runs_and_gets_its_grammar(
+    model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a real engine, requests whose engine compiles take 200 ms (the door's were quick)
+    are scheduled while they compile; the step waits for the compiles before its bitmask, so
+    every output is in the constraint's language. A compile that fails then ends its request
+    with an error and no text, and the others are served."""
+    from vllm import SamplingParams
+
+    from tokensieve.vllm import backend as backend_module
+
+    monkeypatch.setattr(backend_module, "OVERLAP_COMPILES", True)
+    with InProcess(model_dir) as llm:
+        scheduler = llm.llm_engine.engine_core.engine_core.scheduler
+        backend = backend_of(llm)
+        compile_request = backend.compile_request
+
+        def slow_compile(request: Any) -> Any:
+            time.sleep(0.2)
+            if "failing" in request.sampling_params.structured_outputs.regex:
+                raise ValueError("this compile fails in the engine only")
+            return compile_request(request)
+
+        # the engine compiles every request itself, slowly (in one process the door's compile
+        # would be the engine's cache hit)
+        monkeypatch.setattr(backend, "start_request", lambda request: None)
+        monkeypatch.setattr(backend, "compile_request", slow_compile)
+        patterns = [rf"(19|20)[0-9]{{2}}-x{i}" for i in range(4)] + ["failing-[ab]"]
+        params = [
+            SamplingParams(
+                max_tokens=16, temperature=1.0, seed=i, structured_outputs=so_params("regex", p)
+            )
+            for i, p in enumerate(patterns)
+        ]
+        before = scheduler.overlapped_compiles
+        outs = llm.generate(["Year:"] * len(patterns), params, use_tqdm=False)
+        assert scheduler.overlapped_compiles - before == len(patterns)
+        assert not scheduler._overlapped
+    for pattern, out in zip(patterns[:-1], outs, strict=False):
+        assert re.fullmatch(pattern, out.outputs[0].text), (pattern, out.outputs[0].text)
+        assert out.outputs[0].finish_reason == "stop"
+    failed = outs[-1].outputs[0]
+    assert failed.text == "" and failed.finish_reason == "error", failed

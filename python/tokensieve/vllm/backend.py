@@ -9,7 +9,8 @@ One switch on a stock vLLM makes every structured request tokensieve's::
 whose ``StructuredOutputManager`` gets a :class:`TokensieveBackend` before the first request:
 the manager then compiles every ``response_format`` / ``structured_outputs`` (a GBNF/EBNF
 ``grammar`` included) / tool-call schema with tokensieve on its executor (the request waits in
-``WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR``, the step goes on), fills the bitmask rows from the scheduler's CPU (several threads above 128
+``WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR``, the step goes on; a request whose constraint the door
+compiled quickly joins the step while it compiles, see :class:`Scheduler`), fills the bitmask rows from the scheduler's CPU (several threads above 128
 requests; each row fill releases the GIL), drives draft tokens for speculative decoding
 (``validate_tokens``, accept then ``rollback``) and gates the constraint behind a
 ``--reasoning-parser`` exactly as it does for its built-in backends. The manager reads each
@@ -47,14 +48,20 @@ from vllm.v1.structured_output.backend_types import (
 )
 
 import tokensieve as ts
+from tokensieve import _core
 from tokensieve.constraints import describe_error
 from tokensieve.vllm.constraints import GRAMMAR_CACHE
-from tokensieve.vllm.processor_base import adopt_vllm_logging, vocabulary_from_vllm_config
+from tokensieve.vllm.processor_base import (
+    adopt_vllm_logging,
+    error_text,
+    vocabulary_from_vllm_config,
+)
 from tokensieve.vllm.structured import (
     DraftStats,
     GrammarState,
     StopTokens,
     StructuredRequest,
+    admission_compile_seconds,
     engine_reasoning,
     read_request,
 )
@@ -79,6 +86,14 @@ GRAMMAR_TASKS = 16
 # started less than FRESH_COMPILE_S ago (see wait_for_fresh_compiles).
 STEP_WAIT_S = 0.003
 FRESH_COMPILE_S = 0.010
+# A request whose compile is still running joins a scheduler step all the same when the door
+# compiled its constraint in under OVERLAP_ADMISSION_S and at most OVERLAP_QUEUE compiles wait
+# for a lane: its prefill runs while the compile finishes, and the step waits for the compile
+# where it needs the request's first mask (see Scheduler._handle_blocked_waiting_request).
+# TOKENSIEVE_OVERLAP_COMPILES=0 turns this off.
+OVERLAP_COMPILES = os.environ.get("TOKENSIEVE_OVERLAP_COMPILES", "") != "0"
+OVERLAP_ADMISSION_S = 0.05
+OVERLAP_QUEUE = 4
 # Every structured request keeps its output finishable within its max_tokens unless it says
 # otherwise (its guided_fit_max_tokens): a server-wide default, off unless set; structural tags
 # (tool calls, where a call cut at max_tokens is no call) keep it on unless it is set to 0.
@@ -243,6 +258,76 @@ class TokensieveBackend(StructuredOutputBackend):  # type: ignore[misc]
         pass
 
 
+class FailedGrammar(StructuredOutputGrammar):  # type: ignore[misc]
+    """The grammar of a request whose compile failed after the request had joined a step
+    (an overlapped compile): its row allows the stop ids only and no token is accepted, so vLLM
+    ends the request with an error (``finish_reason`` ``error``), as for a compile that fails
+    before the request is scheduled."""
+
+    def __init__(self, stop: StopTokens, label: str, message: str) -> None:
+        self.stop = stop
+        self.error = message
+        logger.warning("tokensieve: request %s is refused: %s", label, message)
+
+    def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
+        return False
+
+    def validate_tokens(self, tokens: list[int]) -> list[int]:
+        return []
+
+    def rollback(self, num_tokens: int) -> None:
+        pass
+
+    def fill_bitmask(self, bitmask: Any, batch_index: int) -> None:
+        self.stop.stop_row(bitmask, batch_index)
+
+    def is_terminated(self) -> bool:
+        return False
+
+    def reset(self) -> None:
+        pass
+
+
+class OverlappedGrammar(StructuredOutputGrammar):  # type: ignore[misc]
+    """The grammar of a request scheduled while its compile runs (see
+    ``Scheduler._handle_blocked_waiting_request``): the compile's ``Future``, waited for (GIL
+    released) by the scheduler before the step's bitmask, or by any method called first."""
+
+    def __init__(self, future: Future[Any], stop: StopTokens, label: str) -> None:
+        self.future = future
+        self.stop = stop
+        self.label = label
+        self._grammar: StructuredOutputGrammar | None = None
+
+    def resolve(self) -> StructuredOutputGrammar:
+        """The compiled grammar (waiting for it), or a :class:`FailedGrammar` with the
+        compile's error."""
+        if self._grammar is None:
+            try:
+                self._grammar = self.future.result()
+            except Exception as e:
+                self._grammar = FailedGrammar(self.stop, self.label, error_text(e))
+        return self._grammar
+
+    def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
+        return bool(self.resolve().accept_tokens(request_id, tokens))
+
+    def validate_tokens(self, tokens: list[int]) -> list[int]:
+        return list(self.resolve().validate_tokens(tokens))
+
+    def rollback(self, num_tokens: int) -> None:
+        self.resolve().rollback(num_tokens)
+
+    def fill_bitmask(self, bitmask: Any, batch_index: int) -> None:
+        self.resolve().fill_bitmask(bitmask, batch_index)
+
+    def is_terminated(self) -> bool:
+        return bool(self.resolve().is_terminated())
+
+    def reset(self) -> None:
+        self.resolve().reset()
+
+
 def _started_executor(threads: int) -> ThreadPoolExecutor:
     """A thread pool whose threads are all running already. A ``ThreadPoolExecutor`` starts
     its threads as tasks arrive, and each start blocks the submitting thread until the new
@@ -378,6 +463,11 @@ class Scheduler(_VllmScheduler):  # type: ignore[misc]
 
     ``--scheduler-cls tokensieve.vllm.Scheduler``: built as vLLM's ``Scheduler`` or, when the
     engine runs async scheduling, as :class:`AsyncScheduler` (vLLM's ``AsyncScheduler``).
+
+    Besides vLLM's scheduling it waits briefly before a step for compiles that have just
+    started (:func:`wait_for_fresh_compiles`), and lets a request whose constraint the door
+    compiled quickly join a step while its engine compile runs (an :class:`OverlappedGrammar`,
+    resolved before the step's bitmask; ``overlapped_compiles`` counts them).
     """
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
@@ -390,13 +480,81 @@ class Scheduler(_VllmScheduler):  # type: ignore[misc]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         install(self.structured_output_manager)
+        # request id -> (its structured-output request, its OverlappedGrammar), until resolved
+        self._overlapped: dict[str, tuple[Any, OverlappedGrammar]] = {}
+        self.overlapped_compiles = 0
+        self._lanes_free = True
 
     def schedule(self, *args: Any, **kwargs: Any) -> Any:
         # the requests vLLM holds back while their grammar compiles (all waiting ones in a vLLM
         # without that set)
         blocked = getattr(self, "deferred_waiting", None)
-        wait_for_fresh_compiles(self.waiting if blocked is None else blocked)
+        self._lanes_free = OVERLAP_COMPILES and (
+            _core.compile_pool_stats()["waiting"] <= OVERLAP_QUEUE
+        )
+        wait_for_fresh_compiles(
+            r for r in (self.waiting if blocked is None else blocked) if not self._may_overlap(r)
+        )
         return super().schedule(*args, **kwargs)
+
+    def _may_overlap(self, request: Any) -> bool:
+        """Whether a request waiting for its compile may join this step all the same: its
+        compile is running on tokensieve's backend, the door compiled its constraint in under
+        ``OVERLAP_ADMISSION_S`` (a constraint that is slow to compile is never waited for inside
+        a step) and at most ``OVERLAP_QUEUE`` compiles wait for a lane."""
+        if not self._lanes_free:
+            return False
+        if request.status != RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR:
+            return False
+        grammar = getattr(request.structured_output_request, "_grammar", None)
+        if not isinstance(grammar, Future) or grammar.done():
+            return False
+        if getattr(grammar, "tokensieve_started", None) is None:
+            return False  # not a compile of tokensieve's backend
+        seconds = admission_compile_seconds(getattr(request, "sampling_params", None))
+        return seconds is not None and seconds < OVERLAP_ADMISSION_S
+
+    def _handle_blocked_waiting_request(self, request: Any) -> bool:
+        # vLLM asks this of each waiting request it is about to schedule
+        if self._may_overlap(request):
+            so_request = request.structured_output_request
+            backend = self.structured_output_manager.backend
+            stop = StopTokens(backend.vocab, request.sampling_params.all_stop_token_ids)
+            overlapped = OverlappedGrammar(so_request._grammar, stop, str(request.request_id))
+            so_request.grammar = overlapped
+            request.status = RequestStatus.WAITING
+            self._overlapped[request.request_id] = (so_request, overlapped)
+            self.overlapped_compiles += 1
+            logger.log(
+                logging.INFO if _LOG_COMPILES else logging.DEBUG,
+                "tokensieve: request %s joins a step while its compile runs",
+                request.request_id,
+            )
+        return bool(super()._handle_blocked_waiting_request(request))
+
+    def get_grammar_bitmask(self, scheduler_output: Any) -> Any:
+        if self._overlapped:
+            self._resolve_overlapped(scheduler_output)
+        return super().get_grammar_bitmask(scheduler_output)
+
+    def _resolve_overlapped(self, scheduler_output: Any) -> None:
+        """Wait (GIL released) for the overlapped compiles of the requests this step samples
+        and give each request its grammar."""
+        scheduled = scheduler_output.num_scheduled_tokens
+        due: list[tuple[str, Any, OverlappedGrammar]] = []
+        for request_id, (so_request, overlapped) in list(self._overlapped.items()):
+            request = self.requests.get(request_id)
+            if request is None or request.is_finished():
+                del self._overlapped[request_id]
+            elif request_id in scheduled and not request.is_prefill_chunk:
+                due.append((request_id, so_request, overlapped))
+        if not due:
+            return
+        wait_futures([overlapped.future for _, _, overlapped in due])
+        for request_id, so_request, overlapped in due:
+            if so_request._grammar is overlapped:
+                so_request.grammar = overlapped.resolve()
+            del self._overlapped[request_id]
 
 
 class AsyncScheduler(Scheduler, _VllmAsyncScheduler):  # type: ignore[misc]

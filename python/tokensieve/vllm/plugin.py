@@ -41,7 +41,12 @@ from tokensieve import _core
 from tokensieve.constraints import PendingCompile, describe_error
 from tokensieve.vllm.constraints import GRAMMAR_CACHE
 from tokensieve.vllm.processor_base import GuidedProcessorBase, error_text
-from tokensieve.vllm.structured import StructuredRequest, engine_reasoning, read_request
+from tokensieve.vllm.structured import (
+    StructuredRequest,
+    engine_reasoning,
+    note_admission_compile,
+    read_request,
+)
 
 __all__ = ["admit", "register", "uses_tokensieve"]
 
@@ -115,7 +120,7 @@ def admit(params: Any, vllm_config: Any, tokenizer: Any) -> None:
     the client's error (``VLLMValidationError``, a ``ValueError``) when it fails."""
     with _refusals():
         started = _start(params, vllm_config, tokenizer)
-        _finish(*started)
+        _finish(params, *started)
 
 
 class _AdmissionPending(Exception):
@@ -135,7 +140,7 @@ def _admit_or_defer(params: Any, vllm_config: Any, tokenizer: Any) -> None:
         pending = started[1]
         done = pending.done() or (not _compiles_queued() and pending.wait(ADMISSION_WAIT_S))
         if done:
-            _finish(*started)
+            _finish(params, *started)
     if not done:
         raise _AdmissionPending(started)
     _mark_admitted(params)
@@ -151,7 +156,7 @@ async def _admitted_async(
         while not started[1].done():
             await asyncio.sleep(delay)
             delay = min(2 * delay, 0.005)
-        _finish(*started)
+        _finish(params, *started)
     _mark_admitted(params)
 
 
@@ -194,10 +199,14 @@ def _start(
     return req, GRAMMAR_CACHE.get_pending(req.constraint, vocab), vocab
 
 
-def _finish(req: StructuredRequest, pending: PendingCompile, vocab: ts.Vocabulary) -> None:
+def _finish(
+    params: Any, req: StructuredRequest, pending: PendingCompile, vocab: ts.Vocabulary
+) -> None:
     """The compiled grammar's first mask (a ``ValueError`` with the client's message when the
-    compile failed or the start cannot be spelled)."""
+    compile failed or the start cannot be spelled). Records on the request how long the
+    compile took (the engine reads it: :mod:`tokensieve.vllm.backend`, overlapped compiles)."""
     grammar = pending.result()
+    note_admission_compile(params, pending.compile_seconds)
     row = np.zeros((1, ts.bitmask_words(vocab.vocab_size)), dtype=np.int32)
     try:
         grammar.matcher(

@@ -62,6 +62,7 @@ from tokensieve.vllm.constraints import (
 from tokensieve.vllm.processor_base import error_text, unsupported_sampling
 
 __all__ = [
+    "ADMISSION_COMPILE_KEY",
     "DraftStats",
     "GrammarState",
     "StopTokens",
@@ -72,6 +73,42 @@ __all__ = [
 ]
 
 logger = logging.getLogger("tokensieve.vllm")
+
+# The extra_args key under which the door (tokensieve.vllm.plugin) hands the engine how long the
+# request's constraint took to compile at admission, in seconds (absent when the door found it
+# compiled already). The door sets or removes it on every request it admits.
+ADMISSION_COMPILE_KEY = "tokensieve_admission_compile_s"
+
+
+def note_admission_compile(params: Any, seconds: float | None) -> None:
+    """Record on ``params.extra_args`` how long the admission compile took (remove the
+    record when ``seconds`` is None)."""
+    extra = getattr(params, "extra_args", None)
+    if seconds is None:
+        if isinstance(extra, dict):
+            extra.pop(ADMISSION_COMPILE_KEY, None)
+        return
+    if extra is None:
+        extra = {}
+        try:
+            params.extra_args = extra
+        except AttributeError:
+            return
+    if isinstance(extra, dict):
+        extra[ADMISSION_COMPILE_KEY] = float(seconds)
+
+
+def admission_compile_seconds(params: Any) -> float | None:
+    """What :func:`note_admission_compile` recorded: a finite number of seconds >= 0, else
+    None."""
+    extra = getattr(params, "extra_args", None)
+    if not isinstance(extra, dict):
+        return None
+    value = extra.get(ADMISSION_COMPILE_KEY)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if 0 <= value < float("inf") else None
+
 
 # StructuredOutputsParams field -> the guided_* key it is read as
 _FIELD_KEYS = (

@@ -320,7 +320,9 @@ impl PyGrammar {
         let slot = Arc::new(Slot::default());
         let done = Finish(slot.clone());
         crate::compile_pool::submit(Box::new(move || {
-            done.set(core::error::catch_panic(make).and_then(|r| r));
+            let started = std::time::Instant::now();
+            let r = core::error::catch_panic(make).and_then(|r| r);
+            done.set(r, started.elapsed().as_secs_f64());
         }));
         Ok(PyPendingGrammar { slot, vocab })
     }
@@ -340,6 +342,8 @@ pub(crate) struct PyPendingGrammar {
 struct Slot {
     result: Mutex<Option<core::Result<Arc<core::Grammar>>>>,
     ready: std::sync::Condvar,
+    /// How long the compile ran on its thread (not counting its wait for a lane), once done.
+    seconds: std::sync::OnceLock<f64>,
 }
 
 /// The compile thread's end of a [`Slot`]: sets the result, or, dropped without one (a job that
@@ -347,7 +351,8 @@ struct Slot {
 struct Finish(Arc<Slot>);
 
 impl Finish {
-    fn set(self, r: core::Result<core::Grammar>) {
+    fn set(self, r: core::Result<core::Grammar>, seconds: f64) {
+        let _ = self.0.seconds.set(seconds);
         *self.0.result.lock().unwrap_or_else(|e| e.into_inner()) = Some(r.map(Arc::new));
         self.0.ready.notify_all();
     }
@@ -377,6 +382,13 @@ impl PyPendingGrammar {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .is_some()
+    }
+
+    /// How long the compile ran on its compile thread, in seconds (its wait for a lane not
+    /// counted); `None` until it is done, and for a compile whose thread went away.
+    #[getter]
+    fn compile_seconds(&self) -> Option<f64> {
+        self.slot.seconds.get().copied()
     }
 
     /// Wait (GIL released) at most `timeout` seconds for the compile to finish; whether it has.
