@@ -442,20 +442,28 @@ def wait_for_fresh_compiles(
     now = time.monotonic() if now is None else now
     fresh: list[Future[Any]] = []
     for request in requests:
-        if request.status != RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR:
-            continue
-        grammar = getattr(request.structured_output_request, "_grammar", None)
-        started = getattr(grammar, "tokensieve_started", None)
-        if (
-            isinstance(grammar, Future)
-            and started is not None
-            and now - started < FRESH_COMPILE_S
-            and not grammar.done()
-        ):
+        grammar = _running_compile(request)
+        started = getattr(grammar, "tokensieve_started", 0.0)
+        if grammar is not None and now - started < FRESH_COMPILE_S:
             fresh.append(grammar)
     if fresh and wait_s > 0:
         wait_futures(fresh, timeout=wait_s)
     return fresh
+
+
+def _running_compile(request: Any) -> Future[Any] | None:
+    """The unfinished compile a request waiting for its grammar waits for, when it is one of
+    tokensieve's backend (``grammar_init`` stamps those with ``tokensieve_started``)."""
+    if request.status != RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR:
+        return None
+    grammar = getattr(request.structured_output_request, "_grammar", None)
+    if (
+        isinstance(grammar, Future)
+        and getattr(grammar, "tokensieve_started", None) is not None
+        and not grammar.done()
+    ):
+        return grammar
+    return None
 
 
 class Scheduler(_VllmScheduler):  # type: ignore[misc]
@@ -489,12 +497,14 @@ class Scheduler(_VllmScheduler):  # type: ignore[misc]
         # the requests vLLM holds back while their grammar compiles (all waiting ones in a vLLM
         # without that set)
         blocked = getattr(self, "deferred_waiting", None)
-        self._lanes_free = OVERLAP_COMPILES and (
-            _core.compile_pool_stats()["waiting"] <= OVERLAP_QUEUE
+        held = self.waiting if blocked is None else blocked
+        # the compile lanes are asked only when a request waits for its grammar
+        self._lanes_free = (
+            OVERLAP_COMPILES
+            and len(held) > 0
+            and _core.compile_pool_stats()["waiting"] <= OVERLAP_QUEUE
         )
-        wait_for_fresh_compiles(
-            r for r in (self.waiting if blocked is None else blocked) if not self._may_overlap(r)
-        )
+        wait_for_fresh_compiles(r for r in held if not self._may_overlap(r))
         return super().schedule(*args, **kwargs)
 
     def _may_overlap(self, request: Any) -> bool:
@@ -502,15 +512,8 @@ class Scheduler(_VllmScheduler):  # type: ignore[misc]
         compile is running on tokensieve's backend, the door compiled its constraint in under
         ``OVERLAP_ADMISSION_S`` (a constraint that is slow to compile is never waited for inside
         a step) and at most ``OVERLAP_QUEUE`` compiles wait for a lane."""
-        if not self._lanes_free:
+        if not self._lanes_free or _running_compile(request) is None:
             return False
-        if request.status != RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR:
-            return False
-        grammar = getattr(request.structured_output_request, "_grammar", None)
-        if not isinstance(grammar, Future) or grammar.done():
-            return False
-        if getattr(grammar, "tokensieve_started", None) is None:
-            return False  # not a compile of tokensieve's backend
         seconds = admission_compile_seconds(getattr(request, "sampling_params", None))
         return seconds is not None and seconds < OVERLAP_ADMISSION_S
 
