@@ -228,3 +228,81 @@ def test_wait_gives_up_at_its_timeout_and_reports_a_finished_compile() -> None:
     assert r["late"] is True and r["slow_done"] is True, r  # finished (its deadline's error)
     assert r["quick_done"] is True, r
     assert len(r["errors"]) == 3 and all("timeout" in e for e in r["errors"]), r
+
+
+def test_an_inline_compile_done_in_time_never_reaches_the_threads_and_a_slow_one_starts_again() -> (
+    None
+):
+    """``inline_seconds``: the compile runs first on the calling thread. One done in time comes
+    back done, with no compile handed to the threads; the grammar is the same as a compile on a
+    thread (same masks along a text). One still running at ``inline_seconds`` starts again from
+    the start on a compile thread under its own budgets: it comes back pending, and its error
+    names the constraint's own deadline (1 s), never the inline limit. Errors that come in time
+    (syntax, a budget the compile meets at once) are the compile's own."""
+    r = run_child(
+        """
+        import numpy as np
+        slow_grammar = 'root ::= x{200000}\\nx ::= "(" x ")" | "y"\\n'
+        schema = json.dumps({"type": "object", "properties": {"a": {"type": "integer"}},
+                             "required": ["a"]})
+        before = compile_pool_stats()["submitted"]
+        quick = ts.Grammar.compile_pending("json_schema", schema, vocab, inline_seconds=0.5)
+        quick_done = quick.done()
+        after_quick = compile_pool_stats()["submitted"]
+        threaded = ts.Grammar.compile_pending("json_schema", schema, vocab).result()
+        after_threaded = compile_pool_stats()["submitted"]
+
+        def masks(g):
+            m, out = g.matcher(), []
+            for b in b'{"a": 12}':
+                row = np.zeros(ts.bitmask_words(vocab.vocab_size), dtype=np.int32)
+                m.fill_next_token_bitmask(row)
+                out.append(row.tolist())
+                assert m.accept_token(b)
+            return out, m.is_accepting()
+
+        same = masks(quick.result()) == masks(threaded)
+        t0 = time.perf_counter()
+        slow = ts.Grammar.compile_pending(
+            "ebnf", slow_grammar, vocab, inline_seconds=0.005, max_compile_seconds=1
+        )
+        returned_s = time.perf_counter() - t0
+        slow_done = slow.done()
+        after_slow = compile_pool_stats()["submitted"]
+        try:
+            slow.result()
+            slow_error = ""
+        except ts.BudgetError as e:
+            slow_error = str(e)
+        errors = {}
+        for kind, src, kw in (("regex", "[0-9", {}),
+                              ("regex", "[ab]{1,200}[ab]{1,200}", {"max_nfa_bytes": 100})):
+            p = ts.Grammar.compile_pending(kind, src, vocab, inline_seconds=0.5, **kw)
+            done = p.done()
+            try:
+                p.result()
+                errors[src] = [done, ""]
+            except ts.TokensieveError as e:
+                errors[src] = [done, type(e).__name__]
+        bad = []
+        for value in (-1.0, float("nan"), 61.0):
+            try:
+                ts.Grammar.compile_pending("regex", "a", vocab, inline_seconds=value)
+            except ValueError as e:
+                bad.append(str(e))
+        print(json.dumps({"quick_done": quick_done, "quick_submitted": after_quick - before,
+                          "threaded_submitted": after_threaded - after_quick, "same": same,
+                          "returned_s": returned_s, "slow_done": slow_done,
+                          "slow_submitted": after_slow - after_threaded, "slow_error": slow_error,
+                          "errors": errors, "bad": bad}))
+        """,
+        "1",
+    )
+    assert r["quick_done"] is True and r["quick_submitted"] == 0, r
+    assert r["threaded_submitted"] == 1 and r["same"] is True, r
+    # back soon after the inline limit (the deadline is checked between steps of the compile)
+    assert r["returned_s"] < 0.5 and r["slow_done"] is False and r["slow_submitted"] == 1, r
+    assert "max_compile_seconds=1" in r["slow_error"], r
+    assert r["errors"]["[0-9"] == [True, "RegexError"], r
+    assert r["errors"]["[ab]{1,200}[ab]{1,200}"] == [True, "BudgetError"], r
+    assert len(r["bad"]) == 3 and all("inline_seconds" in e for e in r["bad"]), r

@@ -147,6 +147,8 @@ class Grammar:
         kind: str,
         source: Any,
         vocab: Vocabulary,
+        *,
+        inline_seconds: float | None = None,
         **options: Any,
     ) -> PendingGrammar: ...
     @staticmethod

@@ -210,15 +210,25 @@ class Constraint:
         """The grammar for ``vocab``; ``ValueError`` or a ``TokensieveError`` when it fails."""
         return self.compile_pending(vocab).result()
 
-    def compile_pending(self, vocab: Vocabulary) -> _core.PendingGrammar:
+    def compile_pending(
+        self, vocab: Vocabulary, *, inline_seconds: float | None = None
+    ) -> _core.PendingGrammar:
         """Start compiling on one of the core's compile threads (no GIL needed, so it overlaps
-        whatever the caller does next); ``.result()`` waits. Input errors are raised here: a
+        whatever the caller does next); ``.result()`` waits. With ``inline_seconds`` the compile
+        first runs here (GIL released) for at most that long and comes back done when it
+        finished in time (``Grammar.compile_pending``). Input errors are raised here: a
         ``ValueError`` or a ``TokensieveError`` (a ``TypeError`` only for a ``vocab`` that is
         not a ``Vocabulary``)."""
         if not isinstance(vocab, Vocabulary):
             raise TypeError(f"vocab must be a tokensieve.Vocabulary, got {type(vocab).__name__}")
         try:
-            return Grammar.compile_pending(self.kind, self.source(), vocab, **dict(self.options))
+            return Grammar.compile_pending(
+                self.kind,
+                self.source(),
+                vocab,
+                inline_seconds=inline_seconds,
+                **dict(self.options),
+            )
         except (ValueError, TokensieveError):
             raise
         except Exception as e:
@@ -522,11 +532,14 @@ class GrammarCache:
                 self.hits += 1
         return entry
 
-    def get_pending(self, constraint: Constraint, vocab: Vocabulary) -> PendingCompile:
+    def get_pending(
+        self, constraint: Constraint, vocab: Vocabulary, *, inline_seconds: float | None = None
+    ) -> PendingCompile:
         """The grammar, compiling on a core compile thread on a cache miss: ``.result()`` gives
         it (and caches it) or raises a ``ValueError`` with the client-readable message (also
-        cached)."""
-        return PendingCompile(self, constraint, vocab)
+        cached). With ``inline_seconds`` a new compile first runs on this thread for at most
+        that long (:meth:`Constraint.compile_pending`)."""
+        return PendingCompile(self, constraint, vocab, inline_seconds=inline_seconds)
 
     def _store(
         self,
@@ -581,7 +594,14 @@ class PendingCompile:
     file at once, otherwise a compile on a core compile thread. ``done()`` and ``result()`` as a
     ``concurrent.futures.Future``'s."""
 
-    def __init__(self, cache: GrammarCache, constraint: Constraint, vocab: Vocabulary) -> None:
+    def __init__(
+        self,
+        cache: GrammarCache,
+        constraint: Constraint,
+        vocab: Vocabulary,
+        *,
+        inline_seconds: float | None = None,
+    ) -> None:
         self._cache = cache
         self._constraint = constraint
         self._pending: _core.PendingGrammar | None = None
@@ -602,7 +622,7 @@ class PendingCompile:
         try:
             self._entry = _precompiled(constraint, vocab)
             if self._entry is None:
-                pending = constraint.compile_pending(vocab)
+                pending = constraint.compile_pending(vocab, inline_seconds=inline_seconds)
                 with cache._lock:
                     self._pending = cache._inflight.setdefault(key, pending)
         except _Unexpected as e:

@@ -1182,7 +1182,7 @@ def _soak_grammars(manager: Any) -> dict[str, ts.Grammar]:
 def test_admission_runs_off_the_event_loop_and_a_slow_constraint_delays_only_itself() -> None:
     """The door's check inside vLLM's validation (``_validate_params``, reached from the wrapped
     ``AsyncLLM.add_request``) admits a constraint that compiles at once where it stands, and
-    hands one still compiling after ``ADMISSION_WAIT_S`` back (``_AdmissionPending``) to be
+    hands one still compiling after ``ADMISSION_COMPILE_S`` back (``_AdmissionPending``) to be
     awaited without blocking the event loop: while a constraint that compiles until its
     deadline is being refused, the loop keeps running and another request is admitted at once."""
     import asyncio
@@ -1253,51 +1253,54 @@ def test_admission_runs_off_the_event_loop_and_a_slow_constraint_delays_only_its
         return ticks, fast_s, slow_s, message
 
     ticks, fast_s, slow_s, message = asyncio.run(run())
-    assert "max_compile_seconds" in message, message
+    assert "max_compile_seconds=1" in message, message
     assert plugin._admitted(fast) and not plugin._admitted(slow)
     assert fast_s < 0.5 < slow_s, (fast_s, slow_s)
     # the loop ran all along: a tick every 10 ms, at least half of them
     assert ticks >= slow_s / 0.01 / 2, (ticks, slow_s)
 
 
-def test_the_door_waits_for_a_compile_only_when_none_is_queued(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Where it stands, the door's check waits (``ADMISSION_WAIT_S``) for a compile that has a
-    lane; with compiles queued for the lanes it hands the request back at once (its compile
-    cannot be done in that time, and every request after it would wait behind the wait)."""
+def test_the_door_compiles_where_it_stands_and_hands_a_slow_compile_to_a_thread() -> None:
+    """The door's check compiles a new constraint where it stands (``ADMISSION_COMPILE_S``): one
+    done by then is admitted at once, no compile handed to a compile thread; one that is not
+    starts again on a compile thread and the request is handed back (``_AdmissionPending``) soon
+    after that limit, its refusal naming its own deadline, never the door's limit."""
     from types import SimpleNamespace
 
     from vllm.sampling_params import SamplingParams, StructuredOutputsParams
 
-    from tokensieve.constraints import PendingCompile
+    from tokensieve import _core
     from tokensieve.vllm import plugin
 
     config = SimpleNamespace(
         scheduler_config=SimpleNamespace(scheduler_cls=SCHEDULER),
         model_config=SimpleNamespace(is_diffusion=False),
     )
-    waits: list[float] = []
-    real_wait = PendingCompile.wait
-
-    def wait(self: PendingCompile, timeout: float) -> bool:
-        waits.append(timeout)
-        return real_wait(self, timeout)
-
-    monkeypatch.setattr(PendingCompile, "wait", wait)
-    # never done before it is asked: a compile that takes until its deadline (1 s)
-    grammar = 'root ::= x{200000}\nx ::= "(" x ")" | "y"\n'
-    for queued, n in ((False, 0), (True, 1)):
-        monkeypatch.setattr(plugin, "_compiles_queued", lambda q=queued: q)
-        params = SamplingParams(
-            max_tokens=8,
-            structured_outputs=StructuredOutputsParams(grammar=grammar + f"# {n}\n"),
-            extra_args={"guided_max_compile_seconds": 1},
-        )
-        with pytest.raises(plugin._AdmissionPending):
-            plugin._admit_or_defer(params, config, object())
-        assert waits == ([] if queued else [plugin.ADMISSION_WAIT_S]), (queued, waits)
-        waits.clear()
+    quick = SamplingParams(
+        max_tokens=8,
+        structured_outputs=StructuredOutputsParams(
+            json={"type": "object", "properties": {"door_inline": {"type": "integer"}}}
+        ),
+    )
+    submitted = _core.compile_pool_stats()["submitted"]
+    plugin._admit_or_defer(quick, config, object())
+    assert plugin._admitted(quick)
+    assert _core.compile_pool_stats()["submitted"] == submitted
+    slow = SamplingParams(
+        max_tokens=8,
+        structured_outputs=StructuredOutputsParams(
+            grammar='root ::= x{200000}\nx ::= "(" x ")" | "y"\n# door inline\n'
+        ),
+        extra_args={"guided_max_compile_seconds": 1},
+    )
+    t0 = time.perf_counter()
+    with pytest.raises(plugin._AdmissionPending) as pending:
+        plugin._admit_or_defer(slow, config, object())
+    assert time.perf_counter() - t0 < 0.5
+    assert _core.compile_pool_stats()["submitted"] == submitted + 1
+    pending.value.started[1].wait(30)
+    with pytest.raises(ValueError, match=r"max_compile_seconds=1\b"):
+        plugin._finish(slow, *pending.value.started)
 
 
 def test_the_door_hands_the_engine_its_compile_time(monkeypatch: pytest.MonkeyPatch) -> None:

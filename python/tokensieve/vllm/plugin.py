@@ -14,10 +14,11 @@ exactly as they were.
 The check runs where vLLM's own backends check a request, inside
 ``InputProcessor._validate_params`` (for a raw prompt on the renderer's thread, for the server's
 rendered prompts on the event loop), so requests go on to the engine one by one as they are
-checked. The request is read (in time proportional to its size) and its compile started on a
-core compile thread (the GIL released), or found in the cache with its error; a compile still
-running after ``ADMISSION_WAIT_S`` (2 ms) is handed back to the wrapped ``AsyncLLM.add_request``,
-which sleeps until it is done (never blocking the event loop) and submits the request again.
+checked. The request is read (in time proportional to its size) and its constraint found in
+the cache (with its error), or compiled where the check stands (the GIL released) for at most
+``ADMISSION_COMPILE_S`` (2 ms); a compile not done by then starts again on a core compile thread
+and is handed back to the wrapped ``AsyncLLM.add_request``, which sleeps until it is done (never
+blocking the event loop) and submits the request again.
 Requests for a constraint whose compile is running share it. So a slow or hostile constraint
 delays its own request only. A request that reaches ``_validate_params`` without passing
 ``AsyncLLM.add_request`` (the offline ``LLM``) is checked there to the end.
@@ -37,7 +38,6 @@ from typing import Any
 import numpy as np
 
 import tokensieve as ts
-from tokensieve import _core
 from tokensieve.constraints import PendingCompile, describe_error
 from tokensieve.vllm.constraints import GRAMMAR_CACHE
 from tokensieve.vllm.processor_base import GuidedProcessorBase, error_text
@@ -60,17 +60,13 @@ _LOCK = threading.Lock()
 _ADMITTED = "_tokensieve_admitted"
 # set by the wrapped AsyncLLM.add_request: this request's check may hand a running compile back
 _DEFERRABLE = "_tokensieve_deferrable"
-# How long the door's check waits for a compile where it stands (the GIL released) before it
-# hands the compile to a coroutine that sleeps until it is done: most constraints compile in
-# well under this, and a request checked at once goes on to the engine at once. It does not
-# wait when compiles are queued for a lane (its own is among them, or starts behind them): the
-# requests after it would wait behind each such wait in turn, for compiles that cannot be done.
-ADMISSION_WAIT_S = 0.002
-
-
-def _compiles_queued() -> bool:
-    """Whether compiles of this process wait for a lane (``compile_pool_stats``)."""
-    return bool(_core.compile_pool_stats()["waiting"])
+# How long the door's check compiles a new constraint where it stands (the GIL released) before
+# it starts the compile again on a compile thread and hands it to a coroutine that sleeps until
+# it is done: most constraints compile in well under this, and a request checked at once goes on
+# to the engine at once. Compiling here rather than handing every compile to a compile thread
+# and waiting: on cores busy with the engine's forward passes each hand-over waits for a core,
+# which costs a burst more than the compiles themselves (docs/vllm.md).
+ADMISSION_COMPILE_S = 0.002
 
 
 def uses_tokensieve(vllm_config: Any) -> bool:
@@ -133,12 +129,11 @@ class _AdmissionPending(Exception):
 
 
 def _admit_or_defer(params: Any, vllm_config: Any, tokenizer: Any) -> None:
-    """:func:`admit` when the compile is done within ``ADMISSION_WAIT_S``; otherwise raise
-    :class:`_AdmissionPending` with the running compile."""
+    """:func:`admit` when the compile is done within ``ADMISSION_COMPILE_S``; otherwise
+    raise :class:`_AdmissionPending` with the running compile."""
     with _refusals():
         started = _start(params, vllm_config, tokenizer)
-        pending = started[1]
-        done = pending.done() or (not _compiles_queued() and pending.wait(ADMISSION_WAIT_S))
+        done = started[1].done()
         if done:
             _finish(params, *started)
     if not done:
@@ -187,7 +182,8 @@ def _refusals() -> Iterator[None]:
 def _start(
     params: Any, vllm_config: Any, tokenizer: Any
 ) -> tuple[StructuredRequest, PendingCompile, ts.Vocabulary]:
-    """Read the request and start its compile (or find it cached)."""
+    """Read the request and compile it (for at most ``ADMISSION_COMPILE_S`` here, then on
+    a compile thread), or find it cached."""
     if getattr(getattr(vllm_config, "model_config", None), "is_diffusion", False):
         raise ValueError("Structured outputs are not supported for diffusion language models")
     if tokenizer is None:
@@ -196,7 +192,8 @@ def _start(
         )
     req = read_request(params, engine_reasoning=engine_reasoning(vllm_config))
     vocab = GuidedProcessorBase.admission_vocabulary()
-    return req, GRAMMAR_CACHE.get_pending(req.constraint, vocab), vocab
+    pending = GRAMMAR_CACHE.get_pending(req.constraint, vocab, inline_seconds=ADMISSION_COMPILE_S)
+    return req, pending, vocab
 
 
 def _finish(
@@ -287,7 +284,7 @@ def _wrap_add_request() -> None:
             # The check runs inside vLLM's own validation (where its backends' checks run: on
             # the renderer's thread for a raw prompt, on the loop after rendering for the
             # server's), so requests reach the engine one by one as they are checked. A compile
-            # that is still running there after ADMISSION_WAIT_S is awaited here, off the loop,
+            # not done there after ADMISSION_COMPILE_S is awaited here, off the loop,
             # and the request submitted again (vLLM validates before anything else).
             so = params.structured_outputs
             with contextlib.suppress(AttributeError):  # else checked to the end where it stands

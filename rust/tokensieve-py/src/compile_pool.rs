@@ -93,6 +93,8 @@ struct State {
     /// process started.
     most_in_lanes: usize,
     moved_to_slow: u64,
+    /// Compiles handed to the pool since the process started.
+    submitted: u64,
 }
 
 /// What the pool is doing now (`tokensieve._core.compile_pool_stats`).
@@ -102,6 +104,7 @@ pub(crate) struct Stats {
     pub waiting: usize,
     pub most_in_lanes: usize,
     pub moved_to_slow: u64,
+    pub submitted: u64,
 }
 
 pub(crate) fn stats() -> Stats {
@@ -112,6 +115,7 @@ pub(crate) fn stats() -> Stats {
         waiting: st.queue.len(),
         most_in_lanes: st.most_in_lanes,
         moved_to_slow: st.moved_to_slow,
+        submitted: st.submitted,
     }
 }
 
@@ -137,6 +141,7 @@ fn lock(p: &Pool) -> MutexGuard<'_, State> {
 pub(crate) fn submit(job: CompileJob) {
     let p = pool();
     let mut st = lock(p);
+    st.submitted += 1;
     st.queue.push_back(job);
     pump(&mut st);
     if !st.keeper {

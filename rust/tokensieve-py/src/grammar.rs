@@ -270,6 +270,7 @@ impl PyGrammar {
         kind: &str,
         source: &Bound<'_, PyAny>,
         vocab: Py<PyVocabulary>,
+        inline: Option<std::time::Duration>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyPendingGrammar> {
         let o = if kind == "ebnf" || kind == "lark" {
@@ -278,38 +279,38 @@ impl PyGrammar {
             compile_options(py, options)?
         };
         let v = vocab.get().inner.clone();
-        let make: Box<dyn FnOnce() -> core::Result<core::Grammar> + Send> = match kind {
+        let make: Compile = match kind {
             "regex" => {
                 let pattern: String = source.extract()?;
-                Box::new(move || core::Grammar::from_regex(&pattern, v, &o.grammar))
+                Arc::new(move || core::Grammar::from_regex(&pattern, v.clone(), &o.grammar))
             }
             "json_schema" => {
                 let text = schema_text(py, source)?;
                 let schema = core::json_schema::parse_text("the schema", &text).py(py)?;
-                Box::new(move || core::Grammar::from_json_schema(&schema, v, &o.schema, &o.grammar))
+                Arc::new(move || core::Grammar::from_json_schema(&schema, v.clone(), &o.schema, &o.grammar))
             }
             "choice" => {
                 let choices: Vec<String> = source.extract()?;
-                Box::new(move || core::Grammar::from_choice(&choices, v, &o.grammar))
+                Arc::new(move || core::Grammar::from_choice(&choices, v.clone(), &o.grammar))
             }
             "structural_tag" => {
                 let text = schema_text(py, source)?;
-                Box::new(move || {
-                    core::Grammar::from_structural_tag(&text, v, &o.schema, &o.grammar)
+                Arc::new(move || {
+                    core::Grammar::from_structural_tag(&text, v.clone(), &o.schema, &o.grammar)
                 })
             }
             "json_object" => {
-                Box::new(move || core::Grammar::from_json_object(v, &o.schema, &o.grammar))
+                Arc::new(move || core::Grammar::from_json_object(v.clone(), &o.schema, &o.grammar))
             }
             "ebnf" => {
                 let text = grammar_text(py, source)?;
                 let (e, g) = ebnf_options(py, options)?;
-                Box::new(move || core::Grammar::from_ebnf(&text, v, &e, &g))
+                Arc::new(move || core::Grammar::from_ebnf(&text, v.clone(), &e, &g))
             }
             "lark" => {
                 let text = grammar_text(py, source)?;
                 let (l, g) = lark_options(py, options)?;
-                Box::new(move || core::Grammar::from_lark(&text, v, &l, &g))
+                Arc::new(move || core::Grammar::from_lark(&text, v.clone(), &l, &g))
             }
             _ => {
                 return Err(PyValueError::new_err(format!(
@@ -319,14 +320,38 @@ impl PyGrammar {
         };
         let slot = Arc::new(Slot::default());
         let done = Finish(slot.clone());
+        if let Some(limit) = inline.filter(|d| !d.is_zero()) {
+            // First on this thread (GIL released), stopped at `limit`: no wait for a lane or a
+            // compile thread, which on busy cores can cost more than the compile
+            let first = make.clone();
+            let (r, seconds, stopped) = py.detach(move || {
+                let started = std::time::Instant::now();
+                let r = core::budget::scope(Some(core::budget::Deadline::after(limit)), || {
+                    core::error::catch_panic(|| first()).and_then(|r| r)
+                });
+                let took = started.elapsed();
+                let stopped = matches!(r, Err(core::Error::Budget(_))) && took >= limit;
+                (r, took.as_secs_f64(), stopped)
+            });
+            if !stopped {
+                done.set(r, seconds);
+                return Ok(PyPendingGrammar { slot, vocab });
+            }
+            // Stopped by `limit` (or a budget error that came after it, which the compile below
+            // meets again): compiled from the start on a compile thread, under its own budgets.
+        }
         crate::compile_pool::submit(Box::new(move || {
             let started = std::time::Instant::now();
-            let r = core::error::catch_panic(make).and_then(|r| r);
+            let r = core::error::catch_panic(|| make()).and_then(|r| r);
             done.set(r, started.elapsed().as_secs_f64());
         }));
         Ok(PyPendingGrammar { slot, vocab })
     }
 }
+
+/// A constraint's compile, callable more than once (a first try on the calling thread may be
+/// stopped and the compile started again on a compile thread).
+type Compile = Arc<dyn Fn() -> core::Result<core::Grammar> + Send + Sync>;
 
 /// A compile running on a compile thread (started without waiting for the GIL, so it overlaps
 /// whatever the calling thread does next, GIL held or not). Any number of threads may wait for
@@ -444,16 +469,33 @@ impl PyGrammar {
     /// (dict, JSON text or pydantic model), list of strings, or None; keyword arguments as for
     /// the matching `from_*`. Input errors (malformed options, schema text that is not JSON)
     /// are raised here; compile errors by `PendingGrammar.result()`.
+    ///
+    /// With `inline_seconds` (seconds, > 0) the compile first runs on the calling thread (GIL
+    /// released) for at most that long: a compile done by then comes back done, without waiting
+    /// for a lane or a compile thread; one that is not is started again from the start on a
+    /// compile thread, under the constraint's own budgets, and comes back pending.
     #[staticmethod]
-    #[pyo3(signature = (kind, source, vocab, **options))]
+    #[pyo3(signature = (kind, source, vocab, *, inline_seconds=None, **options))]
     fn compile_pending(
         py: Python<'_>,
         kind: &str,
         source: &Bound<'_, PyAny>,
         vocab: Py<PyVocabulary>,
+        inline_seconds: Option<f64>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyPendingGrammar> {
-        guard(py, || Self::start_pending(py, kind, source, vocab, options))
+        let inline = match inline_seconds {
+            None => None,
+            Some(s) if (0.0..=60.0).contains(&s) => Some(std::time::Duration::from_secs_f64(s)),
+            Some(s) => {
+                return Err(PyValueError::new_err(format!(
+                    "inline_seconds must be a number of seconds from 0 to 60, got {s}"
+                )))
+            }
+        };
+        guard(py, || {
+            Self::start_pending(py, kind, source, vocab, inline, options)
+        })
     }
 
     /// Compile a regex (full-match semantics) for `vocab`.

@@ -40,7 +40,8 @@ mod vocabulary;
 
 /// The compile threads of `Grammar.compile_pending` (see `compile_pool`): `lanes` (how many
 /// compiles run at once before a slow one leaves its lane), `in_lanes` and `waiting` now,
-/// `most_in_lanes` and `moved_to_slow` since the process started.
+/// `most_in_lanes`, `moved_to_slow` and `submitted` (compiles handed to the threads) since the
+/// process started.
 #[pyfunction]
 fn compile_pool_stats(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
     let s = compile_pool::stats();
@@ -50,6 +51,7 @@ fn compile_pool_stats(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>
     d.set_item("waiting", s.waiting)?;
     d.set_item("most_in_lanes", s.most_in_lanes)?;
     d.set_item("moved_to_slow", s.moved_to_slow)?;
+    d.set_item("submitted", s.submitted)?;
     Ok(d)
 }
 
