@@ -161,24 +161,91 @@ fn multiple_of(
 /// character DFA: a remainder automaton's expression grows exponentially with the modulus
 /// (`multipleOf: 11` already passes the budget), its DFA only linearly. `Ok(None)`: no such
 /// number.
+///
+/// Answers are kept process-wide ([`SPELLED_NODES`]): one schema often asks for the same
+/// numbers several times (the branches of an `anyOf`, each `not`), and schemas of one family
+/// ask for the same ones again, where each answer costs up to milliseconds of state elimination.
 pub(crate) fn multiple_of_spelled(
     divisors: &[(Dec, bool)],
     lo: Option<&Bound>,
     hi: Option<&Bound>,
     integer: bool,
 ) -> Result<Option<NumLang>, String> {
-    let Some(l) = multiple_of_lang(divisors, lo, hi, integer)? else {
-        return Ok(None);
+    let key: SpelledKey = (divisors.to_vec(), lo.cloned(), hi.cloned(), integer);
+    if let Some(found) = spelled_cache().get(&key) {
+        return Ok(found);
+    }
+    let spelled = match multiple_of_lang(divisors, lo, hi, integer)? {
+        None => None,
+        Some(l) => spelled(&l).map_err(|e| format!("multipleOf: {e}"))?,
     };
-    spelled(&l).map_err(|e| format!("multipleOf: {e}"))
+    spelled_cache().put(key, &spelled);
+    Ok(spelled)
+}
+
+/// What [`multiple_of_spelled`] was asked: the divisors, the bounds, integers only.
+type SpelledKey = (Vec<(Dec, bool)>, Option<Bound>, Option<Bound>, bool);
+
+/// The most nodes (HIR nodes, DFA states and transitions) the process keeps of
+/// [`multiple_of_spelled`]'s answers: a few megabytes. Past it the kept answers are dropped
+/// and the cache starts again.
+const SPELLED_NODES: u64 = 200_000;
+
+/// One answer is kept only up to this size (a larger one is recomputed when asked again).
+const SPELLED_NODES_ONE: u64 = SPELLED_NODES / 4;
+
+#[derive(Default)]
+struct SpelledCache {
+    answers: HashMap<SpelledKey, (Option<NumLang>, u64)>,
+    nodes: u64,
+}
+
+struct Spelled(std::sync::Mutex<SpelledCache>);
+
+fn spelled_cache() -> &'static Spelled {
+    static CACHE: std::sync::OnceLock<Spelled> = std::sync::OnceLock::new();
+    CACHE.get_or_init(|| Spelled(std::sync::Mutex::new(SpelledCache::default())))
+}
+
+impl Spelled {
+    fn lock(&self) -> std::sync::MutexGuard<'_, SpelledCache> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn get(&self, key: &SpelledKey) -> Option<Option<NumLang>> {
+        self.lock().answers.get(key).map(|(n, _)| n.clone())
+    }
+
+    fn put(&self, key: SpelledKey, answer: &Option<NumLang>) {
+        let size = answer.as_ref().map_or(1, NumLang::nodes);
+        if size > SPELLED_NODES_ONE {
+            return;
+        }
+        let mut c = self.lock();
+        if c.nodes + size > SPELLED_NODES {
+            c.answers.clear();
+            c.nodes = 0;
+        }
+        if let Some((_, old)) = c.answers.insert(key, (answer.clone(), size)) {
+            c.nodes -= old;
+        }
+        c.nodes += size;
+    }
 }
 
 /// Most states of a minimal DFA whose regular expression is tried (past it, state elimination
 /// spends up to the weight budget, tens of milliseconds, to find it too large).
 const REGEX_STATES: usize = 24;
 
-/// `l` as a regular expression where its minimal DFA is small and the expression fits, else as
-/// that DFA; `Ok(None)`: empty.
+/// A number language's regular expression is used only up to this many times the size of its
+/// minimal DFA (states and transitions); past it the DFA is the smaller automaton to build and
+/// to step through, and state elimination stops early. (A remainder automaton of 9 states, from
+/// `multipleOf: 10` beside `not: {multipleOf: 20}`, has an expression of weight 31,613, 2-3 ms
+/// of state elimination.)
+const HIR_PER_DFA_NODE: u64 = 8;
+
+/// `l` as a regular expression where its minimal DFA is small and the expression is not much
+/// larger than that DFA, else as the DFA; `Ok(None)`: empty.
 fn spelled(l: &Lang) -> Result<Option<NumLang>, String> {
     let Some(d) = l.to_char_dfa(&budget())? else {
         return Ok(None);
@@ -186,7 +253,12 @@ fn spelled(l: &Lang) -> Result<Option<NumLang>, String> {
     if d.accept.len() > REGEX_STATES {
         return Ok(Some(NumLang::Dfa(d)));
     }
-    match lang_hir(l, &budget()) {
+    let dfa_nodes: u64 = d.edges.iter().map(|e| e.len() as u64 + 1).sum();
+    let b = LangBudget {
+        max_weight: dfa_nodes.saturating_mul(HIR_PER_DFA_NODE).min(MAX_WEIGHT),
+        ..budget()
+    };
+    match lang_hir(l, &b) {
         Ok(h) => Ok(h.map(NumLang::Hir)),
         Err(_) => Ok(Some(NumLang::Dfa(d))),
     }
@@ -201,6 +273,14 @@ pub(crate) enum NumLang {
 }
 
 impl NumLang {
+    /// Its size in nodes: a HIR's nodes, or a DFA's states and transitions.
+    fn nodes(&self) -> u64 {
+        match self {
+            NumLang::Hir(h) => crate::automata::hir::nodes(h),
+            NumLang::Dfa(d) => d.edges.iter().map(|e| e.len() as u64 + 1).sum(),
+        }
+    }
+
     /// As a language of the character algebra.
     pub(crate) fn lang(&self) -> Result<Lang, String> {
         match self {
@@ -318,6 +398,7 @@ fn multiple_of_lang(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::automata::hir;
     use crate::json_schema::test_util::Re;
 
     fn dec(s: &str) -> Dec {
@@ -486,6 +567,82 @@ mod tests {
         // the common modulus is bounded like a single divisor
         let big = [(dec("9973"), true), (dec("9967"), true)];
         assert!(multiple_of(&big, None, None, true).is_err());
+    }
+
+    /// `multipleOf: 10` beside `not: {multipleOf: 20}` (and the like) has a 9-state remainder
+    /// DFA whose regular expression weighs tens of thousands: it is kept as the DFA (or an
+    /// expression at most `HIR_PER_DFA_NODE` times its size), the same language by brute
+    /// force; a second ask gets the kept answer, the same language; and the kept answers stay
+    /// within `SPELLED_NODES` whatever is asked.
+    #[test]
+    fn spelled_answers_are_small_kept_and_bounded() {
+        let run = |n: &NumLang, t: &str| {
+            let d = n.char_dfa().unwrap().unwrap();
+            let mut at = d.start;
+            for c in t.chars().map(u32::from) {
+                match d.edges[at].iter().find(|&&(a, b, _)| a <= c && c <= b) {
+                    Some(&(_, _, next)) => at = next,
+                    None => return false,
+                }
+            }
+            d.accept[at]
+        };
+        let sets: &[&[(&str, bool)]] = &[
+            &[("10", false), ("20", true)],
+            &[("2.5", false), ("7", true)],
+            &[("30", false), ("7", true)],
+        ];
+        let lo = Bound {
+            value: dec("15"),
+            inclusive: true,
+        };
+        for set in sets {
+            let divisors: Vec<(Dec, bool)> = set.iter().map(|(m, n)| (dec(m), *n)).collect();
+            for lo in [None, Some(&lo)] {
+                let first = multiple_of_spelled(&divisors, lo, None, false)
+                    .unwrap()
+                    .unwrap();
+                let again = multiple_of_spelled(&divisors, lo, None, false)
+                    .unwrap()
+                    .unwrap();
+                let dfa = first.char_dfa().unwrap().unwrap();
+                let dfa_nodes: u64 = dfa.edges.iter().map(|e| e.len() as u64 + 1).sum();
+                if let NumLang::Hir(h) = &first {
+                    assert!(
+                        hir::weight(h) <= dfa_nodes * HIR_PER_DFA_NODE,
+                        "{set:?} {lo:?}"
+                    );
+                }
+                for i in (-200..400).step_by(3) {
+                    for t in [
+                        i.to_string(),
+                        format!("{i}.5"),
+                        format!("{i}.25"),
+                        format!("{i}.0"),
+                    ] {
+                        let v = dec(&t);
+                        let meets = divisors.iter().all(|(m, negated)| {
+                            crate::json_schema::validate::is_multiple(&v, m).unwrap() != *negated
+                        });
+                        let want =
+                            lo.is_none_or(|l| v >= l.value) && range_spelling(&t, false) && meets;
+                        assert_eq!(run(&first, &t), want, "{set:?} {lo:?} {t}");
+                        assert_eq!(run(&again, &t), want, "{set:?} {lo:?} {t} (kept)");
+                    }
+                }
+            }
+        }
+        // a remainder automaton whose expression is small keeps it (integers ending in 0 or 5)
+        let five = multiple_of_spelled(&[(dec("5"), false)], None, None, true);
+        assert!(matches!(five, Ok(Some(NumLang::Hir(_)))), "{five:?}");
+        for m in 2..400u32 {
+            let bound = Bound {
+                value: dec(&m.to_string()),
+                inclusive: false,
+            };
+            let _ = multiple_of_spelled(&[(dec("3"), false)], Some(&bound), None, m % 2 == 0);
+            assert!(spelled_cache().lock().nodes <= SPELLED_NODES);
+        }
     }
 
     /// Whether `t` is spelled the way the number grammar spells numbers.
