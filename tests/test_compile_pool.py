@@ -253,8 +253,11 @@ def test_an_inline_compile_done_in_time_never_reaches_the_threads_and_a_slow_one
         after_threaded = compile_pool_stats()["submitted"]
 
         def masks(g):
+            return masks_of(g, b'{"a": 12}')
+
+        def masks_of(g, text):
             m, out = g.matcher(), []
-            for b in b'{"a": 12}':
+            for b in text:
                 row = np.zeros(ts.bitmask_words(vocab.vocab_size), dtype=np.int32)
                 m.fill_next_token_bitmask(row)
                 out.append(row.tolist())
@@ -274,6 +277,30 @@ def test_an_inline_compile_done_in_time_never_reaches_the_threads_and_a_slow_one
             slow_error = ""
         except ts.BudgetError as e:
             slow_error = str(e)
+        # a deadline met inside a keyword's step comes out as a schema error at that keyword
+        # (or a fallback): past the inline limit nothing of the first try is kept. Limits swept
+        # over the compile's length, each schema new (nothing kept from the one before).
+        def nested(i):
+            return json.dumps({"type": "object", "patternProperties": {
+                "^a": {"type": "integer", "multipleOf": 10, "minimum": i,
+                       "not": {"multipleOf": 20}},
+                "b$": {"type": "number", "multipleOf": 2.5, "minimum": 15,
+                       "not": {"multipleOf": 7}}},
+                "allOf": [{"anyOf": [{"not": {"patternProperties": {
+                    "^c": {"not": {"multipleOf": 30}}}}}, {"maxProperties": 1}]}]})
+        swept, sweep_errors, i = 0, [], 0
+        while 1e-5 * 1.2 ** (i // 3) < 0.05:
+            p = ts.Grammar.compile_pending(
+                "json_schema", nested(i), vocab, inline_seconds=1e-5 * 1.2 ** (i // 3)
+            )
+            try:
+                p.result()
+            except ts.TokensieveError as e:
+                sweep_errors.append(str(e)[:200])
+            swept, i = swept + 1, i + 1
+        tiny = ts.Grammar.compile_pending("json_schema", nested(-1), vocab, inline_seconds=1e-6)
+        tiny_same = masks_of(tiny.result(), b'{"a1": 30}') == masks_of(
+            ts.Grammar.from_json_schema(nested(-1), vocab), b'{"a1": 30}')
         errors = {}
         for kind, src, kw in (("regex", "[0-9", {}),
                               ("regex", "[ab]{1,200}[ab]{1,200}", {"max_nfa_bytes": 100})):
@@ -294,7 +321,9 @@ def test_an_inline_compile_done_in_time_never_reaches_the_threads_and_a_slow_one
                           "threaded_submitted": after_threaded - after_quick, "same": same,
                           "returned_s": returned_s, "slow_done": slow_done,
                           "slow_submitted": after_slow - after_threaded, "slow_error": slow_error,
-                          "errors": errors, "bad": bad}))
+                          "errors": errors, "bad": bad,
+                          "tiny_same": tiny_same, "swept": swept,
+                          "sweep_errors": sweep_errors}))
         """,
         "1",
     )
@@ -306,3 +335,4 @@ def test_an_inline_compile_done_in_time_never_reaches_the_threads_and_a_slow_one
     assert r["errors"]["[0-9"] == [True, "RegexError"], r
     assert r["errors"]["[ab]{1,200}[ab]{1,200}"] == [True, "BudgetError"], r
     assert len(r["bad"]) == 3 and all("inline_seconds" in e for e in r["bad"]), r
+    assert r["tiny_same"] is True and r["swept"] > 100 and r["sweep_errors"] == [], r

@@ -330,15 +330,17 @@ impl PyGrammar {
                     core::error::catch_panic(|| first()).and_then(|r| r)
                 });
                 let took = started.elapsed();
-                let stopped = matches!(r, Err(core::Error::Budget(_))) && took >= limit;
-                (r, took.as_secs_f64(), stopped)
+                // Past `limit` the deadline may have stopped a step whose caller went on
+                // without it (a fallback, or an error of another kind, such as a schema error
+                // at the keyword): only a compile done within `limit` is kept.
+                (r, took.as_secs_f64(), took >= limit)
             });
             if !stopped {
                 done.set(r, seconds);
                 return Ok(PyPendingGrammar { slot, vocab });
             }
-            // Stopped by `limit` (or a budget error that came after it, which the compile below
-            // meets again): compiled from the start on a compile thread, under its own budgets.
+            // Not done within `limit`: compiled from the start on a compile thread, under its
+            // own budgets (an error that came after `limit` comes again there).
         }
         crate::compile_pool::submit(Box::new(move || {
             let started = std::time::Instant::now();

@@ -158,10 +158,15 @@ pub(crate) fn counting() -> bool {
 /// oracle. Applies to weights and NFAs built on this thread during `f`.
 #[cfg(test)]
 pub(crate) fn with_copies<T>(f: impl FnOnce() -> T) -> T {
-    let before = COPIES_ONLY.with(|c| c.replace(true));
-    let out = f();
-    COPIES_ONLY.with(|c| c.set(before));
-    out
+    // restored also on unwinding: a compile may run on a caller's thread that compiles again
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            COPIES_ONLY.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(COPIES_ONLY.with(|c| c.replace(true)));
+    f()
 }
 
 /// Whether some repetition inside `h` compiles to a counter.

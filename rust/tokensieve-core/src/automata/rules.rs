@@ -604,10 +604,15 @@ fn min_weight() -> u64 {
 /// to automata built on this thread during `f`.
 #[cfg(test)]
 pub(crate) fn with_min_weight<T>(w: u64, f: impl FnOnce() -> T) -> T {
-    let before = MIN_WEIGHT.with(|c| c.replace(w));
-    let out = f();
-    MIN_WEIGHT.with(|c| c.set(before));
-    out
+    // restored also on unwinding: a compile may run on a caller's thread that compiles again
+    struct Restore(u64);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            MIN_WEIGHT.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(MIN_WEIGHT.with(|c| c.replace(w)));
+    f()
 }
 
 /// Runs `f` with no expression cut into rules (one NFA built whole, as before rules): the

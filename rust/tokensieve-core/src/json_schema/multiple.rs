@@ -186,9 +186,9 @@ pub(crate) fn multiple_of_spelled(
 /// What [`multiple_of_spelled`] was asked: the divisors, the bounds, integers only.
 type SpelledKey = (Vec<(Dec, bool)>, Option<Bound>, Option<Bound>, bool);
 
-/// The most nodes (HIR nodes, DFA states and transitions) the process keeps of
-/// [`multiple_of_spelled`]'s answers: a few megabytes. Past it the kept answers are dropped
-/// and the cache starts again.
+/// The most nodes (HIR nodes, DFA states and transitions, and the digits of the questions) the
+/// process keeps of [`multiple_of_spelled`]'s answers: a few megabytes. Past it the kept
+/// answers are dropped and the cache starts again.
 const SPELLED_NODES: u64 = 200_000;
 
 /// One answer is kept only up to this size (a larger one is recomputed when asked again).
@@ -217,7 +217,15 @@ impl Spelled {
     }
 
     fn put(&self, key: SpelledKey, answer: &Option<NumLang>) {
-        let size = answer.as_ref().map_or(1, NumLang::nodes);
+        // the key's digits count too (a bound may have thousands)
+        let digits = |d: &Dec| (d.int.len() + d.frac.len() + 1) as u64;
+        let key_size: u64 = key.0.iter().map(|(d, _)| digits(d)).sum::<u64>()
+            + [&key.1, &key.2]
+                .into_iter()
+                .flatten()
+                .map(|b| digits(&b.value))
+                .sum::<u64>();
+        let size = answer.as_ref().map_or(1, NumLang::nodes) + key_size;
         if size > SPELLED_NODES_ONE {
             return;
         }
