@@ -366,6 +366,9 @@ impl<'a> Compiler<'a> {
     }
 
     pub(super) fn unsupported(&mut self, keyword: &str, ptr: &str, why: &str) -> Result<()> {
+        // A step the compile deadline stopped (its error turned into `why` by the step) is the
+        // deadline's error: never a keyword ignored under `lenient`, nor a schema error.
+        crate::budget::check(&format!("compiling `{keyword}`"))?;
         if self.opts.lenient {
             self.warnings.push(format!(
                 "#{ptr}: `{keyword}` ignored ({why}); the grammar accepts a superset"
@@ -933,5 +936,40 @@ mod pointer_tests {
         );
         assert_eq!(super::child("#/p", "~1"), "#/p/~01");
         assert_eq!(super::child("", "é ü"), "/é ü");
+    }
+}
+
+#[cfg(test)]
+mod deadline_tests {
+    use std::time::Duration;
+
+    use super::Compiler;
+    use crate::budget::{scope, Deadline};
+    use crate::error::Error;
+    use crate::json_schema::JsonSchemaOptions;
+
+    /// A keyword's step that fails once the compile deadline has passed gives the deadline's
+    /// error, lenient or not; before it, the keyword's own error or warning.
+    #[test]
+    fn a_step_stopped_by_the_deadline_is_the_deadlines_error() {
+        let docs = [serde_json::json!({"multipleOf": 3})];
+        for lenient in [false, true] {
+            let opts = JsonSchemaOptions {
+                lenient,
+                ..JsonSchemaOptions::default()
+            };
+            let mut c = Compiler::new(&docs, &opts).unwrap();
+            let passed = scope(Some(Deadline::after(Duration::ZERO)), || {
+                std::thread::sleep(Duration::from_millis(1));
+                c.unsupported("multipleOf", "", "stopped")
+            });
+            assert!(
+                matches!(passed, Err(Error::Budget(_))),
+                "{lenient}: {passed:?}"
+            );
+            let before = c.unsupported("multipleOf", "", "not handled");
+            assert_eq!(before.is_ok(), lenient, "{before:?}");
+            assert_eq!(c.warnings.len(), usize::from(lenient));
+        }
     }
 }
