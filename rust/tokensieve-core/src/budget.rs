@@ -10,6 +10,7 @@ pub mod priority;
 pub mod stack;
 
 use std::cell::Cell;
+use std::thread::LocalKey;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
@@ -51,18 +52,28 @@ thread_local! {
 /// Run `f` with `deadline` in force on this thread (the earlier one when a deadline already
 /// is); the previous deadline is restored afterwards, also on unwinding.
 pub fn scope<T>(deadline: Option<Deadline>, f: impl FnOnce() -> T) -> T {
-    struct Restore(Option<Deadline>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            CURRENT.with(|c| c.set(self.0));
-        }
-    }
     let prev = CURRENT.with(Cell::get);
     let next = match (prev, deadline) {
         (Some(p), Some(d)) => Some(if p.at <= d.at { p } else { d }),
         (p, d) => d.or(p),
     };
-    let _restore = Restore(CURRENT.with(|c| c.replace(next)));
+    with_setting(&CURRENT, next, f)
+}
+
+/// Run `f` with the thread-local setting `cell` set to `value`; the previous value is restored
+/// afterwards, also on unwinding (a compile may run on a caller's thread that compiles again).
+pub(crate) fn with_setting<T: Copy + 'static, R>(
+    cell: &'static LocalKey<Cell<T>>,
+    value: T,
+    f: impl FnOnce() -> R,
+) -> R {
+    struct Restore<T: Copy + 'static>(&'static LocalKey<Cell<T>>, T);
+    impl<T: Copy + 'static> Drop for Restore<T> {
+        fn drop(&mut self) {
+            self.0.with(|c| c.set(self.1));
+        }
+    }
+    let _restore = Restore(cell, cell.with(|c| c.replace(value)));
     f()
 }
 

@@ -326,9 +326,8 @@ impl PyGrammar {
             let first = make.clone();
             let (r, seconds, stopped) = py.detach(move || {
                 let started = std::time::Instant::now();
-                let r = core::budget::scope(Some(core::budget::Deadline::after(limit)), || {
-                    core::error::catch_panic(|| first()).and_then(|r| r)
-                });
+                let r =
+                    core::budget::scope(Some(core::budget::Deadline::after(limit)), || run(&first));
                 let took = started.elapsed();
                 // Past `limit` the deadline may have stopped a step whose caller went on
                 // without it (a fallback, or an error of another kind, such as a schema error
@@ -344,7 +343,7 @@ impl PyGrammar {
         }
         crate::compile_pool::submit(Box::new(move || {
             let started = std::time::Instant::now();
-            let r = core::error::catch_panic(|| make()).and_then(|r| r);
+            let r = run(&make);
             done.set(r, started.elapsed().as_secs_f64());
         }));
         Ok(PyPendingGrammar { slot, vocab })
@@ -354,6 +353,11 @@ impl PyGrammar {
 /// A constraint's compile, callable more than once (a first try on the calling thread may be
 /// stopped and the compile started again on a compile thread).
 type Compile = Arc<dyn Fn() -> core::Result<core::Grammar> + Send + Sync>;
+
+/// Run a compile, a panic inside it an internal error.
+fn run(make: &Compile) -> core::Result<core::Grammar> {
+    core::error::catch_panic(|| make()).and_then(|r| r)
+}
 
 /// A compile running on a compile thread (started without waiting for the GIL, so it overlaps
 /// whatever the calling thread does next, GIL held or not). Any number of threads may wait for

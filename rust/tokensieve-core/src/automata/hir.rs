@@ -158,15 +158,7 @@ pub(crate) fn counting() -> bool {
 /// oracle. Applies to weights and NFAs built on this thread during `f`.
 #[cfg(test)]
 pub(crate) fn with_copies<T>(f: impl FnOnce() -> T) -> T {
-    // restored also on unwinding: a compile may run on a caller's thread that compiles again
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            COPIES_ONLY.with(|c| c.set(self.0));
-        }
-    }
-    let _restore = Restore(COPIES_ONLY.with(|c| c.replace(true)));
-    f()
+    crate::budget::with_setting(&COPIES_ONLY, true, f)
 }
 
 /// Whether some repetition inside `h` compiles to a counter.

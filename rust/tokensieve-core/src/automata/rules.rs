@@ -604,15 +604,7 @@ fn min_weight() -> u64 {
 /// to automata built on this thread during `f`.
 #[cfg(test)]
 pub(crate) fn with_min_weight<T>(w: u64, f: impl FnOnce() -> T) -> T {
-    // restored also on unwinding: a compile may run on a caller's thread that compiles again
-    struct Restore(u64);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            MIN_WEIGHT.with(|c| c.set(self.0));
-        }
-    }
-    let _restore = Restore(MIN_WEIGHT.with(|c| c.replace(w)));
-    f()
+    crate::budget::with_setting(&MIN_WEIGHT, w, f)
 }
 
 /// Runs `f` with no expression cut into rules (one NFA built whole, as before rules): the

@@ -261,15 +261,21 @@ fn spelled(l: &Lang) -> Result<Option<NumLang>, String> {
     if d.accept.len() > REGEX_STATES {
         return Ok(Some(NumLang::Dfa(d)));
     }
-    let dfa_nodes: u64 = d.edges.iter().map(|e| e.len() as u64 + 1).sum();
     let b = LangBudget {
-        max_weight: dfa_nodes.saturating_mul(HIR_PER_DFA_NODE).min(MAX_WEIGHT),
+        max_weight: dfa_nodes(&d)
+            .saturating_mul(HIR_PER_DFA_NODE)
+            .min(MAX_WEIGHT),
         ..budget()
     };
     match lang_hir(l, &b) {
         Ok(h) => Ok(h.map(NumLang::Hir)),
         Err(_) => Ok(Some(NumLang::Dfa(d))),
     }
+}
+
+/// A DFA's size in nodes: its states and transitions.
+fn dfa_nodes(d: &CharDfa) -> u64 {
+    d.edges.iter().map(|e| e.len() as u64 + 1).sum()
 }
 
 /// The spellings of some numbers: a regular expression, or a character DFA over their ASCII
@@ -285,7 +291,7 @@ impl NumLang {
     fn nodes(&self) -> u64 {
         match self {
             NumLang::Hir(h) => crate::automata::hir::nodes(h),
-            NumLang::Dfa(d) => d.edges.iter().map(|e| e.len() as u64 + 1).sum(),
+            NumLang::Dfa(d) => dfa_nodes(d),
         }
     }
 
@@ -486,16 +492,7 @@ mod tests {
                     .unwrap();
                 dfas += usize::from(matches!(n, NumLang::Dfa(_)));
                 let d = n.char_dfa().unwrap().unwrap();
-                let run = |t: &str| {
-                    let mut at = d.start;
-                    for c in t.chars().map(u32::from) {
-                        match d.edges[at].iter().find(|&&(a, b, _)| a <= c && c <= b) {
-                            Some(&(_, _, next)) => at = next,
-                            None => return false,
-                        }
-                    }
-                    d.accept[at]
-                };
+                let run = |t: &str| dfa_matches(&d, t);
                 let mut texts: Vec<String> = Vec::new();
                 for i in (-3100..5100).step_by(7) {
                     texts.push(i.to_string());
@@ -584,17 +581,7 @@ mod tests {
     /// within `SPELLED_NODES` whatever is asked.
     #[test]
     fn spelled_answers_are_small_kept_and_bounded() {
-        let run = |n: &NumLang, t: &str| {
-            let d = n.char_dfa().unwrap().unwrap();
-            let mut at = d.start;
-            for c in t.chars().map(u32::from) {
-                match d.edges[at].iter().find(|&&(a, b, _)| a <= c && c <= b) {
-                    Some(&(_, _, next)) => at = next,
-                    None => return false,
-                }
-            }
-            d.accept[at]
-        };
+        let run = |n: &NumLang, t: &str| dfa_matches(&n.char_dfa().unwrap().unwrap(), t);
         let sets: &[&[(&str, bool)]] = &[
             &[("10", false), ("20", true)],
             &[("2.5", false), ("7", true)],
@@ -614,10 +601,9 @@ mod tests {
                     .unwrap()
                     .unwrap();
                 let dfa = first.char_dfa().unwrap().unwrap();
-                let dfa_nodes: u64 = dfa.edges.iter().map(|e| e.len() as u64 + 1).sum();
                 if let NumLang::Hir(h) = &first {
                     assert!(
-                        hir::weight(h) <= dfa_nodes * HIR_PER_DFA_NODE,
+                        hir::weight(h) <= dfa_nodes(&dfa) * HIR_PER_DFA_NODE,
                         "{set:?} {lo:?}"
                     );
                 }
@@ -651,6 +637,18 @@ mod tests {
             let _ = multiple_of_spelled(&[(dec("3"), false)], Some(&bound), None, m % 2 == 0);
             assert!(spelled_cache().lock().nodes <= SPELLED_NODES);
         }
+    }
+
+    /// Whether the character DFA `d` accepts `t`.
+    fn dfa_matches(d: &CharDfa, t: &str) -> bool {
+        let mut at = d.start;
+        for c in t.chars().map(u32::from) {
+            match d.edges[at].iter().find(|&&(a, b, _)| a <= c && c <= b) {
+                Some(&(_, _, next)) => at = next,
+                None => return false,
+            }
+        }
+        d.accept[at]
     }
 
     /// Whether `t` is spelled the way the number grammar spells numbers.

@@ -292,8 +292,5 @@ pub(super) fn share_calls() -> bool {
 /// differential tests' oracle. Applies to NFAs built on this thread during `f`.
 #[cfg(test)]
 pub(crate) fn with_part_copies<T>(f: impl FnOnce() -> T) -> T {
-    let before = PART_COPIES.with(|c| c.replace(true));
-    let out = f();
-    PART_COPIES.with(|c| c.set(before));
-    out
+    crate::budget::with_setting(&PART_COPIES, true, f)
 }
