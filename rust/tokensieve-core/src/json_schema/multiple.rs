@@ -128,6 +128,12 @@ impl Divisors {
     }
 }
 
+/// Whether [`multiple_of_spelled`] takes these divisors together (`Err`: its refusal), without
+/// building any automaton.
+pub(crate) fn divisors_supported(divisors: &[(Dec, bool)]) -> Result<(), String> {
+    Divisors::new(divisors).map(|_| ())
+}
+
 fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 {
         a
@@ -175,12 +181,21 @@ pub(crate) fn multiple_of_spelled(
     if let Some(found) = spelled_cache().get(&key) {
         return Ok(found);
     }
+    #[cfg(test)]
+    SPELLED_ASKED.with(|n| n.set(n.get() + 1));
     let spelled = match multiple_of_lang(divisors, lo, hi, integer)? {
         None => None,
         Some(l) => spelled(&l).map_err(|e| format!("multipleOf: {e}"))?,
     };
     spelled_cache().put(key, &spelled);
     Ok(spelled)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many questions [`multiple_of_spelled`] answered on this thread without its kept
+    /// answers (tests).
+    pub(crate) static SPELLED_ASKED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
 /// What [`multiple_of_spelled`] was asked: the divisors, the bounds, integers only.

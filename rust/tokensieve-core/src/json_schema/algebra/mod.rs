@@ -37,6 +37,7 @@ use serde_json::{Map, Value};
 use super::compile::{normalize, schema_error, Compiler, Piece};
 use super::extra::{Built, Extra};
 use super::keywords::{bits_to_types, ALGEBRA, APPLICATORS, T_ALL};
+use super::number::Dec;
 use super::options::OneOf;
 use crate::automata::expr::Expr;
 use crate::error::{Error, Result};
@@ -382,11 +383,16 @@ impl<'a> Compiler<'a> {
     }
 
     /// Compile a union of terms: each term's parts are merged like `allOf`.
+    ///
+    /// Every term is merged before any is compiled, and (unless `lenient`) a term whose
+    /// `multipleOf` divisors are refused ([`divisors_refused`]) is compiled first: it fails the
+    /// whole compile, and the other terms' remainder automata can cost milliseconds each, so a
+    /// refused schema is refused without building them. The union is the same in any order.
     pub(super) fn compile_terms(&mut self, terms: Vec<Term>, ptr: &str) -> Result<Option<Expr>> {
         let mut seen: Vec<Option<Built>> = Vec::new();
-        let mut alts = Vec::new();
+        let mut merged_terms: Vec<(Option<Built>, Vec<String>)> = Vec::new();
         for t in terms {
-            crate::budget::check("compiling the terms of schema combinators")?;
+            crate::budget::check("merging the terms of schema combinators")?;
             // refs active for this term: each target as often as the deepest part needs it
             let mut refs: Vec<String> = Vec::new();
             for p in &t {
@@ -410,6 +416,15 @@ impl<'a> Compiler<'a> {
             if self.quick_empty(&merged) {
                 continue;
             }
+            merged_terms.push((merged, refs));
+        }
+        if !self.opts.lenient {
+            // stable: the refused ones first, the others in their order
+            merged_terms.sort_by_key(|(merged, _)| !divisors_refused(merged));
+        }
+        let mut alts = Vec::new();
+        for (merged, refs) in merged_terms {
+            crate::budget::check("compiling the terms of schema combinators")?;
             let n = self.stack.len();
             self.stack.extend(refs);
             let h = self.schema_built(&merged, ptr);
@@ -418,4 +433,23 @@ impl<'a> Compiler<'a> {
         }
         Ok(crate::automata::expr::alt_opt(alts))
     }
+}
+
+/// Whether a merged term's `multipleOf` divisors (its own and the negated ones from `not`) are
+/// refused together ([`crate::json_schema::multiple::divisors_supported`]), a check that costs
+/// no automaton.
+fn divisors_refused(merged: &Option<Built>) -> bool {
+    let Some(b) = merged else {
+        return false;
+    };
+    let mut divisors = Vec::new();
+    if let Some(Value::Number(n)) = b.map.get("multipleOf") {
+        divisors.push((Dec::from_json(n), false));
+    }
+    for v in &b.x.not_multiple_of {
+        if let Value::Number(n) = v {
+            divisors.push((Dec::from_json(n), true));
+        }
+    }
+    !divisors.is_empty() && crate::json_schema::multiple::divisors_supported(&divisors).is_err()
 }

@@ -170,6 +170,48 @@ fn numbers() {
     assert_eq!(k, "multipleOf");
 }
 
+/// A union of terms (`allOf` over `anyOf`s) where some terms' divisors are refused together is
+/// refused before any other term's remainder automaton is built; `lenient` still builds them
+/// all and ignores the refused `multipleOf` only.
+#[test]
+fn a_refused_divisor_term_is_found_before_the_others_are_built() {
+    use crate::json_schema::multiple::SPELLED_ASKED;
+    // terms 33 or 77, ¬6 or 44, ¬11 or 13, ¬429: common moduli 858, 1716 and 6006 are taken,
+    // 77 with 44 and 429 needs 12012 (over 4 digits): refused
+    let schema = json!({"type": "integer", "allOf": [
+        {"anyOf": [{"multipleOf": 33}, {"multipleOf": 77}]},
+        {"anyOf": [{"not": {"multipleOf": 6}}, {"multipleOf": 44}]},
+        {"anyOf": [{"not": {"multipleOf": 11}}, {"multipleOf": 13}]},
+        {"not": {"multipleOf": 429}}
+    ]});
+    SPELLED_ASKED.with(|n| n.set(0));
+    let (k, _) = schema_err(schema.clone(), &JsonSchemaOptions::default());
+    assert_eq!(k, "multipleOf");
+    assert_eq!(
+        SPELLED_ASKED.with(|n| n.get()),
+        1,
+        "only the refused term was asked"
+    );
+    let lenient = JsonSchemaOptions {
+        lenient: true,
+        ..Default::default()
+    };
+    SPELLED_ASKED.with(|n| n.set(0));
+    let c = compile(&schema, &lenient).unwrap();
+    assert!(SPELLED_ASKED.with(|n| n.get()) >= 4);
+    assert!(
+        c.warnings.iter().any(|w| w.contains("multipleOf")),
+        "{:?}",
+        c.warnings
+    );
+    // a superset: the refused term's numbers without its divisors (every integer), and the
+    // taken terms' numbers (77 and 13 but not 6 or 429: 1001)
+    let r = Re::new(&c.expr);
+    for t in ["1", "1001", "-4004"] {
+        assert!(r.is_match(t), "{t}");
+    }
+}
+
 #[test]
 fn unknown_keywords_beside_enum_are_ignored() {
     let c = compile(
