@@ -37,7 +37,6 @@ use serde_json::{Map, Value};
 use super::compile::{normalize, schema_error, Compiler, Piece};
 use super::extra::{Built, Extra};
 use super::keywords::{bits_to_types, ALGEBRA, APPLICATORS, T_ALL};
-use super::number::Dec;
 use super::options::OneOf;
 use crate::automata::expr::Expr;
 use crate::error::{Error, Result};
@@ -420,7 +419,7 @@ impl<'a> Compiler<'a> {
         }
         if !self.opts.lenient {
             // stable: the refused ones first, the others in their order
-            merged_terms.sort_by_key(|(merged, _)| !divisors_refused(merged));
+            merged_terms.sort_by_key(|(merged, _)| !self.divisors_refused(merged, ptr));
         }
         let mut alts = Vec::new();
         for (merged, refs) in merged_terms {
@@ -433,23 +432,17 @@ impl<'a> Compiler<'a> {
         }
         Ok(crate::automata::expr::alt_opt(alts))
     }
-}
 
-/// Whether a merged term's `multipleOf` divisors (its own and the negated ones from `not`) are
-/// refused together ([`crate::json_schema::multiple::divisors_supported`]), a check that costs
-/// no automaton.
-fn divisors_refused(merged: &Option<Built>) -> bool {
-    let Some(b) = merged else {
-        return false;
-    };
-    let mut divisors = Vec::new();
-    if let Some(Value::Number(n)) = b.map.get("multipleOf") {
-        divisors.push((Dec::from_json(n), false));
+    /// Whether a merged term's `multipleOf` divisors (its own and the negated ones from `not`,
+    /// as [`Compiler::divisors`] reads them for the compile) are refused together
+    /// ([`crate::json_schema::multiple::divisors_supported`]), a check that builds no
+    /// automaton. A malformed divisor is left to the compile.
+    fn divisors_refused(&self, merged: &Option<Built>, ptr: &str) -> bool {
+        let Some(b) = merged else {
+            return false;
+        };
+        self.divisors(&b.map, &b.x, ptr, false).is_ok_and(|d| {
+            !d.is_empty() && crate::json_schema::multiple::divisors_supported(&d).is_err()
+        })
     }
-    for v in &b.x.not_multiple_of {
-        if let Value::Number(n) = v {
-            divisors.push((Dec::from_json(n), true));
-        }
-    }
-    !divisors.is_empty() && crate::json_schema::multiple::divisors_supported(&divisors).is_err()
 }

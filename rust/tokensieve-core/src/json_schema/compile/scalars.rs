@@ -358,10 +358,32 @@ impl<'a> Compiler<'a> {
         integer: bool,
     ) -> Result<Option<NumLang>> {
         let (lo, hi) = self.bounds(m, ptr)?;
-        let mul = self.num(m, "multipleOf", ptr)?;
+        let divisors = self.divisors(m, x, ptr, integer)?;
+        let range = || number_range(lo.as_ref(), hi.as_ref(), integer).map(NumLang::Hir);
+        if divisors.is_empty() {
+            return Ok(range());
+        }
+        match multiple_of_spelled(&divisors, lo.as_ref(), hi.as_ref(), integer) {
+            Ok(n) => Ok(n),
+            Err(e) => {
+                self.unsupported("multipleOf", ptr, &e)?;
+                Ok(range())
+            }
+        }
+    }
+
+    /// The conditions on a number's divisors, as `(divisor, negated)`: the map's `multipleOf`
+    /// (none for `multipleOf: 1` on integers), then the negated ones from `not`.
+    pub(in crate::json_schema) fn divisors(
+        &self,
+        m: &Map<String, Value>,
+        x: &Extra,
+        ptr: &str,
+        integer: bool,
+    ) -> Result<Vec<(Dec, bool)>> {
         let one = Dec::parse("1").expect("literal");
-        // (divisor, negated): the map's multipleOf, then the negated ones from `not`
-        let mut divisors: Vec<(Dec, bool)> = mul
+        let mut divisors: Vec<(Dec, bool)> = self
+            .num(m, "multipleOf", ptr)?
             .filter(|d| !(integer && *d == one))
             .map(|d| (d, false))
             .into_iter()
@@ -376,17 +398,7 @@ impl<'a> Compiler<'a> {
             };
             divisors.push((Dec::from_json(n), true));
         }
-        let range = || number_range(lo.as_ref(), hi.as_ref(), integer).map(NumLang::Hir);
-        if divisors.is_empty() {
-            return Ok(range());
-        }
-        match multiple_of_spelled(&divisors, lo.as_ref(), hi.as_ref(), integer) {
-            Ok(n) => Ok(n),
-            Err(e) => {
-                self.unsupported("multipleOf", ptr, &e)?;
-                Ok(range())
-            }
-        }
+        Ok(divisors)
     }
 
     pub(in crate::json_schema) fn count(
