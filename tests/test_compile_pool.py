@@ -336,3 +336,46 @@ def test_an_inline_compile_done_in_time_never_reaches_the_threads_and_a_slow_one
     assert r["errors"]["[ab]{1,200}[ab]{1,200}"] == [True, "BudgetError"], r
     assert len(r["bad"]) == 3 and all("inline_seconds" in e for e in r["bad"]), r
     assert r["tiny_same"] is True and r["swept"] > 100 and r["sweep_errors"] == [], r
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs sched_setaffinity (Linux)")
+def test_an_inline_compile_counts_its_threads_cpu_time_not_its_wait_for_a_core() -> None:
+    """``inline_seconds`` is the calling thread's CPU time (with a wall-clock cap of ten times
+    that): on a core shared with five busy processes, a compile that needs well under the limit
+    in CPU but more than the limit in wall-clock time still comes back done, with nothing
+    handed to the compile threads; one that needs more CPU than the limit is stopped and handed
+    over, soon after its CPU time ran out."""
+    r = run_child(
+        """
+        import os, subprocess
+        cpu = min(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpu})
+        spin = f"import os; os.sched_setaffinity(0, {{{cpu}}})\\nwhile True: pass"
+        long_enum, other_enum = enum_schema(7, 12000), enum_schema(8, 12000)
+        busy = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(5)]
+        try:
+            time.sleep(0.3)  # the spinners are running
+            before = compile_pool_stats()["submitted"]
+            t0, c0 = time.perf_counter(), time.thread_time()
+            p = ts.Grammar.compile_pending("json_schema", long_enum, vocab, inline_seconds=0.08)
+            wall, used, done = time.perf_counter() - t0, time.thread_time() - c0, p.done()
+            submitted = compile_pool_stats()["submitted"] - before
+            t0 = time.perf_counter()
+            q = ts.Grammar.compile_pending("json_schema", other_enum, vocab, inline_seconds=0.003)
+            short_wall, short_done = time.perf_counter() - t0, q.done()
+            short_submitted = compile_pool_stats()["submitted"] - before - submitted
+            q.result()
+        finally:
+            for b in busy:
+                b.kill()
+        print(json.dumps({"wall": wall, "used": used, "done": done, "submitted": submitted,
+                          "short_wall": short_wall, "short_done": short_done,
+                          "short_submitted": short_submitted}))
+        """,
+        "1",
+    )
+    # the setup holds: the compile needed well under the limit in CPU, more in wall-clock time
+    assert r["used"] < 0.06 and r["wall"] > 0.08, r
+    assert r["done"] is True and r["submitted"] == 0, r
+    assert r["short_done"] is False and r["short_submitted"] == 1, r
+    assert r["short_wall"] < 0.03 + 0.5, r  # the cap: ten times 3 ms, and a scheduler's slack

@@ -215,10 +215,10 @@ class Constraint:
     ) -> _core.PendingGrammar:
         """Start compiling on one of the core's compile threads (no GIL needed, so it overlaps
         whatever the caller does next); ``.result()`` waits. With ``inline_seconds`` the compile
-        first runs here (GIL released) for at most that long and comes back done when it
-        finished in time (``Grammar.compile_pending``). Input errors are raised here: a
-        ``ValueError`` or a ``TokensieveError`` (a ``TypeError`` only for a ``vocab`` that is
-        not a ``Vocabulary``)."""
+        first runs here (GIL released) for at most that much of this thread's CPU time and comes
+        back done when it finished in time (``Grammar.compile_pending``). Input errors are raised
+        here: a ``ValueError`` or a ``TokensieveError`` (a ``TypeError`` only for a ``vocab``
+        that is not a ``Vocabulary``)."""
         if not isinstance(vocab, Vocabulary):
             raise TypeError(f"vocab must be a tokensieve.Vocabulary, got {type(vocab).__name__}")
         try:
@@ -538,7 +538,7 @@ class GrammarCache:
         """The grammar, compiling on a core compile thread on a cache miss: ``.result()`` gives
         it (and caches it) or raises a ``ValueError`` with the client-readable message (also
         cached). With ``inline_seconds`` a new compile first runs on this thread for at most
-        that long (:meth:`Constraint.compile_pending`)."""
+        that much of its CPU time (:meth:`Constraint.compile_pending`)."""
         return PendingCompile(self, constraint, vocab, inline_seconds=inline_seconds)
 
     def _store(

@@ -16,7 +16,9 @@ The check runs where vLLM's own backends check a request, inside
 rendered prompts on the event loop), so requests go on to the engine one by one as they are
 checked. The request is read (in time proportional to its size) and its constraint found in
 the cache (with its error), or compiled where the check stands (the GIL released) for at most
-``ADMISSION_COMPILE_S`` (2 ms); a compile not done by then starts again on a core compile thread
+``ADMISSION_COMPILE_S`` (2 ms) of the thread's CPU time (time spent waiting for a core, on cores
+busy with the engine, does not count; at most 20 ms of wall-clock time); a compile not done by
+then starts again on a core compile thread
 and is handed back to the wrapped ``AsyncLLM.add_request``, which sleeps until it is done (never
 blocking the event loop) and submits the request again.
 Requests for a constraint whose compile is running share it. So a slow or hostile constraint
@@ -60,10 +62,13 @@ _LOCK = threading.Lock()
 _ADMITTED = "_tokensieve_admitted"
 # set by the wrapped AsyncLLM.add_request: this request's check may hand a running compile back
 _DEFERRABLE = "_tokensieve_deferrable"
-# How long the door's check compiles a new constraint where it stands (the GIL released) before
-# it starts the compile again on a compile thread and hands it to a coroutine that sleeps until
-# it is done: most constraints compile in well under this, and a request checked at once goes on
-# to the engine at once. Compiling here rather than handing every compile to a compile thread
+# How long the door's check compiles a new constraint where it stands (the GIL released), in
+# the thread's CPU time (at most ten times that of wall-clock time), before it starts the compile
+# again on a compile thread and hands it to a coroutine that sleeps until it is done: most
+# constraints compile in well under this, and a request checked at once goes on to the engine at
+# once. CPU time, not wall-clock time: on cores shared with the engine's forward passes a compile
+# of 1-2 ms waits for a core long enough to pass 2 ms of wall-clock time, and would be paid again
+# from the start on a compile thread. Compiling here rather than handing every compile to a compile thread
 # and waiting: on cores busy with the engine's forward passes each hand-over waits for a core,
 # which costs a burst more than the compiles themselves (docs/vllm.md).
 ADMISSION_COMPILE_S = 0.002
@@ -182,8 +187,8 @@ def _refusals() -> Iterator[None]:
 def _start(
     params: Any, vllm_config: Any, tokenizer: Any
 ) -> tuple[StructuredRequest, PendingCompile, ts.Vocabulary]:
-    """Read the request and compile it (for at most ``ADMISSION_COMPILE_S`` here, then on
-    a compile thread), or find it cached."""
+    """Read the request and compile it (for at most ``ADMISSION_COMPILE_S`` of this thread's
+    CPU time here, then on a compile thread), or find it cached."""
     if getattr(getattr(vllm_config, "model_config", None), "is_diffusion", False):
         raise ValueError("Structured outputs are not supported for diffusion language models")
     if tokenizer is None:

@@ -321,18 +321,22 @@ impl PyGrammar {
         let slot = Arc::new(Slot::default());
         let done = Finish(slot.clone());
         if let Some(limit) = inline.filter(|d| !d.is_zero()) {
-            // First on this thread (GIL released), stopped at `limit`: no wait for a lane or a
-            // compile thread, which on busy cores can cost more than the compile
+            // First on this thread (GIL released), stopped after `limit` of this thread's CPU
+            // time (at most INLINE_WALL_CAP times that of wall-clock time): no wait for a lane
+            // or a compile thread, which on busy cores can cost more than the compile, and a
+            // compile that needs little work is not stopped for the time its thread waited for
+            // a core (it would be paid again from the start on a compile thread)
             let first = make.clone();
             let (r, seconds, stopped) = py.detach(move || {
                 let started = std::time::Instant::now();
-                let r =
-                    core::budget::scope(Some(core::budget::Deadline::after(limit)), || run(&first));
-                let took = started.elapsed();
-                // Past `limit` the deadline may have stopped a step whose caller went on
+                let deadline =
+                    core::budget::Deadline::cpu_after(limit, limit.saturating_mul(INLINE_WALL_CAP));
+                let r = core::budget::scope(Some(deadline), || run(&first));
+                // Once passed, the deadline may have stopped a step whose caller went on
                 // without it (a fallback, or an error of another kind, such as a schema error
-                // at the keyword): only a compile done within `limit` is kept.
-                (r, took.as_secs_f64(), took >= limit)
+                // at the keyword): only a compile done before it passed is kept (it cannot
+                // have passed during the compile and not after).
+                (r, started.elapsed().as_secs_f64(), deadline.passed())
             });
             if !stopped {
                 done.set(r, seconds);
@@ -349,6 +353,11 @@ impl PyGrammar {
         Ok(PyPendingGrammar { slot, vocab })
     }
 }
+
+/// The wall-clock cap of a first try on the calling thread, in multiples of its CPU-time limit
+/// (`inline_seconds`): a thread that gets a core a tenth of the time still finishes a compile
+/// that is in time by CPU; one slower than that is handed to a compile thread.
+const INLINE_WALL_CAP: u32 = 10;
 
 /// A constraint's compile, callable more than once (a first try on the calling thread may be
 /// stopped and the compile started again on a compile thread).
@@ -477,9 +486,11 @@ impl PyGrammar {
     /// are raised here; compile errors by `PendingGrammar.result()`.
     ///
     /// With `inline_seconds` (seconds, > 0) the compile first runs on the calling thread (GIL
-    /// released) for at most that long: a compile done by then comes back done, without waiting
-    /// for a lane or a compile thread; one that is not is started again from the start on a
-    /// compile thread, under the constraint's own budgets, and comes back pending.
+    /// released) for at most that much of the thread's CPU time (wall-clock time where the
+    /// platform has no per-thread CPU clock), and never more than ten times that of wall-clock
+    /// time: a compile done by then comes back done, without waiting for a lane or a compile
+    /// thread; one that is not is started again from the start on a compile thread, under the
+    /// constraint's own budgets, and comes back pending.
     #[staticmethod]
     #[pyo3(signature = (kind, source, vocab, *, inline_seconds=None, **options))]
     fn compile_pending(
