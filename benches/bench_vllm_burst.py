@@ -8,7 +8,8 @@ bursts of ``structured_outputs.json`` requests, every request of a burst submitt
 1. **cold**: 32 distinct schemas the engine has not seen: 24 of the JSONSchemaBench dev set (a
    seeded sample) and 8 heavy ones of this script (150 properties, a 3,000-value enum, 40
    ``anyOf`` branches, recursion through ``$ref``, deep nesting, patterns and formats, long
-   strings, ``patternProperties``);
+   strings, ``patternProperties``; a heavy schema some backend refuses is replaced by one more dev
+   schema, see below);
 2. **warm**: the same 32 again (caches warm);
 3. **beside traffic**: 16 unconstrained requests (``max_tokens=160``) are decoding when a
    second set of 32 new schemas (another 24 of the dev set and variants of the 8 heavy ones)
@@ -18,6 +19,12 @@ With ``--repeat N`` (N > 1) each engine then serves N - 1 more cold and warm bur
 cold set with a new root ``description`` (so every schema is new to every cache, its language
 unchanged): *cold, engine warm* and *warm, engine warm* in the table, the bursts of a server
 that has been running, with less noise than one burst per fresh engine.
+
+Every backend serves the same requests: schemas some backend refuses at vLLM's door (checked
+in this process before the runs: vLLM's own checks for xgrammar and guidance, the door's
+compile for tokensieve) are left out of the sets, and dev schemas further along the same seeded
+sample take their place (``--all-schemas`` bursts the sample as it is, as tables before this
+did: a backend that accepts more schemas then serves more requests in the same burst).
 
 Before anything is timed each engine serves one unconstrained and one constrained request on a
 schema outside the sets. TTFT is the time from submission to the first streamed token; the table
@@ -40,12 +47,14 @@ import argparse
 import asyncio
 import gzip
 import importlib.util
+import itertools
 import json
 import os
 import random
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -188,20 +197,84 @@ def salted(rows: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
     return out
 
 
-def load_sets() -> dict[str, list[dict[str, Any]]]:
-    """The cold set and the traffic set: disjoint dev samples plus the heavy schemas."""
+def load_sets(
+    accepted: Callable[[dict[str, Any]], bool] | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """The cold set and the traffic set: disjoint dev samples plus the heavy schemas.
+
+    With `accepted`, only the schemas it accepts: the heavy ones it accepts, and dev schemas
+    drawn in the same seeded order, skipping the others, until each set holds as many as
+    without it (so every backend serves the same requests)."""
     with gzip.open(DEV_SET, "rt", encoding="utf-8") as f:
         lines = [line for line in f if line.strip()]
-    picked = random.Random(7).sample(range(len(lines)), 2 * N_DEV)
+    picked = random.Random(7).sample(range(len(lines)), 2 * N_DEV)  # the sets without a filter
+    chunks = {"cold": iter(picked[:N_DEV]), "traffic": iter(picked[N_DEV:])}
+    taken = set(picked)
+    rest = [i for i in range(len(lines)) if i not in taken]
+    random.Random(8).shuffle(rest)
+    spare = iter(rest)  # the dev schemas drawn in place of those `accepted` refuses
     sets: dict[str, list[dict[str, Any]]] = {}
-    for k, (name, chunk) in enumerate((("cold", picked[:N_DEV]), ("traffic", picked[N_DEV:]))):
-        rows = []
-        for i in chunk:
+    for k, name in enumerate(("cold", "traffic")):
+        heavy = [{"id": n, "schema": s} for n, s in heavy_schemas(k)]
+        if accepted is not None:
+            heavy = [r for r in heavy if accepted(r)]
+        want = N_DEV + len(heavy_schemas(k)) - len(heavy)
+        rows: list[dict[str, Any]] = []
+        for i in itertools.chain(chunks[name], spare):
+            if len(rows) == want:
+                break
             row = json.loads(lines[i])
-            rows.append({"id": row.get("id", str(i)), "schema": row["schema"]})
-        rows += [{"id": n, "schema": s} for n, s in heavy_schemas(k)]
-        sets[name] = rows
+            r = {"id": row.get("id", str(i)), "schema": row["schema"]}
+            if accepted is None or accepted(r):
+                rows.append(r)
+        sets[name] = rows + heavy
     return sets
+
+
+def door_refusals(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Which backends refuse each schema at vLLM's door, checked in this process: vLLM's own
+    checks for xgrammar and guidance, the door's compile on the admission vocabulary for
+    tokensieve (id -> the refusing backends; only schemas some backend refuses)."""
+    from vllm.v1.structured_output.backend_guidance import validate_guidance_grammar
+    from vllm.v1.structured_output.backend_xgrammar import validate_xgrammar_grammar
+
+    from tokensieve.vllm.constraints import GRAMMAR_CACHE
+    from tokensieve.vllm.processor_base import GuidedProcessorBase
+    from tokensieve.vllm.structured import read_request
+
+    vocab = GuidedProcessorBase.admission_vocabulary()
+
+    def tokensieve_check(params: Any) -> None:
+        GRAMMAR_CACHE.get_pending(read_request(params).constraint, vocab).result()
+
+    checks = {
+        "xgrammar": validate_xgrammar_grammar,
+        "guidance": validate_guidance_grammar,
+        "tokensieve": tokensieve_check,
+    }
+    out: dict[str, list[str]] = {}
+    for r in rows:
+        for backend, check in checks.items():
+            try:
+                check(sp(0, MAX_TOKENS, r["schema"]))
+            except Exception:
+                out.setdefault(r["id"], []).append(backend)
+    return out
+
+
+def common_sets() -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[str]]]:
+    """The sets with only schemas every backend accepts at the door, and the schemas left out
+    (id -> the backends that refuse it)."""
+    refused: dict[str, list[str]] = {}
+    seen: set[str] = set()
+
+    def accepted(r: dict[str, Any]) -> bool:
+        if r["id"] not in seen:
+            seen.add(r["id"])
+            refused.update(door_refusals([r]))
+        return r["id"] not in refused
+
+    return load_sets(accepted), refused
 
 
 # --------------------------------------------------------------------------------------------
@@ -391,6 +464,13 @@ def main() -> None:
         help="cold and warm bursts per engine (the first as before, the others on the cold set "
         "with a new root description each)",
     )
+    ap.add_argument(
+        "--all-schemas",
+        action="store_true",
+        help="burst the sampled schemas as they are, also those some backend refuses at the "
+        "door (then the backends serve different numbers of requests), as tables before the "
+        "same-work sets did",
+    )
     ap.add_argument("--out-dir", default=str(RESULTS_DIR))
     args = ap.parse_args()
     if args.child:
@@ -409,7 +489,11 @@ def main() -> None:
 
     backends = args.backend or list(BACKENDS)
     info = machine_info(PACKAGES)
-    sets = load_sets()
+    left_out: dict[str, list[str]] = {}
+    if args.all_schemas:
+        sets = load_sets()
+    else:
+        sets, left_out = common_sets()
     runs: dict[str, list[dict[str, Any]]] = {b: [] for b in backends}
     t_all = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-vllm-burst-") as tmpdir:
@@ -437,13 +521,29 @@ def main() -> None:
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "vllm_burst.json").write_text(
-        json.dumps({"machine": info, "summary": summary, "runs": runs}, indent=1, default=str)
+        json.dumps(
+            {"machine": info, "summary": summary, "left_out": left_out, "runs": runs},
+            indent=1,
+            default=str,
+        )
     )
     command = "$HOME/.cache/tokensieve/venv-vllm/bin/python benches/bench_vllm_burst.py" + (
         f" --rounds {args.rounds}" if args.rounds != ROUNDS else ""
     )
     if args.repeat != 1:
         command += f" --repeat {args.repeat}"
+    if args.all_schemas:
+        command += " --all-schemas"
+    n_cold = len(sets["cold"])
+    n_heavy = sum(r["id"].startswith("heavy/") for r in sets["cold"])
+    same_work = (
+        " The bursts hold only schemas every backend accepts at the door (checked in the parent "
+        "process before the runs), so every engine serves the same requests; the schemas left "
+        "out are listed at the end."
+        if not args.all_schemas
+        else " The bursts hold every sampled schema, also those some backend refuses at the door "
+        "(`--all-schemas`): the engines then serve different numbers of requests."
+    )
     lines = [
         "# vLLM: time to first token on a burst of new schemas",
         "",
@@ -459,11 +559,12 @@ def main() -> None:
         "",
         "Setup as in `vllm_backends.md` (random-weight tiny Llama, Llama 3 tokenizer, CPU, "
         f"`max_num_seqs=64`); {args.rounds} rounds, a fresh engine per backend and round. "
-        "Bursts (32 requests at once, `max_tokens=8`): *cold* 24 dev-set schemas and 8 heavy "
-        "ones the engine has not seen; *warm* the same again; *beside traffic* 32 other new "
-        f"schemas while {N_TRAFFIC} unconstrained requests decode. TTFT percentiles over the "
-        "requests every backend accepted (pooled over rounds), in ms; ratio: the backend's p50 "
-        "over tokensieve's."
+        f"Bursts ({n_cold} requests at once, `max_tokens=8`): *cold* {n_cold - n_heavy} dev-set "
+        f"schemas and {n_heavy} heavy ones the engine has not seen; *warm* the same again; "
+        f"*beside traffic* {len(sets['traffic'])} other new schemas while {N_TRAFFIC} "
+        "unconstrained requests decode. TTFT percentiles over the requests every backend "
+        "accepted (pooled over rounds), in ms; ratio: the backend's p50 over tokensieve's."
+        + same_work
         + (
             f" Then {args.repeat - 1} more cold and warm bursts per engine, each on the cold "
             "set with a new root `description` (*engine warm*: a server that has been running)."
@@ -514,6 +615,9 @@ def main() -> None:
     lines += ["## Refused", ""]
     for b, errs in refused.items():
         lines.append(f"- {b}: {len(errs)} distinct" + "".join(f"\n  - `{e}`" for e in errs[:12]))
+    if left_out:
+        lines += ["", "## Left out of the bursts (refused at the door by)", ""]
+        lines += [f"- `{i}`: {', '.join(bs)}" for i, bs in sorted(left_out.items())]
     (out_dir / "vllm_burst.md").write_text("\n".join(lines) + "\n")
     print((out_dir / "vllm_burst.md").read_text())
 
