@@ -138,15 +138,37 @@ thread_local! {
     static CURRENT: Cell<Option<Deadline>> = const { Cell::new(None) };
 }
 
-/// Run `f` with `deadline` in force on this thread (the earlier one when a deadline already
-/// is); the previous deadline is restored afterwards, also on unwinding.
+/// Run `f` with `deadline` in force on this thread (with the one already in force, whichever
+/// passes first: [`Deadline::either`]); the previous deadline is restored afterwards, also on
+/// unwinding.
 pub fn scope<T>(deadline: Option<Deadline>, f: impl FnOnce() -> T) -> T {
     let prev = CURRENT.with(Cell::get);
     let next = match (prev, deadline) {
-        (Some(p), Some(d)) => Some(if p.at <= d.at { p } else { d }),
+        (Some(p), Some(d)) => Some(p.either(d)),
         (p, d) => d.or(p),
     };
     with_setting(&CURRENT, next, f)
+}
+
+impl Deadline {
+    /// One deadline that passes when `self` or `other` passes: the earlier of two wall-clock
+    /// deadlines; a CPU-time deadline that can pass before a wall-clock one takes that one's
+    /// point as its cap (its clock may let it run past its own `at`, never past the other's).
+    fn either(self, other: Deadline) -> Deadline {
+        let capped = |c: Deadline, w: Deadline| match c.cpu {
+            Some(t) if w.cpu.is_none() && c.at < w.at => Some(Deadline {
+                cpu: Some(CpuTime {
+                    cap: t.cap.min(w.at),
+                    ..t
+                }),
+                ..c
+            }),
+            _ => None,
+        };
+        capped(self, other)
+            .or_else(|| capped(other, self))
+            .unwrap_or(if self.at <= other.at { self } else { other })
+    }
 }
 
 /// Run `f` with the thread-local setting `cell` set to `value`; the previous value is restored
@@ -273,6 +295,24 @@ mod tests {
         let at_least = Deadline::cpu_after(Duration::from_millis(500), Duration::ZERO);
         std::thread::sleep(Duration::from_millis(20));
         assert!(!at_least.passed());
+
+        // inside a wall-clock deadline it passes by then at the latest; a wall-clock deadline
+        // earlier than the CPU-time one's first look is kept as it is
+        let cpu = Deadline::cpu_after(Duration::from_millis(20), Duration::from_secs(600));
+        let wall = Deadline::after(Duration::from_millis(400));
+        scope(Some(cpu), || {
+            scope(Some(wall), || {
+                std::thread::sleep(Duration::from_millis(40));
+                assert!(check("asleep, before the wall-clock deadline").is_ok());
+                std::thread::sleep(Duration::from_millis(400));
+                assert!(check("asleep, past it").is_err());
+            });
+        });
+        let long = Deadline::cpu_after(Duration::from_secs(10), Duration::from_secs(600));
+        let early = Deadline::after(Duration::from_millis(5));
+        scope(Some(long), || {
+            scope(Some(early), || assert_eq!(current(), Some(early)));
+        });
 
         // on another thread it is a wall-clock deadline
         let here = Deadline::cpu_after(Duration::from_millis(20), Duration::from_secs(600));
