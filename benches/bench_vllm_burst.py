@@ -215,10 +215,9 @@ def load_sets(
     spare = iter(rest)  # the dev schemas drawn in place of those `accepted` refuses
     sets: dict[str, list[dict[str, Any]]] = {}
     for k, name in enumerate(("cold", "traffic")):
-        heavy = [{"id": n, "schema": s} for n, s in heavy_schemas(k)]
-        if accepted is not None:
-            heavy = [r for r in heavy if accepted(r)]
-        want = N_DEV + len(heavy_schemas(k)) - len(heavy)
+        all_heavy = [{"id": n, "schema": s} for n, s in heavy_schemas(k)]
+        heavy = all_heavy if accepted is None else [r for r in all_heavy if accepted(r)]
+        want = N_DEV + len(all_heavy) - len(heavy)
         rows: list[dict[str, Any]] = []
         for i in itertools.chain(chunks[name], spare):
             if len(rows) == want:
@@ -231,13 +230,22 @@ def load_sets(
     return sets
 
 
+def vllm_door_check(backend: str) -> Callable[[Any], None]:
+    """vLLM's own check of a request's ``structured_outputs`` for its `backend` (``xgrammar``
+    or ``guidance``), as its API process runs it."""
+    if backend == "guidance":
+        from vllm.v1.structured_output.backend_guidance import validate_guidance_grammar
+
+        return validate_guidance_grammar
+    from vllm.v1.structured_output.backend_xgrammar import validate_xgrammar_grammar
+
+    return validate_xgrammar_grammar
+
+
 def door_refusals(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
     """Which backends refuse each schema at vLLM's door, checked in this process: vLLM's own
     checks for xgrammar and guidance, the door's compile on the admission vocabulary for
     tokensieve (id -> the refusing backends; only schemas some backend refuses)."""
-    from vllm.v1.structured_output.backend_guidance import validate_guidance_grammar
-    from vllm.v1.structured_output.backend_xgrammar import validate_xgrammar_grammar
-
     from tokensieve.vllm.constraints import GRAMMAR_CACHE
     from tokensieve.vllm.processor_base import GuidedProcessorBase
     from tokensieve.vllm.structured import read_request
@@ -248,8 +256,8 @@ def door_refusals(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
         GRAMMAR_CACHE.get_pending(read_request(params).constraint, vocab).result()
 
     checks = {
-        "xgrammar": validate_xgrammar_grammar,
-        "guidance": validate_guidance_grammar,
+        "xgrammar": vllm_door_check("xgrammar"),
+        "guidance": vllm_door_check("guidance"),
         "tokensieve": tokensieve_check,
     }
     out: dict[str, list[str]] = {}

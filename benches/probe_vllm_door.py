@@ -79,10 +79,7 @@ def vllm_check_pass(rows: list[dict[str, Any]], backend: str) -> tuple[dict[str,
     from vllm import SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
 
-    if backend == "guidance":
-        from vllm.v1.structured_output.backend_guidance import validate_guidance_grammar as check
-    else:
-        from vllm.v1.structured_output.backend_xgrammar import validate_xgrammar_grammar as check
+    check = burst.vllm_door_check(backend)
     per: dict[str, float] = {}
     for r in rows:
         t0 = time.perf_counter()

@@ -84,6 +84,25 @@ impl Deadline {
         Ok(())
     }
 
+    /// One deadline that passes when `self` or `other` passes: the earlier of two wall-clock
+    /// deadlines; a CPU-time deadline that can pass before a wall-clock one takes that one's
+    /// point as its cap (its clock may let it run past its own `at`, never past the other's).
+    fn either(self, other: Deadline) -> Deadline {
+        let capped = |c: Deadline, w: Deadline| match c.cpu {
+            Some(t) if w.cpu.is_none() && c.at < w.at => Some(Deadline {
+                cpu: Some(CpuTime {
+                    cap: t.cap.min(w.at),
+                    ..t
+                }),
+                ..c
+            }),
+            _ => None,
+        };
+        capped(self, other)
+            .or_else(|| capped(other, self))
+            .unwrap_or(if self.at <= other.at { self } else { other })
+    }
+
     /// `None` once passed; otherwise the wall-clock point before which it cannot pass (a
     /// CPU-time deadline's clock need not be read again until then).
     fn next_look(&self) -> Option<Instant> {
@@ -148,27 +167,6 @@ pub fn scope<T>(deadline: Option<Deadline>, f: impl FnOnce() -> T) -> T {
         (p, d) => d.or(p),
     };
     with_setting(&CURRENT, next, f)
-}
-
-impl Deadline {
-    /// One deadline that passes when `self` or `other` passes: the earlier of two wall-clock
-    /// deadlines; a CPU-time deadline that can pass before a wall-clock one takes that one's
-    /// point as its cap (its clock may let it run past its own `at`, never past the other's).
-    fn either(self, other: Deadline) -> Deadline {
-        let capped = |c: Deadline, w: Deadline| match c.cpu {
-            Some(t) if w.cpu.is_none() && c.at < w.at => Some(Deadline {
-                cpu: Some(CpuTime {
-                    cap: t.cap.min(w.at),
-                    ..t
-                }),
-                ..c
-            }),
-            _ => None,
-        };
-        capped(self, other)
-            .or_else(|| capped(other, self))
-            .unwrap_or(if self.at <= other.at { self } else { other })
-    }
 }
 
 /// Run `f` with the thread-local setting `cell` set to `value`; the previous value is restored
